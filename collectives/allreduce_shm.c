@@ -1,0 +1,329 @@
+/*
+ * allreduce_shm.c — all-reduce through a shared-memory region, for communicators whose ranks are all
+ * on one host. Two protocols:
+ *
+ *  small   (bytes <= SMALL_MAX): each rank copies its input into its slot (two slots, alternating by
+ *          operation parity) and publishes a counter; once every counter has arrived, every rank
+ *          folds all slots in rank order into its result. One synchronisation, no messages.
+ *          Slot reuse is safe: a rank writes slot k&1 for operation k only after it has seen every
+ *          rank publish operation k-1, and a rank publishes k-1 only after it finished reading k-2.
+ *
+ *  staged  (larger): the buffer is cut into segments of TEMPO_SHM_COLL_BYTES. For each segment g
+ *          every rank (1) copies its input segment into its staging area in[g&1] and publishes
+ *          in = g+1, (2) when all inputs are there, reduces its block of the segment from all
+ *          ranks' staging areas (rank order) into out[g&1] and publishes red = g+1, (3) when all
+ *          blocks are reduced, copies every block into its result and publishes done = g+1.
+ *          Areas are double-buffered, so segment g+1 is copied in while g is being reduced:
+ *            in[g&1]  may be rewritten once every rank has red >= g-1 (finished reading g-2),
+ *            out[g&1] may be rewritten once every rank has done >= g-1 (finished copying g-2).
+ *          Segments are numbered across operations, so these rules also hold between operations.
+ *          Everything a peer reads lives in the shared region, never in a private buffer, so an
+ *          operation is complete as soon as this rank has its result.
+ *
+ * Every rank computes each result element with the same fold in rank order (small: redundantly on
+ * every rank; staged: once, by the block's owner), so results are bitwise identical on all ranks and
+ * from run to run. fp16/bf16 accumulate in fp32 and round once.
+ *
+ * Operations using the region run one at a time per communicator, in posting order (a ticket), as
+ * every rank posts the same sequence. Waiting on a peer's counter is polling: the engine yields or
+ * sleeps when nothing moves, and a dead peer is noticed through its tcp connection.
+ */
+#include "config.h"
+
+#include <stdio.h>
+
+#include "collectives/coll.h"
+#include "core/cfg.h"
+
+#define SMALL_MAX 8192
+
+typedef struct {
+    _Atomic uint64_t v;
+    char pad[TEMPO_CACHELINE - sizeof(uint64_t)];
+} flag_t;
+
+typedef struct {
+    flag_t small; /* small operations published */
+    flag_t in;    /* segments copied in */
+    flag_t red;   /* segments reduced */
+    flag_t done;  /* segments copied out */
+} ctl_t;
+
+struct tempo__shm_coll {
+    tempo__shm_region_t region;
+    int n, me;
+    size_t stage;       /* bytes of a segment (per rank, per buffer) */
+    size_t outsz;       /* bytes of a reduced block (per rank, per buffer) */
+    ctl_t *ctl;         /* (n) */
+    char *small;        /* (n, 2, SMALL_MAX) */
+    char *in;           /* (n, 2, stage) */
+    char *out;          /* (n, 2, outsz) */
+    const void **srcs;  /* (n) scratch: the operands of a fold */
+    uint64_t nsmall;    /* small operations started (same on every rank) */
+    uint64_t nseg;      /* segments started (same on every rank) */
+    uint32_t ticket_next, ticket_now;
+};
+
+typedef struct {
+    tempo__shm_coll_t *sc;
+    uint32_t ticket;
+    int started;
+    int small;
+    uint64_t k;          /* small: operation number */
+    size_t esize;
+    size_t seg_elems;    /* elements per segment */
+    size_t nseg;
+    uint64_t g0;         /* global number of the first segment */
+    size_t next_in, next_red, next_out;
+} shm_op_t;
+
+static inline uint64_t ld(flag_t *f)
+{
+    return atomic_load_explicit(&f->v, memory_order_acquire);
+}
+static inline void st(flag_t *f, uint64_t v)
+{
+    atomic_store_explicit(&f->v, v, memory_order_release);
+}
+
+static inline char *small_slot(tempo__shm_coll_t *sc, int rank, uint64_t k)
+{
+    return sc->small + ((size_t)rank * 2 + (size_t)(k & 1)) * SMALL_MAX;
+}
+static inline char *in_area(tempo__shm_coll_t *sc, int rank, uint64_t g)
+{
+    return sc->in + ((size_t)rank * 2 + (size_t)(g & 1)) * sc->stage;
+}
+static inline char *out_area(tempo__shm_coll_t *sc, int rank, uint64_t g)
+{
+    return sc->out + ((size_t)rank * 2 + (size_t)(g & 1)) * sc->outsz;
+}
+
+/* Index of the first rank whose counter is below want, or -1 if all have reached it. */
+static int lagging(tempo__shm_coll_t *sc, size_t field, uint64_t want)
+{
+    for (int q = 0; q < sc->n; q++) {
+        flag_t *f = (flag_t *)((char *)&sc->ctl[q] + field);
+        if (ld(f) < want) {
+            return q;
+        }
+    }
+    return -1;
+}
+
+tempo_status_t tempo__shm_coll_create(struct tempo_comm *comm, tempo__shm_coll_t **shm_p)
+{
+    int n = comm->size;
+    tempo__shm_coll_t *sc = tempo__calloc(1, sizeof(*sc), "shm collectives");
+    if (!sc) {
+        return TEMPO_ERR_NOMEM;
+    }
+    sc->n = n;
+    sc->me = comm->rank;
+    sc->srcs = tempo__calloc((size_t)n, sizeof(*sc->srcs), "shm fold operands");
+    if (!sc->srcs) {
+        tempo__free(sc);
+        return TEMPO_ERR_NOMEM;
+    }
+    sc->stage = TEMPO_ALIGN_UP(TEMPO_MAX(tempo__cfg.shm_coll_bytes, (size_t)4096), TEMPO_CACHELINE);
+    sc->outsz = TEMPO_ALIGN_UP(sc->stage / (size_t)n + 8, TEMPO_CACHELINE);
+    size_t ctl = TEMPO_ALIGN_UP(sizeof(ctl_t) * (size_t)n, 4096);
+    size_t small = (size_t)n * 2 * SMALL_MAX;
+    size_t in = (size_t)n * 2 * sc->stage;
+    size_t out = (size_t)n * 2 * sc->outsz;
+    tempo_status_t st = tempo__shm_region_create(comm, ctl + small + in + out, &sc->region);
+    if (st != TEMPO_OK) {
+        tempo__free(sc->srcs);
+        tempo__free(sc);
+        return st;
+    }
+    char *base = sc->region.base;
+    sc->ctl = (ctl_t *)base;
+    sc->small = base + ctl;
+    sc->in = sc->small + small;
+    sc->out = sc->in + in;
+    *shm_p = sc;
+    return TEMPO_OK;
+}
+
+void tempo__shm_coll_destroy(tempo__shm_coll_t *sc)
+{
+    if (sc) {
+        tempo__shm_region_destroy(&sc->region);
+        tempo__free(sc->srcs);
+        tempo__free(sc);
+    }
+}
+
+static tempo_status_t progress_small(tempo__op_t *op, shm_op_t *so)
+{
+    tempo__shm_coll_t *sc = so->sc;
+    int q = lagging(sc, offsetof(ctl_t, small), so->k + 1);
+    if (q >= 0) {
+        op->wait_peer = q;
+        return TEMPO_INPROGRESS;
+    }
+    for (int r = 0; r < sc->n; r++) {
+        sc->srcs[r] = small_slot(sc, r, so->k);
+    }
+    tempo__reduce_n(op->recvbuf, sc->srcs, sc->n, op->count, op->dtype, op->redop);
+    return TEMPO_OK;
+}
+
+/* Elements of segment i of the operation. */
+static size_t seg_count(const tempo__op_t *op, const shm_op_t *so, size_t i)
+{
+    size_t off = i * so->seg_elems;
+    return TEMPO_MIN(so->seg_elems, op->count - off);
+}
+
+static tempo_status_t progress_staged(tempo__op_t *op, shm_op_t *so)
+{
+    tempo__shm_coll_t *sc = so->sc;
+    int n = sc->n, me = sc->me;
+    size_t es = so->esize;
+    tempo_status_t result = TEMPO_INPROGRESS;
+    int moved, any = 0;
+    do {
+        moved = 0;
+        /* (1) copy in */
+        if (so->next_in < so->nseg) {
+            uint64_t g = so->g0 + so->next_in;
+            int q = g >= 2 ? lagging(sc, offsetof(ctl_t, red), g - 1) : -1;
+            if (q < 0) {
+                size_t off = so->next_in * so->seg_elems;
+                memcpy(in_area(sc, me, g), (const char *)op->sendbuf + off * es,
+                       seg_count(op, so, so->next_in) * es);
+                st(&sc->ctl[me].in, g + 1);
+                so->next_in++;
+                moved = 1;
+            } else {
+                op->wait_peer = q;
+            }
+        }
+        /* (2) reduce this rank's block of the oldest segment copied in */
+        if (so->next_red < so->next_in) {
+            uint64_t g = so->g0 + so->next_red;
+            int q = lagging(sc, offsetof(ctl_t, in), g + 1);
+            if (q < 0 && g >= 2) {
+                q = lagging(sc, offsetof(ctl_t, done), g - 1);
+            }
+            if (q < 0) {
+                size_t boff, bcnt;
+                tempo__block(seg_count(op, so, so->next_red), n, me, &boff, &bcnt);
+                for (int r = 0; r < n; r++) {
+                    sc->srcs[r] = in_area(sc, r, g) + boff * es;
+                }
+                tempo__reduce_n(out_area(sc, me, g), sc->srcs, n, bcnt, op->dtype, op->redop);
+                st(&sc->ctl[me].red, g + 1);
+                so->next_red++;
+                moved = 1;
+            } else {
+                op->wait_peer = q;
+            }
+        }
+        /* (3) copy every block of the oldest reduced segment into the result */
+        if (so->next_out < so->next_red) {
+            uint64_t g = so->g0 + so->next_out;
+            int q = lagging(sc, offsetof(ctl_t, red), g + 1);
+            if (q < 0) {
+                size_t cnt = seg_count(op, so, so->next_out);
+                char *dst = (char *)op->recvbuf + so->next_out * so->seg_elems * es;
+                for (int r = 0; r < n; r++) {
+                    size_t boff, bcnt;
+                    tempo__block(cnt, n, r, &boff, &bcnt);
+                    memcpy(dst + boff * es, out_area(sc, r, g), bcnt * es);
+                }
+                st(&sc->ctl[me].done, g + 1);
+                so->next_out++;
+                moved = 1;
+                if (so->next_out == so->nseg) {
+                    result = TEMPO_OK;
+                    break;
+                }
+            } else {
+                op->wait_peer = q;
+            }
+        }
+        any |= moved;
+    } while (moved);
+    if (any) {
+        tempo__engine_note_event(op->comm->world);
+    }
+    return result;
+}
+
+static tempo_status_t shm_progress(tempo__op_t *op)
+{
+    shm_op_t *so = op->priv;
+    tempo__shm_coll_t *sc = so->sc;
+    if (!so->started) {
+        if (sc->ticket_now != so->ticket) {
+            return TEMPO_INPROGRESS; /* an earlier shared-memory operation is still running */
+        }
+        so->started = 1;
+        if (so->small) {
+            so->k = sc->nsmall++;
+            memcpy(small_slot(sc, sc->me, so->k), op->sendbuf, op->count * so->esize);
+            st(&sc->ctl[sc->me].small, so->k + 1);
+        } else {
+            so->g0 = sc->nseg;
+            sc->nseg += so->nseg;
+        }
+    }
+    tempo_status_t st = so->small ? progress_small(op, so) : progress_staged(op, so);
+    if (st != TEMPO_INPROGRESS) {
+        sc->ticket_now++;
+        op->wait_peer = -1;
+    }
+    return st;
+}
+
+static void shm_cleanup(tempo__op_t *op)
+{
+    shm_op_t *so = op->priv;
+    if (so) {
+        /* A cancelled operation that never ran gives its turn away; one that started cannot be
+         * undone (its peers would wait forever), which is why cancelling fails the communicator's
+         * shared-memory state for good. */
+        if (!so->started && so->sc->ticket_now == so->ticket) {
+            so->sc->ticket_now++;
+        }
+        tempo__free(so);
+        op->priv = NULL;
+    }
+}
+
+const char *tempo__allreduce_shm_unusable(const tempo__op_t *op);
+const char *tempo__allreduce_shm_unusable(const tempo__op_t *op)
+{
+    tempo__coll_comm_t *cc = tempo__cc(op->comm);
+    if (!op->comm->all_local) {
+        return "needs every rank on one host";
+    }
+    if (!cc->shm) {
+        return "shared memory is not available on this communicator (TEMPO_SHM=0, a single rank, "
+               "or /dev/shm had no room)";
+    }
+    return NULL;
+}
+
+tempo_status_t tempo__allreduce_shm_start(tempo__op_t *op);
+tempo_status_t tempo__allreduce_shm_start(tempo__op_t *op)
+{
+    tempo__shm_coll_t *sc = tempo__cc(op->comm)->shm;
+    shm_op_t *so = tempo__calloc(1, sizeof(*so), "shm operation");
+    if (!so) {
+        return TEMPO_ERR_NOMEM;
+    }
+    so->sc = sc;
+    so->esize = tempo_dtype_size(op->dtype);
+    so->ticket = sc->ticket_next++;
+    so->small = op->count * so->esize <= SMALL_MAX;
+    so->seg_elems = sc->stage / so->esize;
+    so->nseg = (op->count + so->seg_elems - 1) / so->seg_elems;
+    op->priv = so;
+    op->progress = shm_progress;
+    op->cleanup = shm_cleanup;
+    return TEMPO_OK;
+}

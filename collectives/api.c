@@ -1,0 +1,835 @@
+/*
+ * api.c — the public entry points of tempo.h: communicator lifecycle (init, split, destroy, abort),
+ * argument validation, posting collectives and point-to-point operations, requests, introspection.
+ *
+ * It sits on top of every layer because creating a communicator involves all of them: the
+ * configuration and rendezvous (core), the connections (transport), the host identity (topo) and the
+ * shared-memory collective state (collectives). Every entry point takes the world lock; a failure is
+ * described in the thread's error text and copied to the communicator's last error.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "collectives/coll.h"
+#include "core/bootstrap.h"
+#include "core/cfg.h"
+#include "topo/host.h"
+
+struct tempo_request; /* public name of tempo__op_t */
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Errors                                                                                         */
+/* ---------------------------------------------------------------------------------------------- */
+
+/* Record st's text as comm's last error (the text is already in the thread's buffer). */
+static tempo_status_t comm_err(struct tempo_comm *c, tempo_status_t st)
+{
+    if (c && st < 0) {
+        snprintf(c->last_error, sizeof(c->last_error), "%s", tempo__errmsg());
+    }
+    return st;
+}
+
+const char *tempo_last_error(tempo_comm_t comm)
+{
+    return comm ? comm->last_error : tempo__errmsg();
+}
+
+const char *tempo_version(void)
+{
+    return PACKAGE_VERSION;
+}
+
+int tempo_comm_rank(tempo_comm_t comm)
+{
+    return comm ? comm->rank : -1;
+}
+
+int tempo_comm_size(tempo_comm_t comm)
+{
+    return comm ? comm->size : -1;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Communicator setup                                                                             */
+/* ---------------------------------------------------------------------------------------------- */
+
+static void coll_free(struct tempo_comm *c)
+{
+    tempo__coll_comm_t *cc = c->coll;
+    if (cc) {
+        tempo__shm_coll_destroy(cc->shm);
+        tempo__free(cc);
+        c->coll = NULL;
+    }
+}
+
+/* Collective over c: parse TEMPO_ALGO and set up shared-memory collectives where possible. */
+static tempo_status_t coll_setup(struct tempo_comm *c)
+{
+    tempo__coll_comm_t *cc = tempo__calloc(1, sizeof(*cc), "collective state");
+    if (!cc) {
+        return TEMPO_ERR_NOMEM;
+    }
+    c->coll = cc;
+    c->coll_free = coll_free;
+    TEMPO_CHECK(tempo__algo_parse_env(cc, tempo__cfg.algo));
+    if (c->all_local && c->size > 1 && tempo__cfg.shm) {
+        tempo_status_t st = tempo__shm_coll_create(c, &cc->shm);
+        if (st == TEMPO_ERR_NOMEM || st == TEMPO_ERR_SYSTEM) {
+            /* Every rank gets the same status from the collective creation. */
+            TEMPO_WARN(TEMPO_SUB_INIT, "shared-memory collectives unavailable: %s", tempo__errmsg());
+            cc->shm = NULL;
+        } else if (st != TEMPO_OK) {
+            return st;
+        }
+    }
+    return TEMPO_OK;
+}
+
+static uint64_t random_u64(void)
+{
+    uint64_t v = 0;
+    if (getrandom(&v, sizeof(v), 0) != (ssize_t)sizeof(v)) {
+        v = tempo__now_ns() ^ ((uint64_t)getpid() << 32);
+    }
+    return v;
+}
+
+static tempo_status_t check_config(const tempo_config_t *cfg)
+{
+    if (!cfg) {
+        return TEMPO_OK;
+    }
+    if ((cfg->field_mask & TEMPO_CONFIG_RANK) &&
+        (cfg->size < 1 || cfg->rank < 0 || cfg->rank >= cfg->size)) {
+        return tempo__err(TEMPO_ERR_INVALID, "config: rank %d / size %d out of range", cfg->rank,
+                          cfg->size);
+    }
+    if ((cfg->field_mask & TEMPO_CONFIG_ROOT) && (!cfg->root || !cfg->root[0])) {
+        return tempo__err(TEMPO_ERR_INVALID, "config: root is set but empty");
+    }
+    if ((cfg->field_mask & TEMPO_CONFIG_HOST_ID) && !cfg->host_id) {
+        return tempo__err(TEMPO_ERR_INVALID, "config: host_id is set but NULL");
+    }
+    if ((cfg->field_mask & TEMPO_CONFIG_TIMEOUT) && !(cfg->timeout_s > 0)) {
+        return tempo__err(TEMPO_ERR_INVALID, "config: timeout_s must be > 0");
+    }
+    return TEMPO_OK;
+}
+
+static tempo_status_t init_world(const tempo_config_t *cfg, tempo_comm_t *comm_p)
+{
+    tempo__launch_t launch;
+    TEMPO_CHECK(tempo__launch_detect(cfg, &launch));
+    tempo__log_set_rank(launch.rank);
+    double timeout = (cfg && (cfg->field_mask & TEMPO_CONFIG_TIMEOUT)) ? cfg->timeout_s
+                                                                        : tempo__cfg.timeout_s;
+    uint64_t deadline = tempo__deadline_after(timeout);
+    TEMPO_INFO(TEMPO_SUB_INIT, "rank %d of %d (from %s), job key %s", launch.rank, launch.size,
+               launch.source, launch.job_key);
+
+    tempo__bootstrap_t *bs = NULL;
+    tempo__addr_t local;
+    TEMPO_CHECK(tempo__bootstrap_open(&launch, deadline, &bs, &local));
+
+    tempo__peer_info_t me;
+    memset(&me, 0, sizeof(me));
+    me.rank = launch.rank;
+    me.pid = (int32_t)getpid();
+    me.uuid = random_u64();
+    me.ncpus = (uint32_t)tempo__host_ncpus();
+    snprintf(me.hostname, sizeof(me.hostname), "%s", tempo__hostname());
+    const char *host_override = (cfg && (cfg->field_mask & TEMPO_CONFIG_HOST_ID)) ? cfg->host_id
+                                                                                   : tempo__cfg.host_id;
+    me.host_id = tempo__host_id(host_override, launch.rank);
+
+    int listen_fd = -1;
+    tempo__peer_info_t *table = NULL;
+    tempo__world_t *w = NULL;
+    tempo_status_t st;
+    TEMPO_CHECK_GOTO(tempo__tl_prepare(&local, &me, &listen_fd), st, fail_bs);
+    TEMPO_CHECK_GOTO(tempo__bootstrap_allgather(bs, &me, sizeof(me), deadline, (void **)&table), st,
+                     fail_fd);
+    tempo__bootstrap_close(bs);
+    bs = NULL;
+    for (int r = 0; r < launch.size; r++) {
+        if (table[r].rank != r) {
+            st = tempo__err(TEMPO_ERR_BOOTSTRAP, "rendezvous table is inconsistent at rank %d", r);
+            goto fail_fd;
+        }
+    }
+    TEMPO_CHECK_GOTO(tempo__world_create(launch.rank, launch.size, table, timeout, &w), st, fail_fd);
+    tempo__free(table);
+    table = NULL;
+
+    pthread_mutex_lock(&w->lock);
+    st = tempo__tl_setup(w, listen_fd, deadline);
+    listen_fd = -1;
+    struct tempo_comm *c = NULL;
+    if (st == TEMPO_OK) {
+        int *ranks = tempo__malloc(sizeof(int) * (size_t)w->size, "ranks");
+        st = ranks ? TEMPO_OK : TEMPO_ERR_NOMEM;
+        for (int r = 0; ranks && r < w->size; r++) {
+            ranks[r] = r;
+        }
+        if (st == TEMPO_OK) {
+            st = tempo__comm_create(w, ranks, w->size, w->rank, 0, &c);
+        }
+        tempo__free(ranks);
+    }
+    if (st == TEMPO_OK) {
+        st = coll_setup(c);
+    }
+    pthread_mutex_unlock(&w->lock);
+    if (st != TEMPO_OK) {
+        if (c) {
+            tempo__comm_free(c);
+        }
+        tempo__world_destroy(w, 0);
+        return st;
+    }
+    TEMPO_INFO(TEMPO_SUB_INIT, "communicator of %d ranks ready (%d on this host%s)", w->size,
+               w->nlocal, w->oversubscribed ? ", more than CPUs: yielding while waiting" : "");
+    *comm_p = c;
+    return TEMPO_OK;
+
+fail_fd:
+    if (listen_fd >= 0) {
+        close(listen_fd);
+    }
+fail_bs:
+    tempo__free(table);
+    tempo__bootstrap_close(bs);
+    return st;
+}
+
+tempo_status_t tempo_comm_init(const tempo_config_t *config, tempo_comm_t *comm_p)
+{
+    if (!comm_p) {
+        return tempo__err(TEMPO_ERR_INVALID, "tempo_comm_init: comm_p is NULL");
+    }
+    TEMPO_CHECK(tempo__config_load());
+    TEMPO_CHECK(check_config(config));
+    return init_world(config, comm_p);
+}
+
+tempo_status_t tempo_comm_init_env(tempo_comm_t *comm_p)
+{
+    return tempo_comm_init(NULL, comm_p);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Posting                                                                                        */
+/* ---------------------------------------------------------------------------------------------- */
+
+typedef struct {
+    int coll;
+    const void *sendbuf;
+    void *recvbuf;
+    size_t count;
+    tempo_dtype_t dtype;
+    tempo_op_t redop;
+    int root;
+    uint32_t ptag;
+} args_t;
+
+static int overlap(const void *a, size_t alen, const void *b, size_t blen)
+{
+    const char *x = a, *y = b;
+    return a && b && alen && blen && x < y + blen && y < x + alen;
+}
+
+/* Validate arguments; TEMPO_ERR_INVALID with a message naming the problem. */
+static tempo_status_t validate(const struct tempo_comm *c, const args_t *a)
+{
+    const char *cn = tempo__coll_name(a->coll);
+    int n = c->size, r = c->rank;
+    int has_op = a->coll == TEMPO__COLL_ALLREDUCE || a->coll == TEMPO__COLL_REDUCE_SCATTER ||
+                 a->coll == TEMPO__COLL_REDUCE;
+    if (a->coll == TEMPO__COLL_BARRIER) {
+        return TEMPO_OK;
+    }
+    if (!tempo__dtype_valid(a->dtype)) {
+        return tempo__err(TEMPO_ERR_INVALID, "%s: unknown dtype %d", cn, (int)a->dtype);
+    }
+    if (has_op && !tempo__op_valid(a->redop)) {
+        return tempo__err(TEMPO_ERR_INVALID, "%s: unknown reduction op %d", cn, (int)a->redop);
+    }
+    size_t es = tempo_dtype_size(a->dtype);
+    if (a->count > SIZE_MAX / es / (size_t)n) {
+        return tempo__err(TEMPO_ERR_INVALID, "%s: count %zu is too large", cn, a->count);
+    }
+    if (a->coll == TEMPO__COLL_SEND || a->coll == TEMPO__COLL_RECV) {
+        if (a->root < 0 || a->root >= n || a->root == r) {
+            return tempo__err(TEMPO_ERR_INVALID, "%s: peer %d is not another rank of this "
+                              "communicator (size %d, own rank %d)", cn, a->root, n, r);
+        }
+        if (a->ptag > TEMPO_TAG_MAX) {
+            return tempo__err(TEMPO_ERR_INVALID, "%s: tag %u exceeds TEMPO_TAG_MAX", cn, a->ptag);
+        }
+        const void *buf = a->coll == TEMPO__COLL_SEND ? a->sendbuf : a->recvbuf;
+        if (a->count && !buf) {
+            return tempo__err(TEMPO_ERR_INVALID, "%s: buffer is NULL with count %zu", cn, a->count);
+        }
+        return TEMPO_OK;
+    }
+    int rooted = a->coll == TEMPO__COLL_BROADCAST || a->coll == TEMPO__COLL_REDUCE;
+    if (rooted && (a->root < 0 || a->root >= n)) {
+        return tempo__err(TEMPO_ERR_INVALID, "%s: root %d out of range (communicator size %d)", cn,
+                          a->root, n);
+    }
+    size_t sbytes = a->count * es, rbytes = a->count * es;
+    int need_send = 1, need_recv = 1;
+    switch (a->coll) {
+    case TEMPO__COLL_REDUCE_SCATTER: sbytes *= (size_t)n; break;
+    case TEMPO__COLL_ALLGATHER: rbytes *= (size_t)n; break;
+    case TEMPO__COLL_ALLTOALL: sbytes *= (size_t)n; rbytes *= (size_t)n; break;
+    case TEMPO__COLL_BROADCAST: need_send = r == a->root; break;
+    case TEMPO__COLL_REDUCE: need_recv = r == a->root; break;
+    default: break;
+    }
+    if (a->count && need_send && !a->sendbuf) {
+        return tempo__err(TEMPO_ERR_INVALID, "%s: sendbuf is NULL with count %zu", cn, a->count);
+    }
+    if (a->count && need_recv && !a->recvbuf) {
+        return tempo__err(TEMPO_ERR_INVALID, "%s: recvbuf is NULL with count %zu", cn, a->count);
+    }
+    if (!need_send || !need_recv || a->sendbuf == a->recvbuf) {
+        return TEMPO_OK;
+    }
+    const char *s = a->sendbuf;
+    char *rv = a->recvbuf;
+    if (a->coll == TEMPO__COLL_REDUCE_SCATTER && rv == s + (size_t)r * a->count * es) {
+        return TEMPO_OK;
+    }
+    if (a->coll == TEMPO__COLL_ALLGATHER && s == rv + (size_t)r * a->count * es) {
+        return TEMPO_OK;
+    }
+    if (overlap(a->sendbuf, sbytes, a->recvbuf, rbytes)) {
+        return tempo__err(TEMPO_ERR_INVALID, "%s: sendbuf and recvbuf overlap partially (only the "
+                          "documented in-place layouts are allowed)", cn);
+    }
+    return TEMPO_OK;
+}
+
+/* Post an operation; *op_p receives it (already complete when the return value is not
+ * TEMPO_INPROGRESS). Called with the lock held. */
+static tempo_status_t post_locked(struct tempo_comm *c, const args_t *a, const tempo_attr_t *attr,
+                                  tempo__op_t **op_p)
+{
+    tempo__op_t *op = tempo__op_new(c, a->coll);
+    if (!op) {
+        return TEMPO_ERR_NOMEM;
+    }
+    op->sendbuf = a->sendbuf;
+    op->recvbuf = a->recvbuf;
+    op->count = a->count;
+    op->dtype = a->dtype;
+    op->redop = a->redop;
+    op->root = a->root;
+    op->ptag = a->ptag;
+    if (a->coll != TEMPO__COLL_SEND && a->coll != TEMPO__COLL_RECV) {
+        op->seq = c->next_seq++;
+    }
+    const char *forced = NULL;
+    if (attr) {
+        if (attr->field_mask & TEMPO_ATTR_PRIORITY) {
+            op->priority = attr->priority;
+        }
+        if (attr->field_mask & TEMPO_ATTR_TAG) {
+            op->user_tag = attr->tag;
+        }
+        if (attr->field_mask & TEMPO_ATTR_ALGORITHM) {
+            forced = attr->algorithm;
+        }
+    }
+    *op_p = op;
+    tempo__world_t *w = c->world;
+    if (w->failed != TEMPO_OK) {
+        op->status = tempo__op_fail(op, w->failed, "%s", w->failmsg);
+        return op->status;
+    }
+    int trivial = a->coll != TEMPO__COLL_BARRIER && a->count == 0;
+    if (trivial || (c->size == 1 && a->coll == TEMPO__COLL_BARRIER)) {
+        op->status = TEMPO_OK;
+        return TEMPO_OK;
+    }
+    const tempo__algo_t *algo;
+    tempo_status_t st = tempo__algo_select(op, forced, &algo);
+    if (st == TEMPO_OK) {
+        op->algo = algo->name;
+        st = algo->start(op);
+    }
+    if (st != TEMPO_OK) {
+        snprintf(op->errmsg, sizeof(op->errmsg), "%s", tempo__errmsg());
+        op->status = st;
+        return st;
+    }
+    if (tempo__log_level >= TEMPO_LOG_DEBUG) {
+        char d[192];
+        TEMPO_DEBUG(TEMPO_SUB_COLL, "post %s priority %d tag %llu", tempo__op_describe(op, d, 192),
+                    op->priority, (unsigned long long)op->user_tag);
+    }
+    return tempo__op_start(op);
+}
+
+/* Finish a request: copy its error text, release it. */
+static tempo_status_t finish(tempo__op_t *op)
+{
+    struct tempo_comm *c = op->comm;
+    tempo_status_t st = op->status;
+    if (st < 0) {
+        tempo__errmsg_set(op->errmsg);
+        comm_err(c, st);
+    }
+    tempo__op_release(op);
+    return st;
+}
+
+static tempo_status_t run(struct tempo_comm *c, const args_t *a, const tempo_attr_t *attr,
+                          tempo_request_t *req_p)
+{
+    if (!c) {
+        return tempo__err(TEMPO_ERR_INVALID, "%s: comm is NULL", tempo__coll_name(a->coll));
+    }
+    tempo_status_t st = validate(c, a);
+    if (st != TEMPO_OK) {
+        return comm_err(c, st);
+    }
+    tempo__world_t *w = c->world;
+    pthread_mutex_lock(&w->lock);
+    tempo__op_t *op = NULL;
+    st = post_locked(c, a, attr, &op);
+    if (st == TEMPO_ERR_NOMEM && !op) {
+        pthread_mutex_unlock(&w->lock);
+        return comm_err(c, st);
+    }
+    if (req_p) {
+        /* Non-blocking: errors found at posting are returned now. */
+        if (st < 0) {
+            st = finish(op);
+            pthread_mutex_unlock(&w->lock);
+            return st;
+        }
+        *req_p = (tempo_request_t)op;
+        pthread_mutex_unlock(&w->lock);
+        return TEMPO_OK;
+    }
+    if (st == TEMPO_INPROGRESS) {
+        tempo__op_wait_locked(op);
+    }
+    st = finish(op);
+    pthread_mutex_unlock(&w->lock);
+    return st;
+}
+
+/* Blocking forms pass no attributes and no request. */
+#define BLOCKING NULL, NULL
+
+tempo_status_t tempo_allreduce(tempo_comm_t comm, const void *sendbuf, void *recvbuf, size_t count,
+                               tempo_dtype_t dtype, tempo_op_t op)
+{
+    args_t a = {TEMPO__COLL_ALLREDUCE, sendbuf, recvbuf, count, dtype, op, 0, 0};
+    return run(comm, &a, BLOCKING);
+}
+
+static tempo_status_t need_req(tempo_comm_t comm, tempo_request_t *req_p, int coll)
+{
+    if (!req_p) {
+        return comm_err(comm, tempo__err(TEMPO_ERR_INVALID, "i%s: req_p is NULL",
+                                         tempo__coll_name(coll)));
+    }
+    *req_p = NULL;
+    return TEMPO_OK;
+}
+
+static const tempo_attr_t no_attr = {0, 0, 0, NULL};
+
+tempo_status_t tempo_iallreduce(tempo_comm_t comm, const void *sendbuf, void *recvbuf, size_t count,
+                                tempo_dtype_t dtype, tempo_op_t op, const tempo_attr_t *attr,
+                                tempo_request_t *req_p)
+{
+    TEMPO_CHECK(need_req(comm, req_p, TEMPO__COLL_ALLREDUCE));
+    args_t a = {TEMPO__COLL_ALLREDUCE, sendbuf, recvbuf, count, dtype, op, 0, 0};
+    return run(comm, &a, attr ? attr : &no_attr, req_p);
+}
+
+tempo_status_t tempo_reduce_scatter(tempo_comm_t comm, const void *sendbuf, void *recvbuf,
+                                    size_t recvcount, tempo_dtype_t dtype, tempo_op_t op)
+{
+    args_t a = {TEMPO__COLL_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op, 0, 0};
+    return run(comm, &a, BLOCKING);
+}
+
+tempo_status_t tempo_ireduce_scatter(tempo_comm_t comm, const void *sendbuf, void *recvbuf,
+                                     size_t recvcount, tempo_dtype_t dtype, tempo_op_t op,
+                                     const tempo_attr_t *attr, tempo_request_t *req_p)
+{
+    TEMPO_CHECK(need_req(comm, req_p, TEMPO__COLL_REDUCE_SCATTER));
+    args_t a = {TEMPO__COLL_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op, 0, 0};
+    return run(comm, &a, attr ? attr : &no_attr, req_p);
+}
+
+tempo_status_t tempo_allgather(tempo_comm_t comm, const void *sendbuf, void *recvbuf,
+                               size_t sendcount, tempo_dtype_t dtype)
+{
+    args_t a = {TEMPO__COLL_ALLGATHER, sendbuf, recvbuf, sendcount, dtype, TEMPO_SUM, 0, 0};
+    return run(comm, &a, BLOCKING);
+}
+
+tempo_status_t tempo_iallgather(tempo_comm_t comm, const void *sendbuf, void *recvbuf,
+                                size_t sendcount, tempo_dtype_t dtype, const tempo_attr_t *attr,
+                                tempo_request_t *req_p)
+{
+    TEMPO_CHECK(need_req(comm, req_p, TEMPO__COLL_ALLGATHER));
+    args_t a = {TEMPO__COLL_ALLGATHER, sendbuf, recvbuf, sendcount, dtype, TEMPO_SUM, 0, 0};
+    return run(comm, &a, attr ? attr : &no_attr, req_p);
+}
+
+tempo_status_t tempo_broadcast(tempo_comm_t comm, const void *sendbuf, void *recvbuf, size_t count,
+                               tempo_dtype_t dtype, int root)
+{
+    args_t a = {TEMPO__COLL_BROADCAST, sendbuf, recvbuf, count, dtype, TEMPO_SUM, root, 0};
+    return run(comm, &a, BLOCKING);
+}
+
+tempo_status_t tempo_ibroadcast(tempo_comm_t comm, const void *sendbuf, void *recvbuf, size_t count,
+                                tempo_dtype_t dtype, int root, const tempo_attr_t *attr,
+                                tempo_request_t *req_p)
+{
+    TEMPO_CHECK(need_req(comm, req_p, TEMPO__COLL_BROADCAST));
+    args_t a = {TEMPO__COLL_BROADCAST, sendbuf, recvbuf, count, dtype, TEMPO_SUM, root, 0};
+    return run(comm, &a, attr ? attr : &no_attr, req_p);
+}
+
+tempo_status_t tempo_reduce(tempo_comm_t comm, const void *sendbuf, void *recvbuf, size_t count,
+                            tempo_dtype_t dtype, tempo_op_t op, int root)
+{
+    args_t a = {TEMPO__COLL_REDUCE, sendbuf, recvbuf, count, dtype, op, root, 0};
+    return run(comm, &a, BLOCKING);
+}
+
+tempo_status_t tempo_ireduce(tempo_comm_t comm, const void *sendbuf, void *recvbuf, size_t count,
+                             tempo_dtype_t dtype, tempo_op_t op, int root, const tempo_attr_t *attr,
+                             tempo_request_t *req_p)
+{
+    TEMPO_CHECK(need_req(comm, req_p, TEMPO__COLL_REDUCE));
+    args_t a = {TEMPO__COLL_REDUCE, sendbuf, recvbuf, count, dtype, op, root, 0};
+    return run(comm, &a, attr ? attr : &no_attr, req_p);
+}
+
+tempo_status_t tempo_alltoall(tempo_comm_t comm, const void *sendbuf, void *recvbuf, size_t count,
+                              tempo_dtype_t dtype)
+{
+    args_t a = {TEMPO__COLL_ALLTOALL, sendbuf, recvbuf, count, dtype, TEMPO_SUM, 0, 0};
+    return run(comm, &a, BLOCKING);
+}
+
+tempo_status_t tempo_ialltoall(tempo_comm_t comm, const void *sendbuf, void *recvbuf, size_t count,
+                               tempo_dtype_t dtype, const tempo_attr_t *attr, tempo_request_t *req_p)
+{
+    TEMPO_CHECK(need_req(comm, req_p, TEMPO__COLL_ALLTOALL));
+    args_t a = {TEMPO__COLL_ALLTOALL, sendbuf, recvbuf, count, dtype, TEMPO_SUM, 0, 0};
+    return run(comm, &a, attr ? attr : &no_attr, req_p);
+}
+
+tempo_status_t tempo_barrier(tempo_comm_t comm)
+{
+    args_t a = {TEMPO__COLL_BARRIER, NULL, NULL, 0, TEMPO_UINT8, TEMPO_SUM, 0, 0};
+    return run(comm, &a, BLOCKING);
+}
+
+tempo_status_t tempo_ibarrier(tempo_comm_t comm, const tempo_attr_t *attr, tempo_request_t *req_p)
+{
+    TEMPO_CHECK(need_req(comm, req_p, TEMPO__COLL_BARRIER));
+    args_t a = {TEMPO__COLL_BARRIER, NULL, NULL, 0, TEMPO_UINT8, TEMPO_SUM, 0, 0};
+    return run(comm, &a, attr ? attr : &no_attr, req_p);
+}
+
+tempo_status_t tempo_send(tempo_comm_t comm, const void *buf, size_t count, tempo_dtype_t dtype,
+                          int peer, uint32_t tag)
+{
+    args_t a = {TEMPO__COLL_SEND, buf, NULL, count, dtype, TEMPO_SUM, peer, tag};
+    return run(comm, &a, BLOCKING);
+}
+
+tempo_status_t tempo_recv(tempo_comm_t comm, void *buf, size_t count, tempo_dtype_t dtype, int peer,
+                          uint32_t tag)
+{
+    args_t a = {TEMPO__COLL_RECV, NULL, buf, count, dtype, TEMPO_SUM, peer, tag};
+    return run(comm, &a, BLOCKING);
+}
+
+tempo_status_t tempo_isend(tempo_comm_t comm, const void *buf, size_t count, tempo_dtype_t dtype,
+                           int peer, uint32_t tag, const tempo_attr_t *attr, tempo_request_t *req_p)
+{
+    TEMPO_CHECK(need_req(comm, req_p, TEMPO__COLL_SEND));
+    args_t a = {TEMPO__COLL_SEND, buf, NULL, count, dtype, TEMPO_SUM, peer, tag};
+    return run(comm, &a, attr ? attr : &no_attr, req_p);
+}
+
+tempo_status_t tempo_irecv(tempo_comm_t comm, void *buf, size_t count, tempo_dtype_t dtype, int peer,
+                           uint32_t tag, const tempo_attr_t *attr, tempo_request_t *req_p)
+{
+    TEMPO_CHECK(need_req(comm, req_p, TEMPO__COLL_RECV));
+    args_t a = {TEMPO__COLL_RECV, NULL, buf, count, dtype, TEMPO_SUM, peer, tag};
+    return run(comm, &a, attr ? attr : &no_attr, req_p);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Requests                                                                                       */
+/* ---------------------------------------------------------------------------------------------- */
+
+tempo_status_t tempo_test(tempo_request_t *req_p)
+{
+    if (!req_p || !*req_p) {
+        return TEMPO_OK;
+    }
+    tempo__op_t *op = (tempo__op_t *)*req_p;
+    tempo__world_t *w = op->comm->world;
+    pthread_mutex_lock(&w->lock);
+    if (op->status == TEMPO_INPROGRESS) {
+        tempo__engine_progress(w);
+    }
+    tempo_status_t st = op->status;
+    if (st != TEMPO_INPROGRESS) {
+        st = finish(op);
+        *req_p = NULL;
+    }
+    pthread_mutex_unlock(&w->lock);
+    return st;
+}
+
+tempo_status_t tempo_wait(tempo_request_t *req_p)
+{
+    if (!req_p || !*req_p) {
+        return TEMPO_OK;
+    }
+    tempo__op_t *op = (tempo__op_t *)*req_p;
+    tempo__world_t *w = op->comm->world;
+    pthread_mutex_lock(&w->lock);
+    tempo__op_wait_locked(op);
+    tempo_status_t st = finish(op);
+    *req_p = NULL;
+    pthread_mutex_unlock(&w->lock);
+    return st;
+}
+
+tempo_status_t tempo_waitall(size_t n, tempo_request_t reqs[], tempo_status_t statuses[])
+{
+    tempo_status_t first = TEMPO_OK;
+    char first_msg[TEMPO_ERRMSG_LEN] = "";
+    if (n && !reqs) {
+        return tempo__err(TEMPO_ERR_INVALID, "tempo_waitall: reqs is NULL with n = %zu", n);
+    }
+    for (size_t i = 0; i < n; i++) {
+        tempo_status_t st = tempo_wait(&reqs[i]);
+        if (statuses) {
+            statuses[i] = st;
+        }
+        if (st < 0 && first == TEMPO_OK) {
+            first = st;
+            snprintf(first_msg, sizeof(first_msg), "%s", tempo__errmsg());
+        }
+    }
+    if (first != TEMPO_OK) {
+        tempo__errmsg_set(first_msg);
+    }
+    return first;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Split, destroy, abort                                                                          */
+/* ---------------------------------------------------------------------------------------------- */
+
+typedef struct {
+    int32_t color, key, next_ctx, pad;
+} split_entry_t;
+
+static int cmp_members(const void *a, const void *b)
+{
+    const int *x = a, *y = b; /* (key, rank) */
+    return x[0] != y[0] ? (x[0] < y[0] ? -1 : 1) : (x[1] < y[1] ? -1 : x[1] > y[1]);
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return x < y ? -1 : x > y;
+}
+
+tempo_status_t tempo_comm_split(tempo_comm_t comm, int color, int key, tempo_comm_t *newcomm_p)
+{
+    if (!comm || !newcomm_p) {
+        return tempo__err(TEMPO_ERR_INVALID, "tempo_comm_split: %s is NULL",
+                          comm ? "newcomm_p" : "comm");
+    }
+    if (color < 0 && color != TEMPO_UNDEFINED) {
+        return comm_err(comm, tempo__err(TEMPO_ERR_INVALID, "tempo_comm_split: color %d must be >= "
+                                         "0 or TEMPO_UNDEFINED", color));
+    }
+    tempo__world_t *w = comm->world;
+    int n = comm->size;
+    split_entry_t mine = {color, key, w->next_ctx, 0};
+    split_entry_t *all = tempo__malloc(sizeof(*all) * (size_t)n, "split table");
+    int *members = tempo__malloc(sizeof(int) * 2 * (size_t)n, "split members");
+    int *colors = tempo__malloc(sizeof(int) * (size_t)n, "split colors");
+    if (!all || !members || !colors) {
+        tempo__free(all);
+        tempo__free(members);
+        tempo__free(colors);
+        return comm_err(comm, TEMPO_ERR_NOMEM);
+    }
+    tempo_status_t st = tempo_allgather(comm, &mine, all, sizeof(mine) / 4, TEMPO_INT32);
+    if (st != TEMPO_OK) {
+        goto out;
+    }
+    pthread_mutex_lock(&w->lock);
+    int base = 0, ncolors = 0;
+    for (int i = 0; i < n; i++) {
+        base = TEMPO_MAX(base, all[i].next_ctx);
+        if (all[i].color != TEMPO_UNDEFINED) {
+            colors[ncolors++] = all[i].color;
+        }
+    }
+    qsort(colors, (size_t)ncolors, sizeof(int), cmp_int);
+    int distinct = 0, my_index = -1;
+    for (int i = 0; i < ncolors; i++) {
+        if (i == 0 || colors[i] != colors[i - 1]) {
+            if (colors[i] == color) {
+                my_index = distinct;
+            }
+            distinct++;
+        }
+    }
+    w->next_ctx = TEMPO_MAX(w->next_ctx, base + distinct);
+    *newcomm_p = NULL;
+    if (color == TEMPO_UNDEFINED) {
+        pthread_mutex_unlock(&w->lock);
+        goto out;
+    }
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        if (all[i].color == color) {
+            members[2 * m] = all[i].key;
+            members[2 * m + 1] = i;
+            m++;
+        }
+    }
+    qsort(members, (size_t)m, 2 * sizeof(int), cmp_members);
+    int my_new = -1;
+    for (int i = 0; i < m; i++) {
+        if (members[2 * i + 1] == comm->rank) {
+            my_new = i;
+        }
+        colors[i] = tempo__wrank(comm, members[2 * i + 1]); /* reuse as world ranks */
+    }
+    struct tempo_comm *nc = NULL;
+    st = tempo__comm_create(w, colors, m, my_new, base + my_index, &nc);
+    if (st == TEMPO_OK) {
+        st = coll_setup(nc);
+        if (st != TEMPO_OK) {
+            tempo__comm_free(nc);
+            nc = NULL;
+        }
+    }
+    pthread_mutex_unlock(&w->lock);
+    if (st == TEMPO_OK) {
+        TEMPO_INFO(TEMPO_SUB_INIT, "split: color %d, rank %d of %d, context %d", color, my_new, m,
+                   nc->ctx);
+        *newcomm_p = nc;
+    }
+out:
+    tempo__free(all);
+    tempo__free(members);
+    tempo__free(colors);
+    return comm_err(comm, st);
+}
+
+tempo_status_t tempo_comm_destroy(tempo_comm_t comm)
+{
+    if (!comm) {
+        return TEMPO_OK;
+    }
+    tempo__world_t *w = comm->world;
+    tempo_status_t st = TEMPO_OK;
+    pthread_mutex_lock(&w->lock);
+    while (!tempo__list_empty(&comm->ops)) {
+        tempo__op_t *op = tempo__container_of(comm->ops.next, tempo__op_t, clink);
+        if (op->status == TEMPO_INPROGRESS) {
+            char d[192];
+            st = tempo__err(TEMPO_ERR_ABORTED, "tempo_comm_destroy cancelled %s, still in progress",
+                            tempo__op_describe(op, d, sizeof(d)));
+        }
+        tempo__op_release(op);
+    }
+    int left = tempo__comm_free(comm);
+    pthread_mutex_unlock(&w->lock);
+    if (left == 0) {
+        tempo__world_destroy(w, w->failed != TEMPO_ERR_ABORTED);
+    }
+    return st;
+}
+
+tempo_status_t tempo_comm_abort(tempo_comm_t comm)
+{
+    if (!comm) {
+        return tempo__err(TEMPO_ERR_INVALID, "tempo_comm_abort: comm is NULL");
+    }
+    tempo__world_t *w = comm->world;
+    pthread_mutex_lock(&w->lock);
+    if (w->failed == TEMPO_OK) {
+        char me[160];
+        tempo__world_fail(w, TEMPO_ERR_ABORTED, "the job was aborted by tempo_comm_abort() on %s",
+                          tempo__peer_desc(w, w->rank, me, sizeof(me)));
+    } else {
+        w->failed = TEMPO_ERR_ABORTED;
+    }
+    if (w->tl_close) {
+        w->tl_close(w, 0);
+    }
+    tempo__engine_progress(w);
+    pthread_mutex_unlock(&w->lock);
+    return TEMPO_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Introspection                                                                                  */
+/* ---------------------------------------------------------------------------------------------- */
+
+size_t tempo_build_info(const tempo_build_item_t **items_p)
+{
+    static const tempo_build_item_t items[] = {
+        {"version", PACKAGE_VERSION},
+        {"cuda", TEMPO_BUILD_CUDA},
+        {"nccl", TEMPO_BUILD_NCCL},
+        {"ucx", TEMPO_BUILD_UCX},
+        {"verbs", TEMPO_BUILD_VERBS},
+        {"zstd", TEMPO_BUILD_ZSTD},
+        {"hwloc", TEMPO_BUILD_HWLOC},
+        {"mpi", TEMPO_BUILD_MPI " (perf baselines only)"},
+#ifdef TEMPO_ENABLE_ASSERT
+        {"debug", "yes (assertions on)"},
+#else
+        {"debug", "no"},
+#endif
+        {"transports", "shm, tcp"},
+    };
+    if (items_p) {
+        *items_p = items;
+    }
+    return TEMPO_ARRAY_SIZE(items);
+}
+
+tempo_status_t tempo_transport_info(size_t index, tempo_transport_info_t *info_p)
+{
+    (void)tempo__config_load();
+    return tempo__tl_info(index, info_p);
+}

@@ -1,0 +1,201 @@
+/*
+ * coll.h — the collectives layer: algorithm table, schedules, reduction kernels, per-communicator
+ * state. Not installed.
+ *
+ * An algorithm is an entry of tempo__algos[] (collectives/algos.c): a collective, a name (forceable
+ * through TEMPO_ALGO or tempo_attr_t.algorithm), a predicate saying whether it can run an operation,
+ * an α-β cost for automatic selection, and a start function. Most algorithms are builders: start()
+ * fills a tempo__sched_t (rounds of sends, receives, copies and reductions) that the generic executor
+ * in sched.c runs. Algorithms that do not fit rounds (the shared-memory ones) install their own
+ * progress function instead.
+ *
+ * Reductions in schedules are in a native type: fp16/bf16 collectives are run in fp32 on a work
+ * buffer (converted once on the way in and once on the way out), which is how they accumulate in
+ * fp32 and round once.
+ */
+#ifndef TEMPO_COLLECTIVES_COLL_H
+#define TEMPO_COLLECTIVES_COLL_H
+
+#include "core/dtype.h"
+#include "core/world.h"
+#include "transport/transport.h"
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Reduction kernels (reduce.c)                                                                   */
+/* ---------------------------------------------------------------------------------------------- */
+
+/** dst[i] = a[i] op b[i] for native types (not fp16/bf16); TEMPO_AVG reduces as TEMPO_SUM. dst may
+ *  alias a or b. */
+void tempo__reduce3(void *dst, const void *a, const void *b, size_t count, tempo_dtype_t dtype,
+                    tempo_op_t op);
+/** buf[i] /= n (TEMPO_AVG's final step; integer division for integer types). Native types only. */
+void tempo__avg_finish(void *buf, size_t count, tempo_dtype_t dtype, int n);
+/** dst[i] = src[0][i] op src[1][i] op ... op src[n-1][i], folded left in index order. Any dtype:
+ *  fp16/bf16 accumulate in fp32 and round once; with TEMPO_AVG the result is divided by n. */
+void tempo__reduce_n(void *dst, const void *const *src, int n, size_t count, tempo_dtype_t dtype,
+                     tempo_op_t op);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Schedules (sched.c)                                                                            */
+/* ---------------------------------------------------------------------------------------------- */
+
+typedef enum {
+    SA_SEND,          /* send bytes from src to peer */
+    SA_RECV,          /* receive bytes from peer into dst */
+    SA_RECV_REDUCE,   /* receive into tmp; at the end of the round dst = src op tmp (or tmp op src) */
+    SA_COPY,          /* dst <- src (bytes; memmove semantics) */
+    SA_REDUCE,        /* dst = src op dst (or dst op src), count elements */
+    SA_AVG,           /* dst /= nranks, count elements */
+    SA_HALF_TO_F32,   /* dst (fp32) <- src (fp16/bf16 of the operation), count elements */
+    SA_F32_TO_HALF    /* dst (fp16/bf16) <- src (fp32), count elements */
+} tempo__sact_kind_t;
+
+typedef struct tempo__sact {
+    uint8_t kind;
+    uint8_t tmp_first;   /* reductions: the received/other operand is the left operand */
+    int peer;            /* comm rank */
+    void *dst;
+    const void *src;
+    void *tmp;
+    size_t bytes;
+    size_t count;
+    tempo__xfer_t x;
+} tempo__sact_t;
+
+typedef struct tempo__sched {
+    tempo__op_t *op;
+    tempo__sact_t *acts;
+    int nacts, acap;
+    int *round_start;    /* first action of each round */
+    int nrounds, rcap;
+    int cur;             /* round being executed */
+    int posted;          /* its transfers are posted */
+    tempo_dtype_t dtype; /* reduction type (native) */
+    tempo_op_t redop;
+    int nranks;          /* for SA_AVG */
+    uint64_t p2p_tag;    /* nonzero: every transfer uses this tag (send/recv) */
+    void *scratch;       /* owned scratch memory */
+    int oom;             /* an allocation failed while building */
+} tempo__sched_t;
+
+/** Allocate a schedule for op (op->priv, op->progress and op->cleanup are set) with scratch_bytes of
+ *  owned scratch memory (64-byte aligned) and reductions in dtype/redop. */
+tempo_status_t tempo__sched_create(tempo__op_t *op, size_t scratch_bytes, tempo_dtype_t dtype,
+                                   tempo_op_t redop, tempo__sched_t **sched_p);
+void tempo__sched_round(tempo__sched_t *s);
+void tempo__sched_send(tempo__sched_t *s, int peer, const void *src, size_t bytes);
+void tempo__sched_recv(tempo__sched_t *s, int peer, void *dst, size_t bytes);
+void tempo__sched_recv_reduce(tempo__sched_t *s, int peer, void *dst, const void *src, void *tmp,
+                              size_t count, int tmp_first);
+void tempo__sched_copy(tempo__sched_t *s, void *dst, const void *src, size_t bytes);
+void tempo__sched_reduce(tempo__sched_t *s, void *dst, const void *src, size_t count,
+                         int src_first);
+void tempo__sched_avg(tempo__sched_t *s, void *dst, size_t count);
+void tempo__sched_convert(tempo__sched_t *s, int to_f32, void *dst, const void *src, size_t count);
+/** Check the build (out of memory while appending actions). */
+tempo_status_t tempo__sched_ready(tempo__sched_t *s);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Per-communicator state                                                                         */
+/* ---------------------------------------------------------------------------------------------- */
+
+typedef struct tempo__shm_coll tempo__shm_coll_t;
+
+typedef struct tempo__coll_comm {
+    const struct tempo__algo *forced[TEMPO__COLL_COUNT]; /* from TEMPO_ALGO */
+    tempo__shm_coll_t *shm;      /* shared-memory collectives, when every rank is on this host */
+} tempo__coll_comm_t;
+
+static inline tempo__coll_comm_t *tempo__cc(struct tempo_comm *c)
+{
+    return (tempo__coll_comm_t *)c->coll;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Algorithms                                                                                     */
+/* ---------------------------------------------------------------------------------------------- */
+
+/** α-β model parameters of a communicator (seconds, seconds per byte). */
+typedef struct tempo__cost {
+    double alpha;      /* per message */
+    double beta;       /* per byte moved */
+    double gamma;      /* per byte reduced */
+    int n;             /* ranks */
+} tempo__cost_t;
+
+typedef struct tempo__algo {
+    int coll;
+    const char *name;
+    const char *doc;
+    /** NULL if the algorithm can run op, else the reason it cannot. */
+    const char *(*unusable)(const tempo__op_t *op);
+    /** Estimated time for bytes (per-rank buffer bytes) with the model, or < 0: never automatic. */
+    double (*cost)(const tempo__cost_t *m, size_t bytes);
+    /** Prepare op (progress, cleanup, priv) for execution. */
+    tempo_status_t (*start)(tempo__op_t *op);
+} tempo__algo_t;
+
+extern const tempo__algo_t tempo__algos[];
+extern const size_t tempo__nalgos;
+
+/** The algorithm of coll named name, or NULL. */
+const tempo__algo_t *tempo__algo_find(int coll, const char *name);
+/** Choose the algorithm for op: forced by name (attr), by TEMPO_ALGO, or by the cost model. */
+tempo_status_t tempo__algo_select(tempo__op_t *op, const char *forced_name,
+                                  const tempo__algo_t **algo_p);
+/** Parse TEMPO_ALGO into cc->forced; TEMPO_ERR_INVALID naming the bad entry. */
+tempo_status_t tempo__algo_parse_env(tempo__coll_comm_t *cc, const char *text);
+
+/* Shared-memory collectives (allreduce_shm.c). */
+tempo_status_t tempo__shm_coll_create(struct tempo_comm *comm, tempo__shm_coll_t **shm_p);
+void tempo__shm_coll_destroy(tempo__shm_coll_t *shm);
+
+/* Helpers for builders. */
+
+/** Element offset and count of block i when count elements are split into n nearly equal blocks. */
+static inline void tempo__block(size_t count, int n, int i, size_t *off_p, size_t *cnt_p)
+{
+    size_t base = count / (size_t)n, rem = count % (size_t)n, ui = (size_t)i;
+    *off_p = ui * base + (ui < rem ? ui : rem);
+    *cnt_p = base + (ui < rem ? 1 : 0);
+}
+
+static inline int tempo__mod(int a, int n)
+{
+    int m = a % n;
+    return m < 0 ? m + n : m;
+}
+
+/** Largest power of two <= n. */
+static inline int tempo__pow2_floor(int n)
+{
+    int p = 1;
+    while (p * 2 <= n) {
+        p *= 2;
+    }
+    return p;
+}
+
+/** Element size of the type reductions run in (fp32 for fp16/bf16). */
+static inline size_t tempo__work_esize(tempo_dtype_t d)
+{
+    return tempo__dtype_is_half(d) ? 4 : tempo_dtype_size(d);
+}
+
+/** For builders: the buffers and types an algorithm works on. Half-precision reductions are
+ *  presented to builders as fp32 in a work buffer (see tempo__coll_view()). */
+typedef struct tempo__view {
+    const void *sendbuf;
+    void *recvbuf;
+    tempo_dtype_t dtype;  /* native type of the data the builder sees */
+    size_t esize;
+} tempo__view_t;
+
+/** Create the schedule of a schedule-based algorithm and the view its builder should use.
+ *  extra_scratch bytes are reserved after the work buffer (at *scratch_p). */
+tempo_status_t tempo__coll_begin(tempo__op_t *op, size_t extra_scratch, tempo__sched_t **sched_p,
+                                 tempo__view_t *view_p, void **scratch_p);
+/** Finish a schedule built on a view from tempo__coll_begin (adds the conversion back to 16 bits). */
+tempo_status_t tempo__coll_end(tempo__op_t *op, tempo__sched_t *s, const tempo__view_t *v);
+
+#endif /* TEMPO_COLLECTIVES_COLL_H */

@@ -1,0 +1,126 @@
+/*
+ * reduce.c — element-wise reduction kernels per dtype x op.
+ *
+ * Integer sums and products wrap around (computed in the unsigned type, which C defines). min/max
+ * are written (b < a ? b : a) so that operand order, which the algorithms keep canonical, decides
+ * NaN cases the same way on every rank. Loops are simple enough for the compiler to vectorise; the
+ * n-ary fold works in blocks that stay in L1.
+ */
+#include "config.h"
+
+#include "collectives/coll.h"
+
+#define LOOP3(T, EXPR)                                  \
+    do {                                                \
+        T *d_ = (T *)dst;                               \
+        const T *x_ = (const T *)a, *y_ = (const T *)b; \
+        for (size_t i_ = 0; i_ < count; i_++) {         \
+            T p = x_[i_], q = y_[i_];                   \
+            d_[i_] = (EXPR);                            \
+        }                                               \
+    } while (0)
+
+#define INT_CASES(T, UT)                                     \
+    switch (op) {                                            \
+    case TEMPO_SUM:                                          \
+    case TEMPO_AVG: LOOP3(T, (T)((UT)p + (UT)q)); break;     \
+    case TEMPO_PROD: LOOP3(T, (T)((UT)p * (UT)q)); break;    \
+    case TEMPO_MIN: LOOP3(T, q < p ? q : p); break;          \
+    case TEMPO_MAX: LOOP3(T, q > p ? q : p); break;          \
+    default: break;                                          \
+    }
+
+#define FLT_CASES(T)                                         \
+    switch (op) {                                            \
+    case TEMPO_SUM:                                          \
+    case TEMPO_AVG: LOOP3(T, p + q); break;                  \
+    case TEMPO_PROD: LOOP3(T, p * q); break;                 \
+    case TEMPO_MIN: LOOP3(T, q < p ? q : p); break;          \
+    case TEMPO_MAX: LOOP3(T, q > p ? q : p); break;          \
+    default: break;                                          \
+    }
+
+void tempo__reduce3(void *dst, const void *a, const void *b, size_t count, tempo_dtype_t dtype,
+                    tempo_op_t op)
+{
+    switch (dtype) {
+    case TEMPO_INT8: INT_CASES(int8_t, uint8_t); break;
+    case TEMPO_UINT8: INT_CASES(uint8_t, uint8_t); break;
+    case TEMPO_INT32: INT_CASES(int32_t, uint32_t); break;
+    case TEMPO_UINT32: INT_CASES(uint32_t, uint32_t); break;
+    case TEMPO_INT64: INT_CASES(int64_t, uint64_t); break;
+    case TEMPO_UINT64: INT_CASES(uint64_t, uint64_t); break;
+    case TEMPO_FLOAT32: FLT_CASES(float); break;
+    case TEMPO_FLOAT64: FLT_CASES(double); break;
+    default: TEMPO_ASSERT(!"reduce3 on a 16-bit float"); break;
+    }
+}
+
+#define AVG_LOOP(T)                         \
+    do {                                    \
+        T *d_ = (T *)buf;                   \
+        for (size_t i_ = 0; i_ < count; i_++) { \
+            d_[i_] = (T)(d_[i_] / (T)n);    \
+        }                                   \
+    } while (0)
+
+void tempo__avg_finish(void *buf, size_t count, tempo_dtype_t dtype, int n)
+{
+    if (n == 1) {
+        return;
+    }
+    switch (dtype) {
+    case TEMPO_INT8: AVG_LOOP(int8_t); break;
+    case TEMPO_UINT8: AVG_LOOP(uint8_t); break;
+    case TEMPO_INT32: AVG_LOOP(int32_t); break;
+    case TEMPO_UINT32: AVG_LOOP(uint32_t); break;
+    case TEMPO_INT64: AVG_LOOP(int64_t); break;
+    case TEMPO_UINT64: AVG_LOOP(uint64_t); break;
+    case TEMPO_FLOAT32: AVG_LOOP(float); break;
+    case TEMPO_FLOAT64: AVG_LOOP(double); break;
+    default: TEMPO_ASSERT(!"avg_finish on a 16-bit float"); break;
+    }
+}
+
+#define BLOCK 2048
+
+void tempo__reduce_n(void *dst, const void *const *src, int n, size_t count, tempo_dtype_t dtype,
+                     tempo_op_t op)
+{
+    if (!tempo__dtype_is_half(dtype)) {
+        size_t es = tempo_dtype_size(dtype);
+        if (n == 1) {
+            if (dst != src[0]) {
+                memmove(dst, src[0], count * es);
+            }
+            return;
+        }
+        for (size_t off = 0; off < count; off += BLOCK) {
+            size_t m = TEMPO_MIN((size_t)BLOCK, count - off);
+            char *d = (char *)dst + off * es;
+            tempo__reduce3(d, (const char *)src[0] + off * es, (const char *)src[1] + off * es, m,
+                           dtype, op);
+            for (int k = 2; k < n; k++) {
+                tempo__reduce3(d, d, (const char *)src[k] + off * es, m, dtype, op);
+            }
+            if (op == TEMPO_AVG) {
+                tempo__avg_finish(d, m, dtype, n);
+            }
+        }
+        return;
+    }
+    /* fp16/bf16: accumulate a block in fp32, round once. */
+    float acc[BLOCK], tmp[BLOCK];
+    for (size_t off = 0; off < count; off += BLOCK) {
+        size_t m = TEMPO_MIN((size_t)BLOCK, count - off);
+        tempo__half_to_f32(dtype, (const uint16_t *)src[0] + off, acc, m);
+        for (int k = 1; k < n; k++) {
+            tempo__half_to_f32(dtype, (const uint16_t *)src[k] + off, tmp, m);
+            tempo__reduce3(acc, acc, tmp, m, TEMPO_FLOAT32, op);
+        }
+        if (op == TEMPO_AVG) {
+            tempo__avg_finish(acc, m, TEMPO_FLOAT32, n);
+        }
+        tempo__f32_to_half(dtype, acc, (uint16_t *)dst + off, m);
+    }
+}

@@ -1,0 +1,488 @@
+/*
+ * bootstrap.c — launcher detection and the TCP rendezvous (see bootstrap.h).
+ *
+ * Protocol: each non-root rank connects to rank 0 and sends a hello (magic, version, hash of the job
+ * key, rank, size, blob length) followed by its blob. Rank 0 validates every hello: a wrong magic or
+ * job key is a stranger (refused, the job goes on); a rank out of range, a duplicate rank or a
+ * different size is a broken job (everyone is told why and fails). Then rank 0 sends each rank a
+ * reply header and all blobs. All reads have deadlines, and every length is checked before use.
+ */
+#include "config.h"
+
+#include "core/bootstrap.h"
+#include "core/cfg.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define HELLO_MAGIC 0x544d5042u /* "TMPB" */
+#define REPLY_MAGIC 0x544d5052u /* "TMPR" */
+#define BS_VERSION 1u
+#define MAX_BLOB 4096u
+
+typedef struct {
+    uint32_t magic;
+    uint32_t version;
+    uint64_t key_hash;
+    int32_t rank;
+    int32_t size;
+    uint32_t blob_len;
+    uint32_t pad;
+} hello_t;
+
+typedef struct {
+    uint32_t magic;
+    int32_t status;    /* 0, or a negative tempo_status_t */
+    uint32_t msg_len;  /* bytes of error text that follow when status != 0 */
+    uint32_t pad;
+} reply_t;
+
+struct tempo__bootstrap {
+    const tempo__launch_t *launch;
+    int fd;            /* rank 0: listening socket; others: connection to rank 0 */
+    char file[512];    /* rank 0 with a file rendezvous: the file to remove */
+};
+
+static int env_int(const char *name, int *v)
+{
+    const char *s = getenv(name);
+    if (!s || !*s) {
+        return 0;
+    }
+    char *end;
+    long x = strtol(s, &end, 10);
+    if (*end || x < 0 || x > (1 << 30)) {
+        return -1;
+    }
+    *v = (int)x;
+    return 1;
+}
+
+tempo_status_t tempo__launch_detect(const tempo_config_t *cfg, tempo__launch_t *l)
+{
+    static const struct {
+        const char *rank, *size, *source;
+    } sources[] = {
+        {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "Open MPI"},
+        {"PMI_RANK", "PMI_SIZE", "MPICH/Hydra"},
+        {"SLURM_PROCID", "SLURM_NTASKS", "Slurm"},
+    };
+    memset(l, 0, sizeof(*l));
+    l->rank = 0;
+    l->size = 1;
+    l->local_size = -1;
+    l->source = "single process (no launcher variables)";
+    if (cfg && (cfg->field_mask & TEMPO_CONFIG_RANK)) {
+        l->rank = cfg->rank;
+        l->size = cfg->size;
+        l->source = "config";
+    } else if (tempo__cfg.rank >= 0 || tempo__cfg.size >= 0) {
+        if (tempo__cfg.rank < 0 || tempo__cfg.size < 0) {
+            return tempo__err(TEMPO_ERR_BOOTSTRAP, "TEMPO_RANK and TEMPO_SIZE must be set together");
+        }
+        l->rank = tempo__cfg.rank;
+        l->size = tempo__cfg.size;
+        l->source = "TEMPO_RANK/TEMPO_SIZE";
+    } else {
+        for (size_t i = 0; i < TEMPO_ARRAY_SIZE(sources); i++) {
+            int r, s;
+            int hr = env_int(sources[i].rank, &r), hs = env_int(sources[i].size, &s);
+            if (hr < 0 || hs < 0) {
+                return tempo__err(TEMPO_ERR_BOOTSTRAP, "%s/%s hold invalid values ('%s', '%s')",
+                                  sources[i].rank, sources[i].size,
+                                  getenv(sources[i].rank) ?: "", getenv(sources[i].size) ?: "");
+            }
+            if (hr && hs) {
+                l->rank = r;
+                l->size = s;
+                l->source = sources[i].source;
+                break;
+            }
+        }
+    }
+    if (l->size < 1 || l->rank < 0 || l->rank >= l->size) {
+        return tempo__err(TEMPO_ERR_BOOTSTRAP, "rank %d is out of range for size %d (from %s)",
+                          l->rank, l->size, l->source);
+    }
+
+    /* How many ranks share this host, if a launcher says so. */
+    int v;
+    if (env_int("TEMPO_LOCAL_SIZE", &v) > 0 || env_int("OMPI_COMM_WORLD_LOCAL_SIZE", &v) > 0 ||
+        env_int("MPI_LOCALNRANKS", &v) > 0) {
+        l->local_size = v;
+    } else if (env_int("SLURM_NNODES", &v) > 0 && v == 1) {
+        l->local_size = l->size;
+    }
+
+    /* The rendezvous address. */
+    const char *root = NULL;
+    if (cfg && (cfg->field_mask & TEMPO_CONFIG_ROOT)) {
+        root = cfg->root;
+    } else if (tempo__cfg.root[0]) {
+        root = tempo__cfg.root;
+    }
+    if (root) {
+        if (strlen(root) >= sizeof(l->root_text)) {
+            return tempo__err(TEMPO_ERR_INVALID, "rendezvous address too long");
+        }
+        l->has_root = 1;
+        snprintf(l->root_text, sizeof(l->root_text), "%s", root);
+    }
+
+    /* The job key: explicit, else the launcher's job id, else the root address or the parent pid. */
+    const char *ompi = getenv("OMPI_MCA_ess_base_jobid") ?: getenv("PMIX_NAMESPACE");
+    const char *slurm = getenv("SLURM_JOB_ID");
+    const char *hydra = getenv("PMI_PORT");
+    if (tempo__cfg.job_id[0]) {
+        snprintf(l->job_key, sizeof(l->job_key), "job:%s", tempo__cfg.job_id);
+    } else if (ompi) {
+        snprintf(l->job_key, sizeof(l->job_key), "ompi:%s", ompi);
+    } else if (slurm) {
+        snprintf(l->job_key, sizeof(l->job_key), "slurm:%s.%s", slurm,
+                 getenv("SLURM_STEP_ID") ?: "0");
+    } else if (l->has_root) {
+        snprintf(l->job_key, sizeof(l->job_key), "root:%s", l->root_text);
+    } else if (hydra) {
+        snprintf(l->job_key, sizeof(l->job_key), "hydra:%s", hydra);
+    } else {
+        snprintf(l->job_key, sizeof(l->job_key), "ppid:%d", (int)getppid());
+    }
+    return TEMPO_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+
+static void rendezvous_file(const tempo__launch_t *l, char *buf, size_t len)
+{
+    const char *dir = getenv("TMPDIR");
+    if (!dir || !*dir) {
+        dir = "/tmp";
+    }
+    uint64_t h = tempo__hash64(l->job_key, strlen(l->job_key), 0);
+    snprintf(buf, len, "%s/tempo-rdv-%u-%016llx", dir, (unsigned)getuid(), (unsigned long long)h);
+}
+
+static tempo_status_t root_listen(tempo__bootstrap_t *bs, tempo__addr_t *local_p)
+{
+    const tempo__launch_t *l = bs->launch;
+    tempo__addr_t addr, bound;
+    if (l->has_root) {
+        TEMPO_CHECK(tempo__addr_parse(l->root_text, &addr));
+        *local_p = addr;
+        /* Listen on all interfaces of the root's family, at the given port. */
+        tempo__addr_t any = addr;
+        if (any.ss.ss_family == AF_INET) {
+            ((struct sockaddr_in *)&any.ss)->sin_addr.s_addr = htonl(INADDR_ANY);
+        } else {
+            ((struct sockaddr_in6 *)&any.ss)->sin6_addr = in6addr_any;
+        }
+        tempo_status_t st = tempo__sock_listen(&any, &bs->fd, &bound);
+        if (st != TEMPO_OK) {
+            return tempo__err(st, "rank 0 cannot listen at TEMPO_ROOT=%s: %s (is another job using "
+                                  "this port?)", l->root_text, tempo__errmsg());
+        }
+        if (tempo__addr_is_any(local_p)) {
+            TEMPO_CHECK(tempo__addr_parse("127.0.0.1:0", local_p));
+        }
+        return TEMPO_OK;
+    }
+    TEMPO_CHECK(tempo__addr_parse("127.0.0.1:0", &addr));
+    TEMPO_CHECK(tempo__sock_listen(&addr, &bs->fd, &bound));
+    *local_p = addr;
+    /* Publish the address atomically: write a temporary file, then rename it into place. */
+    char tmp[600], abuf[128];
+    rendezvous_file(l, bs->file, sizeof(bs->file));
+    snprintf(tmp, sizeof(tmp), "%s.%d.tmp", bs->file, (int)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f || fprintf(f, "%s\n", tempo__addr_str(&bound, abuf, sizeof(abuf))) < 0 || fclose(f) != 0) {
+        int e = errno;
+        unlink(tmp);
+        bs->file[0] = '\0';
+        return tempo__err(TEMPO_ERR_SYSTEM, "cannot write the rendezvous file %s: %s", tmp,
+                          strerror(e));
+    }
+    if (rename(tmp, bs->file) != 0) {
+        int e = errno;
+        unlink(tmp);
+        bs->file[0] = '\0';
+        return tempo__err(TEMPO_ERR_SYSTEM, "cannot publish the rendezvous file: %s", strerror(e));
+    }
+    TEMPO_INFO(TEMPO_SUB_INIT, "rendezvous at %s (file %s)", abuf, bs->file);
+    return TEMPO_OK;
+}
+
+static tempo_status_t peer_connect(tempo__bootstrap_t *bs, uint64_t deadline, tempo__addr_t *local_p)
+{
+    const tempo__launch_t *l = bs->launch;
+    tempo__addr_t addr;
+    if (l->has_root) {
+        TEMPO_CHECK(tempo__addr_parse(l->root_text, &addr));
+        tempo_status_t st = tempo__sock_connect(&addr, deadline, &bs->fd);
+        if (st != TEMPO_OK) {
+            return tempo__err(st, "rank %d cannot reach the rendezvous at %s: %s", l->rank,
+                              l->root_text, tempo__errmsg());
+        }
+    } else {
+        /* Poll for rank 0's file; reread it after a refused connection (it may be stale). */
+        char path[512];
+        rendezvous_file(l, path, sizeof(path));
+        for (;;) {
+            char line[256] = "";
+            FILE *f = fopen(path, "r");
+            if (f) {
+                if (!fgets(line, sizeof(line), f)) {
+                    line[0] = '\0';
+                }
+                fclose(f);
+                line[strcspn(line, "\n")] = '\0';
+            }
+            if (line[0] && tempo__addr_parse(line, &addr) == TEMPO_OK) {
+                uint64_t try_until = TEMPO_MIN(deadline, tempo__now_ns() + 200000000ull);
+                if (tempo__sock_connect(&addr, try_until, &bs->fd) == TEMPO_OK) {
+                    break;
+                }
+            }
+            if (tempo__now_ns() >= deadline) {
+                return tempo__err(TEMPO_ERR_TIMEOUT,
+                                  "rank %d found no rendezvous from rank 0 (waited for %s for %.0f s;"
+                                  " is rank 0 running? set TEMPO_ROOT=host:port for jobs across "
+                                  "hosts)", l->rank, path, tempo__cfg.timeout_s);
+            }
+            struct timespec ts = {0, 10000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    local_p->len = sizeof(local_p->ss);
+    if (getsockname(bs->fd, (struct sockaddr *)&local_p->ss, &local_p->len) != 0) {
+        return tempo__err(TEMPO_ERR_SYSTEM, "getsockname(): %s", strerror(errno));
+    }
+    tempo__addr_set_port(local_p, 0);
+    return TEMPO_OK;
+}
+
+tempo_status_t tempo__bootstrap_open(const tempo__launch_t *launch, uint64_t deadline,
+                                     tempo__bootstrap_t **bs_p, tempo__addr_t *local_p)
+{
+    if (!launch->has_root && launch->size > 1 && launch->local_size != launch->size) {
+        return tempo__err(TEMPO_ERR_BOOTSTRAP,
+                          "no rendezvous address: set TEMPO_ROOT=host:port (rank 0's host and a free "
+                          "port) for a job of %d ranks launched by %s%s", launch->size,
+                          launch->source,
+                          launch->local_size < 0 ? "" : " across several hosts");
+    }
+    tempo__bootstrap_t *bs = tempo__calloc(1, sizeof(*bs), "bootstrap");
+    if (!bs) {
+        return TEMPO_ERR_NOMEM;
+    }
+    bs->launch = launch;
+    bs->fd = -1;
+    tempo_status_t st;
+    if (launch->size == 1 && !launch->has_root) {
+        st = tempo__addr_parse("127.0.0.1:0", local_p);
+    } else if (launch->rank == 0) {
+        st = root_listen(bs, local_p);
+    } else {
+        st = peer_connect(bs, deadline, local_p);
+    }
+    if (st != TEMPO_OK) {
+        tempo__bootstrap_close(bs);
+        return st;
+    }
+    *bs_p = bs;
+    return TEMPO_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+
+static void send_reply(int fd, int32_t status, const char *msg, uint64_t deadline)
+{
+    reply_t r = {REPLY_MAGIC, status, (uint32_t)strlen(msg), 0};
+    if (tempo__sock_send_all(fd, &r, sizeof(r), deadline, "peer") == TEMPO_OK) {
+        (void)tempo__sock_send_all(fd, msg, r.msg_len, deadline, "peer");
+    }
+}
+
+static tempo_status_t root_gather(tempo__bootstrap_t *bs, const void *blob, size_t len,
+                                  uint64_t deadline, char *all)
+{
+    const tempo__launch_t *l = bs->launch;
+    uint64_t key_hash = tempo__hash64(l->job_key, strlen(l->job_key), 0);
+    int n = l->size;
+    int *fds = tempo__malloc(sizeof(int) * (size_t)n, "rendezvous sockets");
+    if (!fds) {
+        return TEMPO_ERR_NOMEM;
+    }
+    for (int i = 0; i < n; i++) {
+        fds[i] = -1;
+    }
+    memcpy(all, blob, len);
+    tempo_status_t st = TEMPO_OK;
+    char why[TEMPO_ERRMSG_LEN] = "";
+    int joined = 1;
+    while (joined < n) {
+        int fd;
+        st = tempo__sock_accept(bs->fd, deadline, &fd);
+        if (st == TEMPO_ERR_TIMEOUT) {
+            char missing[256] = "";
+            size_t o = 0;
+            for (int r = 1; r < n && o < sizeof(missing) - 16; r++) {
+                if (fds[r] < 0) {
+                    o += (size_t)snprintf(missing + o, sizeof(missing) - o, "%s%d", o ? "," : "", r);
+                }
+            }
+            snprintf(why, sizeof(why), "rendezvous timed out after %.0f s: %d of %d ranks joined; "
+                     "missing ranks %s", tempo__cfg.timeout_s, joined, n, missing);
+            break;
+        }
+        if (st != TEMPO_OK) {
+            snprintf(why, sizeof(why), "%s", tempo__errmsg());
+            break;
+        }
+        hello_t h;
+        uint64_t hello_deadline = TEMPO_MIN(deadline, tempo__now_ns() + 10000000000ull);
+        if (tempo__sock_recv_all(fd, &h, sizeof(h), hello_deadline, "a connecting rank") != TEMPO_OK ||
+            h.magic != HELLO_MAGIC || h.version != BS_VERSION) {
+            TEMPO_WARN(TEMPO_SUB_INIT, "ignored a connection at the rendezvous that is not a tempo "
+                                       "rank of this version");
+            close(fd);
+            continue;
+        }
+        if (h.key_hash != key_hash) {
+            TEMPO_WARN(TEMPO_SUB_INIT, "refused rank %d of another job at the rendezvous (job keys "
+                                       "differ; this job is '%s')", (int)h.rank, l->job_key);
+            send_reply(fd, TEMPO_ERR_BOOTSTRAP, "the rendezvous belongs to another job "
+                                                "(job keys differ); use a different TEMPO_ROOT port "
+                                                "or TEMPO_JOB_ID", hello_deadline);
+            close(fd);
+            continue;
+        }
+        if (h.size != n || h.rank <= 0 || h.rank >= n || fds[h.rank] >= 0 || h.blob_len != len) {
+            if (h.size != n) {
+                snprintf(why, sizeof(why), "rank %d was started with size %d but rank 0 with size %d",
+                         (int)h.rank, (int)h.size, n);
+            } else if (h.rank <= 0 || h.rank >= n) {
+                snprintf(why, sizeof(why), "a rank joined with rank %d, out of range for size %d",
+                         (int)h.rank, n);
+            } else if (fds[h.rank] >= 0) {
+                snprintf(why, sizeof(why), "two processes joined as rank %d", (int)h.rank);
+            } else {
+                snprintf(why, sizeof(why), "rank %d runs a different tempo build (blob %u != %zu)",
+                         (int)h.rank, h.blob_len, len);
+            }
+            send_reply(fd, TEMPO_ERR_BOOTSTRAP, why, hello_deadline);
+            close(fd);
+            st = TEMPO_ERR_BOOTSTRAP;
+            break;
+        }
+        if (tempo__sock_recv_all(fd, all + (size_t)h.rank * len, len, hello_deadline, "a rank") !=
+            TEMPO_OK) {
+            snprintf(why, sizeof(why), "rank %d disconnected during the rendezvous", (int)h.rank);
+            close(fd);
+            st = TEMPO_ERR_BOOTSTRAP;
+            break;
+        }
+        fds[h.rank] = fd;
+        joined++;
+    }
+    for (int r = 1; r < n; r++) {
+        if (fds[r] < 0) {
+            continue;
+        }
+        if (st == TEMPO_OK) {
+            reply_t rep = {REPLY_MAGIC, 0, 0, 0};
+            if (tempo__sock_send_all(fds[r], &rep, sizeof(rep), deadline, "rank") != TEMPO_OK ||
+                tempo__sock_send_all(fds[r], all, len * (size_t)n, deadline, "rank") != TEMPO_OK) {
+                snprintf(why, sizeof(why), "rank %d disconnected during the rendezvous", r);
+                st = TEMPO_ERR_BOOTSTRAP;
+            }
+        } else {
+            send_reply(fds[r], st, why, deadline);
+        }
+        close(fds[r]);
+    }
+    tempo__free(fds);
+    if (st != TEMPO_OK) {
+        return tempo__err(st, "%s", why);
+    }
+    return TEMPO_OK;
+}
+
+static tempo_status_t peer_gather(tempo__bootstrap_t *bs, const void *blob, size_t len,
+                                  uint64_t deadline, char *all)
+{
+    const tempo__launch_t *l = bs->launch;
+    hello_t h = {HELLO_MAGIC, BS_VERSION, tempo__hash64(l->job_key, strlen(l->job_key), 0),
+                 l->rank, l->size, (uint32_t)len, 0};
+    const char *who = "rank 0 (rendezvous)";
+    TEMPO_CHECK(tempo__sock_send_all(bs->fd, &h, sizeof(h), deadline, who));
+    TEMPO_CHECK(tempo__sock_send_all(bs->fd, blob, len, deadline, who));
+    reply_t r;
+    tempo_status_t st = tempo__sock_recv_all(bs->fd, &r, sizeof(r), deadline, who);
+    if (st != TEMPO_OK) {
+        return tempo__err(st, "rendezvous failed: %s", tempo__errmsg());
+    }
+    if (r.magic != REPLY_MAGIC) {
+        return tempo__err(TEMPO_ERR_BOOTSTRAP, "malformed reply from the rendezvous");
+    }
+    if (r.status != 0) {
+        char msg[TEMPO_ERRMSG_LEN];
+        uint32_t n = TEMPO_MIN(r.msg_len, (uint32_t)sizeof(msg) - 1);
+        if (tempo__sock_recv_all(bs->fd, msg, n, deadline, who) != TEMPO_OK) {
+            n = 0;
+        }
+        msg[n] = '\0';
+        tempo_status_t rs = (r.status < 0 && r.status > TEMPO_ERR_LAST) ? (tempo_status_t)r.status
+                                                                         : TEMPO_ERR_BOOTSTRAP;
+        return tempo__err(rs, "rendezvous refused rank %d: %s", l->rank, msg);
+    }
+    st = tempo__sock_recv_all(bs->fd, all, len * (size_t)l->size, deadline, who);
+    if (st != TEMPO_OK) {
+        return tempo__err(st, "rendezvous failed: %s", tempo__errmsg());
+    }
+    return TEMPO_OK;
+}
+
+tempo_status_t tempo__bootstrap_allgather(tempo__bootstrap_t *bs, const void *blob, size_t len,
+                                          uint64_t deadline, void **all_p)
+{
+    if (len == 0 || len > MAX_BLOB) {
+        return tempo__err(TEMPO_ERR_INTERNAL, "bootstrap blob of %zu bytes", len);
+    }
+    char *all = tempo__malloc(len * (size_t)bs->launch->size, "rendezvous table");
+    if (!all) {
+        return TEMPO_ERR_NOMEM;
+    }
+    tempo_status_t st;
+    if (bs->launch->size == 1) {
+        memcpy(all, blob, len);
+        st = TEMPO_OK;
+    } else if (bs->launch->rank == 0) {
+        st = root_gather(bs, blob, len, deadline, all);
+    } else {
+        st = peer_gather(bs, blob, len, deadline, all);
+    }
+    if (st != TEMPO_OK) {
+        tempo__free(all);
+        return st;
+    }
+    *all_p = all;
+    return TEMPO_OK;
+}
+
+void tempo__bootstrap_close(tempo__bootstrap_t *bs)
+{
+    if (!bs) {
+        return;
+    }
+    if (bs->fd >= 0) {
+        close(bs->fd);
+    }
+    if (bs->file[0]) {
+        unlink(bs->file);
+    }
+    tempo__free(bs);
+}

@@ -1,0 +1,282 @@
+/*
+ * cfg.c — the one table of TEMPO_* variables and its parser (UCX config tables, redis
+ * static_configs[]). Each entry: name, default as text, type, doc string, offset into tempo__config_t
+ * and size of the field. Defaults are parsed by the same code as user values, so the documented
+ * default is what the library uses. Values that differ from the default are logged once under ENV.
+ */
+#include "config.h"
+
+#include "core/tempo_int.h"
+#include "core/cfg.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <strings.h>
+
+tempo__config_t tempo__cfg;
+
+typedef enum { T_INT, T_STRING, T_TIME, T_SIZE, T_BOOL, T_LEVEL, T_SUBSYS } field_type_t;
+
+typedef struct {
+    const char *name;
+    const char *default_value;
+    field_type_t type;
+    size_t offset;
+    size_t size;
+    const char *doc;
+} field_t;
+
+#define F(name, def, type, member, doc) \
+    {name, def, type, offsetof(tempo__config_t, member), sizeof(((tempo__config_t *)0)->member), doc}
+
+static const field_t fields[] = {
+    F("TEMPO_RANK", "", T_INT, rank,
+      "Rank of this process, 0 <= rank < TEMPO_SIZE (set by tempo-run; otherwise taken from Open MPI, "
+      "MPICH/Hydra or Slurm variables)"),
+    F("TEMPO_SIZE", "", T_INT, size, "Number of ranks of the job"),
+    F("TEMPO_ROOT", "", T_STRING, root,
+      "Rendezvous address host:port; rank 0 listens there. Unset: a job on one host meets through a "
+      "file in $TMPDIR keyed by the launcher's job id"),
+    F("TEMPO_JOB_ID", "", T_STRING, job_id,
+      "Job identity checked at the rendezvous, so that concurrent jobs cannot mix (default: the "
+      "launcher's job id, else the parent pid)"),
+    F("TEMPO_HOST_ID", "", T_STRING, host_id,
+      "Override the host identity: ranks with equal ids use shared memory, others TCP. '%r' expands "
+      "to the rank, so TEMPO_HOST_ID=%r forces TCP between local ranks (default: hash of host name, "
+      "boot id and network/mount namespaces)"),
+    F("TEMPO_TIMEOUT", "300s", T_TIME, timeout_s,
+      "Deadline of every wait and of the rendezvous (units s, ms, m, h)"),
+    F("TEMPO_DEBUG", "WARN", T_LEVEL, debug_level, "Log level: NONE, WARN, INFO, DEBUG, TRACE"),
+    F("TEMPO_DEBUG_SUBSYS", "INIT,ENV", T_SUBSYS, debug_subsys,
+      "Subsystems logged at INFO and below: INIT, COLL, TRANSPORT, TOPO, QUANT, OVERLAP, ENV, ALL; "
+      "a leading ^ excludes"),
+    F("TEMPO_DEBUG_FILE", "", T_STRING, debug_file,
+      "Write log lines to this file instead of stderr; %h host, %p pid, %r rank"),
+    F("TEMPO_ALGO", "", T_STRING, algo,
+      "Force algorithms per collective, e.g. allreduce:ring,broadcast:pipeline (see tempo-info -a)"),
+    F("TEMPO_SHM", "1", T_BOOL, shm, "Use shared memory between ranks of the same host"),
+    F("TEMPO_SHM_RING_BYTES", "256K", T_SIZE, shm_ring_bytes,
+      "Size of each shared-memory ring between two ranks of a host (one per direction)"),
+    F("TEMPO_SHM_COLL_BYTES", "1M", T_SIZE, shm_coll_bytes,
+      "Per-rank staging area of the shared-memory collectives (segment size of the pipeline)"),
+    F("TEMPO_SPIN", "2ms", T_TIME, spin_s,
+      "How long a wait polls before it starts sleeping between polls"),
+};
+
+#undef F
+
+/* ---------------------------------------------------------------------------------------------- */
+
+int tempo__parse_time(const char *text, double *seconds_p)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (end == text || errno || !(v >= 0) || isinf(v)) {
+        return -1;
+    }
+    while (*end == ' ') {
+        end++;
+    }
+    double scale;
+    if (*end == '\0' || strcmp(end, "s") == 0) {
+        scale = 1;
+    } else if (strcmp(end, "ms") == 0) {
+        scale = 1e-3;
+    } else if (strcmp(end, "us") == 0) {
+        scale = 1e-6;
+    } else if (strcmp(end, "m") == 0 || strcmp(end, "min") == 0) {
+        scale = 60;
+    } else if (strcmp(end, "h") == 0) {
+        scale = 3600;
+    } else {
+        return -1;
+    }
+    *seconds_p = v * scale;
+    return 0;
+}
+
+int tempo__parse_size(const char *text, size_t *bytes_p)
+{
+    char *end;
+    errno = 0;
+    if (text[0] == '-') {
+        return -1;
+    }
+    unsigned long long v = strtoull(text, &end, 10);
+    if (end == text || errno) {
+        return -1;
+    }
+    unsigned long long scale = 1;
+    switch (*end) {
+    case '\0':
+        break;
+    case 'k': case 'K': scale = 1ull << 10; end++; break;
+    case 'm': case 'M': scale = 1ull << 20; end++; break;
+    case 'g': case 'G': scale = 1ull << 30; end++; break;
+    default: return -1;
+    }
+    if (*end == 'B' || *end == 'b') {
+        end++;
+    }
+    if (*end != '\0' || (v && scale > UINT64_MAX / v)) {
+        return -1;
+    }
+    *bytes_p = (size_t)(v * scale);
+    return 0;
+}
+
+static int parse_bool(const char *t, int *v)
+{
+    static const char *const yes[] = {"1", "y", "yes", "on", "true"};
+    static const char *const no[] = {"0", "n", "no", "off", "false"};
+    for (size_t i = 0; i < TEMPO_ARRAY_SIZE(yes); i++) {
+        if (strcasecmp(t, yes[i]) == 0) {
+            *v = 1;
+            return 0;
+        }
+        if (strcasecmp(t, no[i]) == 0) {
+            *v = 0;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static int parse_level(const char *t, int *v)
+{
+    static const char *const names[] = {"NONE", "WARN", "INFO", "DEBUG", "TRACE"};
+    for (int i = 0; i < (int)TEMPO_ARRAY_SIZE(names); i++) {
+        if (strcasecmp(t, names[i]) == 0) {
+            *v = i;
+            return 0;
+        }
+    }
+    if (strcasecmp(t, "VERSION") == 0 || strcasecmp(t, "WARNING") == 0) {
+        *v = TEMPO_LOG_WARN;
+        return 0;
+    }
+    return -1;
+}
+
+static const char *type_name(field_type_t t)
+{
+    static const char *const names[] = {"int", "string", "time", "size", "bool", "enum", "list"};
+    return names[t];
+}
+
+static const char *type_hint(field_type_t t)
+{
+    switch (t) {
+    case T_INT: return "an integer >= 0";
+    case T_TIME: return "a time such as 30, 30s, 500ms, 5m";
+    case T_SIZE: return "a size such as 4096, 64K, 1M";
+    case T_BOOL: return "a boolean: 1/0, yes/no, on/off, true/false";
+    case T_LEVEL: return "one of NONE, WARN, INFO, DEBUG, TRACE";
+    case T_SUBSYS: return "a list of INIT, COLL, TRANSPORT, TOPO, QUANT, OVERLAP, ENV, ALL";
+    default: return "text";
+    }
+}
+
+/* Parse text into the field; empty text for int means "unset" (-1). Returns 0 on success. */
+static int parse_field(const field_t *f, const char *text)
+{
+    void *p = (char *)&tempo__cfg + f->offset;
+    switch (f->type) {
+    case T_INT: {
+        if (text[0] == '\0') {
+            *(int *)p = -1;
+            return 0;
+        }
+        char *end;
+        errno = 0;
+        long v = strtol(text, &end, 10);
+        if (end == text || *end || errno || v < 0 || v > 1 << 30) {
+            return -1;
+        }
+        *(int *)p = (int)v;
+        return 0;
+    }
+    case T_STRING:
+        if (strlen(text) >= f->size) {
+            return -1;
+        }
+        memcpy(p, text, strlen(text) + 1);
+        return 0;
+    case T_TIME:
+        return tempo__parse_time(text, (double *)p);
+    case T_SIZE:
+        return tempo__parse_size(text, (size_t *)p);
+    case T_BOOL:
+        return parse_bool(text, (int *)p);
+    case T_LEVEL:
+        return parse_level(text, (int *)p);
+    case T_SUBSYS:
+        return tempo__log_parse_subsys(text, (unsigned *)p);
+    }
+    return -1;
+}
+
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+static tempo_status_t load_status;
+static char load_errmsg[TEMPO_ERRMSG_LEN];
+
+static void load(void)
+{
+    for (size_t i = 0; i < TEMPO_ARRAY_SIZE(fields); i++) {
+        if (parse_field(&fields[i], fields[i].default_value) != 0) {
+            load_status = TEMPO_ERR_INTERNAL;
+            snprintf(load_errmsg, sizeof(load_errmsg), "bad default for %s", fields[i].name);
+            return;
+        }
+    }
+    for (size_t i = 0; i < TEMPO_ARRAY_SIZE(fields); i++) {
+        const char *v = getenv(fields[i].name);
+        if (!v) {
+            continue;
+        }
+        if (parse_field(&fields[i], v) != 0) {
+            load_status = TEMPO_ERR_INVALID;
+            snprintf(load_errmsg, sizeof(load_errmsg), "%s='%s' is not valid: expected %s",
+                     fields[i].name, v, type_hint(fields[i].type));
+            return;
+        }
+    }
+    if (tempo__cfg.timeout_s <= 0) {
+        load_status = TEMPO_ERR_INVALID;
+        snprintf(load_errmsg, sizeof(load_errmsg), "TEMPO_TIMEOUT must be > 0");
+        return;
+    }
+    tempo__log_configure(tempo__cfg.debug_level, tempo__cfg.debug_subsys, tempo__cfg.debug_file);
+    for (size_t i = 0; i < TEMPO_ARRAY_SIZE(fields); i++) {
+        const char *v = getenv(fields[i].name);
+        if (v && strcmp(v, fields[i].default_value) != 0) {
+            TEMPO_INFO(TEMPO_SUB_ENV, "%s set by environment to %s", fields[i].name, v);
+        }
+    }
+}
+
+tempo_status_t tempo__config_load(void)
+{
+    pthread_once(&load_once, load);
+    if (load_status != TEMPO_OK) {
+        return tempo__err(load_status, "%s", load_errmsg);
+    }
+    return TEMPO_OK;
+}
+
+tempo_status_t tempo_env_var(size_t index, tempo_env_var_t *var_p)
+{
+    if (!var_p || index >= TEMPO_ARRAY_SIZE(fields)) {
+        return TEMPO_ERR_INVALID;
+    }
+    var_p->name = fields[index].name;
+    var_p->default_value = fields[index].default_value;
+    var_p->value = getenv(fields[index].name);
+    var_p->type = type_name(fields[index].type);
+    var_p->doc = fields[index].doc;
+    return TEMPO_OK;
+}

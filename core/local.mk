@@ -1,0 +1,19 @@
+# core/local.mk — status, logging, configuration, memory, clocks, bootstrap, world, engine.
+libtempo_la_SOURCES += \
+	%reldir%/status.c \
+	%reldir%/log.c \
+	%reldir%/util.c \
+	%reldir%/cfg.c \
+	%reldir%/dtype.c \
+	%reldir%/sock.c \
+	%reldir%/bootstrap.c \
+	%reldir%/world.c \
+	%reldir%/engine.c
+noinst_HEADERS += \
+	%reldir%/tempo_int.h \
+	%reldir%/log.h \
+	%reldir%/cfg.h \
+	%reldir%/dtype.h \
+	%reldir%/sock.h \
+	%reldir%/bootstrap.h \
+	%reldir%/world.h

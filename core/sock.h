@@ -1,0 +1,43 @@
+/*
+ * sock.h — small TCP helpers used by the bootstrap and the tcp transport: address parsing and
+ * printing, listening, connecting with retries until a deadline, and blocking full reads/writes with
+ * a deadline. IPv4 and IPv6. Every socket is close-on-exec.
+ */
+#ifndef TEMPO_CORE_SOCK_H
+#define TEMPO_CORE_SOCK_H
+
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "core/tempo_int.h"
+
+typedef struct tempo__addr {
+    struct sockaddr_storage ss;
+    socklen_t len;
+} tempo__addr_t;
+
+/** Parse "host:port", "[v6addr]:port" (host may be a name). */
+tempo_status_t tempo__addr_parse(const char *text, tempo__addr_t *addr_p);
+/** "10.0.0.1:4000" / "[::1]:4000" into buf; returns buf. */
+const char *tempo__addr_str(const tempo__addr_t *a, char *buf, size_t len);
+int tempo__addr_port(const tempo__addr_t *a);
+void tempo__addr_set_port(tempo__addr_t *a, int port);
+/** True for 0.0.0.0 and ::. */
+int tempo__addr_is_any(const tempo__addr_t *a);
+
+/** Listen on addr (port 0 = ephemeral); *bound_p receives the bound address. backlog >= 128. */
+tempo_status_t tempo__sock_listen(const tempo__addr_t *addr, int *fd_p, tempo__addr_t *bound_p);
+/** Connect, retrying refused/unreachable until deadline (ns). The socket is blocking. */
+tempo_status_t tempo__sock_connect(const tempo__addr_t *addr, uint64_t deadline, int *fd_p);
+/** Accept one connection before deadline. */
+tempo_status_t tempo__sock_accept(int lfd, uint64_t deadline, int *fd_p);
+/** Blocking full send/receive with a deadline; peer_desc names the other side in errors. A closed
+ *  connection is TEMPO_ERR_REMOTE. */
+tempo_status_t tempo__sock_send_all(int fd, const void *buf, size_t len, uint64_t deadline,
+                                    const char *peer_desc);
+tempo_status_t tempo__sock_recv_all(int fd, void *buf, size_t len, uint64_t deadline,
+                                    const char *peer_desc);
+int tempo__sock_set_nonblock(int fd, int on);
+void tempo__sock_set_nodelay(int fd);
+
+#endif /* TEMPO_CORE_SOCK_H */

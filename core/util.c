@@ -1,0 +1,100 @@
+/*
+ * util.c — memory wrappers, byte formatting, host name. Allocation failures are reported where they
+ * happen (naming the allocation and its size), so callers only propagate TEMPO_ERR_NOMEM.
+ */
+#include "config.h"
+
+#include "core/tempo_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+void *tempo__malloc(size_t size, const char *name)
+{
+    void *p = malloc(size ? size : 1);
+    if (!p) {
+        tempo__err(TEMPO_ERR_NOMEM, "cannot allocate %zu bytes for %s", size, name);
+    }
+    return p;
+}
+
+void *tempo__calloc(size_t n, size_t size, const char *name)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) {
+        tempo__err(TEMPO_ERR_NOMEM, "cannot allocate %zu x %zu bytes for %s", n, size, name);
+    }
+    return p;
+}
+
+void *tempo__realloc(void *old, size_t size, const char *name)
+{
+    void *p = realloc(old, size ? size : 1);
+    if (!p) {
+        tempo__err(TEMPO_ERR_NOMEM, "cannot grow %s to %zu bytes", name, size);
+    }
+    return p;
+}
+
+void tempo__free(void *p)
+{
+    free(p);
+}
+
+char *tempo__strdup(const char *s, const char *name)
+{
+    size_t n = strlen(s) + 1;
+    char *p = tempo__malloc(n, name);
+    if (p) {
+        memcpy(p, s, n);
+    }
+    return p;
+}
+
+void *tempo__malloc_aligned(size_t size, const char *name)
+{
+    void *p = NULL;
+    if (posix_memalign(&p, TEMPO_CACHELINE, size ? size : 1) != 0) {
+        tempo__err(TEMPO_ERR_NOMEM, "cannot allocate %zu aligned bytes for %s", size, name);
+        return NULL;
+    }
+    return p;
+}
+
+void tempo__free_aligned(void *p)
+{
+    free(p);
+}
+
+const char *tempo__fmt_bytes(size_t bytes, char *buf, size_t len)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    double v = (double)bytes;
+    while (v >= 1024.0 && u < 4 && (bytes % 1024 == 0 || v >= 10240.0)) {
+        v /= 1024.0;
+        bytes /= 1024;
+        u++;
+    }
+    if (v == (double)(size_t)v) {
+        snprintf(buf, len, "%zu %s", (size_t)v, units[u]);
+    } else {
+        snprintf(buf, len, "%.1f %s", v, units[u]);
+    }
+    return buf;
+}
+
+const char *tempo__hostname(void)
+{
+    static char name[64];
+    static int done;
+    if (!done) {
+        if (gethostname(name, sizeof(name)) != 0) {
+            snprintf(name, sizeof(name), "unknown");
+        }
+        name[sizeof(name) - 1] = '\0';
+        done = 1;
+    }
+    return name;
+}

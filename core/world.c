@@ -1,0 +1,130 @@
+/*
+ * world.c — world and communicator objects (see world.h): creation from the rendezvous table,
+ * failure recording, peer descriptions, teardown with the last communicator.
+ */
+#include "config.h"
+
+#include "core/world.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+tempo_status_t tempo__world_create(int rank, int size, const tempo__peer_info_t *table,
+                                   double timeout_s, tempo__world_t **world_p)
+{
+    tempo__world_t *w = tempo__calloc(1, sizeof(*w), "world");
+    if (!w) {
+        return TEMPO_ERR_NOMEM;
+    }
+    w->peers = tempo__calloc((size_t)size, sizeof(*w->peers), "peer table");
+    if (!w->peers) {
+        tempo__free(w);
+        return TEMPO_ERR_NOMEM;
+    }
+    pthread_mutex_init(&w->lock, NULL);
+    w->rank = rank;
+    w->size = size;
+    w->timeout_s = timeout_s;
+    w->job_uuid = table[0].uuid;
+    w->next_ctx = 1;
+    tempo__list_init(&w->active);
+    tempo__list_init(&w->free_ops);
+    for (int r = 0; r < size; r++) {
+        w->peers[r].info = table[r];
+        w->peers[r].info.hostname[sizeof(w->peers[r].info.hostname) - 1] = '\0';
+        w->peers[r].local = table[r].host_id == table[rank].host_id;
+        w->nlocal += w->peers[r].local;
+    }
+    w->oversubscribed = table[rank].ncpus > 0 && (uint32_t)w->nlocal > table[rank].ncpus;
+    *world_p = w;
+    return TEMPO_OK;
+}
+
+void tempo__world_destroy(tempo__world_t *w, int graceful)
+{
+    if (!w) {
+        return;
+    }
+    if (w->tl_close) {
+        w->tl_close(w, graceful);
+    }
+    while (!tempo__list_empty(&w->free_ops)) {
+        tempo__list_t *e = w->free_ops.next;
+        tempo__list_remove(e);
+        tempo__free(tempo__container_of(e, tempo__op_t, link));
+    }
+    pthread_mutex_destroy(&w->lock);
+    tempo__free(w->peers);
+    tempo__free(w);
+}
+
+tempo_status_t tempo__world_fail(tempo__world_t *w, tempo_status_t st, const char *fmt, ...)
+{
+    if (w->failed != TEMPO_OK) {
+        return st;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(w->failmsg, sizeof(w->failmsg), fmt, ap);
+    va_end(ap);
+    w->failed = st;
+    if (st != TEMPO_ERR_ABORTED) {
+        TEMPO_WARN(TEMPO_SUB_ALL, "%s: %s", tempo_status_name(st), w->failmsg);
+    }
+    return st;
+}
+
+const char *tempo__peer_desc(const tempo__world_t *w, int wrank, char *buf, size_t len)
+{
+    if (wrank < 0 || wrank >= w->size) {
+        snprintf(buf, len, "rank %d", wrank);
+    } else {
+        snprintf(buf, len, "rank %d (host %s, pid %d)", wrank, w->peers[wrank].info.hostname,
+                 (int)w->peers[wrank].info.pid);
+    }
+    return buf;
+}
+
+tempo_status_t tempo__comm_create(tempo__world_t *w, const int *ranks, int size, int my_rank,
+                                  int ctx, struct tempo_comm **comm_p)
+{
+    if (ctx >= TEMPO_CTX_MAX) {
+        return tempo__err(TEMPO_ERR_UNSUPPORTED, "too many communicators (context ids exhausted)");
+    }
+    struct tempo_comm *c = tempo__calloc(1, sizeof(*c), "communicator");
+    if (!c) {
+        return TEMPO_ERR_NOMEM;
+    }
+    c->ranks = tempo__malloc(sizeof(int) * (size_t)size, "communicator ranks");
+    if (!c->ranks) {
+        tempo__free(c);
+        return TEMPO_ERR_NOMEM;
+    }
+    memcpy(c->ranks, ranks, sizeof(int) * (size_t)size);
+    c->world = w;
+    c->size = size;
+    c->rank = my_rank;
+    c->ctx = ctx;
+    c->all_local = 1;
+    tempo__list_init(&c->ops);
+    for (int i = 0; i < size; i++) {
+        c->all_local &= w->peers[ranks[i]].local;
+    }
+    if (ctx >= w->next_ctx) {
+        w->next_ctx = ctx + 1;
+    }
+    w->ncomms++;
+    *comm_p = c;
+    return TEMPO_OK;
+}
+
+int tempo__comm_free(struct tempo_comm *c)
+{
+    tempo__world_t *w = c->world;
+    if (c->coll_free) {
+        c->coll_free(c);
+    }
+    tempo__free(c->ranks);
+    tempo__free(c);
+    return --w->ncomms;
+}

@@ -1,0 +1,230 @@
+/*
+ * world.h — the job ("world"), its communicators, and the operations posted on them.
+ *
+ * A world is created once per job by tempo_comm_init*(): it holds the peer table from the rendezvous,
+ * the transports (registered as function pointers, because transport/ sits above core/), the progress
+ * engine (the list of running operations) and the job's failure state. Every communicator of the job
+ * (the initial one and its splits) points to the same world and shares its connections; messages of
+ * different communicators are kept apart by a 15-bit context id in every tag.
+ *
+ * An operation (tempo__op_t, the public tempo_request_t) is one posted collective or point-to-point
+ * transfer. Its algorithm is a progress function that is called by the engine until it returns
+ * TEMPO_OK or an error; it never blocks. Operations on a communicator get consecutive sequence numbers
+ * in posting order, which every rank agrees on because all ranks post collectives in the same order.
+ *
+ * Invariants
+ *   - Everything in a world is protected by world->lock; public entry points take it.
+ *   - Once world->failed is set, every running and later operation fails with that status.
+ *   - op->status is TEMPO_INPROGRESS exactly while op is on world->active.
+ */
+#ifndef TEMPO_CORE_WORLD_H
+#define TEMPO_CORE_WORLD_H
+
+#include <pthread.h>
+
+#include "core/tempo_int.h"
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Peers                                                                                          */
+/* ---------------------------------------------------------------------------------------------- */
+
+/** What each rank publishes at the rendezvous. Plain data, identical layout on every rank. */
+typedef struct tempo__peer_info {
+    int32_t rank;
+    int32_t pid;
+    uint64_t host_id;       /* equal ids: same host, shared memory possible */
+    uint64_t uuid;          /* random per process; rank 0's names the job's shared memory */
+    uint32_t addr_len;      /* listening address of the tcp transport */
+    uint32_t ncpus;         /* online CPUs of the host */
+    uint8_t addr[128];
+    char hostname[64];
+} tempo__peer_info_t;
+
+typedef struct tempo__peer {
+    tempo__peer_info_t info;
+    void *data_ep;                       /* endpoint carrying this peer's data (owned by transport) */
+    const struct tempo__tl_ops *data_tl; /* its transport */
+    int local;                           /* same host id as this rank */
+    int left;                            /* the peer destroyed its last communicator (said goodbye) */
+} tempo__peer_t;
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Operations                                                                                     */
+/* ---------------------------------------------------------------------------------------------- */
+
+typedef enum {
+    TEMPO__COLL_ALLREDUCE,
+    TEMPO__COLL_REDUCE_SCATTER,
+    TEMPO__COLL_ALLGATHER,
+    TEMPO__COLL_BROADCAST,
+    TEMPO__COLL_REDUCE,
+    TEMPO__COLL_ALLTOALL,
+    TEMPO__COLL_BARRIER,
+    TEMPO__COLL_SEND,
+    TEMPO__COLL_RECV,
+    TEMPO__COLL_COUNT
+} tempo__coll_t;
+
+/** The names used in logs and in TEMPO_ALGO ("allreduce", "reduce_scatter", ...). */
+const char *tempo__coll_name(int coll);
+
+typedef struct tempo__op tempo__op_t;
+typedef tempo_status_t (*tempo__op_progress_fn_t)(tempo__op_t *op);
+
+struct tempo__op {
+    tempo__list_t link;          /* on world->active while running, on the free list otherwise */
+    tempo__list_t clink;         /* on comm->ops from creation until released */
+    struct tempo_comm *comm;
+    tempo_status_t status;       /* TEMPO_INPROGRESS while running */
+    int coll;                    /* tempo__coll_t */
+    uint32_t seq;                /* per-communicator sequence number (tags use it) */
+    const char *algo;            /* algorithm name, for logs */
+
+    /* Arguments, as the caller gave them (meaning per collective, see tempo.h). */
+    const void *sendbuf;
+    void *recvbuf;
+    size_t count;
+    tempo_dtype_t dtype;
+    tempo_op_t redop;
+    int root;                    /* root, or the peer of send/recv (comm ranks) */
+    uint32_t ptag;               /* send/recv tag */
+    int priority;
+    uint64_t user_tag;
+
+    /* Execution. */
+    tempo__op_progress_fn_t progress; /* returns TEMPO_INPROGRESS, TEMPO_OK or an error */
+    void (*cleanup)(tempo__op_t *op); /* frees priv; called once, also after failures */
+    void *priv;                  /* algorithm state */
+    uint64_t deadline;           /* ns, monotonic */
+    int wait_peer;               /* comm rank the op is waiting for (diagnostics), -1 if unknown */
+    char errmsg[TEMPO_ERRMSG_LEN];
+};
+
+/* ---------------------------------------------------------------------------------------------- */
+/* World                                                                                          */
+/* ---------------------------------------------------------------------------------------------- */
+
+typedef struct tempo__world {
+    pthread_mutex_t lock;
+    int rank;
+    int size;
+    tempo__peer_t *peers;        /* (size) indexed by world rank */
+    int nlocal;                  /* ranks on this host, this one included */
+    int oversubscribed;          /* more ranks on this host than online CPUs */
+    uint64_t job_uuid;           /* rank 0's uuid */
+    double timeout_s;
+
+    tempo_status_t failed;       /* TEMPO_OK while healthy */
+    char failmsg[TEMPO_ERRMSG_LEN];
+
+    tempo__list_t active;        /* running operations, in posting order */
+    tempo__list_t free_ops;      /* recycled operation objects */
+    int ncomms;                  /* live communicators */
+    int next_ctx;                /* lowest context id this rank has not used */
+    uint64_t last_event_ns;      /* when the engine last saw progress (idle strategy) */
+    int op_events;               /* progress made inside operations since the last count */
+
+    /* Transport layer, registered by transport/transport.c. */
+    void *tl;
+    int (*tl_progress)(struct tempo__world *w);            /* returns the number of events */
+    void (*tl_idle)(struct tempo__world *w, int timeout_ms); /* sleep until I/O or the timeout */
+    void (*tl_close)(struct tempo__world *w, int graceful);
+} tempo__world_t;
+
+/** Highest context id (15 bits; bit 15 of the tag's context field marks point-to-point). */
+#define TEMPO_CTX_MAX 0x7fff
+
+/** Tag layout: [63] point-to-point, [62:48] context, [47:16] sequence number, [15:0] step.
+ *  Point-to-point: [63] = 1, [62:48] context, [47:32] 0, [31:0] user tag. */
+static inline uint64_t tempo__tag_coll(int ctx, uint32_t seq, unsigned step)
+{
+    return ((uint64_t)(ctx & TEMPO_CTX_MAX) << 48) | ((uint64_t)seq << 16) | (step & 0xffffu);
+}
+static inline uint64_t tempo__tag_p2p(int ctx, uint32_t tag)
+{
+    return (1ull << 63) | ((uint64_t)(ctx & TEMPO_CTX_MAX) << 48) | tag;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Communicators                                                                                  */
+/* ---------------------------------------------------------------------------------------------- */
+
+struct tempo_comm {
+    tempo__world_t *world;
+    int rank;                    /* in this communicator */
+    int size;
+    int *ranks;                  /* (size) world rank of each member */
+    int ctx;                     /* context id, unique among communicators sharing a rank */
+    uint32_t next_seq;           /* sequence number of the next collective */
+    int all_local;               /* every member is on this host */
+    tempo__list_t ops;           /* operations not yet released (running or not waited for) */
+    char last_error[TEMPO_ERRMSG_LEN];
+    void *coll;                  /* collectives layer state (owned by collectives/) */
+    void (*coll_free)(struct tempo_comm *comm);
+};
+
+/** World rank of comm rank r. */
+static inline int tempo__wrank(const struct tempo_comm *c, int r)
+{
+    return c->ranks[r];
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* World and communicator lifecycle (core/world.c)                                                */
+/* ---------------------------------------------------------------------------------------------- */
+
+/** Create a world from the rendezvous table (size entries). The transports are attached later. */
+tempo_status_t tempo__world_create(int rank, int size, const tempo__peer_info_t *table,
+                                   double timeout_s, tempo__world_t **world_p);
+/** Close the transports (gracefully or not) and free the world. */
+void tempo__world_destroy(tempo__world_t *w, int graceful);
+
+/** Record the job's failure (the first one wins), log it, and make every running and later operation
+ *  fail with it. Returns st. */
+tempo_status_t tempo__world_fail(tempo__world_t *w, tempo_status_t st, const char *fmt, ...)
+    TEMPO_FMT_PRINTF(3, 4);
+
+/** "rank 3 (host node7, pid 812)" for a world rank. */
+const char *tempo__peer_desc(const tempo__world_t *w, int wrank, char *buf, size_t len);
+
+/** Create a communicator over world ranks ranks[0..size) (copied), with context id ctx. */
+tempo_status_t tempo__comm_create(tempo__world_t *w, const int *ranks, int size, int my_rank,
+                                  int ctx, struct tempo_comm **comm_p);
+/** Free a communicator (lock held); returns how many communicators the world still has. With none
+ *  left, the caller releases the lock and destroys the world. */
+int tempo__comm_free(struct tempo_comm *comm);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Engine (core/engine.c)                                                                         */
+/* ---------------------------------------------------------------------------------------------- */
+
+/** A zeroed operation on comm with status TEMPO_INPROGRESS and wait_peer -1; NULL on NOMEM. */
+tempo__op_t *tempo__op_new(struct tempo_comm *comm, int coll);
+/** Run op->cleanup and recycle the operation. */
+void tempo__op_release(tempo__op_t *op);
+/** Start a prepared operation (progress and args set): give it a deadline, put it on the active list,
+ *  and advance it once. Returns its status (TEMPO_INPROGRESS, TEMPO_OK or an error). */
+tempo_status_t tempo__op_start(tempo__op_t *op);
+/** Fail op with st and a message "<description>: <cause>"; returns st. For progress functions. */
+tempo_status_t tempo__op_fail(tempo__op_t *op, tempo_status_t st, const char *fmt, ...)
+    TEMPO_FMT_PRINTF(3, 4);
+/** "allreduce #12 (1048576 x float32 sum, ring)" */
+const char *tempo__op_describe(const tempo__op_t *op, char *buf, size_t len);
+
+/** For progress functions that move data without transport events (shared-memory algorithms):
+ *  count it as activity, so waits keep polling instead of sleeping. */
+static inline void tempo__engine_note_event(tempo__world_t *w)
+{
+    w->op_events++;
+}
+
+/** Advance transports and every running operation once. Returns the number of events. */
+int tempo__engine_progress(tempo__world_t *w);
+/** Wait for op with the world lock held (it is released while idling). Returns op's status. */
+tempo_status_t tempo__op_wait_locked(tempo__op_t *op);
+/** Run the engine until cond(arg) is true or the deadline passes (lock held). For setup protocols
+ *  outside any operation. */
+tempo_status_t tempo__engine_wait_until(tempo__world_t *w, int (*cond)(void *arg), void *arg,
+                                        uint64_t deadline, const char *what);
+
+#endif /* TEMPO_CORE_WORLD_H */

@@ -1,0 +1,405 @@
+/*
+ * tempo.h — the public API of tempo, a communication library for distributed deep-learning training.
+ *
+ * This header is the specification. Anything not declared here is not API. Every function documents
+ * what it does, what it returns, who owns each argument, and its thread-safety.
+ *
+ * Model
+ *   A job is N processes ("ranks"). tempo_comm_init_env() joins them into a communicator through a
+ *   TCP rendezvous; tempo_comm_split() derives sub-communicators. Collectives are posted on a
+ *   communicator as requests and advanced by a progress engine; every blocking call is "post, then
+ *   wait". All ranks of a communicator must call the same collectives in the same order with matching
+ *   arguments (count, dtype, op, root).
+ *
+ * Status convention
+ *   Functions return tempo_status_t: TEMPO_OK (0), TEMPO_INPROGRESS (1, only from tempo_test), or a
+ *   negative error. Output arguments (ending in _p) are written only on success. After an error,
+ *   tempo_last_error(comm) returns a sentence saying what failed and why, naming the peer rank, host
+ *   and pid when a peer is to blame.
+ *
+ * Faults
+ *   Every wait has a deadline (TEMPO_TIMEOUT, default 300 s). If a peer process dies or closes its
+ *   connection without destroying its communicator, every pending and later operation on the
+ *   communicator (and on every communicator split from the same initial one) fails with
+ *   TEMPO_ERR_REMOTE. The library never calls exit() or abort().
+ *
+ * Buffers
+ *   Buffers are host memory in this version. The caller owns them and must keep them valid and
+ *   unmodified (send side) / untouched (receive side) until the request completes. count == 0 is
+ *   allowed everywhere and completes without communication. "In-place" layouts are documented per
+ *   collective; any other overlap between the send and receive buffers is TEMPO_ERR_INVALID.
+ *
+ * Determinism
+ *   With the same inputs, rank count and algorithm, results are bitwise identical from run to run,
+ *   and every rank receives bitwise the same result. fp16 and bf16 reductions accumulate in fp32 and
+ *   round once at the end; TEMPO_AVG is the sum divided by the rank count (integer division for
+ *   integer types).
+ *
+ * Threads
+ *   All functions are thread-safe: calls on communicators of one job are serialized internally by a
+ *   per-job lock. A request must be waited on or tested by one thread at a time.
+ */
+#ifndef TEMPO_H
+#define TEMPO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) && __GNUC__ >= 4
+#define TEMPO_API __attribute__((visibility("default")))
+#else
+#define TEMPO_API
+#endif
+
+#define TEMPO_VERSION_MAJOR 0
+#define TEMPO_VERSION_MINOR 1
+#define TEMPO_VERSION_PATCH 0
+#define TEMPO_VERSION_NUMBER \
+    (TEMPO_VERSION_MAJOR * 10000 + TEMPO_VERSION_MINOR * 100 + TEMPO_VERSION_PATCH)
+
+/** The library's version as "major.minor.patch"; compare with TEMPO_VERSION_* to detect a header
+ *  and library mismatch. */
+TEMPO_API const char *tempo_version(void);
+
+/* ============================================================================================== */
+/* Status codes                                                                                   */
+/* ============================================================================================== */
+
+/** Values are never renumbered or reused. */
+typedef enum {
+    TEMPO_OK = 0,
+    TEMPO_INPROGRESS = 1,          /**< tempo_test(): the request has not completed yet */
+    TEMPO_ERR_INVALID = -1,        /**< caller error: bad argument or usage */
+    TEMPO_ERR_NOMEM = -2,          /**< out of memory (host memory or /dev/shm space) */
+    TEMPO_ERR_SYSTEM = -3,         /**< a system call failed (message carries errno text) */
+    TEMPO_ERR_REMOTE = -4,         /**< a peer died, closed its connection or sent malformed data */
+    TEMPO_ERR_TIMEOUT = -5,        /**< a deadline (TEMPO_TIMEOUT) passed */
+    TEMPO_ERR_UNSUPPORTED = -6,    /**< not available in this build or on this communicator */
+    TEMPO_ERR_ABORTED = -7,        /**< tempo_comm_abort() was called */
+    TEMPO_ERR_INTERNAL = -8,       /**< a bug in tempo; please report it with TEMPO_DEBUG=INFO output */
+    TEMPO_ERR_BOOTSTRAP = -9,      /**< the rendezvous failed (address, launcher variables, job mix-up) */
+    TEMPO_ERR_LAST = -10           /**< sentinel, not a status */
+} tempo_status_t;
+
+/** A one-line description of a status ("peer failure"); never NULL, also for unknown values. */
+TEMPO_API const char *tempo_strerror(tempo_status_t status);
+
+/** The enumerator's name ("TEMPO_ERR_REMOTE"); never NULL. */
+TEMPO_API const char *tempo_status_name(tempo_status_t status);
+
+/* ============================================================================================== */
+/* Data types and reduction operators                                                             */
+/* ============================================================================================== */
+
+typedef enum {
+    TEMPO_INT8 = 0,
+    TEMPO_UINT8 = 1,
+    TEMPO_INT32 = 2,
+    TEMPO_UINT32 = 3,
+    TEMPO_INT64 = 4,
+    TEMPO_UINT64 = 5,
+    TEMPO_FLOAT16 = 6,   /**< IEEE binary16; reductions accumulate in fp32 */
+    TEMPO_BFLOAT16 = 7,  /**< bfloat16; reductions accumulate in fp32 */
+    TEMPO_FLOAT32 = 8,
+    TEMPO_FLOAT64 = 9,
+    TEMPO_DTYPE_COUNT = 10
+} tempo_dtype_t;
+
+typedef enum {
+    TEMPO_SUM = 0,   /**< integer sums wrap around (two's complement) */
+    TEMPO_PROD = 1,  /**< integer products wrap around */
+    TEMPO_MIN = 2,
+    TEMPO_MAX = 3,
+    TEMPO_AVG = 4,   /**< sum / nranks; integer division for integer types */
+    TEMPO_OP_COUNT = 5
+} tempo_op_t;
+
+/** Size of one element in bytes, or 0 for an invalid dtype. */
+TEMPO_API size_t tempo_dtype_size(tempo_dtype_t dtype);
+/** "float32", "bfloat16", ...; "invalid" for out-of-range values. */
+TEMPO_API const char *tempo_dtype_name(tempo_dtype_t dtype);
+/** "sum", "prod", "min", "max", "avg"; "invalid" for out-of-range values. */
+TEMPO_API const char *tempo_op_name(tempo_op_t op);
+/** Parse a dtype name. Accepts the tempo names and the nccl-tests aliases (int8, uint8, int32,
+ *  uint32, int64, uint64, half/float16/fp16, bfloat16/bf16, float/float32/fp32, double/float64/fp64).
+ *  Returns TEMPO_ERR_INVALID for unknown names. */
+TEMPO_API tempo_status_t tempo_dtype_parse(const char *name, tempo_dtype_t *dtype_p);
+/** Parse an op name (sum, prod, min, max, avg). TEMPO_ERR_INVALID for unknown names. */
+TEMPO_API tempo_status_t tempo_op_parse(const char *name, tempo_op_t *op_p);
+
+/* ============================================================================================== */
+/* Communicators                                                                                  */
+/* ============================================================================================== */
+
+typedef struct tempo_comm *tempo_comm_t;
+typedef struct tempo_request *tempo_request_t;
+
+/** Fields of tempo_config_t that are set (bits of field_mask). Unset fields come from the environment
+ *  exactly as in tempo_comm_init_env(). */
+enum {
+    TEMPO_CONFIG_RANK = 1u << 0,     /**< rank and size */
+    TEMPO_CONFIG_ROOT = 1u << 1,     /**< root */
+    TEMPO_CONFIG_HOST_ID = 1u << 2,  /**< host_id */
+    TEMPO_CONFIG_TIMEOUT = 1u << 3   /**< timeout_s */
+};
+
+typedef struct tempo_config {
+    uint64_t field_mask;   /**< TEMPO_CONFIG_* bits: which of the fields below are set */
+    int rank;              /**< this process's rank, 0 <= rank < size */
+    int size;              /**< number of ranks */
+    const char *root;      /**< rendezvous address "host:port" (rank 0 listens there) */
+    const char *host_id;   /**< ranks with equal host ids use shared memory; "%r" expands to the rank */
+    double timeout_s;      /**< deadline of every wait, in seconds (> 0) */
+} tempo_config_t;
+
+/**
+ * Create the initial communicator of a job from the environment.
+ *
+ * Rank and size come from TEMPO_RANK/TEMPO_SIZE, else Open MPI (OMPI_COMM_WORLD_RANK/SIZE), else
+ * MPICH/Hydra (PMI_RANK/PMI_SIZE), else Slurm (SLURM_PROCID/SLURM_NTASKS); with none of them the
+ * process is a job of one rank. The rendezvous is at TEMPO_ROOT=host:port (rank 0 listens there);
+ * without TEMPO_ROOT, a job whose ranks are all on this host meets through a file in $TMPDIR keyed by
+ * the launcher's job id (tempo-run sets TEMPO_ROOT itself). Collective over all ranks; blocks until
+ * every rank has joined or TEMPO_TIMEOUT passes.
+ *
+ * @return TEMPO_OK, TEMPO_ERR_BOOTSTRAP (bad or inconsistent launcher variables, unreachable root,
+ *         another job at the rendezvous), TEMPO_ERR_TIMEOUT, TEMPO_ERR_SYSTEM, TEMPO_ERR_NOMEM.
+ *         On failure tempo_last_error(NULL) says why.
+ */
+TEMPO_API tempo_status_t tempo_comm_init_env(tempo_comm_t *comm_p);
+
+/** As tempo_comm_init_env(), with the fields set in config taking precedence over the environment.
+ *  config may be NULL. TEMPO_ERR_INVALID for out-of-range fields. */
+TEMPO_API tempo_status_t tempo_comm_init(const tempo_config_t *config, tempo_comm_t *comm_p);
+
+/** Value of color that leaves the calling rank out of every new communicator. */
+#define TEMPO_UNDEFINED (-1)
+
+/**
+ * Split comm into disjoint communicators, one per color (like MPI_Comm_split). Ranks are ordered by
+ * key, then by their rank in comm. A rank passing TEMPO_UNDEFINED gets *newcomm_p = NULL.
+ * Collective over comm. The new communicator shares the job's connections; it has its own sequence of
+ * collectives and its own shared-memory resources.
+ */
+TEMPO_API tempo_status_t tempo_comm_split(tempo_comm_t comm, int color, int key,
+                                          tempo_comm_t *newcomm_p);
+
+/**
+ * Destroy a communicator. Local (not collective): pending requests on it are cancelled and their
+ * handles become invalid, so wait for them first. When the last communicator of a job is destroyed,
+ * the connections are closed gracefully: peers see a clean departure, not a failure.
+ * destroy(NULL) is a no-op. Returns TEMPO_OK, or the error that cancelled pending requests.
+ */
+TEMPO_API tempo_status_t tempo_comm_destroy(tempo_comm_t comm);
+
+/**
+ * Abort: fail every pending request of the job with TEMPO_ERR_ABORTED and close all connections, so
+ * that peers fail with TEMPO_ERR_REMOTE instead of hanging. Every communicator of the job is unusable
+ * afterwards (operations return TEMPO_ERR_ABORTED) and must still be destroyed.
+ */
+TEMPO_API tempo_status_t tempo_comm_abort(tempo_comm_t comm);
+
+/** This process's rank in comm, or -1 for NULL. */
+TEMPO_API int tempo_comm_rank(tempo_comm_t comm);
+/** Number of ranks in comm, or -1 for NULL. */
+TEMPO_API int tempo_comm_size(tempo_comm_t comm);
+
+/**
+ * The text of the last error on comm (from any call on it or on one of its requests), or of the
+ * calling thread's last failed call when comm is NULL (init failures). Empty string if none. The
+ * pointer stays valid until the next call on comm (or by this thread, for NULL).
+ */
+TEMPO_API const char *tempo_last_error(tempo_comm_t comm);
+
+/* ============================================================================================== */
+/* Request attributes                                                                             */
+/* ============================================================================================== */
+
+enum {
+    TEMPO_ATTR_PRIORITY = 1u << 0,   /**< priority */
+    TEMPO_ATTR_TAG = 1u << 1,        /**< tag */
+    TEMPO_ATTR_ALGORITHM = 1u << 2   /**< algorithm */
+};
+
+/** Optional attributes of a non-blocking operation. Pass NULL for defaults. Fields whose bit is not
+ *  in field_mask are ignored, so adding fields never breaks existing callers. */
+typedef struct tempo_attr {
+    uint64_t field_mask;
+    /** Scheduling priority: smaller is more urgent (for gradients, the forward index of the layer that
+     *  consumes the result). Recorded with the request and shown in debug logs; this version runs
+     *  requests in posting order, priority-ordered execution arrives with the scheduling engine. */
+    int priority;
+    /** Caller's identifier of the data (for example a tensor id), shown in logs. */
+    uint64_t tag;
+    /** Force an algorithm by name for this request (see tempo_algorithm_info()); overrides
+     *  TEMPO_ALGO. TEMPO_ERR_INVALID if unknown for the collective, TEMPO_ERR_UNSUPPORTED if it cannot
+     *  run on this communicator (for example "shm" across hosts). */
+    const char *algorithm;
+} tempo_attr_t;
+
+/* ============================================================================================== */
+/* Collectives                                                                                    */
+/* ============================================================================================== */
+
+/*
+ * Every collective exists in a blocking form and a non-blocking form (prefix i, extra attr and
+ * request arguments). Arguments common to all:
+ *   comm     the communicator
+ *   count    elements (per rank where stated), >= 0
+ *   dtype    element type
+ *   op       reduction operator
+ *   root     rank in comm, 0 <= root < size
+ * Errors common to all: TEMPO_ERR_INVALID (NULL comm, NULL buffer with count > 0, unknown dtype or
+ * op, root out of range, buffers overlapping other than in-place), TEMPO_ERR_REMOTE, TEMPO_ERR_TIMEOUT,
+ * TEMPO_ERR_ABORTED, TEMPO_ERR_NOMEM.
+ */
+
+/** recvbuf[i] = op over ranks of sendbuf[i], on every rank. count elements each.
+ *  In-place: sendbuf == recvbuf. */
+TEMPO_API tempo_status_t tempo_allreduce(tempo_comm_t comm, const void *sendbuf, void *recvbuf,
+                                         size_t count, tempo_dtype_t dtype, tempo_op_t op);
+TEMPO_API tempo_status_t tempo_iallreduce(tempo_comm_t comm, const void *sendbuf, void *recvbuf,
+                                          size_t count, tempo_dtype_t dtype, tempo_op_t op,
+                                          const tempo_attr_t *attr, tempo_request_t *req_p);
+
+/** sendbuf holds size*recvcount elements; rank r receives block r of the reduction in recvbuf
+ *  (recvcount elements). In-place: recvbuf == sendbuf + rank*recvcount elements (as NCCL), or
+ *  recvbuf == sendbuf (block r lands at the start of the buffer). */
+TEMPO_API tempo_status_t tempo_reduce_scatter(tempo_comm_t comm, const void *sendbuf, void *recvbuf,
+                                              size_t recvcount, tempo_dtype_t dtype, tempo_op_t op);
+TEMPO_API tempo_status_t tempo_ireduce_scatter(tempo_comm_t comm, const void *sendbuf, void *recvbuf,
+                                               size_t recvcount, tempo_dtype_t dtype, tempo_op_t op,
+                                               const tempo_attr_t *attr, tempo_request_t *req_p);
+
+/** recvbuf (size*sendcount elements) receives every rank's sendbuf, in rank order. In-place:
+ *  sendbuf == recvbuf + rank*sendcount elements (as NCCL), or sendbuf == recvbuf (this rank's block
+ *  is read from the start of the buffer before it is overwritten). */
+TEMPO_API tempo_status_t tempo_allgather(tempo_comm_t comm, const void *sendbuf, void *recvbuf,
+                                         size_t sendcount, tempo_dtype_t dtype);
+TEMPO_API tempo_status_t tempo_iallgather(tempo_comm_t comm, const void *sendbuf, void *recvbuf,
+                                          size_t sendcount, tempo_dtype_t dtype,
+                                          const tempo_attr_t *attr, tempo_request_t *req_p);
+
+/** recvbuf on every rank receives root's sendbuf (count elements). sendbuf is read on root only and
+ *  may be NULL elsewhere. In-place: sendbuf == recvbuf on root. */
+TEMPO_API tempo_status_t tempo_broadcast(tempo_comm_t comm, const void *sendbuf, void *recvbuf,
+                                         size_t count, tempo_dtype_t dtype, int root);
+TEMPO_API tempo_status_t tempo_ibroadcast(tempo_comm_t comm, const void *sendbuf, void *recvbuf,
+                                          size_t count, tempo_dtype_t dtype, int root,
+                                          const tempo_attr_t *attr, tempo_request_t *req_p);
+
+/** root's recvbuf receives the reduction of every rank's sendbuf; recvbuf is ignored (may be NULL)
+ *  on other ranks. In-place: sendbuf == recvbuf on root. */
+TEMPO_API tempo_status_t tempo_reduce(tempo_comm_t comm, const void *sendbuf, void *recvbuf,
+                                      size_t count, tempo_dtype_t dtype, tempo_op_t op, int root);
+TEMPO_API tempo_status_t tempo_ireduce(tempo_comm_t comm, const void *sendbuf, void *recvbuf,
+                                       size_t count, tempo_dtype_t dtype, tempo_op_t op, int root,
+                                       const tempo_attr_t *attr, tempo_request_t *req_p);
+
+/** Block j of sendbuf (count elements per block, size blocks) goes to rank j, which stores it as
+ *  block r (the sender's rank) of its recvbuf. In-place: sendbuf == recvbuf. */
+TEMPO_API tempo_status_t tempo_alltoall(tempo_comm_t comm, const void *sendbuf, void *recvbuf,
+                                        size_t count, tempo_dtype_t dtype);
+TEMPO_API tempo_status_t tempo_ialltoall(tempo_comm_t comm, const void *sendbuf, void *recvbuf,
+                                         size_t count, tempo_dtype_t dtype,
+                                         const tempo_attr_t *attr, tempo_request_t *req_p);
+
+/** Returns once every rank of comm has entered the barrier. */
+TEMPO_API tempo_status_t tempo_barrier(tempo_comm_t comm);
+TEMPO_API tempo_status_t tempo_ibarrier(tempo_comm_t comm, const tempo_attr_t *attr,
+                                        tempo_request_t *req_p);
+
+/** Largest tag accepted by send/recv. */
+#define TEMPO_TAG_MAX 0x7fffffffu
+
+/**
+ * Point-to-point. Messages between a pair of ranks with the same tag are received in the order they
+ * were sent. The receive must post exactly the number of bytes sent (count * dtype size); a mismatch
+ * fails both requests with TEMPO_ERR_INVALID naming the sizes. peer != own rank; tag <= TEMPO_TAG_MAX.
+ */
+TEMPO_API tempo_status_t tempo_send(tempo_comm_t comm, const void *buf, size_t count,
+                                    tempo_dtype_t dtype, int peer, uint32_t tag);
+TEMPO_API tempo_status_t tempo_recv(tempo_comm_t comm, void *buf, size_t count, tempo_dtype_t dtype,
+                                    int peer, uint32_t tag);
+TEMPO_API tempo_status_t tempo_isend(tempo_comm_t comm, const void *buf, size_t count,
+                                     tempo_dtype_t dtype, int peer, uint32_t tag,
+                                     const tempo_attr_t *attr, tempo_request_t *req_p);
+TEMPO_API tempo_status_t tempo_irecv(tempo_comm_t comm, void *buf, size_t count, tempo_dtype_t dtype,
+                                     int peer, uint32_t tag, const tempo_attr_t *attr,
+                                     tempo_request_t *req_p);
+
+/* ============================================================================================== */
+/* Requests                                                                                       */
+/* ============================================================================================== */
+
+/**
+ * Advance the engine and report whether *req_p has completed. Returns TEMPO_INPROGRESS if not;
+ * otherwise the request's final status, after which the request is freed and *req_p set to NULL.
+ * On error, tempo_last_error(comm) describes it. *req_p == NULL returns TEMPO_OK.
+ */
+TEMPO_API tempo_status_t tempo_test(tempo_request_t *req_p);
+
+/** Block until *req_p completes (or its deadline passes); return its status, free it and set *req_p
+ *  to NULL. *req_p == NULL returns TEMPO_OK. */
+TEMPO_API tempo_status_t tempo_wait(tempo_request_t *req_p);
+
+/** Wait for all n requests (NULL entries are skipped). statuses may be NULL; otherwise statuses[i]
+ *  receives request i's status. Returns TEMPO_OK if all succeeded, else the first error in index
+ *  order. Every request is freed and set to NULL, also on error. */
+TEMPO_API tempo_status_t tempo_waitall(size_t n, tempo_request_t reqs[], tempo_status_t statuses[]);
+
+/* ============================================================================================== */
+/* Introspection (used by tempo-info)                                                             */
+/* ============================================================================================== */
+
+/** One item of the build configuration: name ("cuda", "nccl", "ucx", "verbs", "zstd", "hwloc", "mpi",
+ *  "debug", ...) and value ("yes (12.8, /usr/local/cuda)", "no (not found)", ...). */
+typedef struct tempo_build_item {
+    const char *name;
+    const char *value;
+} tempo_build_item_t;
+
+/** The build configuration as an array of *items_p (static storage); returns its length. */
+TEMPO_API size_t tempo_build_info(const tempo_build_item_t **items_p);
+
+/** One TEMPO_* environment variable of the configuration table. */
+typedef struct tempo_env_var {
+    const char *name;           /**< "TEMPO_TIMEOUT" */
+    const char *default_value;  /**< as text; "" when there is no default */
+    const char *value;          /**< current value from the environment, or NULL when unset */
+    const char *type;           /**< "time", "size", "int", "bool", "string", "enum", "list" */
+    const char *doc;            /**< what it means */
+} tempo_env_var_t;
+
+/** Entry index of the configuration table; TEMPO_ERR_INVALID past the end. */
+TEMPO_API tempo_status_t tempo_env_var(size_t index, tempo_env_var_t *var_p);
+
+/** One transport. */
+typedef struct tempo_transport_info {
+    const char *name;    /**< "shm", "tcp", "ucx", "verbs" */
+    int available;       /**< usable on this machine in this build */
+    const char *detail;  /**< how it is used, or why it is not available */
+} tempo_transport_info_t;
+
+/** Entry index of the transport table; TEMPO_ERR_INVALID past the end. */
+TEMPO_API tempo_status_t tempo_transport_info(size_t index, tempo_transport_info_t *info_p);
+
+/** One collective algorithm. */
+typedef struct tempo_algorithm_info {
+    const char *collective;  /**< "allreduce", "reduce_scatter", ... (the names used by TEMPO_ALGO) */
+    const char *name;        /**< "ring", "rhd", ... */
+    const char *doc;         /**< one line */
+} tempo_algorithm_info_t;
+
+/** Entry index of the algorithm table; TEMPO_ERR_INVALID past the end. */
+TEMPO_API tempo_status_t tempo_algorithm_info(size_t index, tempo_algorithm_info_t *info_p);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TEMPO_H */

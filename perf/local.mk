@@ -1,0 +1,75 @@
+# perf/local.mk — nccl-tests-style benchmarks (one program per collective), the same programs built
+# against MPI as a baseline (*_perf_mpi, only when configure found MPI), and compare.sh.
+#
+# Layout: one driver (common.c, verifiable.c) in a convenience library shared by every program; one
+# backend library per flavour (backend_tempo.c links libtempo; backend_mpi.c is compiled with
+# $(MPI_CFLAGS) and linked with $(MPI_LIBS), never with libtempo); one small file per collective
+# holding its descriptor and main(). The perf programs use only include/tempo.h.
+
+noinst_LTLIBRARIES += %reldir%/libperf_common.la %reldir%/libperf_tempo.la
+%canon_reldir%_libperf_common_la_SOURCES = %reldir%/common.c %reldir%/verifiable.c
+%canon_reldir%_libperf_tempo_la_SOURCES = %reldir%/backend_tempo.c
+noinst_HEADERS += %reldir%/common.h %reldir%/backend.h %reldir%/verifiable.h
+
+TEMPO_PERF_LDADD = %reldir%/libperf_common.la %reldir%/libperf_tempo.la libtempo.la
+TEMPO_PERF_MPI_LDADD = %reldir%/libperf_common.la %reldir%/libperf_mpi.la $(MPI_LIBS)
+
+bin_PROGRAMS += \
+	%reldir%/all_reduce_perf %reldir%/reduce_scatter_perf %reldir%/all_gather_perf \
+	%reldir%/broadcast_perf %reldir%/reduce_perf %reldir%/alltoall_perf %reldir%/sendrecv_perf
+
+%canon_reldir%_all_reduce_perf_SOURCES = %reldir%/all_reduce.c
+%canon_reldir%_all_reduce_perf_LDADD = $(TEMPO_PERF_LDADD)
+%canon_reldir%_reduce_scatter_perf_SOURCES = %reldir%/reduce_scatter.c
+%canon_reldir%_reduce_scatter_perf_LDADD = $(TEMPO_PERF_LDADD)
+%canon_reldir%_all_gather_perf_SOURCES = %reldir%/all_gather.c
+%canon_reldir%_all_gather_perf_LDADD = $(TEMPO_PERF_LDADD)
+%canon_reldir%_broadcast_perf_SOURCES = %reldir%/broadcast.c
+%canon_reldir%_broadcast_perf_LDADD = $(TEMPO_PERF_LDADD)
+%canon_reldir%_reduce_perf_SOURCES = %reldir%/reduce.c
+%canon_reldir%_reduce_perf_LDADD = $(TEMPO_PERF_LDADD)
+%canon_reldir%_alltoall_perf_SOURCES = %reldir%/alltoall.c
+%canon_reldir%_alltoall_perf_LDADD = $(TEMPO_PERF_LDADD)
+%canon_reldir%_sendrecv_perf_SOURCES = %reldir%/sendrecv.c
+%canon_reldir%_sendrecv_perf_LDADD = $(TEMPO_PERF_LDADD)
+
+if HAVE_MPI
+noinst_LTLIBRARIES += %reldir%/libperf_mpi.la
+%canon_reldir%_libperf_mpi_la_SOURCES = %reldir%/backend_mpi.c
+%canon_reldir%_libperf_mpi_la_CFLAGS = $(AM_CFLAGS) $(MPI_CFLAGS)
+
+bin_PROGRAMS += \
+	%reldir%/all_reduce_perf_mpi %reldir%/reduce_scatter_perf_mpi %reldir%/all_gather_perf_mpi \
+	%reldir%/broadcast_perf_mpi %reldir%/reduce_perf_mpi %reldir%/alltoall_perf_mpi \
+	%reldir%/sendrecv_perf_mpi
+
+%canon_reldir%_all_reduce_perf_mpi_SOURCES = %reldir%/all_reduce.c
+%canon_reldir%_all_reduce_perf_mpi_LDADD = $(TEMPO_PERF_MPI_LDADD)
+%canon_reldir%_reduce_scatter_perf_mpi_SOURCES = %reldir%/reduce_scatter.c
+%canon_reldir%_reduce_scatter_perf_mpi_LDADD = $(TEMPO_PERF_MPI_LDADD)
+%canon_reldir%_all_gather_perf_mpi_SOURCES = %reldir%/all_gather.c
+%canon_reldir%_all_gather_perf_mpi_LDADD = $(TEMPO_PERF_MPI_LDADD)
+%canon_reldir%_broadcast_perf_mpi_SOURCES = %reldir%/broadcast.c
+%canon_reldir%_broadcast_perf_mpi_LDADD = $(TEMPO_PERF_MPI_LDADD)
+%canon_reldir%_reduce_perf_mpi_SOURCES = %reldir%/reduce.c
+%canon_reldir%_reduce_perf_mpi_LDADD = $(TEMPO_PERF_MPI_LDADD)
+%canon_reldir%_alltoall_perf_mpi_SOURCES = %reldir%/alltoall.c
+%canon_reldir%_alltoall_perf_mpi_LDADD = $(TEMPO_PERF_MPI_LDADD)
+%canon_reldir%_sendrecv_perf_mpi_SOURCES = %reldir%/sendrecv.c
+%canon_reldir%_sendrecv_perf_mpi_LDADD = $(TEMPO_PERF_MPI_LDADD)
+endif
+
+# Side-by-side tempo vs MPI table; runs from the source tree, the build tree or $(bindir).
+dist_bin_SCRIPTS += %reldir%/compare.sh
+
+# make check: a 2-rank MPI smoke run (skips when MPI was not built). smoke_tempo.sh is the same for
+# the tempo programs; it joins TESTS once libtempo has its collectives.
+TESTS += %reldir%/smoke_mpi.sh
+EXTRA_DIST += %reldir%/smoke_mpi.sh %reldir%/smoke_tempo.sh %reldir%/README.md
+AM_TESTS_ENVIRONMENT += MPIRUN='$(MPIRUN)'; export MPIRUN;
+
+# make check: the data generator is exact in any reduction order (no MPI, no libtempo needed).
+check_PROGRAMS += %reldir%/verifiable_test
+%canon_reldir%_verifiable_test_SOURCES = %reldir%/verifiable_test.c
+%canon_reldir%_verifiable_test_LDADD = %reldir%/libperf_common.la
+TESTS += %reldir%/verifiable_test

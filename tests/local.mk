@@ -1,0 +1,2 @@
+# tests/local.mk
+include tests/mr/local.mk

@@ -1,0 +1,231 @@
+#!/bin/sh
+# tests/mr/tempo_run.sh — TAP tests of tempo-run, the local launcher, through real processes.
+#
+# Covers the rank environment, output prefixing, exit-status propagation, ending the job when a
+# rank fails, signal forwarding, --timeout, --grace, exec failures and argument errors. It does not
+# test libtempo: the ranks are sh one-liners. POSIX sh, run by the automake harness with
+# top_builddir exported, or by hand:
+#     top_builddir=/path/to/build top_srcdir=/path/to/src sh tests/mr/tempo_run.sh
+# Elapsed-time checks (fail above 30 s) are hang guards, not performance assertions. Where the
+# script must wait for ranks to be running it polls for their "ready" lines with a deadline; ranks
+# order themselves through a FIFO. No sleep stands in for synchronization.
+
+TR="${top_builddir:-.}/tools/tempo-run"
+if [ ! -x "$TR" ]; then
+    echo "Bail out! $TR not found or not executable (build it first: make tools/tempo-run)"
+    exit 1
+fi
+unset TEMPO_ROOT TEMPO_RANK TEMPO_SIZE TEMPO_LOCAL_RANK TEMPO_LOCAL_SIZE
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/tempo_run.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+trap 'exit 1' HUP INT TERM
+
+echo 1..31
+n=0
+
+# run ARGS...: tempo-run with stdin from /dev/null; sets rc and elapsed (s), output in out/err.
+run() {
+    t0=$(date +%s)
+    "$TR" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
+    rc=$?
+    elapsed=$(($(date +%s) - t0))
+}
+
+# check DESCRIPTION COMMAND...: one TAP line; on failure the last run's output as diagnostics.
+check() {
+    n=$((n + 1))
+    desc=$1
+    shift
+    if "$@"; then
+        echo "ok $n - $desc"
+    else
+        echo "not ok $n - $desc"
+        echo "# exit status $rc, $elapsed s; stdout, then stderr:"
+        head -n 20 "$tmp/out" | cut -c 1-200 | sed 's/^/#   /'
+        head -n 20 "$tmp/err" | cut -c 1-200 | sed 's/^/#   /'
+    fi
+}
+
+out_is() { printf '%s\n' "$@" >"$tmp/want" && cmp -s "$tmp/want" "$tmp/out"; }
+sorted_out_is() { printf '%s\n' "$@" >"$tmp/want" && sort "$tmp/out" | cmp -s "$tmp/want" -; }
+sorted_err_is() { printf '%s\n' "$@" >"$tmp/want" && sort "$tmp/err" | cmp -s "$tmp/want" -; }
+err_has() { grep -q -E -- "$1" "$tmp/err"; }
+rc_is() { [ "$rc" -eq "$1" ]; }
+quick() { [ "$elapsed" -le 30 ]; }
+
+# wait_ready COUNT: until COUNT "ready" lines are in out (ranks are running), at most 30 s.
+wait_ready() {
+    i=0
+    while [ "$(grep -c ready "$tmp/out")" -lt "$1" ]; do
+        i=$((i + 1))
+        [ $i -gt 300 ] && return 1
+        sleep 0.1
+    done
+}
+
+# ---------------------------------------------------------------------------- options
+run --version
+check "--version prints the package version" \
+    eval 'rc_is 0 && grep -q -E "^tempo-run \(tempo\) [0-9]+\.[0-9]+\.[0-9]+$" "$tmp/out"'
+
+help_lists_all() {
+    for w in " -n," "-x NAME=VALUE" --no-prefix --timeout --grace --help --version \
+        "Exit status" " 124 " " 125 " " 126 " " 127 "; do
+        grep -q -F -- "$w" "$tmp/out" || return 1
+    done
+}
+run --help
+check "--help lists every option and the exit codes" eval 'rc_is 0 && help_lists_all'
+
+run -n 0 true
+check "-n 0 is a usage error (exit 2)" eval 'rc_is 2 && err_has "number of ranks" && err_has Usage'
+run -n abc true
+check "-n abc is a usage error (exit 2)" eval 'rc_is 2 && err_has "got .abc." && err_has Usage'
+run -n 4097 true
+check "-n 4097 is a usage error (exit 2)" eval 'rc_is 2 && err_has "1 to 4096"'
+run true
+check "missing -n is a usage error (exit 2)" eval 'rc_is 2 && err_has "missing -n"'
+run -n 2 -x FOO true
+check "-x without =VALUE is rejected (exit 2)" eval 'rc_is 2 && err_has "NAME=VALUE"'
+run -n 2 -x TEMPO_RANK=7 true
+check "-x TEMPO_RANK=... is rejected (exit 2)" eval 'rc_is 2 && err_has "sets TEMPO_RANK itself"'
+run -n 2 --timeout 0 true
+check "--timeout 0 is rejected (exit 2)" eval 'rc_is 2 && err_has "--timeout"'
+
+# ---------------------------------------------------------------------------- environment, output
+run -n 3 sh -c 'echo "out $TEMPO_RANK"; echo "err $TEMPO_RANK" >&2'
+check "stdout lines of 3 ranks are prefixed" \
+    eval 'rc_is 0 && sorted_out_is "[0] out 0" "[1] out 1" "[2] out 2"'
+check "stderr lines of 3 ranks are prefixed" \
+    eval 'sorted_err_is "[0] err 0" "[1] err 1" "[2] err 2"'
+
+# Each line "[r] r 3 r 3 127.0.0.1:PORT", the same PORT on every line.
+env_ok() {
+    [ "$(wc -l <"$tmp/out")" -eq 3 ] && awk '
+        { r = substr($1, 2, length($1) - 2) }
+        r != $2 || $3 != 3 || $4 != r || $5 != 3 { bad = 1 }
+        $6 !~ /^127\.0\.0\.1:[0-9]+$/ || (NR > 1 && $6 != root) { bad = 1 }
+        { root = $6; port = substr($6, 11) + 0; if (port < 1 || port > 65535) bad = 1 }
+        END { exit bad }' "$tmp/out"
+}
+run -n 3 sh -c 'echo "$TEMPO_RANK $TEMPO_SIZE $TEMPO_LOCAL_RANK $TEMPO_LOCAL_SIZE $TEMPO_ROOT"'
+check "TEMPO_RANK/SIZE/LOCAL_RANK/LOCAL_SIZE set, one TEMPO_ROOT=127.0.0.1:PORT for all" \
+    eval 'rc_is 0 && env_ok'
+
+TEMPO_ROOT=10.1.2.3:4567
+export TEMPO_ROOT
+run -n 2 sh -c 'echo "$TEMPO_ROOT"'
+unset TEMPO_ROOT
+check "a TEMPO_ROOT already set is kept" \
+    eval 'rc_is 0 && sorted_out_is "[0] 10.1.2.3:4567" "[1] 10.1.2.3:4567"'
+
+run -n 2 -x FOO=bar -x 'BAZ=a b=c' sh -c 'echo "$FOO/$BAZ"'
+check "-x NAME=VALUE reaches every rank" eval 'rc_is 0 && sorted_out_is "[0] bar/a b=c" "[1] bar/a b=c"'
+
+run -np 2 echo hi
+check "PROGRAM is found in PATH; -np works like -n" eval 'rc_is 0 && sorted_out_is "[0] hi" "[1] hi"'
+
+run -n 1 sh -c 'printf "no newline"'
+check "a final partial line is flushed with a newline" eval 'rc_is 0 && out_is "[0] no newline"'
+
+long_line_ok() {
+    awk '
+        NR == 1 && ($0 !~ /^\[0\] a+$/ || length($0) != 4 + 65536) { bad = 1 }
+        NR == 2 && ($0 !~ /^\[0\] a+$/ || length($0) != 4 + 4464) { bad = 1 }
+        END { exit bad || NR != 2 }' "$tmp/out"
+}
+run -n 1 sh -c 'head -c 70000 /dev/zero | tr "\0" a; echo'
+check "a 70000-byte line comes out as 65536 + 4464 bytes, each piece prefixed" \
+    eval 'rc_is 0 && long_line_ok'
+
+# 600 lines "[r] r:xxx...", prefix and content from the same rank.
+no_interleaving() {
+    awk '
+        $0 !~ /^\[[0-2]\] [0-2]:x+$/ || length($0) != 4 + 2 + 5000 { bad = 1 }
+        substr($0, 2, 1) != substr($0, 5, 1) { bad = 1 }
+        END { exit bad || NR != 600 }' "$tmp/out"
+}
+run -n 3 sh -c 'x=$(head -c 5000 /dev/zero | tr "\0" x); i=0
+    while [ $i -lt 200 ]; do echo "$TEMPO_RANK:$x"; i=$((i + 1)); done'
+check "5000-byte lines of 3 busy ranks never interleave" eval 'rc_is 0 && no_interleaving'
+
+run -n 2 --no-prefix sh -c 'echo "plain $TEMPO_RANK"'
+check "--no-prefix: the ranks' lines come out without prefix" \
+    eval 'rc_is 0 && sorted_out_is "plain 0" "plain 1"'
+run -n 1 --no-prefix sh -c 'echo plain; printf tail'
+check "--no-prefix passes bytes unchanged (no newline added at the end)" \
+    eval 'rc_is 0 && printf "plain\ntail" | cmp -s - "$tmp/out"'
+
+t0=$(date +%s)
+printf 'hello\n' | "$TR" -n 2 sh -c 'read -r x; echo "got:$x"' >"$tmp/out" 2>"$tmp/err"
+rc=$?
+elapsed=$(($(date +%s) - t0))
+check "rank 0 reads stdin, the others read /dev/null" \
+    eval 'rc_is 0 && sorted_out_is "[0] got:hello" "[1] got:"'
+
+run -n 2 sh -c 'ls /proc/$$/fd' 3</dev/null 9</dev/null
+check "ranks inherit no descriptors beyond 0, 1 and 2" \
+    eval 'rc_is 0 && sorted_out_is "[0] 0" "[0] 1" "[0] 2" "[1] 0" "[1] 1" "[1] 2"'
+
+# ---------------------------------------------------------------------------- failures
+run -n 3 sh -c 'if [ "$TEMPO_RANK" = 1 ]; then exit 3; fi'
+check "a rank exiting 3 makes tempo-run exit 3 and name it" \
+    eval 'rc_is 3 && err_has "^tempo-run: rank 1 \(pid [0-9]+\) exited with status 3$"'
+
+# Rank 0 is always forked before rank 1, so it is there to be ended; rank 2 may not be started.
+run -n 3 sh -c 'if [ "$TEMPO_RANK" = 1 ]; then kill -9 $$; fi; exec sleep 600'
+check "a rank killed by SIGKILL gives 137 and a message naming rank and signal" \
+    eval 'rc_is 137 &&
+        err_has "^tempo-run: rank 1 \(pid [0-9]+\) was killed by signal 9 \(Killed\)$"'
+check "its sibling sleeping 600 s is ended promptly" \
+    eval 'quick && err_has "^tempo-run: ended ranks? 0(,2)?$"'
+
+# Rank 0 ignores SIGTERM; rank 1 fails only once rank 0 has set that up (the FIFO orders them).
+mkfifo "$tmp/fifo"
+run -n 2 --grace 1 sh -c 'if [ "$TEMPO_RANK" = 0 ]; then trap "" TERM; echo >"$1"; exec sleep 600
+    fi; read -r x <"$1"; exit 5' sh "$tmp/fifo"
+check "a rank ignoring SIGTERM is killed after --grace; the failure's status (5) is kept" \
+    eval 'rc_is 5 && quick && err_has "rank 0 still running 1 s after SIGTERM; sending SIGKILL" &&
+        err_has "^tempo-run: ended rank 0$"'
+
+run -n 2 --timeout 1 sh -c 'exec sleep 600'
+check "--timeout ends the job with 124 and names the ranks still running" \
+    eval 'rc_is 124 && quick && err_has "^tempo-run: timed out after 1 s; ranks 0,1 still running$"'
+
+run -n 2 tempo-run-no-such-program
+check "a program that is not found gives 127 and says so" \
+    eval 'rc_is 127 && quick &&
+        err_has "^tempo-run: cannot run .tempo-run-no-such-program.: No such file or directory$"'
+
+printf 'echo hi\n' >"$tmp/noexec"
+chmod 644 "$tmp/noexec"
+run -n 2 "$tmp/noexec"
+check "a program that is not executable gives 126" \
+    eval 'rc_is 126 && err_has "cannot run .*: Permission denied$"'
+
+# ---------------------------------------------------------------------------- signals
+t0=$(date +%s)
+"$TR" -n 2 sh -c 'trap "echo caught TERM; kill \$p; exit 0" TERM
+    sleep 600 & p=$!; echo ready; wait $p' >"$tmp/out" 2>"$tmp/err" </dev/null &
+pid=$!
+wait_ready 2 && kill -TERM $pid
+wait $pid
+rc=$?
+elapsed=$(($(date +%s) - t0))
+check "SIGTERM to tempo-run is forwarded to every rank" \
+    eval 'rc_is 0 && quick && grep -q -F "[0] caught TERM" "$tmp/out" &&
+        grep -q -F "[1] caught TERM" "$tmp/out" &&
+        err_has "^tempo-run: forwarding signal 15 \(Terminated\) to ranks 0,1$"'
+
+t0=$(date +%s)
+"$TR" -n 2 sh -c 'echo ready; exec sleep 600' >"$tmp/out" 2>"$tmp/err" </dev/null &
+pid=$!
+wait_ready 2 && kill -TERM $pid
+wait $pid
+rc=$?
+elapsed=$(($(date +%s) - t0))
+check "ranks that die of a forwarded SIGTERM give 143 and are reported as ended" \
+    eval 'rc_is 143 && quick && err_has "^tempo-run: ended ranks 0,1$" && ! err_has "killed by"'
+
+[ "$n" -eq 31 ] || echo "Bail out! ran $n tests, planned 31"

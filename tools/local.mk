@@ -1,0 +1,5 @@
+# tools/local.mk — command-line tools installed with tempo.
+
+# tempo-run: the local launcher (`tempo-run -n 4 ./prog`). Plain POSIX + Linux, no libtempo.
+bin_PROGRAMS += %reldir%/tempo-run
+%canon_reldir%_tempo_run_SOURCES = %reldir%/tempo-run.c

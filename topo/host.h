@@ -1,0 +1,19 @@
+/*
+ * host.h — the identity of the host a rank runs on. Ranks with equal host ids share memory (shm
+ * transport, shared-memory collectives); all others talk over tcp.
+ */
+#ifndef TEMPO_TOPO_HOST_H
+#define TEMPO_TOPO_HOST_H
+
+#include <stdint.h>
+
+/** The host id: a hash of override (with "%r" replaced by rank) when override is non-empty;
+ *  otherwise a hash of the host name, the kernel boot id and this process's network and mount
+ *  namespaces, so that ranks in different network namespaces of one machine count as different
+ *  hosts (they are how tests emulate a cluster). */
+uint64_t tempo__host_id(const char *override, int rank);
+
+/** Online CPUs of this host (at least 1). */
+int tempo__host_ncpus(void);
+
+#endif /* TEMPO_TOPO_HOST_H */

@@ -1,0 +1,10 @@
+# transport/local.mk — point-to-point transports behind one ops table.
+libtempo_la_SOURCES += \
+	%reldir%/transport.c \
+	%reldir%/stream.c \
+	%reldir%/tcp.c \
+	%reldir%/shm.c
+noinst_HEADERS += \
+	%reldir%/transport.h \
+	%reldir%/tl_int.h \
+	%reldir%/stream.h

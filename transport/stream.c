@@ -1,0 +1,562 @@
+/*
+ * stream.c — framing, validation and matching over a byte pipe (see stream.h).
+ *
+ * Receive state machine: "header" (need 32 bytes in the staging buffer) and "payload" (rleft bytes go
+ * to rdst: a posted receive's buffer, an unexpected-message buffer, or nowhere when a mismatched
+ * receive was failed and the bytes must still be consumed to keep the stream in sync). Large payloads
+ * are read from the pipe straight into the destination.
+ *
+ * Transfers the stream owns itself (goodbye messages, and copies made when a caller cancels a
+ * half-sent message) are marked in xfer->priv and freed when done.
+ */
+#include "config.h"
+
+#include "transport/stream.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define RBUF_CAP (64 * 1024)
+#define DIRECT_MIN (8 * 1024)
+
+#define XF_OWNED 1u /* the stream allocated the xfer (and its buffer) */
+#define XF_BYE 2u   /* goodbye message */
+
+typedef struct tempo__ux {
+    tempo__list_t link;
+    uint64_t tag;
+    size_t len;
+    size_t got;
+    char *data;
+    tempo__xfer_t *bound; /* a receive matched while the message was still arriving */
+    int discard;          /* its receive was cancelled: free when complete */
+} tempo__ux_t;
+
+static uintptr_t xflags(const tempo__xfer_t *x)
+{
+    return (uintptr_t)x->priv;
+}
+
+static void xfer_done(tempo__xfer_t *x, tempo_status_t st)
+{
+    x->status = st;
+    x->complete = 1;
+    if (xflags(x) & XF_OWNED) {
+        tempo__free(x->buf);
+        tempo__free(x);
+    }
+}
+
+tempo_status_t tempo__stream_init(tempo__stream_t *s, tempo__world_t *w, int peer,
+                                  const char *tl_name, const tempo__pipe_ops_t *ops, void *pipe)
+{
+    memset(s, 0, sizeof(*s));
+    s->rbuf = tempo__malloc(RBUF_CAP, "stream receive buffer");
+    if (!s->rbuf) {
+        return TEMPO_ERR_NOMEM;
+    }
+    s->rcap = RBUF_CAP;
+    s->ops = ops;
+    s->pipe = pipe;
+    s->world = w;
+    s->peer = peer;
+    s->tl_name = tl_name;
+    s->state = STREAM_OPEN;
+    tempo__list_init(&s->sendq);
+    tempo__list_init(&s->posted);
+    tempo__list_init(&s->unexpected);
+    return TEMPO_OK;
+}
+
+static void fail_queue(tempo__list_t *q, tempo_status_t st)
+{
+    while (!tempo__list_empty(q)) {
+        tempo__list_t *e = q->next;
+        tempo__list_remove(e);
+        xfer_done(tempo__container_of(e, tempo__xfer_t, link), st);
+    }
+}
+
+static void free_unexpected(tempo__stream_t *s)
+{
+    while (!tempo__list_empty(&s->unexpected)) {
+        tempo__list_t *e = s->unexpected.next;
+        tempo__ux_t *ux = tempo__container_of(e, tempo__ux_t, link);
+        tempo__list_remove(e);
+        if (ux->bound) {
+            xfer_done(ux->bound, TEMPO_ERR_REMOTE);
+        }
+        tempo__free(ux->data);
+        tempo__free(ux);
+    }
+    s->unexpected_bytes = 0;
+}
+
+void tempo__stream_fini(tempo__stream_t *s)
+{
+    if (!s->rbuf) {
+        return;
+    }
+    fail_queue(&s->sendq, TEMPO_ERR_REMOTE);
+    fail_queue(&s->posted, TEMPO_ERR_REMOTE);
+    if (s->rx) {
+        xfer_done(s->rx, TEMPO_ERR_REMOTE);
+        s->rx = NULL;
+    }
+    s->rux = NULL; /* it is on the unexpected list */
+    free_unexpected(s);
+    tempo__free(s->rbuf);
+    s->rbuf = NULL;
+}
+
+void tempo__stream_broken(tempo__stream_t *s, const char *why)
+{
+    if (s->state == STREAM_FAILED) {
+        return;
+    }
+    char desc[160];
+    s->state = STREAM_FAILED;
+    tempo__world_fail(s->world, TEMPO_ERR_REMOTE, "%s %s (%s)",
+                      tempo__peer_desc(s->world, s->peer, desc, sizeof(desc)), why, s->tl_name);
+    fail_queue(&s->sendq, TEMPO_ERR_REMOTE);
+    fail_queue(&s->posted, TEMPO_ERR_REMOTE);
+    if (s->rx) {
+        xfer_done(s->rx, TEMPO_ERR_REMOTE);
+        s->rx = NULL;
+    }
+    s->in_payload = 0;
+    s->rdst = NULL;
+    if (s->rux) {
+        /* The unexpected entry is on the list and freed below. */
+        s->rux = NULL;
+    }
+    free_unexpected(s);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Send                                                                                           */
+/* ---------------------------------------------------------------------------------------------- */
+
+int tempo__stream_progress_send(tempo__stream_t *s)
+{
+    int events = 0;
+    while (!tempo__list_empty(&s->sendq)) {
+        tempo__xfer_t *x = tempo__container_of(s->sendq.next, tempo__xfer_t, link);
+        if (!s->shdr_valid) {
+            s->shdr.magic = TEMPO_WIRE_MAGIC;
+            s->shdr.version = TEMPO_WIRE_VERSION;
+            s->shdr.type = (xflags(x) & XF_BYE) ? TEMPO_WIRE_BYE : TEMPO_WIRE_DATA;
+            s->shdr.flags = 0;
+            s->shdr.src = (uint32_t)s->world->rank;
+            s->shdr.reserved = 0;
+            s->shdr.tag = x->tag;
+            s->shdr.len = x->len;
+            s->shdr_off = 0;
+            s->shdr_valid = 1;
+        }
+        struct iovec iov[2];
+        int n = 0;
+        if (s->shdr_off < sizeof(s->shdr)) {
+            iov[n].iov_base = (char *)&s->shdr + s->shdr_off;
+            iov[n].iov_len = sizeof(s->shdr) - s->shdr_off;
+            n++;
+        }
+        if (x->done < x->len) {
+            iov[n].iov_base = (char *)x->buf + x->done;
+            iov[n].iov_len = x->len - x->done;
+            n++;
+        }
+        ssize_t w = n ? s->ops->writev(s->pipe, iov, n) : 0;
+        if (w < 0) {
+            if (s->state == STREAM_BYE) {
+                /* The peer left; what we still had for it goes nowhere. */
+                fail_queue(&s->sendq, TEMPO_ERR_REMOTE);
+                s->shdr_valid = 0;
+                return events;
+            }
+            char why[128];
+            snprintf(why, sizeof(why), "broke the connection (%s)", strerror((int)-w));
+            tempo__stream_broken(s, why);
+            return -1;
+        }
+        size_t wr = (size_t)w;
+        if (s->shdr_off < sizeof(s->shdr)) {
+            size_t h = TEMPO_MIN(wr, sizeof(s->shdr) - s->shdr_off);
+            s->shdr_off += h;
+            wr -= h;
+        }
+        x->done += wr;
+        if (s->shdr_off == sizeof(s->shdr) && x->done == x->len) {
+            tempo__list_remove(&x->link);
+            s->shdr_valid = 0;
+            xfer_done(x, TEMPO_OK);
+            events++;
+            continue;
+        }
+        break; /* the pipe is full */
+    }
+    return events;
+}
+
+tempo_status_t tempo__stream_isend(tempo__stream_t *s, tempo__xfer_t *x)
+{
+    x->done = 0;
+    x->complete = 0;
+    if (s->state == STREAM_FAILED || s->sent_bye) {
+        xfer_done(x, TEMPO_ERR_REMOTE);
+        return TEMPO_OK;
+    }
+    if (s->state == STREAM_BYE) {
+        /* The peer has left; nobody will ever receive this. */
+        xfer_done(x, TEMPO_ERR_REMOTE);
+        return TEMPO_OK;
+    }
+    int was_idle = tempo__list_empty(&s->sendq);
+    tempo__list_push_back(&s->sendq, &x->link);
+    if (was_idle) {
+        tempo__stream_progress_send(s);
+    }
+    return TEMPO_OK;
+}
+
+tempo_status_t tempo__stream_send_bye(tempo__stream_t *s)
+{
+    if (s->sent_bye || s->state == STREAM_FAILED) {
+        return TEMPO_OK;
+    }
+    tempo__xfer_t *x = tempo__calloc(1, sizeof(*x), "goodbye message");
+    if (!x) {
+        return TEMPO_ERR_NOMEM;
+    }
+    x->peer = s->peer;
+    x->is_send = 1;
+    x->priv = (void *)(uintptr_t)(XF_OWNED | XF_BYE);
+    int was_idle = tempo__list_empty(&s->sendq);
+    tempo__list_push_back(&s->sendq, &x->link);
+    s->sent_bye = 1;
+    if (was_idle) {
+        tempo__stream_progress_send(s);
+    }
+    return TEMPO_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Receive                                                                                        */
+/* ---------------------------------------------------------------------------------------------- */
+
+tempo_status_t tempo__stream_irecv(tempo__stream_t *s, tempo__xfer_t *x)
+{
+    x->done = 0;
+    x->complete = 0;
+    if (s->state == STREAM_FAILED) {
+        xfer_done(x, TEMPO_ERR_REMOTE);
+        return TEMPO_OK;
+    }
+    tempo__list_t *pos, *tmp;
+    tempo__list_for_each_safe(pos, tmp, &s->unexpected)
+    {
+        tempo__ux_t *ux = tempo__container_of(pos, tempo__ux_t, link);
+        if (ux->tag != x->tag || ux->bound || ux->discard) {
+            continue;
+        }
+        if (ux->len != x->len) {
+            x->remote_len = ux->len;
+            if (ux->got == ux->len) {
+                tempo__list_remove(&ux->link);
+                s->unexpected_bytes -= ux->len;
+                tempo__free(ux->data);
+                tempo__free(ux);
+            } else {
+                ux->discard = 1;
+            }
+            xfer_done(x, TEMPO_ERR_INVALID);
+            return TEMPO_OK;
+        }
+        if (ux->got == ux->len) {
+            memcpy(x->buf, ux->data, ux->len);
+            x->done = ux->len;
+            tempo__list_remove(&ux->link);
+            s->unexpected_bytes -= ux->len;
+            tempo__free(ux->data);
+            tempo__free(ux);
+            xfer_done(x, TEMPO_OK);
+        } else {
+            ux->bound = x;
+        }
+        return TEMPO_OK;
+    }
+    if (s->state == STREAM_BYE) {
+        xfer_done(x, TEMPO_ERR_REMOTE);
+        return TEMPO_OK;
+    }
+    tempo__list_push_back(&s->posted, &x->link);
+    return TEMPO_OK;
+}
+
+void tempo__stream_cancel(tempo__stream_t *s, tempo__xfer_t *x)
+{
+    if (x->complete) {
+        return;
+    }
+    if (x->is_send) {
+        int is_head = s->sendq.next == &x->link;
+        if (is_head && s->shdr_valid && (s->shdr_off > 0 || x->done > 0)) {
+            /* Half sent: finish it from a private copy so the stream stays in sync. */
+            tempo__xfer_t *c = tempo__calloc(1, sizeof(*c), "cancelled send");
+            char *buf = c ? tempo__malloc(x->len ? x->len : 1, "cancelled send") : NULL;
+            if (buf) {
+                *c = *x;
+                memcpy(buf + x->done, (char *)x->buf + x->done, x->len - x->done);
+                c->buf = buf;
+                c->priv = (void *)(uintptr_t)XF_OWNED;
+                c->link.prev = x->link.prev;
+                c->link.next = x->link.next;
+                x->link.prev->next = &c->link;
+                x->link.next->prev = &c->link;
+                tempo__list_init(&x->link);
+            } else {
+                tempo__free(c);
+                tempo__stream_broken(s, "could not be sent to: out of memory while cancelling");
+            }
+        } else {
+            tempo__list_remove(&x->link);
+        }
+    } else if (s->rx == x) {
+        s->rx = NULL;
+        s->rdst = NULL; /* discard the rest of the payload */
+    } else {
+        int found = 0;
+        tempo__list_t *pos, *tmp;
+        tempo__list_for_each_safe(pos, tmp, &s->unexpected)
+        {
+            tempo__ux_t *ux = tempo__container_of(pos, tempo__ux_t, link);
+            if (ux->bound == x) {
+                ux->bound = NULL;
+                ux->discard = 1;
+                found = 1;
+            }
+        }
+        if (!found) {
+            tempo__list_remove(&x->link);
+        }
+    }
+    x->complete = 1;
+    x->status = TEMPO_ERR_ABORTED;
+}
+
+static int header_valid(const tempo__stream_t *s, const tempo__wire_hdr_t *h, char *why, size_t len)
+{
+    if (h->magic != TEMPO_WIRE_MAGIC) {
+        snprintf(why, len, "sent a malformed message header (bad magic 0x%08x)", h->magic);
+    } else if (h->version != TEMPO_WIRE_VERSION) {
+        snprintf(why, len, "speaks wire version %u, this rank %u", h->version, TEMPO_WIRE_VERSION);
+    } else if (h->type != TEMPO_WIRE_DATA && h->type != TEMPO_WIRE_BYE) {
+        snprintf(why, len, "sent a message of unknown type %u", h->type);
+    } else if (h->flags || h->reserved) {
+        snprintf(why, len, "sent a message header with reserved fields set");
+    } else if (h->src != (uint32_t)s->peer) {
+        snprintf(why, len, "sent a header claiming to come from rank %u", h->src);
+    } else if (h->len > TEMPO_WIRE_MAX_LEN || (h->type == TEMPO_WIRE_BYE && h->len)) {
+        snprintf(why, len, "sent a message header with an impossible length %llu",
+                 (unsigned long long)h->len);
+    } else if ((h->tag >> 63) && ((h->tag >> 32) & 0xffffu)) {
+        snprintf(why, len, "sent a point-to-point tag with reserved bits set (0x%016llx)",
+                 (unsigned long long)h->tag);
+    } else {
+        return 1;
+    }
+    return 0;
+}
+
+/* A whole payload has arrived. */
+static int finish_payload(tempo__stream_t *s)
+{
+    if (s->rx) {
+        s->rx->done = s->rx->len;
+        xfer_done(s->rx, TEMPO_OK);
+    } else if (s->rux) {
+        tempo__ux_t *ux = s->rux;
+        ux->got = ux->len;
+        if (ux->bound) {
+            memcpy(ux->bound->buf, ux->data, ux->len);
+            ux->bound->done = ux->len;
+            xfer_done(ux->bound, TEMPO_OK);
+        }
+        if (ux->bound || ux->discard) {
+            tempo__list_remove(&ux->link);
+            s->unexpected_bytes -= ux->len;
+            tempo__free(ux->data);
+            tempo__free(ux);
+        }
+    }
+    s->rx = NULL;
+    s->rux = NULL;
+    s->rdst = NULL;
+    s->in_payload = 0;
+    return 1;
+}
+
+/* Start receiving the payload described by s->rhdr. Returns -1 on failure. */
+static int start_payload(tempo__stream_t *s)
+{
+    uint64_t tag = s->rhdr.tag;
+    size_t len = (size_t)s->rhdr.len;
+    s->in_payload = 1;
+    s->rleft = len;
+    s->rx = NULL;
+    s->rux = NULL;
+    s->rdst = NULL;
+    tempo__list_t *pos, *tmp;
+    tempo__list_for_each_safe(pos, tmp, &s->posted)
+    {
+        tempo__xfer_t *x = tempo__container_of(pos, tempo__xfer_t, link);
+        if (x->tag != tag) {
+            continue;
+        }
+        tempo__list_remove(&x->link);
+        if (x->len != len) {
+            x->remote_len = len;
+            xfer_done(x, TEMPO_ERR_INVALID); /* the payload is discarded */
+        } else {
+            s->rx = x;
+            s->rdst = x->buf;
+        }
+        return 0;
+    }
+    tempo__ux_t *ux = tempo__calloc(1, sizeof(*ux), "unexpected message");
+    char *data = ux ? tempo__malloc(len, "unexpected message") : NULL;
+    if (!data) {
+        tempo__free(ux);
+        tempo__stream_broken(s, "sent a message this rank has no memory to buffer");
+        return -1;
+    }
+    ux->tag = tag;
+    ux->len = len;
+    ux->data = data;
+    tempo__list_push_back(&s->unexpected, &ux->link);
+    s->unexpected_bytes += len;
+    s->rux = ux;
+    s->rdst = data;
+    return 0;
+}
+
+/* Read from the pipe into dst; returns bytes (> 0), 0 if none, or -1/-2 after handling EOF/errors. */
+static ssize_t pipe_read(tempo__stream_t *s, void *dst, size_t len)
+{
+    ssize_t r = s->ops->read(s->pipe, dst, len);
+    if (r >= 0) {
+        return r;
+    }
+    if (r == TEMPO_PIPE_EOF) {
+        if (s->state == STREAM_BYE && !s->in_payload) {
+            return -2;
+        }
+        tempo__stream_broken(s, s->in_payload ? "closed its connection in the middle of a message"
+                                              : "closed its connection unexpectedly (process died "
+                                                "or exited without destroying its communicator)");
+        return -1;
+    }
+    char why[128];
+    snprintf(why, sizeof(why), "broke the connection (%s)", strerror((int)-r));
+    tempo__stream_broken(s, why);
+    return -1;
+}
+
+/* Top up the staging buffer; returns bytes added, or < 0. */
+static ssize_t fill(tempo__stream_t *s)
+{
+    if (s->rhead == s->rtail) {
+        s->rhead = s->rtail = 0;
+    } else if (s->rhead > 0 && s->rcap - s->rtail < sizeof(tempo__wire_hdr_t)) {
+        memmove(s->rbuf, s->rbuf + s->rhead, s->rtail - s->rhead);
+        s->rtail -= s->rhead;
+        s->rhead = 0;
+    }
+    ssize_t r = pipe_read(s, s->rbuf + s->rtail, s->rcap - s->rtail);
+    if (r > 0) {
+        s->rtail += (size_t)r;
+    }
+    return r;
+}
+
+int tempo__stream_progress_recv(tempo__stream_t *s)
+{
+    int events = 0;
+    if (s->state == STREAM_FAILED) {
+        return -1;
+    }
+    for (;;) {
+        if (s->in_payload) {
+            if (s->rleft == 0) {
+                events += finish_payload(s);
+                continue;
+            }
+            size_t have = s->rtail - s->rhead;
+            if (have) {
+                size_t n = TEMPO_MIN(have, s->rleft);
+                if (s->rdst) {
+                    memcpy(s->rdst, s->rbuf + s->rhead, n);
+                    s->rdst += n;
+                }
+                s->rhead += n;
+                s->rleft -= n;
+                continue;
+            }
+            ssize_t r;
+            if (s->rdst && s->rleft >= DIRECT_MIN) {
+                r = pipe_read(s, s->rdst, s->rleft);
+                if (r > 0) {
+                    s->rdst += r;
+                    s->rleft -= (size_t)r;
+                }
+            } else {
+                r = fill(s);
+            }
+            if (r < 0) {
+                return (int)r;
+            }
+            if (r == 0) {
+                return events;
+            }
+            continue;
+        }
+        if (s->rtail - s->rhead < sizeof(tempo__wire_hdr_t)) {
+            ssize_t r = fill(s);
+            if (r < 0) {
+                return (int)r;
+            }
+            if (s->rtail - s->rhead < sizeof(tempo__wire_hdr_t)) {
+                return events;
+            }
+        }
+        memcpy(&s->rhdr, s->rbuf + s->rhead, sizeof(s->rhdr));
+        s->rhead += sizeof(s->rhdr);
+        char why[160];
+        if (!header_valid(s, &s->rhdr, why, sizeof(why))) {
+            tempo__stream_broken(s, why);
+            return -1;
+        }
+        if (s->state == STREAM_BYE) {
+            tempo__stream_broken(s, "sent data after saying goodbye");
+            return -1;
+        }
+        if (s->rhdr.type == TEMPO_WIRE_BYE) {
+            char desc[160];
+            s->state = STREAM_BYE;
+            s->world->peers[s->peer].left = 1;
+            TEMPO_DEBUG(TEMPO_SUB_TRANSPORT, "%s said goodbye",
+                        tempo__peer_desc(s->world, s->peer, desc, sizeof(desc)));
+            fail_queue(&s->posted, TEMPO_ERR_REMOTE);
+            if (!tempo__list_empty(&s->sendq)) {
+                fail_queue(&s->sendq, TEMPO_ERR_REMOTE);
+                s->shdr_valid = 0;
+            }
+            events++;
+            continue;
+        }
+        if (start_payload(s) < 0) {
+            return -1;
+        }
+    }
+}

@@ -1,0 +1,353 @@
+/*
+ * tcp.c — the tcp transport: one connection per pair of ranks, non-blocking sockets driven by epoll,
+ * messages framed by the stream layer.
+ *
+ * Mesh setup: every rank listens (opened before the rendezvous so its address is in the table), then
+ * connects to every lower rank and accepts one connection from every higher rank. A connection
+ * starts with a hello (magic, job uuid, rank) that is checked; strangers are closed and ignored.
+ *
+ * Progress polls the sockets on every call when some peer's data goes over tcp, and otherwise at most
+ * every 200 us (the connections then only prove liveness and carry setup and goodbye messages).
+ */
+#include "config.h"
+
+#include "transport/tl_int.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define HELLO_MAGIC 0x544d5043u /* "TMPC" */
+#define POLL_EVERY_NS 200000ull
+
+typedef struct tcp_ep {
+    tempo__stream_t stream;
+    int fd;
+    int peer;
+    int data;        /* carries this peer's data */
+    int want_out;    /* EPOLLOUT is armed */
+} tcp_ep_t;
+
+struct tcp_tl {
+    tempo__world_t *world;
+    int epfd;
+    tcp_ep_t **eps;  /* (size) NULL for this rank */
+    int ndata;
+    uint64_t last_poll;
+};
+
+typedef struct {
+    uint32_t magic;
+    int32_t rank;
+    uint64_t uuid;
+} hello_t;
+
+static ssize_t tcp_writev(void *pipe, const struct iovec *iov, int iovcnt)
+{
+    tcp_ep_t *ep = pipe;
+    struct msghdr m;
+    memset(&m, 0, sizeof(m));
+    m.msg_iov = (struct iovec *)iov;
+    m.msg_iovlen = (size_t)iovcnt;
+    ssize_t r = sendmsg(ep->fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (r >= 0) {
+        return r;
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+        return 0;
+    }
+    return -errno;
+}
+
+static ssize_t tcp_read(void *pipe, void *buf, size_t len)
+{
+    tcp_ep_t *ep = pipe;
+    ssize_t r = recv(ep->fd, buf, len, MSG_DONTWAIT);
+    if (r > 0) {
+        return r;
+    }
+    if (r == 0) {
+        return TEMPO_PIPE_EOF;
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+        return 0;
+    }
+    return -errno;
+}
+
+static const tempo__pipe_ops_t tcp_pipe_ops = {tcp_writev, tcp_read};
+
+static tempo_status_t ep_isend(void *ep, tempo__xfer_t *x)
+{
+    return tempo__stream_isend(&((tcp_ep_t *)ep)->stream, x);
+}
+static tempo_status_t ep_irecv(void *ep, tempo__xfer_t *x)
+{
+    return tempo__stream_irecv(&((tcp_ep_t *)ep)->stream, x);
+}
+static void ep_cancel(void *ep, tempo__xfer_t *x)
+{
+    tempo__stream_cancel(&((tcp_ep_t *)ep)->stream, x);
+}
+
+const tempo__tl_ops_t tempo__tcp_ops = {"tcp", ep_isend, ep_irecv, ep_cancel};
+
+void *tempo__tcp_ep(tcp_tl_t *t, int peer)
+{
+    return t->eps[peer];
+}
+
+tempo__stream_t *tempo__tcp_stream(tcp_tl_t *t, int peer)
+{
+    return t->eps[peer] ? &t->eps[peer]->stream : NULL;
+}
+
+void tempo__tcp_set_data(tcp_tl_t *t, int peer, int carries_data)
+{
+    tcp_ep_t *ep = t->eps[peer];
+    if (ep && ep->data != carries_data) {
+        ep->data = carries_data;
+        t->ndata += carries_data ? 1 : -1;
+    }
+}
+
+static void ep_close_fd(tcp_tl_t *t, tcp_ep_t *ep)
+{
+    if (ep->fd >= 0) {
+        epoll_ctl(t->epfd, EPOLL_CTL_DEL, ep->fd, NULL);
+        close(ep->fd);
+        ep->fd = -1;
+    }
+}
+
+static tempo_status_t add_ep(tcp_tl_t *t, int peer, int fd)
+{
+    tcp_ep_t *ep = tempo__calloc(1, sizeof(*ep), "tcp endpoint");
+    if (!ep) {
+        close(fd);
+        return TEMPO_ERR_NOMEM;
+    }
+    ep->fd = fd;
+    ep->peer = peer;
+    tempo_status_t st = tempo__stream_init(&ep->stream, t->world, peer, "tcp", &tcp_pipe_ops, ep);
+    if (st != TEMPO_OK) {
+        close(fd);
+        tempo__free(ep);
+        return st;
+    }
+    tempo__sock_set_nonblock(fd, 1);
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = ep};
+    if (epoll_ctl(t->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        int e = errno;
+        tempo__stream_fini(&ep->stream);
+        close(fd);
+        tempo__free(ep);
+        return tempo__err(TEMPO_ERR_SYSTEM, "epoll_ctl(): %s", strerror(e));
+    }
+    t->eps[peer] = ep;
+    return TEMPO_OK;
+}
+
+static tempo_status_t connect_mesh(tcp_tl_t *t, int lfd, uint64_t deadline)
+{
+    tempo__world_t *w = t->world;
+    char desc[160];
+    hello_t me = {HELLO_MAGIC, w->rank, w->job_uuid};
+    for (int p = 0; p < w->rank; p++) {
+        tempo__addr_t a;
+        memset(&a, 0, sizeof(a));
+        memcpy(&a.ss, w->peers[p].info.addr, w->peers[p].info.addr_len);
+        a.len = w->peers[p].info.addr_len;
+        int fd;
+        tempo_status_t st = tempo__sock_connect(&a, deadline, &fd);
+        if (st != TEMPO_OK) {
+            return tempo__err(st, "cannot connect to %s: %s",
+                              tempo__peer_desc(w, p, desc, sizeof(desc)), tempo__errmsg());
+        }
+        st = tempo__sock_send_all(fd, &me, sizeof(me), deadline, "peer");
+        if (st != TEMPO_OK) {
+            close(fd);
+            return tempo__err(st, "cannot greet %s: %s", tempo__peer_desc(w, p, desc, sizeof(desc)),
+                              tempo__errmsg());
+        }
+        TEMPO_CHECK(add_ep(t, p, fd));
+    }
+    int expected = w->size - 1 - w->rank;
+    while (expected > 0) {
+        int fd;
+        tempo_status_t st = tempo__sock_accept(lfd, deadline, &fd);
+        if (st != TEMPO_OK) {
+            char missing[160] = "";
+            size_t o = 0;
+            for (int p = w->rank + 1; p < w->size && o < sizeof(missing) - 12; p++) {
+                if (!t->eps[p]) {
+                    o += (size_t)snprintf(missing + o, sizeof(missing) - o, "%s%d", o ? "," : "", p);
+                }
+            }
+            return tempo__err(st, "rank %d: ranks %s did not connect: %s", w->rank, missing,
+                              tempo__errmsg());
+        }
+        hello_t h;
+        uint64_t hd = TEMPO_MIN(deadline, tempo__now_ns() + 10000000000ull);
+        if (tempo__sock_recv_all(fd, &h, sizeof(h), hd, "peer") != TEMPO_OK ||
+            h.magic != HELLO_MAGIC || h.uuid != w->job_uuid || h.rank <= w->rank ||
+            h.rank >= w->size || t->eps[h.rank]) {
+            TEMPO_WARN(TEMPO_SUB_TRANSPORT, "ignored a tcp connection that is not from a higher "
+                                            "rank of this job");
+            close(fd);
+            continue;
+        }
+        TEMPO_CHECK(add_ep(t, h.rank, fd));
+        expected--;
+    }
+    return TEMPO_OK;
+}
+
+tempo_status_t tempo__tcp_setup(tempo__world_t *w, int listen_fd, uint64_t deadline,
+                                tcp_tl_t **tcp_p)
+{
+    tcp_tl_t *t = tempo__calloc(1, sizeof(*t), "tcp transport");
+    if (!t) {
+        close(listen_fd);
+        return TEMPO_ERR_NOMEM;
+    }
+    t->world = w;
+    t->epfd = epoll_create1(EPOLL_CLOEXEC);
+    t->eps = tempo__calloc((size_t)w->size, sizeof(*t->eps), "tcp endpoints");
+    tempo_status_t st;
+    if (!t->eps) {
+        st = TEMPO_ERR_NOMEM;
+    } else if (t->epfd < 0) {
+        st = tempo__err(TEMPO_ERR_SYSTEM, "epoll_create1(): %s", strerror(errno));
+    } else {
+        st = connect_mesh(t, listen_fd, deadline);
+    }
+    close(listen_fd);
+    if (st != TEMPO_OK) {
+        tempo__tcp_close(t, 0, 0);
+        return st;
+    }
+    for (int p = 0; p < w->size; p++) {
+        if (p != w->rank) {
+            tempo__tcp_set_data(t, p, 1);
+        }
+    }
+    *tcp_p = t;
+    return TEMPO_OK;
+}
+
+static void update_out(tcp_tl_t *t, tcp_ep_t *ep)
+{
+    int want = ep->fd >= 0 && !tempo__stream_send_idle(&ep->stream);
+    if (want != ep->want_out) {
+        struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | (want ? EPOLLOUT : 0),
+                                 .data.ptr = ep};
+        epoll_ctl(t->epfd, EPOLL_CTL_MOD, ep->fd, &ev);
+        ep->want_out = want;
+    }
+}
+
+int tempo__tcp_progress(tcp_tl_t *t, int timeout_ms)
+{
+    int events = 0;
+    tempo__world_t *w = t->world;
+    /* Sends first: queued messages go out as soon as the socket takes them. */
+    for (int p = 0; p < w->size; p++) {
+        tcp_ep_t *ep = t->eps[p];
+        if (ep && ep->fd >= 0 && !tempo__stream_send_idle(&ep->stream)) {
+            int r = tempo__stream_progress_send(&ep->stream);
+            events += r > 0 ? r : 0;
+            update_out(t, ep);
+        }
+    }
+    uint64_t now = 0;
+    if (!t->ndata && timeout_ms == 0) {
+        now = tempo__now_ns();
+        if (now - t->last_poll < POLL_EVERY_NS) {
+            return events;
+        }
+    }
+    struct epoll_event evs[64];
+    int n = epoll_wait(t->epfd, evs, 64, timeout_ms);
+    t->last_poll = now ? now : tempo__now_ns();
+    for (int i = 0; i < n; i++) {
+        tcp_ep_t *ep = evs[i].data.ptr;
+        if (ep->fd < 0) {
+            continue;
+        }
+        if (evs[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+            int r = tempo__stream_progress_recv(&ep->stream);
+            if (r == -2 || r == -1) {
+                ep_close_fd(t, ep); /* clean end after goodbye, or broken (job failed) */
+                events++;
+                continue;
+            }
+            events += r;
+        }
+        if (evs[i].events & EPOLLOUT) {
+            int r = tempo__stream_progress_send(&ep->stream);
+            events += r > 0 ? r : 0;
+            update_out(t, ep);
+        }
+    }
+    return events;
+}
+
+void tempo__tcp_close(tcp_tl_t *t, int graceful, uint64_t deadline)
+{
+    if (!t) {
+        return;
+    }
+    tempo__world_t *w = t->world;
+    if (graceful && t->eps) {
+        for (int p = 0; p < w->size; p++) {
+            if (t->eps[p] && t->eps[p]->fd >= 0) {
+                tempo__stream_send_bye(&t->eps[p]->stream);
+            }
+        }
+        /* Flush what is queued (data, then the goodbyes), within the deadline. */
+        for (;;) {
+            int busy = 0;
+            for (int p = 0; p < w->size; p++) {
+                tcp_ep_t *ep = t->eps[p];
+                if (ep && ep->fd >= 0 && !tempo__stream_send_idle(&ep->stream)) {
+                    if (tempo__stream_progress_send(&ep->stream) < 0) {
+                        ep_close_fd(t, ep);
+                    } else {
+                        busy += !tempo__stream_send_idle(&ep->stream);
+                    }
+                }
+            }
+            if (!busy || tempo__now_ns() > deadline) {
+                break;
+            }
+            struct epoll_event evs[16];
+            (void)epoll_wait(t->epfd, evs, 16, 1);
+        }
+    }
+    if (t->eps) {
+        for (int p = 0; p < w->size; p++) {
+            tcp_ep_t *ep = t->eps[p];
+            if (!ep) {
+                continue;
+            }
+            if (ep->fd >= 0) {
+                if (graceful) {
+                    shutdown(ep->fd, SHUT_WR);
+                }
+                close(ep->fd);
+            }
+            tempo__stream_fini(&ep->stream);
+            tempo__free(ep);
+        }
+        tempo__free(t->eps);
+    }
+    if (t->epfd >= 0) {
+        close(t->epfd);
+    }
+    tempo__free(t);
+}
