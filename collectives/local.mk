@@ -1,6 +1,6 @@
 # collectives/local.mk — public API entry points, schedules, reduction kernels, one file per
 # algorithm per collective, selection.
-libtempo_la_SOURCES += \
+libtempo_core_la_SOURCES += \
 	%reldir%/api.c \
 	%reldir%/sched.c \
 	%reldir%/reduce.c \

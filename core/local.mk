@@ -1,5 +1,5 @@
 # core/local.mk — status, logging, configuration, memory, clocks, bootstrap, world, engine.
-libtempo_la_SOURCES += \
+libtempo_core_la_SOURCES += \
 	%reldir%/status.c \
 	%reldir%/log.c \
 	%reldir%/util.c \

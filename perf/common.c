@@ -132,17 +132,17 @@ static void usage(FILE *out, const char *prog)
             prog);
 }
 
-/* Launchers name the rank before the job exists; print usage errors from the first rank only. */
-static int launcher_rank_is_nonzero(void)
+/* The rank a launcher gave this process before the job exists: -1 without a launcher. */
+static int launcher_rank(void)
 {
     static const char *const vars[] = {"TEMPO_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
                                        "PMIX_RANK", "SLURM_PROCID"};
     for (size_t k = 0; k < sizeof(vars) / sizeof(vars[0]); k++) {
         const char *v = getenv(vars[k]);
         if (v != NULL && *v != '\0')
-            return strcmp(v, "0") != 0;
+            return atoi(v);
     }
-    return 0;
+    return -1;
 }
 
 /* "8", "64K", "128M", "1G" (powers of 1024). 0 on success. */
@@ -182,8 +182,8 @@ static int parse_int(const char *s, long lo, long hi, long *v_p)
     return 0;
 }
 
-/* Returns -1 to go on, else the exit status (0 after -h, 2 on errors). */
-static int parse_args(int argc, char **argv, const char *prog, perf_params_t *p)
+/* Returns -1 to go on, 0 for -h, 2 on errors with the reason in msg. */
+static int parse_args(int argc, char **argv, perf_params_t *p, char *msg, size_t msglen)
 {
     static const struct option longopts[] = {
         {"nthreads", required_argument, NULL, 't'},    {"ngpus", required_argument, NULL, 'g'},
@@ -197,8 +197,6 @@ static int parse_args(int argc, char **argv, const char *prog, perf_params_t *p)
         {"output_file", required_argument, NULL, 'J'},
         {"algorithm", required_argument, NULL, 'A'},   {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
-    const int quiet = launcher_rank_is_nonzero();
-    char msg[256] = "";
     long v = 0;
 
     opterr = 0;
@@ -209,65 +207,65 @@ static int parse_args(int argc, char **argv, const char *prog, perf_params_t *p)
         switch (c) {
         case 't': case 'g': case 'm':
             if (parse_int(optarg, 1, 1, &v) != 0)
-                snprintf(msg, sizeof(msg), "-%c %s: only 1 is supported (one rank per process, "
+                snprintf(msg, msglen, "-%c %s: only 1 is supported (one rank per process, "
                          "host memory, no aggregation)", c, optarg);
             break;
         case 'b':
             if (parse_size(optarg, &p->minbytes) != 0)
-                snprintf(msg, sizeof(msg), "-b %s: not a size (digits with an optional K, M or G)",
+                snprintf(msg, msglen, "-b %s: not a size (digits with an optional K, M or G)",
                          optarg);
             break;
         case 'e':
             if (parse_size(optarg, &p->maxbytes) != 0)
-                snprintf(msg, sizeof(msg), "-e %s: not a size (digits with an optional K, M or G)",
+                snprintf(msg, msglen, "-e %s: not a size (digits with an optional K, M or G)",
                          optarg);
             break;
         case 'i':
             if (parse_size(optarg, &p->stepbytes) != 0 || p->stepbytes == 0)
-                snprintf(msg, sizeof(msg), "-i %s: not a positive size", optarg);
+                snprintf(msg, msglen, "-i %s: not a positive size", optarg);
             break;
         case 'f':
             if (parse_int(optarg, 1, 1L << 20, &p->stepfactor) != 0)
-                snprintf(msg, sizeof(msg), "-f %s: not an integer factor >= 1", optarg);
+                snprintf(msg, msglen, "-f %s: not an integer factor >= 1", optarg);
             break;
         case 'n':
             if (parse_int(optarg, 1, 1L << 30, &v) != 0)
-                snprintf(msg, sizeof(msg), "-n %s: not an iteration count >= 1", optarg);
+                snprintf(msg, msglen, "-n %s: not an iteration count >= 1", optarg);
             p->iters = (int)v;
             break;
         case 'w':
             if (parse_int(optarg, 0, 1L << 30, &v) != 0)
-                snprintf(msg, sizeof(msg), "-w %s: not an iteration count >= 0", optarg);
+                snprintf(msg, msglen, "-w %s: not an iteration count >= 0", optarg);
             p->warmup = (int)v;
             break;
         case 'c':
             if (parse_int(optarg, 0, 1L << 20, &v) != 0)
-                snprintf(msg, sizeof(msg), "-c %s: not a check count >= 0", optarg);
+                snprintf(msg, msglen, "-c %s: not a check count >= 0", optarg);
             p->check = (int)v;
             break;
         case 'd':
             p->all_dtypes = strcmp(optarg, "all") == 0;
             if (!p->all_dtypes && perf_dtype_parse(optarg, &p->dtype) != 0)
-                snprintf(msg, sizeof(msg), "-d %s: unknown datatype", optarg);
+                snprintf(msg, msglen, "-d %s: unknown datatype", optarg);
             break;
         case 'o':
             p->all_ops = strcmp(optarg, "all") == 0;
             if (!p->all_ops && perf_op_parse(optarg, &p->op) != 0)
-                snprintf(msg, sizeof(msg), "-o %s: unknown op (sum prod min max avg all)", optarg);
+                snprintf(msg, msglen, "-o %s: unknown op (sum prod min max avg all)", optarg);
             break;
         case 'r':
             if (parse_int(optarg, 0, 1L << 30, &v) != 0)
-                snprintf(msg, sizeof(msg), "-r %s: not a rank", optarg);
+                snprintf(msg, msglen, "-r %s: not a rank", optarg);
             p->root = (int)v;
             break;
         case 'z':
             if (parse_int(optarg, 0, 1, &v) != 0)
-                snprintf(msg, sizeof(msg), "-z %s: 0 (non-blocking) or 1 (blocking)", optarg);
+                snprintf(msg, msglen, "-z %s: 0 (non-blocking) or 1 (blocking)", optarg);
             p->blocking = (int)v;
             break;
         case 'a':
             if (parse_int(optarg, 0, 3, &v) != 0)
-                snprintf(msg, sizeof(msg), "-a %s: 0 (rank 0), 1 (mean), 2 (min) or 3 (max)",
+                snprintf(msg, msglen, "-a %s: 0 (rank 0), 1 (mean), 2 (min) or 3 (max)",
                          optarg);
             p->average = (int)v;
             break;
@@ -278,35 +276,26 @@ static int parse_args(int argc, char **argv, const char *prog, perf_params_t *p)
             p->algorithm = optarg;
             break;
         case 'h':
-            if (!quiet)
-                usage(stdout, prog);
             return 0;
         case ':':
-            snprintf(msg, sizeof(msg), "option %s needs a value", argv[optind - 1]);
+            snprintf(msg, msglen, "option %s needs a value", argv[optind - 1]);
             break;
         default:
             if (optopt != 0)
-                snprintf(msg, sizeof(msg), "unknown option -%c", optopt);
+                snprintf(msg, msglen, "unknown option -%c", optopt);
             else
-                snprintf(msg, sizeof(msg), "unknown option %s", argv[optind - 1]);
+                snprintf(msg, msglen, "unknown option %s", argv[optind - 1]);
             break;
         }
         if (msg[0] != '\0')
             break;
     }
     if (msg[0] == '\0' && optind < argc)
-        snprintf(msg, sizeof(msg), "unexpected argument '%s'", argv[optind]);
+        snprintf(msg, msglen, "unexpected argument '%s'", argv[optind]);
     if (msg[0] == '\0' && p->minbytes > p->maxbytes)
-        snprintf(msg, sizeof(msg), "minbytes %zu is larger than maxbytes %zu (-b and -e both "
+        snprintf(msg, msglen, "minbytes %zu is larger than maxbytes %zu (-b and -e both "
                  "default to 32M)", p->minbytes, p->maxbytes);
-    if (msg[0] != '\0') {
-        if (!quiet) {
-            fprintf(stderr, "%s: %s\n", prog, msg);
-            usage(stderr, prog);
-        }
-        return 2;
-    }
-    return -1;
+    return msg[0] != '\0' ? 2 : -1;
 }
 
 /* ---- small utilities ------------------------------------------------------------------------- */
@@ -557,35 +546,45 @@ int perf_main(int argc, char **argv, const perf_coll_t *coll)
         .iters = 20, .warmup = 5, .check = 1, .blocking = 1, .average = 3,
         .dtype = TEMPO_FLOAT32, .op = TEMPO_SUM, .root = 0,
     };
-    int rc = parse_args(argc, argv, prog, &p);
-    if (rc >= 0)
-        return rc;
-    if (p.algorithm != NULL) {
+    char msg[640] = "";
+    int rc = parse_args(argc, argv, &p, msg, sizeof(msg));
+    if (rc == 0) {
+        if (launcher_rank() <= 0)
+            usage(stdout, prog);
+        return 0;
+    }
+    if (rc < 0 && p.algorithm != NULL) {
         char err[512];
         if (be->set_algorithm(coll->tempo_name, p.algorithm, err, sizeof(err)) != 0) {
-            if (!launcher_rank_is_nonzero()) {
-                fprintf(stderr, "%s: -A %s: %s\n", prog, p.algorithm, err);
-                usage(stderr, prog);
-            }
-            return 2;
+            snprintf(msg, sizeof(msg), "-A %s: %s", p.algorithm, err);
+            rc = 2;
         }
     }
-
-    be->init(&argc, &argv);
-    const int rank = be->rank(), nranks = be->size();
-
-    /* Checks that need the rank count; every rank reaches the same verdict. */
-    if (coll->has_root && p.root >= nranks) {
-        if (rank == 0)
-            fprintf(stderr, "%s: -r %d: root must be below the rank count (%d)\n", prog, p.root,
-                    nranks);
-        be->finalize();
+    if (rc == 2 && launcher_rank() < 0) { /* no job around: just say it */
+        fprintf(stderr, "%s: %s\n", prog, msg);
+        usage(stderr, prog);
         return 2;
     }
-    if (nranks < coll->min_ranks) {
-        if (rank == 0)
-            fprintf(stderr, "%s: needs at least %d ranks, the job has %d (start it with tempo-run "
-                    "-n N or mpirun -n N)\n", prog, coll->min_ranks, nranks);
+
+    /* Usage errors inside a launched job are still reported after joining it: launchers end the
+     * whole job when one rank exits non-zero, so rank 0 says why before anyone leaves. */
+    be->init(&argc, &argv);
+    const int rank = be->rank(), nranks = be->size();
+    if (rc != 2 && coll->has_root && p.root >= nranks) {
+        snprintf(msg, sizeof(msg), "-r %d: root must be below the rank count (%d)", p.root, nranks);
+        rc = 2;
+    }
+    if (rc != 2 && nranks < coll->min_ranks) {
+        snprintf(msg, sizeof(msg), "needs at least %d ranks, the job has %d (start it with "
+                 "tempo-run -n N or mpirun -n N)", coll->min_ranks, nranks);
+        rc = 2;
+    }
+    if (rc == 2) {
+        if (rank == 0) {
+            fprintf(stderr, "%s: %s\n", prog, msg);
+            usage(stderr, prog);
+        }
+        be->barrier();
         be->finalize();
         return 2;
     }
@@ -605,12 +604,15 @@ int perf_main(int argc, char **argv, const perf_coll_t *coll)
     }
 
     /* Every send or receive region of any case fits in maxbytes (S <= maxbytes by construction). */
-    size_t bufbytes = (p.maxbytes < 64 ? 64 : p.maxbytes + 63) / 64 * 64;
-    void *sendbase = aligned_alloc(64, bufbytes), *recvbase = aligned_alloc(64, bufbytes);
+    size_t bufbytes = p.maxbytes < 64 ? 64 : (p.maxbytes + 63) / 64 * 64;
+    if (p.maxbytes > SIZE_MAX / 4)
+        bufbytes = 0; /* no machine has it; avoid the rounding overflow */
+    void *sendbase = bufbytes ? aligned_alloc(64, bufbytes) : NULL;
+    void *recvbase = bufbytes ? aligned_alloc(64, bufbytes) : NULL;
     ok = sendbase != NULL && recvbase != NULL;
     if (!ok)
         fprintf(stderr, "%s: rank %d: cannot allocate 2 x %zu bytes of buffers (lower -e)\n", prog,
-                rank, bufbytes);
+                rank, p.maxbytes);
     if (!all_ranks_ok(be, ok)) {
         free(sendbase);
         free(recvbase);
@@ -768,6 +770,9 @@ int perf_main(int argc, char **argv, const perf_coll_t *coll)
     free(ctx);
     free(sendbase);
     free(recvbase);
+    /* Launchers end the whole job when one rank exits non-zero: no rank leaves before rank 0 has
+     * printed the footer and written the JSON. */
+    be->barrier();
     be->finalize();
     if (out_of_bounds > 0)
         return 1;

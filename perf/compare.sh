@@ -2,10 +2,11 @@
 # compare.sh — tempo against the MPI baseline, side by side, on this machine, in one run.
 #
 # Runs <collective>_perf under tempo-run and <collective>_perf_mpi under mpirun with the same
-# flags, alternating them REPEATS times (tempo, MPI, tempo, MPI, ...) so that both see the same
-# noise, reads their JSON (-J) and prints one table per dtype/op: size, median busbw of each, the
-# ratio tempo/MPI (> 1: tempo is faster), and the median time of each. busbw and time are the
-# out-of-place columns (nccl-tests' busbw; time is the slowest rank's per-iteration average, -a 3).
+# flags, alternating them REPEATS times (tempo, MPI, MPI, tempo, tempo, MPI, ...) so that both see
+# the same noise and neither always goes first, reads their JSON (-J) and prints one table per
+# dtype/op: size, median busbw of each, the ratio tempo/MPI (> 1: tempo is faster), and the median
+# time of each. busbw and time are the out-of-place columns (nccl-tests' busbw; time is the slowest
+# rank's per-iteration average, -a 3).
 #
 # Default perf flags: -b 8 -e 128M -f 2 -d float -o sum, with the programs' own -n 20 -w 5 at every
 # size; flags after -- are appended and win (for example -- -e 16M -n 5 for a quick look). The full
@@ -115,6 +116,7 @@ for coll in $collectives; do
 done
 mpi_flags=()
 if "$mpirun" --version 2>&1 | grep -q "Open MPI"; then
+    # shellcheck disable=SC2054 # "self,vader" is one argument
     mpi_flags=(--oversubscribe --bind-to none --mca btl self,vader)
     [ "$(id -u)" = 0 ] && mpi_flags+=(--allow-run-as-root)
 fi
@@ -170,6 +172,7 @@ run_one() { # label prog json log launcher...
 }
 
 # Medians per (type, redop, size) and tag, in first-seen order; a tag without data prints "-".
+# shellcheck disable=SC2016 # an awk program, not shell
 table_awk='
 function med(tag, key, f,    n, i, j, v, a) {
     n = cnt[tag, key, f]
@@ -226,10 +229,17 @@ for coll in $collectives; do
     : >"$work/$coll.tempo.txt"
     : >"$work/$coll.mpi.txt"
     for ((r = 1; r <= repeats; r++)); do
-        run_one tempo "$tprog" "$work/$coll.tempo.$r.json" "$work/$coll.tempo.$r.log" \
-            "$tempo_run" -n "$nranks"
-        run_one MPI "$mprog" "$work/$coll.mpi.$r.json" "$work/$coll.mpi.$r.log" \
-            "$mpirun" -n "$nranks" "${mpi_flags[@]}"
+        # tempo first on odd repeats, MPI first on even ones: neither always runs on a warm machine
+        if ((r % 2)); then order="tempo mpi"; else order="mpi tempo"; fi
+        for which in $order; do
+            if [ "$which" = tempo ]; then
+                run_one tempo "$tprog" "$work/$coll.tempo.$r.json" "$work/$coll.tempo.$r.log" \
+                    "$tempo_run" -n "$nranks"
+            else
+                run_one MPI "$mprog" "$work/$coll.mpi.$r.json" "$work/$coll.mpi.$r.log" \
+                    "$mpirun" -n "$nranks" "${mpi_flags[@]}"
+            fi
+        done
         extract "$work/$coll.tempo.$r.json" >>"$work/$coll.tempo.txt" ||
             die "cannot read $work/$coll.tempo.$r.json"
         extract "$work/$coll.mpi.$r.json" >>"$work/$coll.mpi.txt" ||

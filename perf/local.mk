@@ -62,9 +62,9 @@ endif
 # Side-by-side tempo vs MPI table; runs from the source tree, the build tree or $(bindir).
 dist_bin_SCRIPTS += %reldir%/compare.sh
 
-# make check: a 2-rank MPI smoke run (skips when MPI was not built). smoke_tempo.sh is the same for
-# the tempo programs; it joins TESTS once libtempo has its collectives.
-TESTS += %reldir%/smoke_mpi.sh
+# make check: 2-rank smoke runs of the tempo programs and of the MPI ones (the latter skip when MPI
+# was not built).
+TESTS += %reldir%/smoke_tempo.sh %reldir%/smoke_mpi.sh
 EXTRA_DIST += %reldir%/smoke_mpi.sh %reldir%/smoke_tempo.sh %reldir%/README.md
 AM_TESTS_ENVIRONMENT += MPIRUN='$(MPIRUN)'; export MPIRUN;
 

@@ -36,6 +36,7 @@ check() { # description, then the perf flags
     n=$((n + 1))
     desc=$1
     shift
+    # shellcheck disable=SC2086 # $limit and $mpi_flags are word lists
     out=$($limit "$mpirun" -n 2 $mpi_flags "$prog" "$@" 2>&1)
     rc=$?
     rows=$(printf '%s\n' "$out" | grep -c '^ *[0-9]')

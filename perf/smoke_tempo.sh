@@ -26,7 +26,7 @@ check() { # description, then the perf flags
     n=$((n + 1))
     desc=$1
     shift
-    out=$($limit "$run" -n 2 "$prog" "$@" 2>&1)
+    out=$($limit "$run" -n 2 --no-prefix "$prog" "$@" 2>&1)
     rc=$?
     rows=$(printf '%s\n' "$out" | grep -c '^ *[0-9]')
     if [ $rc -eq 0 ] && [ "$rows" -gt 0 ] &&

@@ -4,8 +4,8 @@
  *
  * What it checks (TAP output, one line per claim):
  *   - fp16 and bf16: every non-NaN 16-bit pattern survives 16 -> 32 -> 16 bits; every midpoint
- *     between neighbours rounds to the even one, and one fp32 ulp either side rounds to the near one;
- *     overflow goes to infinity at half-way above the largest finite value.
+ *     between neighbours rounds to the even one, and one fp32 ulp either side rounds to the near
+ *     one; overflow goes to infinity at half-way above the largest finite value.
  *   - Reductions: for every dtype, op, wraps in {0,1} and rank counts up to 256, folding the ranks'
  *     values in three orders (forward, backward, pairwise tree), in the element type's own
  *     arithmetic with every partial result rounded to the type (stricter than tempo's fp32
@@ -31,7 +31,9 @@ static void report(int ok, const char *what)
 
 static int is_nan16(uint16_t h, int bf)
 {
-    return bf ? ((h & 0x7f80u) == 0x7f80u && (h & 0x7fu)) : ((h & 0x7c00u) == 0x7c00u && (h & 0x3ffu));
+    if (bf)
+        return (h & 0x7f80u) == 0x7f80u && (h & 0x7fu);
+    return (h & 0x7c00u) == 0x7c00u && (h & 0x3ffu);
 }
 
 static uint16_t to16(float f, int bf)
@@ -77,7 +79,7 @@ static int check_16bit(int bf)
     return bad == 0;
 }
 
-/* ---- reductions in the element type's arithmetic ---------------------------------------------- */
+/* ---- reductions in the element type's arithmetic -------------------------------------------- */
 
 static int is_float(tempo_dtype_t d)
 {

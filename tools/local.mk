@@ -3,3 +3,8 @@
 # tempo-run: the local launcher (`tempo-run -n 4 ./prog`). Plain POSIX + Linux, no libtempo.
 bin_PROGRAMS += %reldir%/tempo-run
 %canon_reldir%_tempo_run_SOURCES = %reldir%/tempo-run.c
+
+# tempo-info: build configuration, environment variables, transports, algorithms.
+bin_PROGRAMS += %reldir%/tempo-info
+%canon_reldir%_tempo_info_SOURCES = %reldir%/tempo-info.c
+%canon_reldir%_tempo_info_LDADD = libtempo.la

@@ -1,3 +1,3 @@
 # topo/local.mk — host identity (topology discovery will join here).
-libtempo_la_SOURCES += %reldir%/host.c
+libtempo_core_la_SOURCES += %reldir%/host.c
 noinst_HEADERS += %reldir%/host.h

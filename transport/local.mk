@@ -1,5 +1,5 @@
 # transport/local.mk — point-to-point transports behind one ops table.
-libtempo_la_SOURCES += \
+libtempo_core_la_SOURCES += \
 	%reldir%/transport.c \
 	%reldir%/stream.c \
 	%reldir%/tcp.c \

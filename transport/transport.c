@@ -62,7 +62,11 @@ static void tl_close(tempo__world_t *w, int graceful)
     if (!tl) {
         return;
     }
-    uint64_t deadline = tempo__deadline_after(TEMPO_MIN(CLOSE_FLUSH_S, w->timeout_s));
+    /* Goodbyes are flushed for a while on a healthy job; after a failure they are best effort,
+     * since a dead peer never drains its ring or socket. */
+    uint64_t deadline = w->failed == TEMPO_OK
+                            ? tempo__deadline_after(TEMPO_MIN(CLOSE_FLUSH_S, w->timeout_s))
+                            : 0;
     /* shm first: its goodbye must be in the ring before the tcp connection closes. */
     tempo__shm_close(tl->shm, graceful, deadline);
     tempo__tcp_close(tl->tcp, graceful, deadline);

@@ -49,7 +49,8 @@ _TEMPO_EOF
                        for tempo_mpi_w in $tempo_mpi_ld; do
                            AS_CASE(["$tempo_mpi_w"],
                                [-L*|-l*|-Wl,*|-pthread], [MPI_LIBS="$MPI_LIBS $tempo_mpi_w"])
-                       done],
+                       done
+                       MPI_CFLAGS=${MPI_CFLAGS# }; MPI_LIBS=${MPI_LIBS# }],
                       [MPI_CFLAGS=""; MPI_LIBS="-lmpi"])
             ])
             AC_MSG_RESULT([$MPI_CFLAGS | $MPI_LIBS])

@@ -1,0 +1,39 @@
+# tests/unit/local.mk — unit tests: one TAP program per module (tests/unit/test_<module>.c).
+#
+# They link the convenience library libtempo_core.la, not libtempo.la, to reach internal (hidden)
+# symbols, and print TAP themselves, so they go straight into TESTS (LOG_DRIVER is the TAP driver).
+# None of them needs a network beyond loopback or more than one process of tempo at a time.
+
+TEMPO_UNIT_TESTS = \
+	%reldir%/test_status \
+	%reldir%/test_cfg \
+	%reldir%/test_dtype \
+	%reldir%/test_log \
+	%reldir%/test_sock \
+	%reldir%/test_bootstrap \
+	%reldir%/test_reduce \
+	%reldir%/test_sched \
+	%reldir%/test_stream
+
+check_PROGRAMS += $(TEMPO_UNIT_TESTS)
+TESTS += $(TEMPO_UNIT_TESTS)
+noinst_HEADERS += %reldir%/tu.h tests/tap.h
+
+%canon_reldir%_test_status_SOURCES = %reldir%/test_status.c
+%canon_reldir%_test_status_LDADD = libtempo_core.la
+%canon_reldir%_test_cfg_SOURCES = %reldir%/test_cfg.c
+%canon_reldir%_test_cfg_LDADD = libtempo_core.la
+%canon_reldir%_test_dtype_SOURCES = %reldir%/test_dtype.c
+%canon_reldir%_test_dtype_LDADD = libtempo_core.la
+%canon_reldir%_test_log_SOURCES = %reldir%/test_log.c
+%canon_reldir%_test_log_LDADD = libtempo_core.la
+%canon_reldir%_test_sock_SOURCES = %reldir%/test_sock.c
+%canon_reldir%_test_sock_LDADD = libtempo_core.la
+%canon_reldir%_test_bootstrap_SOURCES = %reldir%/test_bootstrap.c
+%canon_reldir%_test_bootstrap_LDADD = libtempo_core.la
+%canon_reldir%_test_reduce_SOURCES = %reldir%/test_reduce.c
+%canon_reldir%_test_reduce_LDADD = libtempo_core.la
+%canon_reldir%_test_sched_SOURCES = %reldir%/test_sched.c
+%canon_reldir%_test_sched_LDADD = libtempo_core.la
+%canon_reldir%_test_stream_SOURCES = %reldir%/test_stream.c
+%canon_reldir%_test_stream_LDADD = libtempo_core.la

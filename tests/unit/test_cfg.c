@@ -1,0 +1,355 @@
+/*
+ * test_cfg.c — core/cfg.c: the time and size parsers, the configuration table read from the
+ * environment, and tempo_env_var().
+ *
+ * The table is parsed once per process (pthread_once), so every environment case runs in a forked
+ * child (tu_fork) that sets its variables, loads the table and writes back what it got. The parent
+ * itself never loads the configuration.
+ */
+#include "config.h"
+
+#include <math.h>
+
+#include "core/tempo_int.h"
+#include "core/cfg.h"
+#include "tests/unit/tu.h"
+
+/* ------------------------------------------------------------------------------------------ */
+/* Parsers                                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+static void time_ok(const char *text, double want)
+{
+    double v = -12345;
+    int rc = tempo__parse_time(text, &v);
+    TAP_OK(rc == 0 && v == want, "parse_time(\"%s\") = %g (got rc %d, %.17g)", text, want, rc, v);
+}
+
+static void time_bad(const char *text)
+{
+    double v = -12345;
+    int rc = tempo__parse_time(text, &v);
+    TAP_OK(rc != 0 && v == -12345, "parse_time(\"%s\") is rejected and leaves the output alone "
+           "(got rc %d, %.17g)", text, rc, v);
+}
+
+static void size_ok(const char *text, size_t want)
+{
+    size_t v = 12345;
+    int rc = tempo__parse_size(text, &v);
+    TAP_OK(rc == 0 && v == want, "parse_size(\"%s\") = %zu (got rc %d, %zu)", text, want, rc, v);
+}
+
+static void size_bad(const char *text)
+{
+    size_t v = 12345;
+    int rc = tempo__parse_size(text, &v);
+    TAP_OK(rc != 0 && v == 12345, "parse_size(\"%s\") is rejected and leaves the output alone "
+           "(got rc %d, %zu)", text, rc, v);
+}
+
+static void test_parse_time(void)
+{
+    time_ok("30", 30);
+    time_ok("30s", 30);
+    time_ok("0", 0);
+    time_ok("1.5s", 1.5);
+    time_ok("500ms", 0.5);
+    time_ok("250us", 250e-6);
+    time_ok("2m", 120);
+    time_ok("5min", 300);
+    time_ok("1h", 3600);
+    time_ok("2 s", 2);
+    time_ok("1e3ms", 1);
+    time_bad("");
+    time_bad("s");
+    time_bad("abc");
+    time_bad("-1");
+    time_bad("-1s");
+    time_bad("-0.001ms");
+    time_bad("5x");
+    time_bad("5sec");
+    time_bad("5 seconds");
+    time_bad("5ms5");
+    time_bad("inf");
+    time_bad("infinity");
+    time_bad("nan");
+    time_bad("1e400");
+    time_bad("1h30m");
+}
+
+static void test_parse_size(void)
+{
+    size_ok("0", 0);
+    size_ok("4096", 4096);
+    size_ok("64K", 65536);
+    size_ok("64k", 65536);
+    size_ok("64KB", 65536);
+    size_ok("1M", 1u << 20);
+    size_ok("1m", 1u << 20);
+    size_ok("1MB", 1u << 20);
+    size_ok("2G", 2ull << 30);
+    size_ok("17179869183G", 17179869183ull << 30); /* 2^64 - 2^30, the largest G that fits */
+    size_ok("18446744073709551615", UINT64_MAX);
+    size_bad("");
+    size_bad("K");
+    size_bad("-1");
+    size_bad("-1K");
+    {
+        /* Known bug: the '-' check looks at text[0] only, and strtoull skips leading blanks and
+         * negates "-1" into 2^64 - 1, so " -1" is accepted as 18446744073709551615. */
+        size_t v = 12345;
+        int rc = tempo__parse_size(" -1", &v);
+        TU_TODO(rc != 0 && v == 12345, "bug: leading blank hides the minus sign",
+                "parse_size(\" -1\") is rejected (got rc %d, %zu)", rc, v);
+    }
+    size_bad("\t-5M");
+    size_bad("1T");
+    size_bad("1.5M");
+    size_bad("12x");
+    size_bad("1KK");
+    size_bad("1KBB");
+    size_bad("1 K");
+    size_bad("17179869184G");          /* 2^64: overflows */
+    size_bad("18446744073709551616");  /* 2^64: out of range for strtoull */
+    size_bad("99999999999999999999999");
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The table from the environment, in children                                                */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct {
+    const char *env[4][2];  /* up to 4 NAME, VALUE pairs */
+    int via_init;           /* load through tempo_comm_init_env instead of tempo__config_load */
+} env_case_t;
+
+typedef struct {
+    int status;
+    int status2;            /* a second load: the same answer */
+    int comm_untouched;     /* tempo_comm_init_env left *comm_p alone on failure */
+    char msg[TEMPO_ERRMSG_LEN];
+    tempo__config_t cfg;
+} env_result_t;
+
+static int load_child(void *arg, int fd)
+{
+    const env_case_t *c = arg;
+    env_result_t r;
+    memset(&r, 0, sizeof(r));
+    tu_clean_env();
+    for (int i = 0; i < 4 && c->env[i][0]; i++) {
+        setenv(c->env[i][0], c->env[i][1], 1);
+    }
+    if (c->via_init) {
+        tempo_comm_t comm = (tempo_comm_t)(uintptr_t)0x1234;
+        r.status = tempo_comm_init_env(&comm);
+        snprintf(r.msg, sizeof(r.msg), "%s", tempo_last_error(NULL));
+        r.comm_untouched = comm == (tempo_comm_t)(uintptr_t)0x1234;
+        if (r.status == TEMPO_OK) {
+            tempo_comm_destroy(comm);
+        }
+        r.status2 = r.status;
+    } else {
+        r.status = tempo__config_load();
+        snprintf(r.msg, sizeof(r.msg), "%s", tempo__errmsg());
+        r.status2 = tempo__config_load();
+    }
+    r.cfg = tempo__cfg;
+    tu_write(fd, &r, sizeof(r));
+    return 0;
+}
+
+static int load(env_result_t *r, const char *n1, const char *v1, const char *n2, const char *v2)
+{
+    env_case_t c = {{{n1, v1}, {n2, v2}}, 0};
+    memset(r, 0, sizeof(*r));
+    ssize_t n = tu_fork(load_child, &c, r, sizeof(*r));
+    if (n != (ssize_t)sizeof(*r)) {
+        tap_diag("the child loading the configuration failed (%zd bytes back)", n);
+        r->status = 999;
+        return 0;
+    }
+    return 1;
+}
+
+static void test_env_defaults(void)
+{
+    env_result_t r;
+    load(&r, NULL, NULL, NULL, NULL);
+    TAP_EQ_INT(r.status, TEMPO_OK, "an empty environment loads");
+    TAP_EQ_INT(r.cfg.rank, -1, "TEMPO_RANK unset: -1");
+    TAP_EQ_INT(r.cfg.size, -1, "TEMPO_SIZE unset: -1");
+    TAP_EQ_STR(r.cfg.root, "", "TEMPO_ROOT unset: empty");
+    TAP_EQ_DBL(r.cfg.timeout_s, 300, "TEMPO_TIMEOUT default 300 s");
+    TAP_EQ_INT(r.cfg.debug_level, TEMPO_LOG_WARN, "TEMPO_DEBUG default WARN");
+    TAP_EQ_UINT(r.cfg.debug_subsys, TEMPO_SUB_INIT | TEMPO_SUB_ENV, "TEMPO_DEBUG_SUBSYS default");
+    TAP_EQ_INT(r.cfg.shm, 1, "TEMPO_SHM default on");
+    TAP_EQ_UINT(r.cfg.shm_ring_bytes, 256 * 1024, "TEMPO_SHM_RING_BYTES default 256K");
+    TAP_EQ_UINT(r.cfg.shm_coll_bytes, 1024 * 1024, "TEMPO_SHM_COLL_BYTES default 1M");
+    TAP_EQ_DBL(r.cfg.spin_s, 0.002, "TEMPO_SPIN default 2 ms");
+}
+
+static void test_env_values(void)
+{
+    env_result_t r;
+    load(&r, "TEMPO_TIMEOUT", "2s", "TEMPO_SHM", "no");
+    TAP_OK(r.status == TEMPO_OK && r.cfg.timeout_s == 2 && r.cfg.shm == 0,
+           "TEMPO_TIMEOUT=2s, TEMPO_SHM=no (status %d, %g s, shm %d)", r.status, r.cfg.timeout_s,
+           r.cfg.shm);
+    load(&r, "TEMPO_TIMEOUT", "250ms", "TEMPO_SHM", "ON");
+    TAP_OK(r.status == TEMPO_OK && r.cfg.timeout_s == 0.25 && r.cfg.shm == 1,
+           "TEMPO_TIMEOUT=250ms, TEMPO_SHM=ON (status %d, %g s, shm %d)", r.status,
+           r.cfg.timeout_s, r.cfg.shm);
+    load(&r, "TEMPO_RANK", "3", "TEMPO_SIZE", "8");
+    TAP_OK(r.status == TEMPO_OK && r.cfg.rank == 3 && r.cfg.size == 8,
+           "TEMPO_RANK=3 TEMPO_SIZE=8 (status %d, %d/%d)", r.status, r.cfg.rank, r.cfg.size);
+    load(&r, "TEMPO_RANK", "", "TEMPO_ROOT", "10.0.0.1:4000");
+    TAP_OK(r.status == TEMPO_OK && r.cfg.rank == -1 && strcmp(r.cfg.root, "10.0.0.1:4000") == 0,
+           "empty TEMPO_RANK means unset; TEMPO_ROOT copied (status %d, rank %d, root %s)",
+           r.status, r.cfg.rank, r.cfg.root);
+    load(&r, "TEMPO_SHM_RING_BYTES", "1M", "TEMPO_SHM_COLL_BYTES", "64K");
+    TAP_OK(r.status == TEMPO_OK && r.cfg.shm_ring_bytes == (1u << 20) &&
+               r.cfg.shm_coll_bytes == 65536,
+           "sizes from the environment (status %d, %zu, %zu)", r.status, r.cfg.shm_ring_bytes,
+           r.cfg.shm_coll_bytes);
+    load(&r, "TEMPO_DEBUG", "none", "TEMPO_DEBUG_SUBSYS", "^ENV");
+    TAP_OK(r.status == TEMPO_OK && r.cfg.debug_level == TEMPO_LOG_NONE &&
+               r.cfg.debug_subsys == ~(unsigned)TEMPO_SUB_ENV,
+           "TEMPO_DEBUG=none (any case), TEMPO_DEBUG_SUBSYS=^ENV (status %d, level %d, mask %#x)",
+           r.status, r.cfg.debug_level, r.cfg.debug_subsys);
+    load(&r, "TEMPO_ALGO", "allreduce:ring", "TEMPO_HOST_ID", "%r");
+    TAP_OK(r.status == TEMPO_OK && strcmp(r.cfg.algo, "allreduce:ring") == 0 &&
+               strcmp(r.cfg.host_id, "%r") == 0,
+           "strings are copied as given (status %d, algo '%s', host id '%s')", r.status,
+           r.cfg.algo, r.cfg.host_id);
+}
+
+static void bad_env(const char *name, const char *value, const char *needle)
+{
+    env_result_t r;
+    load(&r, name, value, NULL, NULL);
+    TAP_EQ_INT(r.status, TEMPO_ERR_INVALID, "%s='%.40s' is rejected", name, value);
+    TAP_CONTAINS(r.msg, needle, "  and the message names the problem");
+    TAP_EQ_INT(r.status2, TEMPO_ERR_INVALID, "  and a second load gives the same error");
+}
+
+static void test_env_invalid(void)
+{
+    bad_env("TEMPO_TIMEOUT", "abc", "TEMPO_TIMEOUT='abc'");
+    bad_env("TEMPO_TIMEOUT", "", "TEMPO_TIMEOUT");
+    bad_env("TEMPO_TIMEOUT", "-5s", "TEMPO_TIMEOUT");
+    bad_env("TEMPO_TIMEOUT", "0", "TEMPO_TIMEOUT must be > 0");
+    bad_env("TEMPO_SPIN", "fast", "TEMPO_SPIN");
+    bad_env("TEMPO_SHM", "maybe", "TEMPO_SHM='maybe'");
+    bad_env("TEMPO_RANK", "-1", "TEMPO_RANK");
+    bad_env("TEMPO_RANK", "1x", "TEMPO_RANK");
+    bad_env("TEMPO_SIZE", "99999999999", "TEMPO_SIZE");
+    bad_env("TEMPO_DEBUG", "LOUD", "TEMPO_DEBUG='LOUD'");
+    bad_env("TEMPO_DEBUG_SUBSYS", "INIT,BOGUS", "TEMPO_DEBUG_SUBSYS");
+    bad_env("TEMPO_SHM_RING_BYTES", "1T", "TEMPO_SHM_RING_BYTES");
+    bad_env("TEMPO_SHM_COLL_BYTES", "-1", "TEMPO_SHM_COLL_BYTES");
+    char longroot[400];
+    memset(longroot, 'h', sizeof(longroot));
+    memcpy(longroot + sizeof(longroot) - 6, ":4000", 6);
+    bad_env("TEMPO_ROOT", longroot, "TEMPO_ROOT");
+}
+
+static void test_init_env_invalid(void)
+{
+    env_case_t c = {{{"TEMPO_TIMEOUT", "abc"}}, 1};
+    env_result_t r;
+    memset(&r, 0, sizeof(r));
+    ssize_t n = tu_fork(load_child, &c, &r, sizeof(r));
+    TAP_EQ_INT(n, (ssize_t)sizeof(r), "tempo_comm_init_env with TEMPO_TIMEOUT=abc returns");
+    TAP_EQ_INT(r.status, TEMPO_ERR_INVALID, "  with TEMPO_ERR_INVALID");
+    TAP_CONTAINS(r.msg, "TEMPO_TIMEOUT", "  tempo_last_error(NULL) names the variable");
+    TAP_OK(r.comm_untouched, "  and *comm_p is not written");
+
+    env_case_t ok = {{{"TEMPO_TIMEOUT", "30s"}}, 1};
+    memset(&r, 0, sizeof(r));
+    n = tu_fork(load_child, &ok, &r, sizeof(r));
+    TAP_OK(n == (ssize_t)sizeof(r) && r.status == TEMPO_OK,
+           "tempo_comm_init_env with a valid table makes a 1-rank communicator (status %d: %s)",
+           r.status, r.msg);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* tempo_env_var                                                                              */
+/* ------------------------------------------------------------------------------------------ */
+
+static void test_env_var(void)
+{
+    static const char *const expected[] = {
+        "TEMPO_RANK",  "TEMPO_SIZE",         "TEMPO_ROOT",       "TEMPO_JOB_ID",
+        "TEMPO_HOST_ID", "TEMPO_TIMEOUT",    "TEMPO_DEBUG",      "TEMPO_DEBUG_SUBSYS",
+        "TEMPO_DEBUG_FILE", "TEMPO_ALGO",    "TEMPO_SHM",        "TEMPO_SHM_RING_BYTES",
+        "TEMPO_SHM_COLL_BYTES", "TEMPO_SPIN",
+    };
+    static const char *const types[] = {"time", "size", "int", "bool", "string", "enum", "list"};
+    tu_clean_env();
+    setenv("TEMPO_SPIN", "5ms", 1);
+    size_t n = 0;
+    int well_formed = 1, defaults_parse = 1;
+    int found[sizeof(expected) / sizeof(expected[0])] = {0};
+    tempo_env_var_t v;
+    for (; n < 1000 && tempo_env_var(n, &v) == TEMPO_OK; n++) {
+        int type_ok = 0;
+        for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
+            type_ok |= v.type && strcmp(v.type, types[t]) == 0;
+        }
+        if (!v.name || strncmp(v.name, "TEMPO_", 6) != 0 || !v.default_value || !type_ok ||
+            !v.doc || strlen(v.doc) < 10) {
+            well_formed = 0;
+            tap_diag("entry %zu: name %s, type %s, doc \"%s\"", n, v.name ? v.name : "(null)",
+                     v.type ? v.type : "(null)", v.doc ? v.doc : "(null)");
+            continue;
+        }
+        for (size_t e = 0; e < sizeof(expected) / sizeof(expected[0]); e++) {
+            found[e] += strcmp(v.name, expected[e]) == 0;
+        }
+        /* A documented default must be a value the parser of its type accepts. */
+        double d;
+        size_t z;
+        if ((strcmp(v.type, "time") == 0 && tempo__parse_time(v.default_value, &d) != 0) ||
+            (strcmp(v.type, "size") == 0 && tempo__parse_size(v.default_value, &z) != 0)) {
+            defaults_parse = 0;
+            tap_diag("%s: default '%s' does not parse as %s", v.name, v.default_value, v.type);
+        }
+        if (strcmp(v.name, "TEMPO_TIMEOUT") == 0) {
+            TAP_EQ_STR(v.default_value, "300s", "TEMPO_TIMEOUT's default is 300s");
+            TAP_EQ_STR(v.type, "time", "TEMPO_TIMEOUT is a time");
+            TAP_OK(v.value == NULL, "TEMPO_TIMEOUT unset: value is NULL");
+        }
+        if (strcmp(v.name, "TEMPO_SPIN") == 0) {
+            TAP_OK(v.value && strcmp(v.value, "5ms") == 0,
+                   "TEMPO_SPIN set: value is the environment's (%s)", v.value ? v.value : "(null)");
+        }
+    }
+    unsetenv("TEMPO_SPIN");
+    TAP_OK(well_formed, "every entry has a TEMPO_ name, a default, a known type and a doc string");
+    TAP_OK(defaults_parse, "every time and size default parses");
+    int all_once = 1;
+    for (size_t e = 0; e < sizeof(expected) / sizeof(expected[0]); e++) {
+        if (found[e] != 1) {
+            all_once = 0;
+            tap_diag("%s listed %d times", expected[e], found[e]);
+        }
+    }
+    TAP_OK(all_once, "every variable of the configuration table is listed exactly once (%zu entries)",
+           n);
+    TAP_EQ_INT(tempo_env_var(n, &v), TEMPO_ERR_INVALID, "the index past the end is invalid");
+    TAP_EQ_INT(tempo_env_var(0, NULL), TEMPO_ERR_INVALID, "a NULL output is invalid");
+}
+
+int main(void)
+{
+    test_parse_time();
+    test_parse_size();
+    test_env_defaults();
+    test_env_values();
+    test_env_invalid();
+    test_init_env_invalid();
+    test_env_var();
+    return tap_done();
+}
