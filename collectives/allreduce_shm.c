@@ -9,10 +9,11 @@
  *          rank publish operation k-1, and a rank publishes k-1 only after it finished reading k-2.
  *
  *  staged  (larger): the buffer is cut into segments of TEMPO_SHM_COLL_BYTES. For each segment g
- *          every rank (1) copies its input segment into its staging area in[g&1] and publishes
- *          in = g+1, (2) when all inputs are there, reduces its block of the segment from all
- *          ranks' staging areas (rank order) into out[g&1] and publishes red = g+1, (3) when all
- *          blocks are reduced, copies every block into its result and publishes done = g+1.
+ *          every rank (1) copies its input segment, except its own block, into its staging area
+ *          in[g&1] and publishes in = g+1, (2) when all inputs are there, reduces its block of the
+ *          segment from all ranks' staging areas and its own send buffer (rank order) into
+ *          out[g&1] and publishes red = g+1, (3) when all blocks are reduced, copies every block
+ *          into its result (with streaming stores for large results) and publishes done = g+1.
  *          Areas are double-buffered, so segment g+1 is copied in while g is being reduced:
  *            in[g&1]  may be rewritten once every rank has red >= g-1 (finished reading g-2),
  *            out[g&1] may be rewritten once every rank has done >= g-1 (finished copying g-2).
@@ -34,8 +35,17 @@
 
 #include "collectives/coll.h"
 #include "core/cfg.h"
+#include "topo/host.h"
 
 #define SMALL_MAX 8192
+/* Results are written with streaming stores when the ranks' send and receive buffers together
+ * exceed the last-level cache: then the result would not stay cached anyway, and bypassing the
+ * cache doubles the write bandwidth. Smaller results stay in the cache (the caller, or the next
+ * operation in place, reads them soon). */
+static size_t stream_min(int n)
+{
+    return TEMPO_MAX(tempo__host_llc_bytes() / (2 * (size_t)n), (size_t)1 << 20);
+}
 
 typedef struct {
     _Atomic uint64_t v;
@@ -62,6 +72,7 @@ struct tempo__shm_coll {
     uint64_t nsmall;    /* small operations started (same on every rank) */
     uint64_t nseg;      /* segments started (same on every rank) */
     uint32_t ticket_next, ticket_now;
+    size_t stream_min;  /* results this large are written with streaming stores */
 };
 
 typedef struct {
@@ -75,6 +86,7 @@ typedef struct {
     size_t nseg;
     uint64_t g0;         /* global number of the first segment */
     size_t next_in, next_red, next_out;
+    int stream_out;      /* write the result with streaming stores */
 } shm_op_t;
 
 static inline uint64_t ld(flag_t *f)
@@ -127,6 +139,7 @@ tempo_status_t tempo__shm_coll_create(struct tempo_comm *comm, tempo__shm_coll_t
     }
     sc->stage = TEMPO_ALIGN_UP(TEMPO_MAX(tempo__cfg.shm_coll_bytes, (size_t)4096), TEMPO_CACHELINE);
     sc->outsz = TEMPO_ALIGN_UP(sc->stage / (size_t)n + 8, TEMPO_CACHELINE);
+    sc->stream_min = stream_min(n);
     size_t ctl = TEMPO_ALIGN_UP(sizeof(ctl_t) * (size_t)n, 4096);
     size_t small = (size_t)n * 2 * SMALL_MAX;
     size_t in = (size_t)n * 2 * sc->stage;
@@ -191,9 +204,15 @@ static tempo_status_t progress_staged(tempo__op_t *op, shm_op_t *so)
             uint64_t g = so->g0 + so->next_in;
             int q = g >= 2 ? lagging(sc, offsetof(ctl_t, red), g - 1) : -1;
             if (q < 0) {
-                size_t off = so->next_in * so->seg_elems;
-                memcpy(in_area(sc, me, g), (const char *)op->sendbuf + off * es,
-                       seg_count(op, so, so->next_in) * es);
+                /* Peers read blocks q != me of this segment; the own block is read in place. */
+                size_t off = so->next_in * so->seg_elems, cnt = seg_count(op, so, so->next_in);
+                size_t boff, bcnt;
+                const char *src = (const char *)op->sendbuf + off * es;
+                char *dst = in_area(sc, me, g);
+                tempo__block(cnt, n, me, &boff, &bcnt);
+                memcpy(dst, src, boff * es);
+                memcpy(dst + (boff + bcnt) * es, src + (boff + bcnt) * es,
+                       (cnt - boff - bcnt) * es);
                 st(&sc->ctl[me].in, g + 1);
                 so->next_in++;
                 moved = 1;
@@ -214,6 +233,7 @@ static tempo_status_t progress_staged(tempo__op_t *op, shm_op_t *so)
                 for (int r = 0; r < n; r++) {
                     sc->srcs[r] = in_area(sc, r, g) + boff * es;
                 }
+                sc->srcs[me] = (const char *)op->sendbuf + (so->next_red * so->seg_elems + boff) * es;
                 tempo__reduce_n(out_area(sc, me, g), sc->srcs, n, bcnt, op->dtype, op->redop);
                 st(&sc->ctl[me].red, g + 1);
                 so->next_red++;
@@ -232,7 +252,11 @@ static tempo_status_t progress_staged(tempo__op_t *op, shm_op_t *so)
                 for (int r = 0; r < n; r++) {
                     size_t boff, bcnt;
                     tempo__block(cnt, n, r, &boff, &bcnt);
-                    memcpy(dst + boff * es, out_area(sc, r, g), bcnt * es);
+                    if (so->stream_out) {
+                        tempo__copy_stream(dst + boff * es, out_area(sc, r, g), bcnt * es);
+                    } else {
+                        memcpy(dst + boff * es, out_area(sc, r, g), bcnt * es);
+                    }
                 }
                 st(&sc->ctl[me].done, g + 1);
                 so->next_out++;
@@ -322,6 +346,7 @@ tempo_status_t tempo__allreduce_shm_start(tempo__op_t *op)
     so->small = op->count * so->esize <= SMALL_MAX;
     so->seg_elems = sc->stage / so->esize;
     so->nseg = (op->count + so->seg_elems - 1) / so->seg_elems;
+    so->stream_out = op->count * so->esize >= sc->stream_min;
     op->priv = so;
     op->progress = shm_progress;
     op->cleanup = shm_cleanup;

@@ -35,6 +35,11 @@ void tempo__avg_finish(void *buf, size_t count, tempo_dtype_t dtype, int n);
 void tempo__reduce_n(void *dst, const void *const *src, int n, size_t count, tempo_dtype_t dtype,
                      tempo_op_t op);
 
+/** memcpy with non-temporal stores for large destinations the caller will not read soon (they
+ *  bypass the cache: about twice the write bandwidth of memcpy on the development machine, and no
+ *  eviction of the working set). Plain memcpy where the CPU has no streaming stores. */
+void tempo__copy_stream(void *dst, const void *src, size_t bytes);
+
 /* ---------------------------------------------------------------------------------------------- */
 /* Schedules (sched.c)                                                                            */
 /* ---------------------------------------------------------------------------------------------- */
@@ -74,7 +79,8 @@ typedef struct tempo__sched {
     tempo_op_t redop;
     int nranks;          /* for SA_AVG */
     uint64_t p2p_tag;    /* nonzero: every transfer uses this tag (send/recv) */
-    void *scratch;       /* owned scratch memory */
+    void *scratch;       /* scratch memory (from tempo__scratch_get) */
+    size_t scratch_cap;
     int oom;             /* an allocation failed while building */
 } tempo__sched_t;
 

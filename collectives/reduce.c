@@ -10,6 +10,11 @@
 
 #include "collectives/coll.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <emmintrin.h>
+#define HAVE_STREAM 1
+#endif
+
 #define LOOP3(T, EXPR)                                  \
     do {                                                \
         T *d_ = (T *)dst;                               \
@@ -123,4 +128,36 @@ void tempo__reduce_n(void *dst, const void *const *src, int n, size_t count, tem
         }
         tempo__f32_to_half(dtype, acc, (uint16_t *)dst + off, m);
     }
+}
+
+void tempo__copy_stream(void *dst, const void *src, size_t bytes)
+{
+#ifdef HAVE_STREAM
+    char *d = dst;
+    const char *s = src;
+    size_t head = (16 - ((uintptr_t)d & 15)) & 15;
+    if (bytes < 256) {
+        memcpy(d, s, bytes);
+        return;
+    }
+    memcpy(d, s, head);
+    d += head;
+    s += head;
+    bytes -= head;
+    size_t n = bytes / 64;
+    for (size_t i = 0; i < n; i++, d += 64, s += 64) {
+        __m128i a = _mm_loadu_si128((const __m128i *)s);
+        __m128i b = _mm_loadu_si128((const __m128i *)(s + 16));
+        __m128i c = _mm_loadu_si128((const __m128i *)(s + 32));
+        __m128i e = _mm_loadu_si128((const __m128i *)(s + 48));
+        _mm_stream_si128((__m128i *)d, a);
+        _mm_stream_si128((__m128i *)(d + 16), b);
+        _mm_stream_si128((__m128i *)(d + 32), c);
+        _mm_stream_si128((__m128i *)(d + 48), e);
+    }
+    memcpy(d, s, bytes % 64);
+    _mm_sfence();
+#else
+    memcpy(dst, src, bytes);
+#endif
 }

@@ -40,7 +40,7 @@ static void sched_free(tempo__op_t *op)
     }
     tempo__free(s->acts);
     tempo__free(s->round_start);
-    tempo__free_aligned(s->scratch);
+    tempo__scratch_put(w, s->scratch, s->scratch_cap);
     tempo__free(s);
     op->priv = NULL;
 }
@@ -144,7 +144,7 @@ tempo_status_t tempo__sched_create(tempo__op_t *op, size_t scratch_bytes, tempo_
         return TEMPO_ERR_NOMEM;
     }
     if (scratch_bytes) {
-        s->scratch = tempo__malloc_aligned(scratch_bytes, "collective scratch buffer");
+        s->scratch = tempo__scratch_get(op->comm->world, scratch_bytes, &s->scratch_cap);
         if (!s->scratch) {
             tempo__free(s);
             return TEMPO_ERR_NOMEM;

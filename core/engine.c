@@ -185,10 +185,11 @@ tempo_status_t tempo__op_start(tempo__op_t *op)
     return st;
 }
 
-/* One idle step after `spins` polls without an event. */
+/* One idle step after `spins` polls without an event. With more ranks than CPUs on the host, the
+ * rank we wait for is often not running, so the CPU is handed over after a few polls. */
 static void idle_step(tempo__world_t *w, unsigned spins)
 {
-    if (spins < 64) {
+    if (w->oversubscribed ? spins < 4 : spins < 64) {
         return;
     }
     if (w->oversubscribed || (spins & 1023) == 0) {
@@ -243,4 +244,57 @@ tempo_status_t tempo__engine_wait_until(tempo__world_t *w, int (*cond)(void *arg
         idle_step(w, ++spins);
     }
     return TEMPO_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Scratch buffers                                                                                */
+/* ---------------------------------------------------------------------------------------------- */
+
+void *tempo__scratch_get(tempo__world_t *w, size_t bytes, size_t *cap_p)
+{
+    int best = -1;
+    for (int i = 0; i < (int)TEMPO_ARRAY_SIZE(w->scratch); i++) {
+        if (w->scratch[i].p && w->scratch[i].bytes >= bytes &&
+            (best < 0 || w->scratch[i].bytes < w->scratch[best].bytes)) {
+            best = i;
+        }
+    }
+    if (best >= 0) {
+        void *p = w->scratch[best].p;
+        *cap_p = w->scratch[best].bytes;
+        w->scratch[best].p = NULL;
+        return p;
+    }
+    void *p = tempo__malloc_aligned(bytes, "collective scratch buffer");
+    if (p) {
+        *cap_p = bytes;
+    }
+    return p;
+}
+
+void tempo__scratch_put(tempo__world_t *w, void *p, size_t cap)
+{
+    if (!p) {
+        return;
+    }
+    /* Keep it in a free slot, else in place of the smallest cached buffer if it is larger. */
+    int slot = -1;
+    for (int i = 0; i < (int)TEMPO_ARRAY_SIZE(w->scratch); i++) {
+        if (!w->scratch[i].p) {
+            slot = i;
+            break;
+        }
+        if (slot < 0 || w->scratch[i].bytes < w->scratch[slot].bytes) {
+            slot = i;
+        }
+    }
+    if (w->scratch[slot].p) {
+        if (w->scratch[slot].bytes >= cap) {
+            tempo__free_aligned(p);
+            return;
+        }
+        tempo__free_aligned(w->scratch[slot].p);
+    }
+    w->scratch[slot].p = p;
+    w->scratch[slot].bytes = cap;
 }

@@ -48,6 +48,9 @@ void tempo__world_destroy(tempo__world_t *w, int graceful)
     if (w->tl_close) {
         w->tl_close(w, graceful);
     }
+    for (size_t i = 0; i < TEMPO_ARRAY_SIZE(w->scratch); i++) {
+        tempo__free_aligned(w->scratch[i].p);
+    }
     while (!tempo__list_empty(&w->free_ops)) {
         tempo__list_t *e = w->free_ops.next;
         tempo__list_remove(e);

@@ -124,6 +124,12 @@ typedef struct tempo__world {
     uint64_t last_event_ns;      /* when the engine last saw progress (idle strategy) */
     int op_events;               /* progress made inside operations since the last count */
 
+    /* Recently freed scratch buffers, kept for reuse (see tempo__scratch_get). */
+    struct {
+        void *p;
+        size_t bytes;
+    } scratch[4];
+
     /* Transport layer, registered by transport/transport.c. */
     void *tl;
     int (*tl_progress)(struct tempo__world *w);            /* returns the number of events */
@@ -197,6 +203,12 @@ int tempo__comm_free(struct tempo_comm *comm);
 /* ---------------------------------------------------------------------------------------------- */
 /* Engine (core/engine.c)                                                                         */
 /* ---------------------------------------------------------------------------------------------- */
+
+/** A 64-byte aligned scratch buffer of at least bytes (lock held). Large buffers are reused from
+ *  recently finished operations: freeing and allocating tens of MB per call would map and fault
+ *  fresh pages every time. Return it with tempo__scratch_put(). *cap_p receives its capacity. */
+void *tempo__scratch_get(tempo__world_t *w, size_t bytes, size_t *cap_p);
+void tempo__scratch_put(tempo__world_t *w, void *p, size_t cap);
 
 /** A zeroed operation on comm with status TEMPO_INPROGRESS and wait_peer -1; NULL on NOMEM. */
 tempo__op_t *tempo__op_new(struct tempo_comm *comm, int coll);

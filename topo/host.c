@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -57,4 +58,42 @@ int tempo__host_ncpus(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int)n : 1;
+}
+
+size_t tempo__host_llc_bytes(void)
+{
+    static size_t cached;
+    if (cached) {
+        return cached;
+    }
+    size_t best = 0;
+    int best_level = 0;
+    for (int i = 0; i < 8; i++) {
+        char path[96], buf[32];
+        snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+        FILE *f = fopen(path, "r");
+        if (!f) {
+            break;
+        }
+        int level = fgets(buf, sizeof(buf), f) ? atoi(buf) : 0;
+        fclose(f);
+        snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        f = fopen(path, "r");
+        if (!f) {
+            continue;
+        }
+        char unit = 0;
+        unsigned long v = 0;
+        if (fgets(buf, sizeof(buf), f) && sscanf(buf, "%lu%c", &v, &unit) >= 1 && level >= best_level) {
+            best_level = level;
+            best = v * (unit == 'K' ? 1024ul : unit == 'M' ? 1048576ul : 1ul);
+        }
+        fclose(f);
+    }
+    if (!best) {
+        long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+        best = l3 > 0 ? (size_t)l3 : (size_t)32 << 20;
+    }
+    cached = best;
+    return best;
 }

@@ -5,6 +5,7 @@
 #ifndef TEMPO_TOPO_HOST_H
 #define TEMPO_TOPO_HOST_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /** The host id: a hash of override (with "%r" replaced by rank) when override is non-empty;
@@ -15,5 +16,9 @@ uint64_t tempo__host_id(const char *override, int rank);
 
 /** Online CPUs of this host (at least 1). */
 int tempo__host_ncpus(void);
+
+/** Size in bytes of the last-level cache seen by CPU 0: sysfs (what the kernel of this machine or
+ *  VM reports), else sysconf, else 32 MiB. */
+size_t tempo__host_llc_bytes(void);
 
 #endif /* TEMPO_TOPO_HOST_H */

@@ -141,6 +141,7 @@ void tempo__stream_broken(tempo__stream_t *s, const char *why)
 int tempo__stream_progress_send(tempo__stream_t *s)
 {
     int events = 0;
+    s->moved = 0;
     while (!tempo__list_empty(&s->sendq)) {
         tempo__xfer_t *x = tempo__container_of(s->sendq.next, tempo__xfer_t, link);
         if (!s->shdr_valid) {
@@ -181,6 +182,9 @@ int tempo__stream_progress_send(tempo__stream_t *s)
             return -1;
         }
         size_t wr = (size_t)w;
+        if (wr) {
+            s->moved = 1;
+        }
         if (s->shdr_off < sizeof(s->shdr)) {
             size_t h = TEMPO_MIN(wr, sizeof(s->shdr) - s->shdr_off);
             s->shdr_off += h;
@@ -196,7 +200,7 @@ int tempo__stream_progress_send(tempo__stream_t *s)
         }
         break; /* the pipe is full */
     }
-    return events;
+    return events + s->moved;
 }
 
 tempo_status_t tempo__stream_isend(tempo__stream_t *s, tempo__xfer_t *x)
@@ -446,6 +450,7 @@ static ssize_t pipe_read(tempo__stream_t *s, void *dst, size_t len)
 {
     ssize_t r = s->ops->read(s->pipe, dst, len);
     if (r >= 0) {
+        s->moved |= r > 0;
         return r;
     }
     if (r == TEMPO_PIPE_EOF) {
@@ -486,6 +491,7 @@ int tempo__stream_progress_recv(tempo__stream_t *s)
     if (s->state == STREAM_FAILED) {
         return -1;
     }
+    s->moved = 0;
     for (;;) {
         if (s->in_payload) {
             if (s->rleft == 0) {
@@ -517,7 +523,7 @@ int tempo__stream_progress_recv(tempo__stream_t *s)
                 return (int)r;
             }
             if (r == 0) {
-                return events;
+                return events + s->moved;
             }
             continue;
         }
@@ -527,7 +533,7 @@ int tempo__stream_progress_recv(tempo__stream_t *s)
                 return (int)r;
             }
             if (s->rtail - s->rhead < sizeof(tempo__wire_hdr_t)) {
-                return events;
+                return events + s->moved;
             }
         }
         memcpy(&s->rhdr, s->rbuf + s->rhead, sizeof(s->rhdr));

@@ -53,6 +53,7 @@ typedef struct tempo__stream {
     const char *tl_name;         /* for messages */
     int state;                   /* tempo__stream_state_t: receive side */
     int sent_bye;
+    int moved;                   /* bytes moved during the current progress call */
 
     /* Send side: queue of xfers; the head is being written. */
     tempo__list_t sendq;
@@ -83,7 +84,8 @@ tempo_status_t tempo__stream_isend(tempo__stream_t *s, tempo__xfer_t *x);
 tempo_status_t tempo__stream_irecv(tempo__stream_t *s, tempo__xfer_t *x);
 void tempo__stream_cancel(tempo__stream_t *s, tempo__xfer_t *x);
 
-/** Write as much of the send queue as the pipe takes; returns events (>= 0) or -1 on failure. */
+/** Write as much of the send queue as the pipe takes; returns events (>= 0: completions, plus one if
+ *  any bytes moved, so waits keep polling during long transfers) or -1 on failure. */
 int tempo__stream_progress_send(tempo__stream_t *s);
 /** Read and dispatch what the pipe has; returns events (>= 0) or -1 on failure (job failed) and
  *  -2 at a clean end of stream after a goodbye. */
