@@ -168,13 +168,32 @@ void tempo__shm_coll_destroy(tempo__shm_coll_t *sc)
     }
 }
 
+/* Waiting for rank q's counter at field to reach want: TEMPO_INPROGRESS, or an error when q has left
+ * the job (destroyed its last communicator) without getting there, so it never will. The counter is
+ * read again after the goodbye was seen, since q published it before saying goodbye. */
+static tempo_status_t wait_for(tempo__op_t *op, int q, size_t field, uint64_t want)
+{
+    tempo__world_t *w = op->comm->world;
+    op->wait_peer = q;
+    if (TEMPO_UNLIKELY(w->peers[tempo__wrank(op->comm, q)].left)) {
+        tempo__shm_coll_t *sc = ((shm_op_t *)op->priv)->sc;
+        if (ld((flag_t *)((char *)&sc->ctl[q] + field)) < want) {
+            char desc[160];
+            return tempo__op_fail(op, TEMPO_ERR_REMOTE,
+                                  "%s has left (destroyed its communicator) while this operation "
+                                  "needed it",
+                                  tempo__peer_desc(w, tempo__wrank(op->comm, q), desc, sizeof(desc)));
+        }
+    }
+    return TEMPO_INPROGRESS;
+}
+
 static tempo_status_t progress_small(tempo__op_t *op, shm_op_t *so)
 {
     tempo__shm_coll_t *sc = so->sc;
     int q = lagging(sc, offsetof(ctl_t, small), so->k + 1);
     if (q >= 0) {
-        op->wait_peer = q;
-        return TEMPO_INPROGRESS;
+        return wait_for(op, q, offsetof(ctl_t, small), so->k + 1);
     }
     for (int r = 0; r < sc->n; r++) {
         sc->srcs[r] = small_slot(sc, r, so->k);
@@ -197,8 +216,12 @@ static tempo_status_t progress_staged(tempo__op_t *op, shm_op_t *so)
     size_t es = so->esize;
     tempo_status_t result = TEMPO_INPROGRESS;
     int moved, any = 0;
+    size_t wfield = 0;
+    uint64_t wwant = 0;
+    int wq = -1;
     do {
         moved = 0;
+        wq = -1;
         /* (1) copy in */
         if (so->next_in < so->nseg) {
             uint64_t g = so->g0 + so->next_in;
@@ -217,15 +240,18 @@ static tempo_status_t progress_staged(tempo__op_t *op, shm_op_t *so)
                 so->next_in++;
                 moved = 1;
             } else {
-                op->wait_peer = q;
+                wq = q, wfield = offsetof(ctl_t, red), wwant = g - 1;
             }
         }
         /* (2) reduce this rank's block of the oldest segment copied in */
         if (so->next_red < so->next_in) {
             uint64_t g = so->g0 + so->next_red;
             int q = lagging(sc, offsetof(ctl_t, in), g + 1);
+            size_t f = offsetof(ctl_t, in);
+            uint64_t want = g + 1;
             if (q < 0 && g >= 2) {
                 q = lagging(sc, offsetof(ctl_t, done), g - 1);
+                f = offsetof(ctl_t, done), want = g - 1;
             }
             if (q < 0) {
                 size_t boff, bcnt;
@@ -239,7 +265,7 @@ static tempo_status_t progress_staged(tempo__op_t *op, shm_op_t *so)
                 so->next_red++;
                 moved = 1;
             } else {
-                op->wait_peer = q;
+                wq = q, wfield = f, wwant = want;
             }
         }
         /* (3) copy every block of the oldest reduced segment into the result */
@@ -266,13 +292,16 @@ static tempo_status_t progress_staged(tempo__op_t *op, shm_op_t *so)
                     break;
                 }
             } else {
-                op->wait_peer = q;
+                wq = q, wfield = offsetof(ctl_t, red), wwant = g + 1;
             }
         }
         any |= moved;
     } while (moved);
     if (any) {
         tempo__engine_note_event(op->comm->world);
+    }
+    if (result == TEMPO_INPROGRESS && wq >= 0) {
+        return wait_for(op, wq, wfield, wwant);
     }
     return result;
 }

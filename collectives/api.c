@@ -668,8 +668,8 @@ static int cmp_int(const void *a, const void *b)
 tempo_status_t tempo_comm_split(tempo_comm_t comm, int color, int key, tempo_comm_t *newcomm_p)
 {
     if (!comm || !newcomm_p) {
-        return tempo__err(TEMPO_ERR_INVALID, "tempo_comm_split: %s is NULL",
-                          comm ? "newcomm_p" : "comm");
+        return comm_err(comm, tempo__err(TEMPO_ERR_INVALID, "tempo_comm_split: %s is NULL",
+                                         comm ? "newcomm_p" : "comm"));
     }
     if (color < 0 && color != TEMPO_UNDEFINED) {
         return comm_err(comm, tempo__err(TEMPO_ERR_INVALID, "tempo_comm_split: color %d must be >= "

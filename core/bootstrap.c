@@ -96,6 +96,11 @@ tempo_status_t tempo__launch_detect(const tempo_config_t *cfg, tempo__launch_t *
                                   sources[i].rank, sources[i].size,
                                   getenv(sources[i].rank) ?: "", getenv(sources[i].size) ?: "");
             }
+            if (hr != hs) {
+                return tempo__err(TEMPO_ERR_BOOTSTRAP, "%s is set but %s is not: incomplete "
+                                  "launcher environment", hr ? sources[i].rank : sources[i].size,
+                                  hr ? sources[i].size : sources[i].rank);
+            }
             if (hr && hs) {
                 l->rank = r;
                 l->size = s;
@@ -111,8 +116,9 @@ tempo_status_t tempo__launch_detect(const tempo_config_t *cfg, tempo__launch_t *
 
     /* How many ranks share this host, if a launcher says so. */
     int v;
-    if (env_int("TEMPO_LOCAL_SIZE", &v) > 0 || env_int("OMPI_COMM_WORLD_LOCAL_SIZE", &v) > 0 ||
-        env_int("MPI_LOCALNRANKS", &v) > 0) {
+    if (tempo__cfg.local_size >= 0) {
+        l->local_size = tempo__cfg.local_size;
+    } else if (env_int("OMPI_COMM_WORLD_LOCAL_SIZE", &v) > 0 || env_int("MPI_LOCALNRANKS", &v) > 0) {
         l->local_size = v;
     } else if (env_int("SLURM_NNODES", &v) > 0 && v == 1) {
         l->local_size = l->size;

@@ -37,6 +37,9 @@ static const field_t fields[] = {
       "Rank of this process, 0 <= rank < TEMPO_SIZE (set by tempo-run; otherwise taken from Open MPI, "
       "MPICH/Hydra or Slurm variables)"),
     F("TEMPO_SIZE", "", T_INT, size, "Number of ranks of the job"),
+    F("TEMPO_LOCAL_SIZE", "", T_INT, local_size,
+      "Number of ranks on this host (set by tempo-run; lets a job on one host meet without "
+      "TEMPO_ROOT)"),
     F("TEMPO_ROOT", "", T_STRING, root,
       "Rendezvous address host:port; rank 0 listens there. Unset: a job on one host meets through a "
       "file in $TMPDIR keyed by the launcher's job id"),
@@ -103,7 +106,7 @@ int tempo__parse_size(const char *text, size_t *bytes_p)
 {
     char *end;
     errno = 0;
-    if (text[0] == '-') {
+    if (text[0] < '0' || text[0] > '9') { /* strtoull would accept blanks and a minus sign */
         return -1;
     }
     unsigned long long v = strtoull(text, &end, 10);

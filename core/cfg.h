@@ -9,9 +9,12 @@
 
 #include <stddef.h>
 
+#include <tempo.h>
+
 typedef struct tempo__config {
     int rank;                  /* TEMPO_RANK, -1 when unset */
     int size;                  /* TEMPO_SIZE, -1 when unset */
+    int local_size;            /* TEMPO_LOCAL_SIZE, -1 when unset */
     char root[256];            /* TEMPO_ROOT "host:port", "" when unset */
     char job_id[128];          /* TEMPO_JOB_ID */
     char host_id[128];         /* TEMPO_HOST_ID */

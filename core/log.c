@@ -56,6 +56,9 @@ int tempo__log_parse_subsys(const char *text, unsigned *mask_p)
     unsigned mask = 0;
     int invert = 0;
     char buf[256];
+    if (strlen(text) >= sizeof(buf)) {
+        return -1;
+    }
     snprintf(buf, sizeof(buf), "%s", text);
     char *s = buf;
     if (*s == '^') {

@@ -318,8 +318,10 @@ TEMPO_API tempo_status_t tempo_ibarrier(tempo_comm_t comm, const tempo_attr_t *a
 
 /**
  * Point-to-point. Messages between a pair of ranks with the same tag are received in the order they
- * were sent. The receive must post exactly the number of bytes sent (count * dtype size); a mismatch
- * fails both requests with TEMPO_ERR_INVALID naming the sizes. peer != own rank; tag <= TEMPO_TAG_MAX.
+ * were sent. The receive must post exactly the number of bytes sent (count * dtype size); on a
+ * mismatch the receive fails with TEMPO_ERR_INVALID naming both sizes (the message is consumed). A
+ * send completes once its data has been handed to the transport, so the sending side cannot learn of
+ * the mismatch. peer != own rank; tag <= TEMPO_TAG_MAX.
  */
 TEMPO_API tempo_status_t tempo_send(tempo_comm_t comm, const void *buf, size_t count,
                                     tempo_dtype_t dtype, int peer, uint32_t tag);

@@ -13,7 +13,7 @@
  *   TAP_EQ_DBL(got, expected, "name")     exact compare, printed with %.17g
  *   TAP_CONTAINS(haystack, needle, "name")
  *
- * Header-only; every function is static so tests stay single-file programs.
+ * Header-only; every function is static inline so tests stay single-file programs.
  */
 #ifndef TEMPO_TESTS_TAP_H
 #define TEMPO_TESTS_TAP_H
@@ -23,10 +23,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int tap_count;
-static int tap_failures;
+static int tap_count __attribute__((unused));
+static int tap_failures __attribute__((unused));
 
-static void tap_vresult(int ok, const char *fmt, va_list ap)
+static inline void tap_vresult(int ok, const char *fmt, va_list ap)
 {
     tap_count++;
     if (!ok) {
@@ -38,8 +38,8 @@ static void tap_vresult(int ok, const char *fmt, va_list ap)
     fflush(stdout);
 }
 
-static void tap_diag(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void tap_diag(const char *fmt, ...)
+static inline void tap_diag(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static inline void tap_diag(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -50,8 +50,8 @@ static void tap_diag(const char *fmt, ...)
     fflush(stdout);
 }
 
-static int tap_ok(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int tap_ok(int ok, const char *fmt, ...)
+static inline int tap_ok(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static inline int tap_ok(int ok, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -60,8 +60,8 @@ static int tap_ok(int ok, const char *fmt, ...)
     return ok;
 }
 
-static void tap_skip(const char *reason, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void tap_skip(const char *reason, const char *fmt, ...)
+static inline void tap_skip(const char *reason, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static inline void tap_skip(const char *reason, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -73,14 +73,14 @@ static void tap_skip(const char *reason, const char *fmt, ...)
     fflush(stdout);
 }
 
-static void tap_skip_all(const char *reason)
+static inline void tap_skip_all(const char *reason)
 {
     printf("1..0 # SKIP %s\n", reason);
     fflush(stdout);
     exit(0);
 }
 
-static int tap_done(void)
+static inline int tap_done(void)
 {
     printf("1..%d\n", tap_count);
     fflush(stdout);

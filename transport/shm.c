@@ -461,6 +461,9 @@ void tempo__shm_close(shm_tl_t *s, int graceful, uint64_t deadline)
     if (s->eps) {
         for (int r = 0; r < w->size; r++) {
             if (s->eps[r]) {
+                if (!graceful) {
+                    tempo__stream_send_abort(&s->eps[r]->stream);
+                }
                 tempo__stream_fini(&s->eps[r]->stream);
                 tempo__free(s->eps[r]);
             }

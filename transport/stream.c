@@ -22,6 +22,7 @@
 
 #define XF_OWNED 1u /* the stream allocated the xfer (and its buffer) */
 #define XF_BYE 2u   /* goodbye message */
+#define XF_ABORT 4u /* abort notice */
 
 typedef struct tempo__ux {
     tempo__list_t link;
@@ -147,7 +148,9 @@ int tempo__stream_progress_send(tempo__stream_t *s)
         if (!s->shdr_valid) {
             s->shdr.magic = TEMPO_WIRE_MAGIC;
             s->shdr.version = TEMPO_WIRE_VERSION;
-            s->shdr.type = (xflags(x) & XF_BYE) ? TEMPO_WIRE_BYE : TEMPO_WIRE_DATA;
+            s->shdr.type = (xflags(x) & XF_BYE)     ? TEMPO_WIRE_BYE
+                           : (xflags(x) & XF_ABORT) ? TEMPO_WIRE_ABORT
+                                                    : TEMPO_WIRE_DATA;
             s->shdr.flags = 0;
             s->shdr.src = (uint32_t)s->world->rank;
             s->shdr.reserved = 0;
@@ -224,25 +227,41 @@ tempo_status_t tempo__stream_isend(tempo__stream_t *s, tempo__xfer_t *x)
     return TEMPO_OK;
 }
 
-tempo_status_t tempo__stream_send_bye(tempo__stream_t *s)
+static tempo_status_t send_control(tempo__stream_t *s, uintptr_t flag)
 {
     if (s->sent_bye || s->state == STREAM_FAILED) {
         return TEMPO_OK;
     }
-    tempo__xfer_t *x = tempo__calloc(1, sizeof(*x), "goodbye message");
+    tempo__xfer_t *x = tempo__calloc(1, sizeof(*x), "control message");
     if (!x) {
         return TEMPO_ERR_NOMEM;
     }
     x->peer = s->peer;
     x->is_send = 1;
-    x->priv = (void *)(uintptr_t)(XF_OWNED | XF_BYE);
-    int was_idle = tempo__list_empty(&s->sendq);
-    tempo__list_push_back(&s->sendq, &x->link);
-    s->sent_bye = 1;
-    if (was_idle) {
-        tempo__stream_progress_send(s);
+    x->priv = (void *)(XF_OWNED | flag);
+    if (flag == XF_ABORT) {
+        /* Ahead of everything not yet started, so it goes out now if the pipe has room. */
+        tempo__list_t *after = s->shdr_valid ? s->sendq.next : &s->sendq;
+        x->link.prev = after;
+        x->link.next = after->next;
+        after->next->prev = &x->link;
+        after->next = &x->link;
+    } else {
+        tempo__list_push_back(&s->sendq, &x->link);
     }
+    s->sent_bye = 1;
+    tempo__stream_progress_send(s);
     return TEMPO_OK;
+}
+
+tempo_status_t tempo__stream_send_bye(tempo__stream_t *s)
+{
+    return send_control(s, XF_BYE);
+}
+
+void tempo__stream_send_abort(tempo__stream_t *s)
+{
+    (void)send_control(s, XF_ABORT);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -355,13 +374,14 @@ static int header_valid(const tempo__stream_t *s, const tempo__wire_hdr_t *h, ch
         snprintf(why, len, "sent a malformed message header (bad magic 0x%08x)", h->magic);
     } else if (h->version != TEMPO_WIRE_VERSION) {
         snprintf(why, len, "speaks wire version %u, this rank %u", h->version, TEMPO_WIRE_VERSION);
-    } else if (h->type != TEMPO_WIRE_DATA && h->type != TEMPO_WIRE_BYE) {
+    } else if (h->type != TEMPO_WIRE_DATA && h->type != TEMPO_WIRE_BYE &&
+               h->type != TEMPO_WIRE_ABORT) {
         snprintf(why, len, "sent a message of unknown type %u", h->type);
     } else if (h->flags || h->reserved) {
         snprintf(why, len, "sent a message header with reserved fields set");
     } else if (h->src != (uint32_t)s->peer) {
         snprintf(why, len, "sent a header claiming to come from rank %u", h->src);
-    } else if (h->len > TEMPO_WIRE_MAX_LEN || (h->type == TEMPO_WIRE_BYE && h->len)) {
+    } else if (h->len > TEMPO_WIRE_MAX_LEN || (h->type != TEMPO_WIRE_DATA && h->len)) {
         snprintf(why, len, "sent a message header with an impossible length %llu",
                  (unsigned long long)h->len);
     } else if ((h->tag >> 63) && ((h->tag >> 32) & 0xffffu)) {
@@ -545,6 +565,10 @@ int tempo__stream_progress_recv(tempo__stream_t *s)
         }
         if (s->state == STREAM_BYE) {
             tempo__stream_broken(s, "sent data after saying goodbye");
+            return -1;
+        }
+        if (s->rhdr.type == TEMPO_WIRE_ABORT) {
+            tempo__stream_broken(s, "aborted the job (tempo_comm_abort)");
             return -1;
         }
         if (s->rhdr.type == TEMPO_WIRE_BYE) {

@@ -20,6 +20,7 @@
 #define TEMPO_WIRE_VERSION 1
 #define TEMPO_WIRE_DATA 1
 #define TEMPO_WIRE_BYE 2
+#define TEMPO_WIRE_ABORT 3
 #define TEMPO_WIRE_MAX_LEN (1ull << 40) /* 1 TiB: anything larger is a corrupt header */
 
 typedef struct tempo__wire_hdr {
@@ -92,6 +93,9 @@ int tempo__stream_progress_send(tempo__stream_t *s);
 int tempo__stream_progress_recv(tempo__stream_t *s);
 /** Queue a goodbye message (nothing may be sent after it). */
 tempo_status_t tempo__stream_send_bye(tempo__stream_t *s);
+/** Best effort, right before closing without goodbye: tell the peer this rank aborted, so that its
+ *  error says so. Whatever of the message fits into the pipe now is written; the rest is dropped. */
+void tempo__stream_send_abort(tempo__stream_t *s);
 /** The peer vanished (EOF/error without goodbye, or a protocol violation): fail the job naming it. */
 void tempo__stream_broken(tempo__stream_t *s, const char *why);
 /** True when nothing is queued for sending. */

@@ -335,6 +335,9 @@ void tempo__tcp_close(tcp_tl_t *t, int graceful, uint64_t deadline)
             if (!ep) {
                 continue;
             }
+            if (ep->fd >= 0 && !graceful) {
+                tempo__stream_send_abort(&ep->stream);
+            }
             if (ep->fd >= 0) {
                 if (graceful) {
                     shutdown(ep->fd, SHUT_WR);

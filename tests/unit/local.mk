@@ -17,7 +17,7 @@ TEMPO_UNIT_TESTS = \
 
 check_PROGRAMS += $(TEMPO_UNIT_TESTS)
 TESTS += $(TEMPO_UNIT_TESTS)
-noinst_HEADERS += %reldir%/tu.h tests/tap.h
+noinst_HEADERS += %reldir%/tu.h
 
 %canon_reldir%_test_status_SOURCES = %reldir%/test_status.c
 %canon_reldir%_test_status_LDADD = libtempo_core.la

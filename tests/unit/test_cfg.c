@@ -100,7 +100,7 @@ static void test_parse_size(void)
          * negates "-1" into 2^64 - 1, so " -1" is accepted as 18446744073709551615. */
         size_t v = 12345;
         int rc = tempo__parse_size(" -1", &v);
-        TU_TODO(rc != 0 && v == 12345, "bug: leading blank hides the minus sign",
+        TAP_OK(rc != 0 && v == 12345,
                 "parse_size(\" -1\") is rejected (got rc %d, %zu)", rc, v);
     }
     size_bad("\t-5M");
@@ -336,8 +336,8 @@ static void test_env_var(void)
             tap_diag("%s listed %d times", expected[e], found[e]);
         }
     }
-    TAP_OK(all_once, "every variable of the configuration table is listed exactly once (%zu entries)",
-           n);
+    TAP_OK(all_once,
+           "every variable of the configuration table is listed exactly once (%zu entries)", n);
     TAP_EQ_INT(tempo_env_var(n, &v), TEMPO_ERR_INVALID, "the index past the end is invalid");
     TAP_EQ_INT(tempo_env_var(0, NULL), TEMPO_ERR_INVALID, "a NULL output is invalid");
 }

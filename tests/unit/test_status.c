@@ -56,7 +56,8 @@ static void test_names_and_texts(void)
     }
     TAP_OK(distinct_names, "all status names are distinct");
     TAP_OK(distinct_texts, "all status descriptions are distinct");
-    TAP_CONTAINS(tempo_strerror(TEMPO_ERR_REMOTE), "peer", "TEMPO_ERR_REMOTE's text speaks of a peer");
+    TAP_CONTAINS(tempo_strerror(TEMPO_ERR_REMOTE), "peer",
+                 "TEMPO_ERR_REMOTE's text speaks of a peer");
     TAP_CONTAINS(tempo_strerror(TEMPO_ERR_TIMEOUT), "timed out", "TEMPO_ERR_TIMEOUT's text");
 }
 
@@ -117,7 +118,8 @@ static void test_error_buffer(void)
         pthread_join(t, NULL);
     }
     TAP_OK(rc == 0 && clean, "a new thread starts with an empty error text");
-    TAP_EQ_STR(tempo__errmsg(), "main thread", "another thread's error does not replace this one's");
+    TAP_EQ_STR(tempo__errmsg(), "main thread",
+               "another thread's error does not replace this one's");
 }
 
 static void test_version(void)

@@ -6,12 +6,15 @@
  * Not a test framework: every function is static and tiny, so each test stays one program.
  *
  *   TU_TODO(cond, "bug: ...", "name")  a check that documents a known library bug: printed as
- *                                       "not ok N - name # TODO bug: ..." while the bug is there
- *                                       (automake counts it XFAIL) and "ok N - name # TODO ..." once
- *                                       fixed (XPASS, which fails the suite: remove the marker then).
+ *                                       "not ok N - name # TODO bug: ..." while the bug is
+ *                                       there (automake counts it XFAIL) and "ok N - name # TODO
+ *                                       ..." once fixed (XPASS, which fails the suite: remove the
+ *                                       marker then).
  *   tu_rand64(&state)                   xorshift64*; print the seed with tap_diag().
- *   tu_clean_env()                      unset TEMPO_* and launcher variables (Open MPI, PMI, Slurm).
- *   tu_fork(fn, arg, out, len)          run fn(arg, fd) in a child; what it writes to fd lands in out.
+ *   tu_clean_env()                      unset TEMPO_* and launcher variables (Open MPI, PMI,
+ *                                       Slurm).
+ *   tu_fork(fn, arg, out, len)          run fn(arg, fd) in a child; what it writes to fd lands
+ *                                       in out.
  */
 #ifndef TEMPO_TESTS_UNIT_TU_H
 #define TEMPO_TESTS_UNIT_TU_H
@@ -33,7 +36,8 @@
 
 extern char **environ;
 
-static int tu_todo(int ok, const char *why, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int tu_todo(int ok, const char *why, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static int tu_todo(int ok, const char *why, const char *fmt, ...)
 {
     va_list ap;

@@ -1,0 +1,176 @@
+/*
+ * fault_bootstrap.c — the rendezvous refuses broken jobs quickly and clearly (the checks require
+ * TEMPO_ERR_BOOTSTRAP within 10 s, so "fail by timing out" does not pass):
+ *   - ranks started with different TEMPO_SIZE (2 ranks: 2 and 3; 3 ranks: one of them with 4):
+ *     every rank fails tempo_comm_init_env with TEMPO_ERR_BOOTSTRAP and a message giving the sizes;
+ *   - two processes started as rank 1: TEMPO_ERR_BOOTSTRAP saying so;
+ *   - TEMPO_RANK without TEMPO_SIZE, and TEMPO_SIZE without TEMPO_RANK: TEMPO_ERR_BOOTSTRAP at
+ *     once;
+ *   - TEMPO_RANK/TEMPO_SIZE of a 2-rank job with no TEMPO_ROOT and no local size:
+ *     TEMPO_ERR_BOOTSTRAP asking for TEMPO_ROOT, at once;
+ *   - a process of another job (different TEMPO_JOB_ID) at the same TEMPO_ROOT is refused with
+ *     TEMPO_ERR_BOOTSTRAP, and the job it tried to join still forms and works.
+ */
+#include "config.h"
+
+#include <tempo.h>
+
+#include "tests/fault/job.h"
+
+#define ANSWER_S 10.0
+
+/* Per-rank environment changes applied before init: rank, "NAME=VALUE" (or "NAME" to unset). */
+typedef struct {
+    struct {
+        int rank;
+        const char *set;
+    } env[4];
+    int wait_go_rank;  /* this rank waits for the test's go before joining; -1 for none */
+    int work;          /* ranks whose init succeeds run an all-reduce */
+} bs_arg_t;
+
+static int bs_rank(int rank, int size, void *arg)
+{
+    const bs_arg_t *a = arg;
+    for (int i = 0; i < 4 && a->env[i].set; i++) {
+        if (a->env[i].rank != rank) {
+            continue;
+        }
+        char name[64];
+        size_t k = strcspn(a->env[i].set, "=");
+        snprintf(name, sizeof(name), "%.*s", (int)k, a->env[i].set);
+        if (a->env[i].set[k] == '=') {
+            setenv(name, a->env[i].set + k + 1, 1);
+        } else {
+            unsetenv(name);
+        }
+    }
+    if (rank == a->wait_go_rank) {
+        rk_wait_go();
+    }
+    tempo_comm_t comm;
+    double t0 = rk_now();
+    tempo_status_t st = tempo_comm_init_env(&comm);
+    rk_put("elapsed", "%.3f", rk_now() - t0);
+    rk_put("msg", "%s", tempo_last_error(NULL));
+    if (st == TEMPO_OK) {
+        if (a->work) {
+            int x = tempo_comm_rank(comm) + 1, y = 0;
+            tempo_status_t w = tempo_allreduce(comm, &x, &y, 1, TEMPO_INT32, TEMPO_SUM);
+            rk_put("sum", "%d", w == TEMPO_OK ? y : -1);
+        }
+        tempo_comm_destroy(comm);
+    }
+    rk_put("status", "%d", (int)st);
+    return 0;
+}
+
+/* Expect st from ranks (bitmask) with needles in the message, within ANSWER_S. */
+static void expect_ranks(job_t *j, const char *name, unsigned ranks, tempo_status_t want,
+                         const char *needle1, const char *needle2)
+{
+    for (int r = 0; r < j->n; r++) {
+        if (!(ranks & (1u << r))) {
+            continue;
+        }
+        job_wait_key(j, r, "status", 60);
+        const char *el = job_get(j, r, "elapsed"), *msg = job_get(j, r, "msg");
+        double e = el ? atof(el) : -1;
+        TAP_EQ_INT(job_status_of(j, r, "status"), want, "%s: process %d gets %s", name, r,
+                   tempo_status_name(want));
+        TAP_OK(el && e < ANSWER_S, "%s: process %d: promptly (%.3f s, no waiting for the "
+               "timeout)", name, r, e);
+        if (needle1) {
+            TAP_CONTAINS(msg, needle1, "%s: process %d: message says \"%s\"", name, r, needle1);
+        }
+        if (needle2) {
+            TAP_CONTAINS(msg, needle2, "%s: process %d: message says \"%s\"", name, r, needle2);
+        }
+    }
+}
+
+static void finish(job_t *j, const char *name)
+{
+    job_finish(j, 60);
+    int ok = 1;
+    for (int r = 0; r < j->n; r++) {
+        ok &= job_exited(j, r, 0);
+    }
+    TAP_OK(ok && !j->hung, "%s: every process exited by itself", name);
+    job_free(j);
+}
+
+int main(void)
+{
+    static job_t job;
+    static const char *const env[] = {"TEMPO_TIMEOUT=30s", NULL};
+
+    {
+        bs_arg_t a = {{{1, "TEMPO_SIZE=3"}}, -1, 0};
+        job_start(&job, 2, env, bs_rank, &a);
+        expect_ranks(&job, "sizes 2 and 3", 0x3, TEMPO_ERR_BOOTSTRAP, "size 3", "size 2");
+        finish(&job, "sizes 2 and 3");
+    }
+    {
+        /* Rank 2 claims 4 ranks. Rank 1 is told the reason when rank 0 accepted it before it met
+         * rank 2; if rank 0 gave up first, rank 1's connection is reset or refused, and it fails
+         * with the rendezvous's error or at its deadline (3 s here). Either is acceptable: it
+         * cannot know whether rank 0 is slow or gone. */
+        static const char *const env3[] = {"TEMPO_TIMEOUT=3s", NULL};
+        bs_arg_t a = {{{2, "TEMPO_SIZE=4"}}, -1, 0};
+        job_start(&job, 3, env3, bs_rank, &a);
+        expect_ranks(&job, "sizes 3, 3 and 4", 0x5, TEMPO_ERR_BOOTSTRAP, "size 4", "size 3");
+        job_wait_key(&job, 1, "status", 60);
+        int st = job_status_of(&job, 1, "status");
+        TAP_OK(st < 0, "sizes 3, 3 and 4: process 1 fails too (%s after %s s)",
+               tempo_status_name((tempo_status_t)st), job_get(&job, 1, "elapsed") ?: "?");
+        tap_diag("process 1: %s", job_get(&job, 1, "msg") ?: "(no message)");
+        finish(&job, "sizes 3, 3 and 4");
+    }
+    {
+        bs_arg_t a = {{{2, "TEMPO_RANK=1"}}, 2, 0};
+        job_start(&job, 3, env, bs_rank, &a);
+        job_go(&job, 2); /* the duplicate joins once the others are on their way */
+        expect_ranks(&job, "two processes as rank 1", 0x7, TEMPO_ERR_BOOTSTRAP, "rank 1", NULL);
+        TAP_CONTAINS(job_get(&job, 0, "msg"), "two processes joined as rank 1",
+                     "two processes as rank 1: rank 0 says so");
+        finish(&job, "two processes as rank 1");
+    }
+    {
+        bs_arg_t a = {{{0, "TEMPO_SIZE"}}, -1, 0};
+        job_start(&job, 1, env, bs_rank, &a);
+        expect_ranks(&job, "TEMPO_RANK without TEMPO_SIZE", 0x1, TEMPO_ERR_BOOTSTRAP,
+                     "TEMPO_RANK and TEMPO_SIZE must be set together", NULL);
+        finish(&job, "TEMPO_RANK without TEMPO_SIZE");
+    }
+    {
+        bs_arg_t a = {{{0, "TEMPO_RANK"}}, -1, 0};
+        job_start(&job, 1, env, bs_rank, &a);
+        expect_ranks(&job, "TEMPO_SIZE without TEMPO_RANK", 0x1, TEMPO_ERR_BOOTSTRAP,
+                     "TEMPO_RANK and TEMPO_SIZE must be set together", NULL);
+        finish(&job, "TEMPO_SIZE without TEMPO_RANK");
+    }
+    {
+        bs_arg_t a = {{{0, "TEMPO_ROOT"}, {0, "TEMPO_SIZE=2"}}, -1, 0};
+        job_start(&job, 1, env, bs_rank, &a);
+        expect_ranks(&job, "2 ranks, no TEMPO_ROOT", 0x1, TEMPO_ERR_BOOTSTRAP, "TEMPO_ROOT", NULL);
+        finish(&job, "2 ranks, no TEMPO_ROOT");
+    }
+    {
+        /* Process 1 belongs to job "other" (its rank 1); processes 0 and 2 are job "mine". Process
+         * 2 joins only once process 1 has been refused. */
+        bs_arg_t a = {{{0, "TEMPO_JOB_ID=mine"}, {1, "TEMPO_JOB_ID=other"},
+                       {2, "TEMPO_JOB_ID=mine"}, {2, "TEMPO_RANK=1"}},
+                      2, 1};
+        static const char *const env2[] = {"TEMPO_TIMEOUT=30s", "TEMPO_SIZE=2", NULL};
+        job_start(&job, 3, env2, bs_rank, &a);
+        expect_ranks(&job, "a process of another job", 0x2, TEMPO_ERR_BOOTSTRAP, "another job",
+                     NULL);
+        job_go(&job, 2);
+        expect_ranks(&job, "the job it tried to join", 0x5, TEMPO_OK, NULL, NULL);
+        TAP_OK(job_status_of(&job, 0, "sum") == 3 && job_status_of(&job, 2, "sum") == 3,
+               "the job it tried to join: an all-reduce across it works");
+        finish(&job, "another job at the rendezvous");
+    }
+    return tap_done();
+}

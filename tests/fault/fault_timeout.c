@@ -1,0 +1,144 @@
+/*
+ * fault_timeout.c — TEMPO_TIMEOUT=2s: a rank that never joins makes the others fail with
+ * TEMPO_ERR_TIMEOUT naming the rank they waited for, instead of hanging.
+ *
+ *   all-reduce  3 ranks on shared memory; rank 2 stays alive but never calls the all-reduce. Ranks
+ *               0 and 1 must fail with TEMPO_ERR_TIMEOUT after about 2 s (not before: the deadline
+ *               is honoured; well before the 30 s hang guard), naming rank 2, and a later call on
+ *               the failed job fails too.
+ *   recv        2 ranks over tcp (TEMPO_HOST_ID=%r); rank 0 receives from rank 1, which never
+ *               sends: TEMPO_ERR_TIMEOUT naming rank 1.
+ *   rendezvous  3 ranks, rank 2 never starts the library: ranks 0 and 1 fail tempo_comm_init_env
+ *               after about 2 s with TEMPO_ERR_TIMEOUT, rank 0 naming the missing rank.
+ * The absent rank is held alive by the test until the others have reported, then released.
+ */
+#include "config.h"
+
+#include <tempo.h>
+
+#include "tests/fault/job.h"
+
+#define TIMEOUT_S 2.0
+#define GUARD_S 30.0
+
+typedef struct {
+    int absent;  /* the rank that does not take part */
+    int mode;    /* 0 all-reduce, 1 recv, 2 rendezvous */
+} to_arg_t;
+
+static int to_rank(int rank, int size, void *arg)
+{
+    const to_arg_t *a = arg;
+    if (a->mode == 2 && rank == a->absent) {
+        rk_put("ready", "1");
+        rk_wait_go();
+        return 0;
+    }
+    tempo_comm_t comm;
+    double t0 = rk_now();
+    tempo_status_t st = tempo_comm_init_env(&comm);
+    if (a->mode == 2) {
+        rk_put("elapsed", "%.3f", rk_now() - t0);
+        rk_put("msg", "%s", tempo_last_error(NULL));
+        rk_put("status", "%d", (int)st);
+        if (st == TEMPO_OK) {
+            tempo_comm_destroy(comm);
+        }
+        return 0;
+    }
+    rk_put("init", "%d", (int)st);
+    if (st != TEMPO_OK) {
+        rk_put("initmsg", "%s", tempo_last_error(NULL));
+        return 1;
+    }
+    if (rank == a->absent) {
+        rk_put("ready", "1");
+        rk_wait_go(); /* alive, connected, silent */
+        tempo_comm_destroy(comm);
+        return 0;
+    }
+    float in[64] = {0}, out[64];
+    t0 = rk_now();
+    if (a->mode == 0) {
+        st = tempo_allreduce(comm, in, out, 64, TEMPO_FLOAT32, TEMPO_SUM);
+    } else {
+        st = tempo_recv(comm, out, 64, TEMPO_FLOAT32, a->absent, 5);
+    }
+    rk_put("elapsed", "%.3f", rk_now() - t0);
+    rk_put("msg", "%s", tempo_last_error(comm));
+    rk_put("status", "%d", (int)st);
+    tempo_status_t later = tempo_barrier(comm);
+    rk_put("later", "%d", (int)later);
+    rk_wait_go();
+    tempo_comm_destroy(comm);
+    return 0;
+}
+
+static void run_variant(const char *name, const char *const *env, int n, int absent, int mode)
+{
+    job_t *j = calloc(1, sizeof(*j));
+    to_arg_t a = {absent, mode};
+    if (job_start(j, n, env, to_rank, &a) != 0) {
+        TAP_OK(0, "%s: start", name);
+        free(j);
+        return;
+    }
+    char who[32];
+    snprintf(who, sizeof(who), "rank %d (host", absent);
+    for (int r = 0; r < n; r++) {
+        if (r == absent) {
+            continue;
+        }
+        if (mode != 2) {
+            /* The rendezvous has the same 2 s deadline; on a very busy machine it could miss it. */
+            const char *init = job_wait_key(j, r, "init", GUARD_S);
+            if (!init || atoi(init) != 0) {
+                TAP_OK(0, "%s: rank %d: tempo_comm_init_env (%s)", name, r,
+                       job_get(j, r, "initmsg") ?: "no report");
+                continue;
+            }
+        }
+        job_wait_key(j, r, mode == 2 ? "status" : "later", GUARD_S);
+        int st = job_status_of(j, r, "status");
+        const char *el = job_get(j, r, "elapsed");
+        double e = el ? atof(el) : -1;
+        const char *msg = job_get(j, r, "msg");
+        TAP_EQ_INT(st, TEMPO_ERR_TIMEOUT, "%s: rank %d fails with TEMPO_ERR_TIMEOUT", name, r);
+        TAP_OK(el && e >= TIMEOUT_S * 0.9 && e < GUARD_S, "%s: rank %d: after the deadline, not "
+               "before, and without hanging (%.3f s; TEMPO_TIMEOUT %.0f s)", name, r, e, TIMEOUT_S);
+        if (mode == 2) {
+            if (r == 0) {
+                TAP_CONTAINS(msg, "missing ranks 2", "%s: rank 0 names the missing rank", name);
+            } else {
+                TAP_CONTAINS(msg, "rendezvous", "%s: rank %d: the message speaks of the "
+                             "rendezvous", name, r);
+            }
+            continue;
+        }
+        TAP_CONTAINS(msg, "TEMPO_TIMEOUT", "%s: rank %d: the message names TEMPO_TIMEOUT", name, r);
+        TAP_CONTAINS(msg, who, "%s: rank %d: and the rank it waited for", name, r);
+        TAP_OK(job_status_of(j, r, "later") < 0, "%s: rank %d: a later barrier fails too (%d)",
+               name, r, job_status_of(j, r, "later"));
+    }
+    for (int r = 0; r < n; r++) {
+        job_go(j, r);
+    }
+    job_finish(j, GUARD_S);
+    for (int r = 0; r < n; r++) {
+        char how[64];
+        job_describe_exit(j, r, how, sizeof(how));
+        TAP_OK(job_exited(j, r, 0), "%s: rank %d exited 0 (%s)", name, r, how);
+    }
+    job_free(j);
+    free(j);
+}
+
+int main(void)
+{
+    static const char *const shm_env[] = {"TEMPO_TIMEOUT=2s", NULL};
+    static const char *const tcp_env[] = {"TEMPO_TIMEOUT=2s", "TEMPO_HOST_ID=%r", NULL};
+    run_variant("all-reduce, shm", shm_env, 3, 2, 0);
+    run_variant("recv, tcp", tcp_env, 2, 1, 1);
+    run_variant("rendezvous", shm_env, 3, 2, 2);
+    return tap_done();
+}

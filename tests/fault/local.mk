@@ -1,0 +1,28 @@
+# tests/fault/local.mk — fault and error tests through the public API: ranks killed with SIGKILL,
+# ranks that leave or abort, timeouts, invalid arguments, broken rendezvous.
+#
+# Each program is its own small launcher (tests/fault/job.h): it forks the ranks with TEMPO_RANK,
+# TEMPO_SIZE and TEMPO_ROOT set, so that it can kill one of them by pid while the others go on, and
+# prints TAP. Only loopback addresses are used.
+
+TEMPO_FAULT_TESTS = \
+	%reldir%/fault_kill \
+	%reldir%/fault_leave \
+	%reldir%/fault_timeout \
+	%reldir%/fault_invalid \
+	%reldir%/fault_bootstrap
+
+check_PROGRAMS += $(TEMPO_FAULT_TESTS)
+TESTS += $(TEMPO_FAULT_TESTS)
+noinst_HEADERS += %reldir%/job.h
+
+%canon_reldir%_fault_kill_SOURCES = %reldir%/fault_kill.c
+%canon_reldir%_fault_kill_LDADD = libtempo.la
+%canon_reldir%_fault_leave_SOURCES = %reldir%/fault_leave.c
+%canon_reldir%_fault_leave_LDADD = libtempo.la
+%canon_reldir%_fault_timeout_SOURCES = %reldir%/fault_timeout.c
+%canon_reldir%_fault_timeout_LDADD = libtempo.la
+%canon_reldir%_fault_invalid_SOURCES = %reldir%/fault_invalid.c
+%canon_reldir%_fault_invalid_LDADD = libtempo.la
+%canon_reldir%_fault_bootstrap_SOURCES = %reldir%/fault_bootstrap.c
+%canon_reldir%_fault_bootstrap_LDADD = libtempo.la

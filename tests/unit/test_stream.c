@@ -1,0 +1,726 @@
+/*
+ * test_stream.c — the stream layer (transport/stream.c) over an in-memory pipe pair, with no
+ * sockets and no shared memory: two fake worlds (rank 0 and rank 1 of a 2-rank job, made by
+ * tempo__world_create from a peer table), one stream in each, joined by two byte channels. The
+ * channels take and give bytes in small random pieces (seeded; TEMPO_TEST_SEED replays a run) and
+ * have a bounded capacity, so headers and payloads are split at every possible place and large
+ * messages are written in many partial writes.
+ *
+ * Checked: messages of 0 bytes to 1 MiB arrive intact, with receives posted before arrival, after
+ * it (unexpected messages) and while a message is arriving; messages with one tag are matched in
+ * order, other tags do not interfere; a receive of the wrong size fails with TEMPO_ERR_INVALID and
+ * remote_len, and the next message still arrives intact (posted, unexpected and half-arrived
+ * cases); malformed headers (bad magic, version, type, flags, reserved field, sender, length,
+ * point-to-point tag bits, data after goodbye) fail the world with a message naming the peer, fail
+ * pending and later transfers, and never crash, also when mutated at random; a goodbye marks the
+ * peer left, fails pending and later receives with TEMPO_ERR_REMOTE while messages sent before it
+ * are still delivered, and the end of the stream after it is clean; an end of stream without
+ * goodbye, in a message or between messages, and a write error fail the world; cancelling a
+ * half-sent message, a queued one, a posted receive, a receive in progress and a receive bound to a
+ * half-arrived message keeps the stream in sync.
+ */
+#include "config.h"
+
+#include <errno.h>
+
+#include "transport/stream.h"
+#include "tests/unit/tu.h"
+
+static uint64_t seed, rng;
+
+/* ------------------------------------------------------------------------------------------ */
+/* In-memory pipes                                                                            */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct {
+    char *buf;
+    size_t cap, off, len; /* valid bytes are buf[off, off + len) */
+    int closed;           /* the writer is gone: EOF once drained */
+} chan_t;
+
+typedef struct {
+    chan_t *tx, *rx;
+    size_t wmax, rmax;    /* largest piece per call */
+    int werr;             /* nonzero: writes fail with -werr */
+} end_t;
+
+static size_t piece(size_t max)
+{
+    return max <= 1 ? 1 : 1 + (size_t)(tu_rand64(&rng) % max);
+}
+
+static ssize_t mem_writev(void *pipe, const struct iovec *iov, int iovcnt)
+{
+    end_t *e = pipe;
+    chan_t *c = e->tx;
+    if (e->werr) {
+        return -e->werr;
+    }
+    if (c->off && c->off + c->len > c->cap / 2) {
+        memmove(c->buf, c->buf + c->off, c->len);
+        c->off = 0;
+    }
+    size_t room = c->cap - c->off - c->len, want = piece(e->wmax); /* TEMPO_MIN evaluates twice */
+    size_t allow = TEMPO_MIN(room, want), done = 0;
+    for (int i = 0; i < iovcnt && done < allow; i++) {
+        size_t n = TEMPO_MIN(iov[i].iov_len, allow - done);
+        memcpy(c->buf + c->off + c->len, iov[i].iov_base, n);
+        c->len += n;
+        done += n;
+    }
+    return (ssize_t)done;
+}
+
+static ssize_t mem_read(void *pipe, void *buf, size_t len)
+{
+    end_t *e = pipe;
+    chan_t *c = e->rx;
+    if (c->len == 0) {
+        return c->closed ? TEMPO_PIPE_EOF : 0;
+    }
+    size_t want = piece(e->rmax);
+    size_t n = TEMPO_MIN(TEMPO_MIN(len, c->len), want);
+    memcpy(buf, c->buf + c->off, n);
+    c->off += n;
+    c->len -= n;
+    if (c->len == 0) {
+        c->off = 0;
+    }
+    return (ssize_t)n;
+}
+
+static const tempo__pipe_ops_t mem_ops = {mem_writev, mem_read};
+
+/* Append raw bytes to a channel, as if the other side had written them. */
+static void inject(chan_t *c, const void *p, size_t n)
+{
+    if (c->off + c->len + n > c->cap) {
+        memmove(c->buf, c->buf + c->off, c->len);
+        c->off = 0;
+    }
+    memcpy(c->buf + c->off + c->len, p, n);
+    c->len += n;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* A pair of worlds and streams                                                               */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct {
+    tempo__world_t *w[2];
+    tempo__stream_t s[2];
+    chan_t ch[2];         /* ch[0]: 0 -> 1, ch[1]: 1 -> 0 */
+    end_t end[2];
+    int dead[2];          /* progress_recv returned < 0 */
+    int rc[2];            /* its last return value */
+} pair_t;
+
+static void pair_init(pair_t *p, size_t cap, size_t wmax, size_t rmax)
+{
+    tempo__peer_info_t table[2];
+    memset(table, 0, sizeof(table));
+    memset(p, 0, sizeof(*p));
+    for (int r = 0; r < 2; r++) {
+        table[r].rank = r;
+        table[r].pid = 4100 + r;
+        table[r].host_id = 7 + (uint64_t)r;
+        snprintf(table[r].hostname, sizeof(table[r].hostname), "host%c", 'A' + r);
+    }
+    for (int r = 0; r < 2; r++) {
+        if (tempo__world_create(r, 2, table, 30.0, &p->w[r]) != TEMPO_OK) {
+            printf("Bail out! tempo__world_create: %s\n", tempo__errmsg());
+            exit(1);
+        }
+        p->ch[r].buf = malloc(cap);
+        p->ch[r].cap = cap;
+    }
+    for (int r = 0; r < 2; r++) {
+        p->end[r].tx = &p->ch[r];
+        p->end[r].rx = &p->ch[1 - r];
+        p->end[r].wmax = wmax;
+        p->end[r].rmax = rmax;
+        if (tempo__stream_init(&p->s[r], p->w[r], 1 - r, "mem", &mem_ops, &p->end[r]) != TEMPO_OK) {
+            printf("Bail out! tempo__stream_init: %s\n", tempo__errmsg());
+            exit(1);
+        }
+    }
+}
+
+static void pair_fini(pair_t *p)
+{
+    for (int r = 0; r < 2; r++) {
+        tempo__stream_fini(&p->s[r]);
+        tempo__world_destroy(p->w[r], 0);
+        free(p->ch[r].buf);
+    }
+}
+
+/* One round of progress on both sides. */
+static void step(pair_t *p)
+{
+    for (int r = 0; r < 2; r++) {
+        tempo__stream_progress_send(&p->s[r]);
+        if (!p->dead[1 - r]) {
+            p->rc[1 - r] = tempo__stream_progress_recv(&p->s[1 - r]);
+            if (p->rc[1 - r] < 0) {
+                p->dead[1 - r] = 1;
+            }
+        }
+    }
+}
+
+/* Progress until both channels are empty and nothing is queued to send (or a side is dead). */
+static int pump(pair_t *p)
+{
+    for (long i = 0; i < 50000000; i++) {
+        step(p);
+        int idle = 1;
+        for (int r = 0; r < 2; r++) {
+            idle &= (p->ch[r].len == 0 || p->dead[1 - r]) &&
+                    (tempo__stream_send_idle(&p->s[r]) || p->s[r].state == STREAM_FAILED);
+        }
+        if (idle) {
+            return 1;
+        }
+    }
+    tap_diag("pump: no quiescence (hang)");
+    return 0;
+}
+
+static void xsend(pair_t *p, int from, tempo__xfer_t *x, uint64_t tag, const void *buf, size_t len)
+{
+    memset(x, 0, sizeof(*x));
+    x->peer = 1 - from;
+    x->is_send = 1;
+    x->tag = tag;
+    x->buf = (void *)buf;
+    x->len = len;
+    tempo__stream_isend(&p->s[from], x);
+}
+
+static void xrecv(pair_t *p, int at, tempo__xfer_t *x, uint64_t tag, void *buf, size_t len)
+{
+    memset(x, 0, sizeof(*x));
+    x->peer = 1 - at;
+    x->tag = tag;
+    x->buf = buf;
+    x->len = len;
+    tempo__stream_irecv(&p->s[at], x);
+}
+
+static void fill(char *b, size_t n, unsigned salt)
+{
+    for (size_t i = 0; i < n; i++) {
+        b[i] = (char)(i * 2654435761u >> 13 ^ salt);
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+
+static void test_sizes(void)
+{
+    static const size_t sizes[] = {0,    1,     2,     31,    32,    33,     4095,   8191,
+                                   8192, 8193,  65535, 65536, 65537, 300001, 1048576};
+    pair_t p;
+    pair_init(&p, 70000, 5000, 9000);
+    for (int mode = 0; mode < 3; mode++) {
+        long bad = 0;
+        for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+            size_t n = sizes[i];
+            char *out = malloc(n + 1), *in = malloc(n + 1);
+            fill(out, n, (unsigned)i);
+            memset(in, 0, n + 1);
+            tempo__xfer_t xs, xr;
+            uint64_t tag = tempo__tag_coll(1, (uint32_t)i, (unsigned)mode);
+            if (mode == 0) { /* posted before the message arrives */
+                xrecv(&p, 1, &xr, tag, in, n);
+                xsend(&p, 0, &xs, tag, out, n);
+                pump(&p);
+            } else if (mode == 1) { /* after: unexpected message */
+                xsend(&p, 0, &xs, tag, out, n);
+                pump(&p);
+                xrecv(&p, 1, &xr, tag, in, n);
+                pump(&p);
+            } else { /* while it arrives: a few steps, then post */
+                xsend(&p, 0, &xs, tag, out, n);
+                for (int k = 0; k < 3; k++) {
+                    step(&p);
+                }
+                xrecv(&p, 1, &xr, tag, in, n);
+                pump(&p);
+            }
+            int ok = xs.complete && xs.status == TEMPO_OK && xr.complete && xr.status == TEMPO_OK &&
+                     xr.done == n && memcmp(in, out, n) == 0 && in[n] == 0;
+            if (!ok && bad++ < 3) {
+                tap_diag("mode %d, %zu bytes: send %d/%d, recv %d/%d done %zu", mode, n,
+                         xs.complete, xs.status, xr.complete, xr.status, xr.done);
+            }
+            free(out);
+            free(in);
+        }
+        static const char *const modes[] = {"posted before arrival", "posted after arrival",
+                                            "posted while arriving"};
+        TAP_OK(bad == 0, "messages of 0 B to 1 MiB arrive intact, receives %s", modes[mode]);
+    }
+    TAP_EQ_UINT(p.s[1].unexpected_bytes, 0, "no unexpected bytes left behind");
+    TAP_EQ_INT(p.w[0]->failed, TEMPO_OK, "world 0 healthy");
+    TAP_EQ_INT(p.w[1]->failed, TEMPO_OK, "world 1 healthy");
+    pair_fini(&p);
+}
+
+static void test_order(void)
+{
+    pair_t p;
+    pair_init(&p, 4096, 700, 300);
+    enum { M = 6 };
+    char out[M][2000], in[M][2000], other_out[100], other_in[100];
+    tempo__xfer_t xs[M], xr[M], os, orx;
+    uint64_t tag = tempo__tag_p2p(3, 77), tag2 = tempo__tag_p2p(3, 78);
+    /* Receives 0..2 posted first; the other tag's receive posted before its message too. */
+    for (int i = 0; i < 3; i++) {
+        xrecv(&p, 1, &xr[i], tag, in[i], sizeof(in[i]));
+    }
+    xrecv(&p, 1, &orx, tag2, other_in, sizeof(other_in));
+    for (int i = 0; i < M; i++) {
+        fill(out[i], sizeof(out[i]), 100u + (unsigned)i);
+        xsend(&p, 0, &xs[i], tag, out[i], sizeof(out[i]));
+        if (i == 2) {
+            fill(other_out, sizeof(other_out), 9);
+            xsend(&p, 0, &os, tag2, other_out, sizeof(other_out));
+        }
+    }
+    pump(&p);
+    for (int i = 3; i < M; i++) {
+        xrecv(&p, 1, &xr[i], tag, in[i], sizeof(in[i]));
+    }
+    pump(&p);
+    int ok = 1;
+    for (int i = 0; i < M; i++) {
+        ok &= xr[i].complete && xr[i].status == TEMPO_OK && memcmp(in[i], out[i], 2000) == 0;
+    }
+    TAP_OK(ok, "%d messages with one tag are received in the order they were sent", M);
+    TAP_OK(orx.complete && orx.status == TEMPO_OK && memcmp(other_in, other_out, 100) == 0,
+           "a message with another tag in between goes to its own receive");
+    pair_fini(&p);
+}
+
+static void test_wrong_size(void)
+{
+    pair_t p;
+    pair_init(&p, 3000, 100, 77);
+    char out[5000], in[5000], in2[5000], next_out[64], next_in[64];
+    fill(out, sizeof(out), 1);
+    fill(next_out, sizeof(next_out), 2);
+    uint64_t tag = tempo__tag_coll(2, 5, 1);
+    tempo__xfer_t xs, xr, ns, nr;
+    char why[512];
+
+    /* Posted before arrival. */
+    xrecv(&p, 1, &xr, tag, in, 100);
+    xsend(&p, 0, &xs, tag, out, 200);
+    xsend(&p, 0, &ns, tag, next_out, sizeof(next_out));
+    pump(&p);
+    TAP_OK(xr.complete && xr.status == TEMPO_ERR_INVALID && xr.remote_len == 200,
+           "a posted receive of 100 bytes for a 200-byte message: TEMPO_ERR_INVALID, remote_len "
+           "%zu", xr.remote_len);
+    tempo__xfer_error(p.w[1], &xr, why, sizeof(why));
+    TAP_CONTAINS(why, "rank 0 (host hostA, pid 4100) sent 200 bytes where 100 were expected",
+                 "  the error text names the peer and both sizes");
+    TAP_OK(xs.complete && xs.status == TEMPO_OK, "  the send itself completes");
+    xrecv(&p, 1, &nr, tag, next_in, sizeof(next_in));
+    pump(&p);
+    TAP_OK(nr.complete && nr.status == TEMPO_OK && memcmp(next_in, next_out, 64) == 0,
+           "  and the next message with the same tag arrives intact");
+
+    /* Unexpected, fully arrived. */
+    xsend(&p, 0, &xs, tag, out, 300);
+    xsend(&p, 0, &ns, tag, next_out, sizeof(next_out));
+    pump(&p);
+    xrecv(&p, 1, &xr, tag, in, 299);
+    TAP_OK(xr.complete && xr.status == TEMPO_ERR_INVALID && xr.remote_len == 300,
+           "a receive of 299 bytes for an unexpected 300-byte message fails at once (remote_len "
+           "%zu)", xr.remote_len);
+    memset(next_in, 0, sizeof(next_in));
+    xrecv(&p, 1, &nr, tag, next_in, sizeof(next_in));
+    pump(&p);
+    TAP_OK(nr.complete && nr.status == TEMPO_OK && memcmp(next_in, next_out, 64) == 0,
+           "  and the next message arrives intact");
+
+    /* Unexpected, half arrived: the rest is consumed and dropped. */
+    xsend(&p, 0, &xs, tag, out, sizeof(out));
+    xsend(&p, 0, &ns, tag, next_out, sizeof(next_out));
+    for (int k = 0; k < 5; k++) {
+        step(&p);
+    }
+    int half = p.s[1].in_payload;
+    xrecv(&p, 1, &xr, tag, in2, 10);
+    pump(&p);
+    TAP_OK(half && xr.complete && xr.status == TEMPO_ERR_INVALID && xr.remote_len == sizeof(out),
+           "a wrong-size receive of a half-arrived message fails (half-arrived %d, status %d, "
+           "remote_len %zu)", half, xr.status, xr.remote_len);
+    memset(next_in, 0, sizeof(next_in));
+    xrecv(&p, 1, &nr, tag, next_in, sizeof(next_in));
+    pump(&p);
+    TAP_OK(nr.complete && nr.status == TEMPO_OK && memcmp(next_in, next_out, 64) == 0,
+           "  and the next message arrives intact");
+    TAP_EQ_UINT(p.s[1].unexpected_bytes, 0, "  nothing left buffered");
+    TAP_EQ_INT(p.w[1]->failed, TEMPO_OK, "a size mismatch does not fail the world");
+    pair_fini(&p);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+
+static tempo__wire_hdr_t good_hdr(uint32_t src, uint64_t tag, uint64_t len)
+{
+    tempo__wire_hdr_t h;
+    memset(&h, 0, sizeof(h));
+    h.magic = TEMPO_WIRE_MAGIC;
+    h.version = TEMPO_WIRE_VERSION;
+    h.type = TEMPO_WIRE_DATA;
+    h.src = src;
+    h.tag = tag;
+    h.len = len;
+    return h;
+}
+
+static void malformed(const char *what, tempo__wire_hdr_t h, const char *needle)
+{
+    pair_t p;
+    pair_init(&p, 4096, 64, 1); /* one byte at a time: the header arrives in 32 pieces */
+    char in[16];
+    tempo__xfer_t pending, later, sendx;
+    xrecv(&p, 1, &pending, tempo__tag_coll(1, 1, 1), in, sizeof(in));
+    inject(&p.ch[0], &h, sizeof(h));
+    char payload[64] = {0};
+    inject(&p.ch[0], payload, sizeof(payload));
+    int rc = 0;
+    for (int i = 0; i < 200 && rc >= 0; i++) {
+        rc = tempo__stream_progress_recv(&p.s[1]);
+    }
+    TAP_OK(rc == -1 && p.w[1]->failed == TEMPO_ERR_REMOTE, "%s: the world fails with "
+           "TEMPO_ERR_REMOTE (rc %d, failed %d)", what, rc, p.w[1]->failed);
+    TAP_CONTAINS(p.w[1]->failmsg, "rank 0 (host hostA, pid 4100)", "  the message names the peer");
+    TAP_CONTAINS(p.w[1]->failmsg, needle, "  and the problem");
+    TAP_OK(pending.complete && pending.status == TEMPO_ERR_REMOTE, "  a pending receive fails");
+    xrecv(&p, 1, &later, tempo__tag_coll(1, 1, 2), in, sizeof(in));
+    xsend(&p, 1, &sendx, tempo__tag_coll(1, 1, 2), in, sizeof(in));
+    TAP_OK(later.complete && later.status == TEMPO_ERR_REMOTE && sendx.complete &&
+               sendx.status == TEMPO_ERR_REMOTE,
+           "  later receives and sends fail at once");
+    pair_fini(&p);
+}
+
+static void test_malformed(void)
+{
+    tempo__wire_hdr_t h;
+    h = good_hdr(0, 5, 8);
+    h.magic = 0x12345678;
+    malformed("bad magic", h, "bad magic");
+    h = good_hdr(0, 5, 8);
+    h.version = TEMPO_WIRE_VERSION + 1;
+    malformed("bad version", h, "wire version");
+    h = good_hdr(0, 5, 8);
+    h.type = 7;
+    malformed("unknown type", h, "unknown type");
+    h = good_hdr(0, 5, 8);
+    h.flags = 1;
+    malformed("flags set", h, "reserved fields");
+    h = good_hdr(0, 5, 8);
+    h.reserved = 0x100;
+    malformed("reserved field set", h, "reserved fields");
+    h = good_hdr(1, 5, 8);
+    malformed("wrong sender (its own rank)", h, "claiming to come from rank 1");
+    h = good_hdr(77, 5, 8);
+    malformed("wrong sender (out of range)", h, "claiming to come from rank 77");
+    h = good_hdr(0, 5, TEMPO_WIRE_MAX_LEN + 1);
+    malformed("impossible length", h, "impossible length");
+    h = good_hdr(0, 5, UINT64_MAX);
+    malformed("length 2^64-1", h, "impossible length");
+    h = good_hdr(0, 0, 4);
+    h.type = TEMPO_WIRE_BYE;
+    malformed("goodbye with a payload", h, "impossible length");
+    h = good_hdr(0, (1ull << 63) | (1ull << 40) | 5, 8);
+    malformed("point-to-point tag with reserved bits", h, "reserved bits");
+
+    /* Data after goodbye. */
+    pair_t p;
+    pair_init(&p, 4096, 64, 64);
+    tempo__wire_hdr_t bye = good_hdr(0, 0, 0);
+    bye.type = TEMPO_WIRE_BYE;
+    tempo__wire_hdr_t data = good_hdr(0, 9, 0);
+    inject(&p.ch[0], &bye, sizeof(bye));
+    inject(&p.ch[0], &data, sizeof(data));
+    int rc = 0;
+    for (int i = 0; i < 100 && rc >= 0; i++) {
+        rc = tempo__stream_progress_recv(&p.s[1]);
+    }
+    TAP_OK(rc == -1 && p.w[1]->failed == TEMPO_ERR_REMOTE, "data after a goodbye fails the world");
+    TAP_CONTAINS(p.w[1]->failmsg, "after saying goodbye", "  message: %s", p.w[1]->failmsg);
+    pair_fini(&p);
+}
+
+static void test_fuzz(void)
+{
+    /* A valid stream of messages, then one random corruption (bit flips or a byte run), delivered
+     * in random pieces. Whatever happens must be a clean outcome: messages delivered, or the world
+     * failed naming the peer. A crash ends the test program (and fails it). */
+    int failed_worlds = 0, clean = 0, named = 1;
+    for (int iter = 0; iter < 300; iter++) {
+        pair_t p;
+        pair_init(&p, 1 << 16, 1 << 16, 1 + (size_t)(tu_rand64(&rng) % 200));
+        char raw[8192];
+        size_t len = 0;
+        for (int m = 0; m < 4; m++) {
+            size_t n = (size_t)(tu_rand64(&rng) % 1000);
+            tempo__wire_hdr_t h = good_hdr(0, tempo__tag_coll(1, 1, (unsigned)m), n);
+            memcpy(raw + len, &h, sizeof(h));
+            len += sizeof(h);
+            fill(raw + len, n, (unsigned)m);
+            len += n;
+        }
+        int flips = 1 + (int)(tu_rand64(&rng) % 4);
+        for (int f = 0; f < flips; f++) {
+            size_t at = (size_t)(tu_rand64(&rng) % len);
+            raw[at] ^= (char)(1u << (tu_rand64(&rng) % 8));
+        }
+        inject(&p.ch[0], raw, len);
+        p.ch[0].closed = (int)(tu_rand64(&rng) & 1); /* sometimes the peer then vanishes */
+        char in[4][1000];
+        tempo__xfer_t xr[4];
+        for (int m = 0; m < 4; m++) {
+            xrecv(&p, 1, &xr[m], tempo__tag_coll(1, 1, (unsigned)m), in[m],
+                  (size_t)(tu_rand64(&rng) % 1000));
+        }
+        int rc = 0;
+        for (int i = 0; i < 100000 && rc >= 0 && p.ch[0].len; i++) {
+            rc = tempo__stream_progress_recv(&p.s[1]);
+        }
+        if (p.w[1]->failed) {
+            failed_worlds++;
+            named &= strstr(p.w[1]->failmsg, "rank 0 (host hostA, pid 4100)") != NULL;
+        } else {
+            clean++;
+        }
+        pair_fini(&p);
+    }
+    tap_diag("fuzz: %d runs failed the world, %d did not", failed_worlds, clean);
+    TAP_OK(1, "300 corrupted streams were handled without crashing");
+    TAP_OK(named, "every failure they caused names the peer");
+}
+
+/* ------------------------------------------------------------------------------------------ */
+
+static void test_goodbye(void)
+{
+    pair_t p;
+    pair_init(&p, 4096, 100, 100);
+    char m1[300], in1[300], in2[8], junk[8] = "x";
+    fill(m1, sizeof(m1), 3);
+    tempo__xfer_t s1, r_pending, r_before, r_after, s_after, s_from_leaver;
+    uint64_t t1 = tempo__tag_p2p(1, 1), t2 = tempo__tag_p2p(1, 2), t3 = tempo__tag_p2p(1, 3);
+    xrecv(&p, 1, &r_pending, t2, in2, sizeof(in2));
+    xsend(&p, 0, &s1, t1, m1, sizeof(m1));
+    TAP_EQ_INT(tempo__stream_send_bye(&p.s[0]), TEMPO_OK, "goodbye queued behind a message");
+    xsend(&p, 0, &s_from_leaver, t3, junk, sizeof(junk));
+    TAP_OK(s_from_leaver.complete && s_from_leaver.status == TEMPO_ERR_REMOTE,
+           "nothing can be sent after one's own goodbye");
+    pump(&p);
+    TAP_EQ_INT(p.w[1]->peers[0].left, 1, "the receiver marks the peer as left");
+    TAP_EQ_INT(p.w[1]->failed, TEMPO_OK, "a goodbye does not fail the world");
+    TAP_OK(r_pending.complete && r_pending.status == TEMPO_ERR_REMOTE,
+           "a receive pending at the goodbye fails with TEMPO_ERR_REMOTE");
+    char why[512];
+    tempo__xfer_error(p.w[1], &r_pending, why, sizeof(why));
+    TAP_CONTAINS(why, "rank 0 (host hostA, pid 4100) has left", "  and its error text says the "
+                 "peer left: %s", why);
+    xrecv(&p, 1, &r_before, t1, in1, sizeof(in1));
+    TAP_OK(r_before.complete && r_before.status == TEMPO_OK && memcmp(in1, m1, 300) == 0,
+           "a message sent before the goodbye is still delivered");
+    xrecv(&p, 1, &r_after, t3, in2, sizeof(in2));
+    TAP_OK(r_after.complete && r_after.status == TEMPO_ERR_REMOTE,
+           "a receive posted after the goodbye fails at once");
+    xsend(&p, 1, &s_after, t3, junk, sizeof(junk));
+    TAP_OK(s_after.complete && s_after.status == TEMPO_ERR_REMOTE,
+           "a send to a peer that left fails at once");
+    p.ch[0].closed = 1;
+    int rc = tempo__stream_progress_recv(&p.s[1]);
+    TAP_EQ_INT(rc, -2, "the end of the stream after a goodbye is a clean end (-2)");
+    TAP_EQ_INT(p.w[1]->failed, TEMPO_OK, "  and does not fail the world");
+    pair_fini(&p);
+}
+
+static void eof_case(const char *what, size_t partial, const char *needle)
+{
+    pair_t p;
+    pair_init(&p, 4096, 64, 64);
+    char in[100];
+    tempo__xfer_t r;
+    xrecv(&p, 1, &r, tempo__tag_coll(1, 2, 3), in, sizeof(in));
+    tempo__wire_hdr_t h = good_hdr(0, tempo__tag_coll(1, 2, 3), sizeof(in));
+    char raw[200];
+    memcpy(raw, &h, sizeof(h));
+    memset(raw + sizeof(h), 1, sizeof(in));
+    inject(&p.ch[0], raw, partial);
+    p.ch[0].closed = 1;
+    int rc = 0;
+    for (int i = 0; i < 100 && rc >= 0; i++) {
+        rc = tempo__stream_progress_recv(&p.s[1]);
+    }
+    TAP_OK(rc == -1 && p.w[1]->failed == TEMPO_ERR_REMOTE, "%s: the world fails", what);
+    TAP_CONTAINS(p.w[1]->failmsg, "rank 0 (host hostA, pid 4100)", "  naming the peer");
+    TAP_CONTAINS(p.w[1]->failmsg, needle, "  message: %s", p.w[1]->failmsg);
+    TAP_OK(r.complete && r.status == TEMPO_ERR_REMOTE, "  the pending receive fails");
+    pair_fini(&p);
+}
+
+static void test_eof_and_errors(void)
+{
+    eof_case("end of stream between messages", 0, "closed its connection unexpectedly");
+    eof_case("end of stream inside a header", 10, "closed its connection");
+    eof_case("end of stream inside a payload", sizeof(tempo__wire_hdr_t) + 40,
+             "in the middle of a message");
+
+    pair_t p;
+    pair_init(&p, 4096, 64, 64);
+    p.end[0].werr = EPIPE;
+    char buf[10] = "abc";
+    tempo__xfer_t x;
+    xsend(&p, 0, &x, 5, buf, sizeof(buf));
+    TAP_OK(x.complete && x.status == TEMPO_ERR_REMOTE && p.w[0]->failed == TEMPO_ERR_REMOTE,
+           "a write error fails the send and the world");
+    TAP_CONTAINS(p.w[0]->failmsg, "rank 1 (host hostB, pid 4101) broke the connection",
+                 "  message: %s", p.w[0]->failmsg);
+    pair_fini(&p);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+
+static void test_cancel(void)
+{
+    enum { BIG = 1 << 20 };
+    char *big = malloc(BIG), *orig = malloc(BIG), *in = malloc(BIG);
+    char small_out[100], small_in[100];
+    fill(big, BIG, 11);
+    memcpy(orig, big, BIG);
+    fill(small_out, sizeof(small_out), 12);
+    uint64_t t1 = tempo__tag_coll(1, 1, 1), t2 = tempo__tag_coll(1, 1, 2);
+    tempo__xfer_t xs, xs2, xq, xr, xr2;
+
+    /* A half-sent message is finished from a private copy. */
+    pair_t p;
+    pair_init(&p, 65536, 65536, 65536);
+    xsend(&p, 0, &xs, t1, big, BIG);
+    TAP_OK(!xs.complete && xs.done > 0 && xs.done < BIG, "a 1 MiB send is partly written (%zu "
+           "bytes)", xs.done);
+    tempo__stream_cancel(&p.s[0], &xs);
+    TAP_OK(xs.complete && xs.status == TEMPO_ERR_ABORTED, "cancel completes it with "
+           "TEMPO_ERR_ABORTED");
+    memset(big, 0, BIG); /* the caller may reuse the buffer at once */
+    xsend(&p, 0, &xs2, t2, small_out, sizeof(small_out));
+    xrecv(&p, 1, &xr, t1, in, BIG);
+    xrecv(&p, 1, &xr2, t2, small_in, sizeof(small_in));
+    pump(&p);
+    TAP_OK(xr.complete && xr.status == TEMPO_OK && memcmp(in, orig, BIG) == 0,
+           "the receiver still gets the cancelled message whole, as it was when cancelled");
+    TAP_OK(xr2.complete && xr2.status == TEMPO_OK && memcmp(small_in, small_out, 100) == 0,
+           "and the next message intact: the stream stays in sync");
+    pair_fini(&p);
+
+    /* A queued message that has not started is withdrawn. */
+    memcpy(big, orig, BIG);
+    pair_init(&p, 65536, 65536, 65536);
+    xsend(&p, 0, &xs, t1, big, BIG);
+    xsend(&p, 0, &xq, t2, small_out, sizeof(small_out));
+    tempo__stream_cancel(&p.s[0], &xq);
+    xsend(&p, 0, &xs2, t2, small_out + 1, 50);
+    xrecv(&p, 1, &xr, t1, in, BIG);
+    xrecv(&p, 1, &xr2, t2, small_in, 50);
+    pump(&p);
+    TAP_OK(xq.complete && xq.status == TEMPO_ERR_ABORTED && xr2.complete &&
+               xr2.status == TEMPO_OK && memcmp(small_in, small_out + 1, 50) == 0 &&
+               xr.status == TEMPO_OK,
+           "a queued send that is cancelled is never sent; the next one with its tag matches");
+    pair_fini(&p);
+
+    /* A posted receive that is cancelled does not take the message. */
+    pair_init(&p, 65536, 65536, 65536);
+    memset(small_in, 0x77, sizeof(small_in));
+    xrecv(&p, 1, &xr, t2, small_in, sizeof(small_in));
+    tempo__stream_cancel(&p.s[1], &xr);
+    xsend(&p, 0, &xs, t2, small_out, sizeof(small_out));
+    pump(&p);
+    TAP_OK(xr.status == TEMPO_ERR_ABORTED && (unsigned char)small_in[0] == 0x77 &&
+               p.s[1].unexpected_bytes == sizeof(small_out),
+           "a cancelled posted receive is not written; the message waits as unexpected");
+    char again[100];
+    xrecv(&p, 1, &xr2, t2, again, sizeof(again));
+    TAP_OK(xr2.complete && xr2.status == TEMPO_OK && memcmp(again, small_out, 100) == 0,
+           "  and goes to the next receive");
+    pair_fini(&p);
+
+    /* A receive cancelled while its payload streams in: the rest is discarded. */
+    pair_init(&p, 65536, 65536, 65536);
+    xrecv(&p, 1, &xr, t1, in, BIG);
+    xsend(&p, 0, &xs, t1, orig, BIG);
+    for (int k = 0; k < 4; k++) {
+        step(&p);
+    }
+    int streaming = p.s[1].rx == &xr;
+    tempo__stream_cancel(&p.s[1], &xr);
+    memset(in, 0x55, BIG);
+    xsend(&p, 0, &xs2, t2, small_out, sizeof(small_out));
+    xrecv(&p, 1, &xr2, t2, small_in, sizeof(small_in));
+    pump(&p);
+    int untouched = 1;
+    for (size_t i = 0; i < BIG; i++) {
+        untouched &= (unsigned char)in[i] == 0x55;
+    }
+    TAP_OK(streaming && xr.status == TEMPO_ERR_ABORTED && untouched,
+           "a receive cancelled mid-payload is not written after the cancel (streaming %d)",
+           streaming);
+    TAP_OK(xr2.complete && xr2.status == TEMPO_OK && memcmp(small_in, small_out, 100) == 0,
+           "  and the next message arrives intact");
+    pair_fini(&p);
+
+    /* A receive bound to a half-arrived unexpected message, cancelled. */
+    pair_init(&p, 65536, 65536, 65536);
+    xsend(&p, 0, &xs, t1, orig, BIG);
+    for (int k = 0; k < 4; k++) {
+        step(&p);
+    }
+    xrecv(&p, 1, &xr, t1, in, BIG);
+    int bound = !xr.complete;
+    tempo__stream_cancel(&p.s[1], &xr);
+    memset(in, 0x55, BIG);
+    xsend(&p, 0, &xs2, t2, small_out, sizeof(small_out));
+    xrecv(&p, 1, &xr2, t2, small_in, sizeof(small_in));
+    pump(&p);
+    untouched = 1;
+    for (size_t i = 0; i < BIG; i++) {
+        untouched &= (unsigned char)in[i] == 0x55;
+    }
+    TAP_OK(bound && xr.status == TEMPO_ERR_ABORTED && untouched && p.s[1].unexpected_bytes == 0,
+           "a receive bound to a half-arrived message, cancelled: not written, nothing kept");
+    TAP_OK(xr2.complete && xr2.status == TEMPO_OK && memcmp(small_in, small_out, 100) == 0,
+           "  and the next message arrives intact");
+    pair_fini(&p);
+    free(big);
+    free(orig);
+    free(in);
+}
+
+int main(void)
+{
+    seed = tu_seed();
+    rng = seed;
+    tap_diag("seed %llu (replay with TEMPO_TEST_SEED)", (unsigned long long)seed);
+    test_sizes();
+    test_order();
+    test_wrong_size();
+    test_malformed();
+    test_fuzz();
+    test_goodbye();
+    test_eof_and_errors();
+    test_cancel();
+    return tap_done();
+}
