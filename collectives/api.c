@@ -356,13 +356,15 @@ static tempo_status_t post_locked(struct tempo_comm *c, const args_t *a, const t
         op->status = tempo__op_fail(op, w->failed, "%s", w->failmsg);
         return op->status;
     }
-    int trivial = a->coll != TEMPO__COLL_BARRIER && a->count == 0;
-    if (trivial || (c->size == 1 && a->coll == TEMPO__COLL_BARRIER)) {
+    /* The algorithm is chosen (and a forced one validated) even when there is nothing to move, so
+     * that errors do not depend on the count. */
+    const tempo__algo_t *algo;
+    tempo_status_t st = tempo__algo_select(op, forced, &algo);
+    int trivial = a->coll != TEMPO__COLL_BARRIER ? a->count == 0 : c->size == 1;
+    if (st == TEMPO_OK && trivial) {
         op->status = TEMPO_OK;
         return TEMPO_OK;
     }
-    const tempo__algo_t *algo;
-    tempo_status_t st = tempo__algo_select(op, forced, &algo);
     if (st == TEMPO_OK) {
         op->algo = algo->name;
         st = algo->start(op);

@@ -1,3 +1,17 @@
 # tests/mr/local.mk — multi-rank tests: shell scripts that start real processes through tempo-run.
 TESTS += %reldir%/tempo_run.sh
 EXTRA_DIST += %reldir%/tempo_run.sh
+
+# Collective correctness (coll_shm.sh: every rank on one host, shared memory; coll_tcp.sh: every
+# rank its own host through TEMPO_HOST_ID=%r, TCP) and determinism, rank counts 1 to 8. Both
+# coll_*.sh run coll_run.sh, which launches coll_test once per rank count and turns the ranks'
+# result files into TAP.
+TESTS += %reldir%/coll_shm.sh %reldir%/coll_tcp.sh %reldir%/determinism.sh
+EXTRA_DIST += %reldir%/coll_shm.sh %reldir%/coll_tcp.sh %reldir%/coll_run.sh \
+	%reldir%/determinism.sh
+check_PROGRAMS += %reldir%/coll_test %reldir%/determinism
+noinst_HEADERS += %reldir%/mrtest.h
+%canon_reldir%_coll_test_SOURCES = %reldir%/coll_test.c
+%canon_reldir%_coll_test_LDADD = libtempo.la
+%canon_reldir%_determinism_SOURCES = %reldir%/determinism.c
+%canon_reldir%_determinism_LDADD = libtempo.la

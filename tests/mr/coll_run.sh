@@ -1,0 +1,200 @@
+#!/bin/sh
+# tests/mr/coll_run.sh TRANSPORT — the driver of coll_shm.sh and coll_tcp.sh (TRANSPORT is shm or
+# tcp): launches tests/mr/coll_test through tempo-run at each rank count 1..8 and turns the ranks'
+# result files into TAP, one point per launch and one per (rank count, check group), the groups
+# being each collective's automatic choice and each of its algorithms ("allreduce/ring"), barrier,
+# send/recv rings, the many-requests-in-flight phase and the self-test of the reference.
+#
+# What runs inside one launch is documented at the top of coll_test.c. At the few-MB size the
+# product is reduced at rank counts above COLL_FULL_BIG_MAX (default 4), to keep the pair of
+# scripts within a few minutes on a 2-core machine:
+#   reductions     every dtype with sum; every op with float32, with one 16-bit float type
+#                  (float16 at odd rank counts, bfloat16 at even ones) and with one integer type
+#                  rotating with the rank count (int8, uint8, int32, uint32, int64, uint64)
+#   data movement  one dtype per element size: int8, bfloat16, float32, float64
+#   in-place with sendbuf == recvbuf (reduce_scatter, allgather): float32 (sum) only
+# Counts 0, 1 and 1037 always run the whole product, at every rank count.
+#
+# A group passes when every rank wrote the same number of checks for it and none failed. Checks
+# the library refused with TEMPO_ERR_UNSUPPORTED (allreduce "shm" across hosts) are skipped; on
+# shm, with 2 ranks or more, such a refusal is a failure: every algorithm can run on one host.
+# A launch passes when tempo-run exits 0, every rank wrote its END line and, where the INIT log
+# (TEMPO_DEBUG=INFO) has its "transports:" line, used the intended transport. Results never come
+# from the library's own reporting: the ranks check their data against a reference computed
+# locally and write files, which this script reads.
+#
+# Knobs (environment): COLL_RANKS ("1 2 3 4 5 6 7 8"), COLL_FULL_BIG_MAX (4; 8 runs the whole
+# product everywhere), COLL_TIMEOUT (per launch, 600 s: the hang guard), COLL_KEEP=1 keeps the
+# result files (path printed). Run by the automake harness with top_builddir exported, or by hand:
+#     top_builddir=/path/to/build sh tests/mr/coll_shm.sh
+
+transport=$1
+case $transport in
+shm | tcp) ;;
+*)
+    echo "Bail out! usage: coll_run.sh shm|tcp"
+    exit 1
+    ;;
+esac
+
+TR="${top_builddir:-.}/tools/tempo-run"
+PROG="${top_builddir:-.}/tests/mr/coll_test"
+for f in "$TR" "$PROG"; do
+    if [ ! -x "$f" ]; then
+        echo "Bail out! $f not found or not executable (build it first: make check)"
+        exit 1
+    fi
+done
+
+# Nothing from the caller's environment may change what is tested.
+unset TEMPO_ROOT TEMPO_RANK TEMPO_SIZE TEMPO_LOCAL_RANK TEMPO_LOCAL_SIZE TEMPO_ALGO TEMPO_SHM \
+    TEMPO_HOST_ID
+if [ "$transport" = tcp ]; then
+    TEMPO_HOST_ID=%r # every rank its own host: no shared memory, TCP between all pairs
+    export TEMPO_HOST_ID
+fi
+# A lost message shows up as a timeout of the library's wait well before tempo-run's hang guard.
+TEMPO_TIMEOUT=60
+export TEMPO_TIMEOUT
+# The INIT log says which transport each rank uses ("transports: 2 peers over shm, 0 over tcp"):
+# the launch point checks it, so a tcp run that silently used shared memory (or the reverse) fails.
+if [ -z "${TEMPO_DEBUG:-}" ]; then
+    TEMPO_DEBUG=INFO
+    TEMPO_DEBUG_SUBSYS=INIT
+    export TEMPO_DEBUG TEMPO_DEBUG_SUBSYS
+fi
+
+ranks=${COLL_RANKS:-1 2 3 4 5 6 7 8}
+full_big_max=${COLL_FULL_BIG_MAX:-4}
+launch_timeout=${COLL_TIMEOUT:-600}
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/coll_$transport.XXXXXX") || exit 1
+if [ "${COLL_KEEP:-0}" = 1 ]; then
+    trap 'echo "# results kept in $tmp"' EXIT
+else
+    trap 'rm -rf "$tmp"' EXIT
+fi
+trap 'exit 1' HUP INT TERM
+
+if ! "$PROG" --list >"$tmp/groups" || [ ! -s "$tmp/groups" ]; then
+    echo "Bail out! $PROG --list failed"
+    exit 1
+fi
+ngroups=$(wc -l <"$tmp/groups")
+nlaunch=0
+for n in $ranks; do nlaunch=$((nlaunch + 1)); done
+echo "1..$((nlaunch * (1 + ngroups)))"
+
+strict=0
+[ "$transport" = shm ] && strict=1
+
+num=0
+t_start=$(date +%s)
+for n in $ranks; do
+    dir="$tmp/n$n"
+    mkdir "$dir" || exit 1
+    big=
+    [ "$n" -le "$full_big_max" ] && big=--full-big
+    t0=$(date +%s)
+    "$TR" -n "$n" --timeout "$launch_timeout" "$PROG" --out "$dir" $big >"$dir/out" 2>&1 </dev/null
+    rc=$?
+    elapsed=$(($(date +%s) - t0))
+
+    # The launch: exit status 0 and an END line from every rank.
+    num=$((num + 1))
+    missing=
+    r=0
+    while [ $r -lt "$n" ]; do
+        grep -q '^END ' "$dir/r$r" 2>/dev/null || missing="$missing $r"
+        r=$((r + 1))
+    done
+    # Every rank's "transports:" line, if the log has them, must name the intended transport.
+    if [ "$transport" = shm ]; then
+        want="$((n - 1)) peers over shm, 0 over tcp"
+    else
+        want="0 peers over shm, $((n - 1)) over tcp"
+    fi
+    nlines=$(grep -c 'transports: [0-9]* peers over shm, [0-9]* over tcp' "$dir/out")
+    nright=$(grep -c "transports: $want\$" "$dir/out")
+    desc="$transport n=$n: launch of $n ranks ($elapsed s${big:+, full product at the MB size})"
+    if [ "$rc" -eq 0 ] && [ -z "$missing" ] && [ "$nright" -eq "$nlines" ]; then
+        echo "ok $num - $desc"
+        [ "$nlines" -eq 0 ] && echo "# could not confirm the transport: no 'transports:' log line"
+    else
+        echo "not ok $num - $desc"
+        echo "# tempo-run exited with status $rc${missing:+; no END line from rank(s)$missing}"
+        [ "$rc" -eq 124 ] && echo "# (124: the hang guard, --timeout $launch_timeout, ended it)"
+        [ "$nright" -ne "$nlines" ] &&
+            echo "# $((nlines - nright)) rank(s) did not log 'transports: $want'"
+        grep -v ' INFO ' "$dir/out" | tail -n 15 | cut -c 1-300 | sed 's/^/#   /'
+        grep 'transports: ' "$dir/out" | grep -v "transports: $want\$" | head -n 3 |
+            cut -c 1-300 | sed 's/^/#   /'
+    fi
+
+    # One point per group, in the order of --list.
+    files=
+    r=0
+    while [ $r -lt "$n" ]; do
+        files="$files $dir/r$r"
+        touch "$dir/r$r"
+        r=$((r + 1))
+    done
+    # shellcheck disable=SC2086
+    awk -v n="$n" -v tr="$transport" -v strict="$strict" -v num="$num" '
+        FILENAME == ARGV[1] { order[++ng] = $1; next }
+        {
+            rank = substr(FILENAME, match(FILENAME, /r[0-9]+$/) + 1) + 0
+            if ($1 == "END") next
+            g = $1; st = $2
+            cnt[g, rank]++
+            if (st == "PASS") pass[g]++
+            else if (st == "FAIL") {
+                fail[g]++
+                if (nd[g]++ < 4) diag[g, nd[g]] = "rank " rank ": " $0
+            }
+            else if (st == "SKIP") {
+                skip[g]++
+                if (index($0, "TEMPO_ERR_UNSUPPORTED")) {
+                    libskip[g]++
+                    if (strict && n > 1 && nd[g]++ < 4)
+                        diag[g, nd[g]] = "rank " rank ": " $0
+                }
+                if (!(g in why)) {
+                    w = $0; sub(/^[^ ]+ SKIP /, "", w); sub(/^.*TEMPO_ERR_UNSUPPORTED: /, "", w)
+                    gsub(/#/, " ", w)
+                    why[g] = substr(w, 1, 160)
+                }
+            }
+        }
+        END {
+            for (i = 1; i <= ng; i++) {
+                g = order[i]; num++
+                bad = ""; absent = ""; uneven = 0
+                for (r = 0; r < n; r++) {
+                    if (!cnt[g, r]) absent = absent " " r
+                    else if (cnt[g, r] != cnt[g, 0]) uneven = 1
+                }
+                if (fail[g]) bad = fail[g] " check(s) failed"
+                else if (absent != "") bad = "no result from rank(s)" absent
+                else if (uneven) bad = "the ranks recorded different numbers of checks"
+                else if (strict && n > 1 && libskip[g])
+                    bad = libskip[g] " check(s) refused with TEMPO_ERR_UNSUPPORTED on one host"
+                desc = tr " n=" n " " g ": " pass[g] + 0 " passed, " skip[g] + 0 " skipped"
+                desc = desc " (all ranks)"
+                if (bad != "") {
+                    print "not ok " num " - " desc
+                    print "# " bad
+                    for (k = 1; k <= nd[g] && k <= 4; k++)
+                        print "#   " substr(diag[g, k], 1, 400)
+                    if (nd[g] > 4) print "#   ... " nd[g] - 4 " more"
+                } else if (!pass[g] && skip[g]) {
+                    print "ok " num " - " desc " # SKIP " why[g]
+                } else {
+                    print "ok " num " - " desc
+                }
+            }
+        }' "$tmp/groups" $files
+    num=$((num + ngroups))
+    echo "# $transport n=$n: $elapsed s"
+done
+echo "# $transport: all launches took $(($(date +%s) - t_start)) s"
