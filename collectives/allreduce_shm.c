@@ -38,13 +38,15 @@
 #include "topo/host.h"
 
 #define SMALL_MAX 8192
-/* Results are written with streaming stores when the ranks' send and receive buffers together
- * exceed the last-level cache: then the result would not stay cached anyway, and bypassing the
- * cache doubles the write bandwidth. Smaller results stay in the cache (the caller, or the next
- * operation in place, reads them soon). */
-static size_t stream_min(int n)
+/* Results are written with streaming stores when the host's working set (every rank's send and
+ * receive buffers, one buffer per rank in place) exceeds the last-level cache: then the result would
+ * not stay cached anyway, and bypassing the cache doubles the write bandwidth. Smaller results stay
+ * in the cache, where the caller, or the next operation in place, reads them soon. */
+static int use_stream(const tempo__op_t *op, int n)
 {
-    return TEMPO_MAX(tempo__host_llc_bytes() / (2 * (size_t)n), (size_t)1 << 20);
+    size_t bytes = op->count * tempo_dtype_size(op->dtype);
+    size_t per_rank = op->sendbuf == op->recvbuf ? bytes : 2 * bytes;
+    return per_rank > tempo__host_llc_bytes() / (size_t)n;
 }
 
 typedef struct {
@@ -72,7 +74,6 @@ struct tempo__shm_coll {
     uint64_t nsmall;    /* small operations started (same on every rank) */
     uint64_t nseg;      /* segments started (same on every rank) */
     uint32_t ticket_next, ticket_now;
-    size_t stream_min;  /* results this large are written with streaming stores */
 };
 
 typedef struct {
@@ -139,7 +140,6 @@ tempo_status_t tempo__shm_coll_create(struct tempo_comm *comm, tempo__shm_coll_t
     }
     sc->stage = TEMPO_ALIGN_UP(TEMPO_MAX(tempo__cfg.shm_coll_bytes, (size_t)4096), TEMPO_CACHELINE);
     sc->outsz = TEMPO_ALIGN_UP(sc->stage / (size_t)n + 8, TEMPO_CACHELINE);
-    sc->stream_min = stream_min(n);
     size_t ctl = TEMPO_ALIGN_UP(sizeof(ctl_t) * (size_t)n, 4096);
     size_t small = (size_t)n * 2 * SMALL_MAX;
     size_t in = (size_t)n * 2 * sc->stage;
@@ -375,7 +375,7 @@ tempo_status_t tempo__allreduce_shm_start(tempo__op_t *op)
     so->small = op->count * so->esize <= SMALL_MAX;
     so->seg_elems = sc->stage / so->esize;
     so->nseg = (op->count + so->seg_elems - 1) / so->seg_elems;
-    so->stream_out = op->count * so->esize >= sc->stream_min;
+    so->stream_out = use_stream(op, sc->n);
     op->priv = so;
     op->progress = shm_progress;
     op->cleanup = shm_cleanup;

@@ -149,6 +149,7 @@ static tempo_status_t init_world(const tempo_config_t *cfg, tempo_comm_t *comm_p
     const char *host_override = (cfg && (cfg->field_mask & TEMPO_CONFIG_HOST_ID)) ? cfg->host_id
                                                                                    : tempo__cfg.host_id;
     me.host_id = tempo__host_id(host_override, launch.rank);
+    me.machine_id = tempo__machine_id();
 
     int listen_fd = -1;
     tempo__peer_info_t *table = NULL;

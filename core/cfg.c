@@ -63,7 +63,7 @@ static const field_t fields[] = {
     F("TEMPO_SHM", "1", T_BOOL, shm, "Use shared memory between ranks of the same host"),
     F("TEMPO_SHM_RING_BYTES", "256K", T_SIZE, shm_ring_bytes,
       "Size of each shared-memory ring between two ranks of a host (one per direction)"),
-    F("TEMPO_SHM_COLL_BYTES", "1M", T_SIZE, shm_coll_bytes,
+    F("TEMPO_SHM_COLL_BYTES", "512K", T_SIZE, shm_coll_bytes,
       "Per-rank staging area of the shared-memory collectives (segment size of the pipeline)"),
     F("TEMPO_SPIN", "2ms", T_TIME, spin_s,
       "How long a wait polls before it starts sleeping between polls"),

@@ -35,7 +35,11 @@ tempo_status_t tempo__world_create(int rank, int size, const tempo__peer_info_t 
         w->peers[r].local = table[r].host_id == table[rank].host_id;
         w->nlocal += w->peers[r].local;
     }
-    w->oversubscribed = table[rank].ncpus > 0 && (uint32_t)w->nlocal > table[rank].ncpus;
+    uint32_t same_machine = 0;
+    for (int r = 0; r < size; r++) {
+        same_machine += table[r].machine_id == table[rank].machine_id;
+    }
+    w->oversubscribed = table[rank].ncpus > 0 && same_machine > table[rank].ncpus;
     *world_p = w;
     return TEMPO_OK;
 }

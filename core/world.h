@@ -33,6 +33,7 @@ typedef struct tempo__peer_info {
     int32_t rank;
     int32_t pid;
     uint64_t host_id;       /* equal ids: same host, shared memory possible */
+    uint64_t machine_id;    /* equal ids: same machine, sharing CPUs */
     uint64_t uuid;          /* random per process; rank 0's names the job's shared memory */
     uint32_t addr_len;      /* listening address of the tcp transport */
     uint32_t ncpus;         /* online CPUs of the host */
@@ -110,7 +111,7 @@ typedef struct tempo__world {
     int size;
     tempo__peer_t *peers;        /* (size) indexed by world rank */
     int nlocal;                  /* ranks on this host, this one included */
-    int oversubscribed;          /* more ranks on this host than online CPUs */
+    int oversubscribed;          /* more ranks on this machine than online CPUs */
     uint64_t job_uuid;           /* rank 0's uuid */
     double timeout_s;
 

@@ -46,12 +46,16 @@ uint64_t tempo__host_id(const char *override, int rank)
         }
         return tempo__hash64(buf, o, 0x5eedull);
     }
-    const char *host = tempo__hostname();
-    uint64_t h = tempo__hash64(host, strlen(host), 0);
-    h = hash_file("/proc/sys/kernel/random/boot_id", h);
+    uint64_t h = tempo__machine_id();
     h = hash_link("/proc/self/ns/net", h);
     h = hash_link("/proc/self/ns/mnt", h);
     return h;
+}
+
+uint64_t tempo__machine_id(void)
+{
+    const char *host = tempo__hostname();
+    return hash_file("/proc/sys/kernel/random/boot_id", tempo__hash64(host, strlen(host), 0));
 }
 
 int tempo__host_ncpus(void)

@@ -14,6 +14,10 @@
  *  hosts (they are how tests emulate a cluster). */
 uint64_t tempo__host_id(const char *override, int rank);
 
+/** The identity of the physical machine (or VM): host name and kernel boot id, ignoring namespaces
+ *  and TEMPO_HOST_ID. Ranks with equal machine ids share CPUs, whatever transport they use. */
+uint64_t tempo__machine_id(void);
+
 /** Online CPUs of this host (at least 1). */
 int tempo__host_ncpus(void);
 
