@@ -1,7 +1,7 @@
 /*
  * allreduce_rd.c — recursive-doubling all-reduce, the latency-optimised algorithm for small
  * messages: log2(p) rounds in which partners exchange their whole vectors and reduce. Ranks beyond
- * the largest power of two are folded in first and get the result last (as in allreduce_rhd.c).
+ * the largest power of two are folded in first and get the result last (fold.c).
  * Moves log2(p) times the buffer, so it is only chosen for small buffers.
  */
 #include "config.h"
@@ -22,28 +22,12 @@ tempo_status_t tempo__allreduce_rd_start(tempo__op_t *op)
     size_t bytes = count * v.esize;
     tempo__sched_round(s);
     tempo__sched_copy(s, buf, v.sendbuf, bytes);
-    /* Every rank has the fold and unfold rounds (empty if it takes no part), so that round numbers,
-     * which are part of the tags, agree between partners. */
-    int vr;
-    if (rem > 0) {
-        tempo__sched_round(s);
-    }
-    if (r < 2 * rem) {
-        if (r % 2 == 0) {
-            tempo__sched_send(s, r + 1, buf, bytes);
-            vr = -1;
-        } else {
-            tempo__sched_recv_reduce(s, r - 1, buf, buf, tmp, count, 1);
-            vr = r / 2;
-        }
-    } else {
-        vr = r - rem;
-    }
+    int vr = tempo__fold_in(s, r, rem, buf, tmp, count, bytes);
     for (int mask = 1; mask < p; mask *= 2) {
         tempo__sched_round(s);
         if (vr >= 0) {
             int pv = vr ^ mask;
-            int peer = pv < rem ? 2 * pv + 1 : pv + rem;
+            int peer = tempo__fold_real_rank(pv, rem);
             tempo__sched_send(s, peer, buf, bytes);
             tempo__sched_recv_reduce(s, peer, buf, buf, tmp, count, pv < vr);
         }
@@ -54,15 +38,6 @@ tempo_status_t tempo__allreduce_rd_start(tempo__op_t *op)
             tempo__sched_avg(s, buf, count);
         }
     }
-    if (rem > 0) {
-        tempo__sched_round(s);
-    }
-    if (r < 2 * rem) {
-        if (r % 2 == 0) {
-            tempo__sched_recv(s, r + 1, buf, bytes);
-        } else {
-            tempo__sched_send(s, r - 1, buf, bytes);
-        }
-    }
+    tempo__fold_out(s, r, rem, buf, bytes);
     return tempo__coll_end(op, s, &v);
 }

@@ -1,8 +1,8 @@
 /*
  * allreduce_rhd.c — Rabenseifner's all-reduce: recursive-halving reduce-scatter, then recursive-
  * doubling all-gather, over the largest power of two p <= n ranks. With n not a power of two, the
- * first 2(n-p) ranks pair up: each even rank hands its whole vector to the odd rank above it, which
- * reduces and takes part; the even rank receives the result at the end. Bandwidth 2(n-1)/n of the
+ * first 2(n-p) ranks pair up (fold.c): each even rank hands its whole vector to the odd rank above
+ * it, which reduces and takes part; the even rank gets the result at the end. Bandwidth 2(n-1)/n of the
  * buffer like the ring, but 2 log2(p) messages instead of 2(n-1).
  *
  * Reductions always put the data of the lower rank on the left, so both partners of a pair compute
@@ -13,12 +13,6 @@
 #include "collectives/coll.h"
 
 #define MAX_LEVELS 32
-
-/* Real rank of virtual rank v when rem ranks were folded away. */
-static int real_rank(int v, int rem)
-{
-    return v < rem ? 2 * v + 1 : v + rem;
-}
 
 tempo_status_t tempo__allreduce_rhd_start(tempo__op_t *op);
 tempo_status_t tempo__allreduce_rhd_start(tempo__op_t *op)
@@ -35,23 +29,7 @@ tempo_status_t tempo__allreduce_rhd_start(tempo__op_t *op)
     tempo__sched_round(s);
     tempo__sched_copy(s, buf, v.sendbuf, count * es);
 
-    /* Every rank has the fold and unfold rounds (empty if it takes no part), so that round numbers,
-     * which are part of the tags, agree between partners. */
-    int vr;
-    if (rem > 0) {
-        tempo__sched_round(s);
-    }
-    if (r < 2 * rem) {
-        if (r % 2 == 0) {
-            tempo__sched_send(s, r + 1, buf, count * es);
-            vr = -1;
-        } else {
-            tempo__sched_recv_reduce(s, r - 1, buf, buf, tmp, count, 1);
-            vr = r / 2;
-        }
-    } else {
-        vr = r - rem;
-    }
+    int vr = tempo__fold_in(s, r, rem, buf, tmp, count, count * es);
     size_t lo = 0, hi = count;
     size_t keep_lo[MAX_LEVELS], keep_hi[MAX_LEVELS], give_lo[MAX_LEVELS], give_hi[MAX_LEVELS];
     int partner[MAX_LEVELS], levels = 0;
@@ -62,7 +40,7 @@ tempo_status_t tempo__allreduce_rhd_start(tempo__op_t *op)
         }
         int pv = vr ^ mask;
         size_t mid = lo + (hi - lo) / 2;
-        partner[levels] = real_rank(pv, rem);
+        partner[levels] = tempo__fold_real_rank(pv, rem);
         if (vr < pv) {
             keep_lo[levels] = lo, keep_hi[levels] = mid, give_lo[levels] = mid, give_hi[levels] = hi;
         } else {
@@ -89,15 +67,6 @@ tempo_status_t tempo__allreduce_rhd_start(tempo__op_t *op)
             tempo__sched_recv(s, partner[l], buf + give_lo[l] * es, (give_hi[l] - give_lo[l]) * es);
         }
     }
-    if (rem > 0) {
-        tempo__sched_round(s);
-    }
-    if (r < 2 * rem) {
-        if (r % 2 == 0) {
-            tempo__sched_recv(s, r + 1, buf, count * es);
-        } else {
-            tempo__sched_send(s, r - 1, buf, count * es);
-        }
-    }
+    tempo__fold_out(s, r, rem, buf, count * es);
     return tempo__coll_end(op, s, &v);
 }

@@ -182,6 +182,17 @@ static inline int tempo__pow2_floor(int n)
     return p;
 }
 
+/** Fold in ranks beyond the largest power of two (fold.c): returns this rank's virtual rank among
+ *  the p = n - rem taking part, or -1 if it sits out until tempo__fold_out(). */
+int tempo__fold_in(tempo__sched_t *s, int r, int rem, void *buf, void *tmp, size_t count,
+                   size_t bytes);
+void tempo__fold_out(tempo__sched_t *s, int r, int rem, void *buf, size_t bytes);
+/** Real rank of virtual rank v after tempo__fold_in(). */
+static inline int tempo__fold_real_rank(int v, int rem)
+{
+    return v < rem ? 2 * v + 1 : v + rem;
+}
+
 /** Element size of the type reductions run in (fp32 for fp16/bf16). */
 static inline size_t tempo__work_esize(tempo_dtype_t d)
 {
