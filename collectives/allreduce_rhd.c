@@ -2,8 +2,8 @@
  * allreduce_rhd.c — Rabenseifner's all-reduce: recursive-halving reduce-scatter, then recursive-
  * doubling all-gather, over the largest power of two p <= n ranks. With n not a power of two, the
  * first 2(n-p) ranks pair up (fold.c): each even rank hands its whole vector to the odd rank above
- * it, which reduces and takes part; the even rank gets the result at the end. Bandwidth 2(n-1)/n of the
- * buffer like the ring, but 2 log2(p) messages instead of 2(n-1).
+ * it, which reduces and takes part; the even rank gets the result at the end. Bandwidth 2(n-1)/n of
+ * the buffer like the ring, but 2 log2(p) messages instead of 2(n-1).
  *
  * Reductions always put the data of the lower rank on the left, so both partners of a pair compute
  * the same bits.
@@ -42,9 +42,11 @@ tempo_status_t tempo__allreduce_rhd_start(tempo__op_t *op)
         size_t mid = lo + (hi - lo) / 2;
         partner[levels] = tempo__fold_real_rank(pv, rem);
         if (vr < pv) {
-            keep_lo[levels] = lo, keep_hi[levels] = mid, give_lo[levels] = mid, give_hi[levels] = hi;
+            keep_lo[levels] = lo, keep_hi[levels] = mid, give_lo[levels] = mid,
+            give_hi[levels] = hi;
         } else {
-            keep_lo[levels] = mid, keep_hi[levels] = hi, give_lo[levels] = lo, give_hi[levels] = mid;
+            keep_lo[levels] = mid, keep_hi[levels] = hi, give_lo[levels] = lo,
+            give_hi[levels] = mid;
         }
         tempo__sched_send(s, partner[levels], buf + give_lo[levels] * es,
                           (give_hi[levels] - give_lo[levels]) * es);

@@ -1,12 +1,12 @@
 /*
- * allreduce_shm.c — all-reduce through a shared-memory region, for communicators whose ranks are all
- * on one host. Two protocols:
+ * allreduce_shm.c — all-reduce through a shared-memory region, for communicators whose ranks are
+ * all on one host. Two protocols:
  *
- *  small   (bytes <= SMALL_MAX): each rank copies its input into its slot (two slots, alternating by
- *          operation parity) and publishes a counter; once every counter has arrived, every rank
- *          folds all slots in rank order into its result. One synchronisation, no messages.
- *          Slot reuse is safe: a rank writes slot k&1 for operation k only after it has seen every
- *          rank publish operation k-1, and a rank publishes k-1 only after it finished reading k-2.
+ *  small   (bytes <= SMALL_MAX): each rank copies its input into its slot (two slots, alternating
+ * by operation parity) and publishes a counter; once every counter has arrived, every rank folds
+ * all slots in rank order into its result. One synchronisation, no messages. Slot reuse is safe: a
+ * rank writes slot k&1 for operation k only after it has seen every rank publish operation k-1, and
+ * a rank publishes k-1 only after it finished reading k-2.
  *
  *  staged  (larger): the buffer is cut into segments of TEMPO_SHM_COLL_BYTES. For each segment g
  *          every rank (1) copies its input segment, except its own block, into its staging area
@@ -22,8 +22,8 @@
  *          operation is complete as soon as this rank has its result.
  *
  * Every rank computes each result element with the same fold in rank order (small: redundantly on
- * every rank; staged: once, by the block's owner), so results are bitwise identical on all ranks and
- * from run to run. fp16/bf16 accumulate in fp32 and round once.
+ * every rank; staged: once, by the block's owner), so results are bitwise identical on all ranks
+ * and from run to run. fp16/bf16 accumulate in fp32 and round once.
  *
  * Operations using the region run one at a time per communicator, in posting order (a ticket), as
  * every rank posts the same sequence. Waiting on a peer's counter is polling: the engine yields or
@@ -39,9 +39,9 @@
 
 #define SMALL_MAX 8192
 /* Results are written with streaming stores when the host's working set (every rank's send and
- * receive buffers, one buffer per rank in place) exceeds the last-level cache: then the result would
- * not stay cached anyway, and bypassing the cache doubles the write bandwidth. Smaller results stay
- * in the cache, where the caller, or the next operation in place, reads them soon. */
+ * receive buffers, one buffer per rank in place) exceeds the last-level cache: then the result
+ * would not stay cached anyway, and bypassing the cache doubles the write bandwidth. Smaller
+ * results stay in the cache, where the caller, or the next operation in place, reads them soon. */
 static int use_stream(const tempo__op_t *op, int n)
 {
     size_t bytes = op->count * tempo_dtype_size(op->dtype);
@@ -64,15 +64,15 @@ typedef struct {
 struct tempo__shm_coll {
     tempo__shm_region_t region;
     int n, me;
-    size_t stage;       /* bytes of a segment (per rank, per buffer) */
-    size_t outsz;       /* bytes of a reduced block (per rank, per buffer) */
-    ctl_t *ctl;         /* (n) */
-    char *small;        /* (n, 2, SMALL_MAX) */
-    char *in;           /* (n, 2, stage) */
-    char *out;          /* (n, 2, outsz) */
-    const void **srcs;  /* (n) scratch: the operands of a fold */
-    uint64_t nsmall;    /* small operations started (same on every rank) */
-    uint64_t nseg;      /* segments started (same on every rank) */
+    size_t stage;      /* bytes of a segment (per rank, per buffer) */
+    size_t outsz;      /* bytes of a reduced block (per rank, per buffer) */
+    ctl_t *ctl;        /* (n) */
+    char *small;       /* (n, 2, SMALL_MAX) */
+    char *in;          /* (n, 2, stage) */
+    char *out;         /* (n, 2, outsz) */
+    const void **srcs; /* (n) scratch: the operands of a fold */
+    uint64_t nsmall;   /* small operations started (same on every rank) */
+    uint64_t nseg;     /* segments started (same on every rank) */
     uint32_t ticket_next, ticket_now;
 };
 
@@ -81,13 +81,13 @@ typedef struct {
     uint32_t ticket;
     int started;
     int small;
-    uint64_t k;          /* small: operation number */
+    uint64_t k; /* small: operation number */
     size_t esize;
-    size_t seg_elems;    /* elements per segment */
+    size_t seg_elems; /* elements per segment */
     size_t nseg;
-    uint64_t g0;         /* global number of the first segment */
+    uint64_t g0; /* global number of the first segment */
     size_t next_in, next_red, next_out;
-    int stream_out;      /* write the result with streaming stores */
+    int stream_out; /* write the result with streaming stores */
 } shm_op_t;
 
 static inline uint64_t ld(flag_t *f)
@@ -168,9 +168,9 @@ void tempo__shm_coll_destroy(tempo__shm_coll_t *sc)
     }
 }
 
-/* Waiting for rank q's counter at field to reach want: TEMPO_INPROGRESS, or an error when q has left
- * the job (destroyed its last communicator) without getting there, so it never will. The counter is
- * read again after the goodbye was seen, since q published it before saying goodbye. */
+/* Waiting for rank q's counter at field to reach want: TEMPO_INPROGRESS, or an error when q has
+ * left the job (destroyed its last communicator) without getting there, so it never will. The
+ * counter is read again after the goodbye was seen, since q published it before saying goodbye. */
 static tempo_status_t wait_for(tempo__op_t *op, int q, size_t field, uint64_t want)
 {
     tempo__world_t *w = op->comm->world;
@@ -179,10 +179,11 @@ static tempo_status_t wait_for(tempo__op_t *op, int q, size_t field, uint64_t wa
         tempo__shm_coll_t *sc = ((shm_op_t *)op->priv)->sc;
         if (ld((flag_t *)((char *)&sc->ctl[q] + field)) < want) {
             char desc[160];
-            return tempo__op_fail(op, TEMPO_ERR_REMOTE,
-                                  "%s has left (destroyed its communicator) while this operation "
-                                  "needed it",
-                                  tempo__peer_desc(w, tempo__wrank(op->comm, q), desc, sizeof(desc)));
+            return tempo__op_fail(
+                op, TEMPO_ERR_REMOTE,
+                "%s has left (destroyed its communicator) while this operation "
+                "needed it",
+                tempo__peer_desc(w, tempo__wrank(op->comm, q), desc, sizeof(desc)));
         }
     }
     return TEMPO_INPROGRESS;
@@ -259,7 +260,8 @@ static tempo_status_t progress_staged(tempo__op_t *op, shm_op_t *so)
                 for (int r = 0; r < n; r++) {
                     sc->srcs[r] = in_area(sc, r, g) + boff * es;
                 }
-                sc->srcs[me] = (const char *)op->sendbuf + (so->next_red * so->seg_elems + boff) * es;
+                sc->srcs[me] =
+                    (const char *)op->sendbuf + (so->next_red * so->seg_elems + boff) * es;
                 tempo__reduce_n(out_area(sc, me, g), sc->srcs, n, bcnt, op->dtype, op->redop);
                 st(&sc->ctl[me].red, g + 1);
                 so->next_red++;

@@ -15,7 +15,8 @@ tempo_status_t tempo__alltoall_pairwise_start(tempo__op_t *op)
     size_t bytes = op->count * tempo_dtype_size(op->dtype);
     int in_place = op->sendbuf == op->recvbuf;
     tempo__sched_t *s;
-    TEMPO_CHECK(tempo__sched_create(op, in_place ? bytes * (size_t)n : 0, op->dtype, TEMPO_SUM, &s));
+    TEMPO_CHECK(
+        tempo__sched_create(op, in_place ? bytes * (size_t)n : 0, op->dtype, TEMPO_SUM, &s));
     const char *in = in_place ? s->scratch : op->sendbuf;
     char *out = op->recvbuf;
     tempo__sched_round(s);

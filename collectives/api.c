@@ -3,9 +3,9 @@
  * argument validation, posting collectives and point-to-point operations, requests, introspection.
  *
  * It sits on top of every layer because creating a communicator involves all of them: the
- * configuration and rendezvous (core), the connections (transport), the host identity (topo) and the
- * shared-memory collective state (collectives). Every entry point takes the world lock; a failure is
- * described in the thread's error text and copied to the communicator's last error.
+ * configuration and rendezvous (core), the connections (transport), the host identity (topo) and
+ * the shared-memory collective state (collectives). Every entry point takes the world lock; a
+ * failure is described in the thread's error text and copied to the communicator's last error.
  */
 #include "config.h"
 
@@ -84,7 +84,8 @@ static tempo_status_t coll_setup(struct tempo_comm *c)
         tempo_status_t st = tempo__shm_coll_create(c, &cc->shm);
         if (st == TEMPO_ERR_NOMEM || st == TEMPO_ERR_SYSTEM) {
             /* Every rank gets the same status from the collective creation. */
-            TEMPO_WARN(TEMPO_SUB_INIT, "shared-memory collectives unavailable: %s", tempo__errmsg());
+            TEMPO_WARN(TEMPO_SUB_INIT, "shared-memory collectives unavailable: %s",
+                       tempo__errmsg());
             cc->shm = NULL;
         } else if (st != TEMPO_OK) {
             return st;
@@ -129,8 +130,8 @@ static tempo_status_t init_world(const tempo_config_t *cfg, tempo_comm_t *comm_p
     tempo__launch_t launch;
     TEMPO_CHECK(tempo__launch_detect(cfg, &launch));
     tempo__log_set_rank(launch.rank);
-    double timeout = (cfg && (cfg->field_mask & TEMPO_CONFIG_TIMEOUT)) ? cfg->timeout_s
-                                                                        : tempo__cfg.timeout_s;
+    double timeout =
+        (cfg && (cfg->field_mask & TEMPO_CONFIG_TIMEOUT)) ? cfg->timeout_s : tempo__cfg.timeout_s;
     uint64_t deadline = tempo__deadline_after(timeout);
     TEMPO_INFO(TEMPO_SUB_INIT, "rank %d of %d (from %s), job key %s", launch.rank, launch.size,
                launch.source, launch.job_key);
@@ -146,8 +147,8 @@ static tempo_status_t init_world(const tempo_config_t *cfg, tempo_comm_t *comm_p
     me.uuid = random_u64();
     me.ncpus = (uint32_t)tempo__host_ncpus();
     snprintf(me.hostname, sizeof(me.hostname), "%s", tempo__hostname());
-    const char *host_override = (cfg && (cfg->field_mask & TEMPO_CONFIG_HOST_ID)) ? cfg->host_id
-                                                                                   : tempo__cfg.host_id;
+    const char *host_override =
+        (cfg && (cfg->field_mask & TEMPO_CONFIG_HOST_ID)) ? cfg->host_id : tempo__cfg.host_id;
     me.host_id = tempo__host_id(host_override, launch.rank);
     me.machine_id = tempo__machine_id();
 
@@ -166,7 +167,8 @@ static tempo_status_t init_world(const tempo_config_t *cfg, tempo_comm_t *comm_p
             goto fail_fd;
         }
     }
-    TEMPO_CHECK_GOTO(tempo__world_create(launch.rank, launch.size, table, timeout, &w), st, fail_fd);
+    TEMPO_CHECK_GOTO(tempo__world_create(launch.rank, launch.size, table, timeout, &w), st,
+                     fail_fd);
     tempo__free(table);
     table = NULL;
 
@@ -269,8 +271,10 @@ static tempo_status_t validate(const struct tempo_comm *c, const args_t *a)
     }
     if (a->coll == TEMPO__COLL_SEND || a->coll == TEMPO__COLL_RECV) {
         if (a->root < 0 || a->root >= n || a->root == r) {
-            return tempo__err(TEMPO_ERR_INVALID, "%s: peer %d is not another rank of this "
-                              "communicator (size %d, own rank %d)", cn, a->root, n, r);
+            return tempo__err(TEMPO_ERR_INVALID,
+                              "%s: peer %d is not another rank of this "
+                              "communicator (size %d, own rank %d)",
+                              cn, a->root, n, r);
         }
         if (a->ptag > TEMPO_TAG_MAX) {
             return tempo__err(TEMPO_ERR_INVALID, "%s: tag %u exceeds TEMPO_TAG_MAX", cn, a->ptag);
@@ -291,7 +295,10 @@ static tempo_status_t validate(const struct tempo_comm *c, const args_t *a)
     switch (a->coll) {
     case TEMPO__COLL_REDUCE_SCATTER: sbytes *= (size_t)n; break;
     case TEMPO__COLL_ALLGATHER: rbytes *= (size_t)n; break;
-    case TEMPO__COLL_ALLTOALL: sbytes *= (size_t)n; rbytes *= (size_t)n; break;
+    case TEMPO__COLL_ALLTOALL:
+        sbytes *= (size_t)n;
+        rbytes *= (size_t)n;
+        break;
     case TEMPO__COLL_BROADCAST: need_send = r == a->root; break;
     case TEMPO__COLL_REDUCE: need_recv = r == a->root; break;
     default: break;
@@ -314,8 +321,10 @@ static tempo_status_t validate(const struct tempo_comm *c, const args_t *a)
         return TEMPO_OK;
     }
     if (overlap(a->sendbuf, sbytes, a->recvbuf, rbytes)) {
-        return tempo__err(TEMPO_ERR_INVALID, "%s: sendbuf and recvbuf overlap partially (only the "
-                          "documented in-place layouts are allowed)", cn);
+        return tempo__err(TEMPO_ERR_INVALID,
+                          "%s: sendbuf and recvbuf overlap partially (only the "
+                          "documented in-place layouts are allowed)",
+                          cn);
     }
     return TEMPO_OK;
 }
@@ -446,8 +455,8 @@ tempo_status_t tempo_allreduce(tempo_comm_t comm, const void *sendbuf, void *rec
 static tempo_status_t need_req(tempo_comm_t comm, tempo_request_t *req_p, int coll)
 {
     if (!req_p) {
-        return comm_err(comm, tempo__err(TEMPO_ERR_INVALID, "i%s: req_p is NULL",
-                                         tempo__coll_name(coll)));
+        return comm_err(
+            comm, tempo__err(TEMPO_ERR_INVALID, "i%s: req_p is NULL", tempo__coll_name(coll)));
     }
     *req_p = NULL;
     return TEMPO_OK;
@@ -536,7 +545,8 @@ tempo_status_t tempo_alltoall(tempo_comm_t comm, const void *sendbuf, void *recv
 }
 
 tempo_status_t tempo_ialltoall(tempo_comm_t comm, const void *sendbuf, void *recvbuf, size_t count,
-                               tempo_dtype_t dtype, const tempo_attr_t *attr, tempo_request_t *req_p)
+                               tempo_dtype_t dtype, const tempo_attr_t *attr,
+                               tempo_request_t *req_p)
 {
     TEMPO_CHECK(need_req(comm, req_p, TEMPO__COLL_ALLTOALL));
     args_t a = {TEMPO__COLL_ALLTOALL, sendbuf, recvbuf, count, dtype, TEMPO_SUM, 0, 0};
@@ -578,8 +588,8 @@ tempo_status_t tempo_isend(tempo_comm_t comm, const void *buf, size_t count, tem
     return run(comm, &a, attr ? attr : &no_attr, req_p);
 }
 
-tempo_status_t tempo_irecv(tempo_comm_t comm, void *buf, size_t count, tempo_dtype_t dtype, int peer,
-                           uint32_t tag, const tempo_attr_t *attr, tempo_request_t *req_p)
+tempo_status_t tempo_irecv(tempo_comm_t comm, void *buf, size_t count, tempo_dtype_t dtype,
+                           int peer, uint32_t tag, const tempo_attr_t *attr, tempo_request_t *req_p)
 {
     TEMPO_CHECK(need_req(comm, req_p, TEMPO__COLL_RECV));
     args_t a = {TEMPO__COLL_RECV, NULL, buf, count, dtype, TEMPO_SUM, peer, tag};
@@ -675,8 +685,10 @@ tempo_status_t tempo_comm_split(tempo_comm_t comm, int color, int key, tempo_com
                                          comm ? "newcomm_p" : "comm"));
     }
     if (color < 0 && color != TEMPO_UNDEFINED) {
-        return comm_err(comm, tempo__err(TEMPO_ERR_INVALID, "tempo_comm_split: color %d must be >= "
-                                         "0 or TEMPO_UNDEFINED", color));
+        return comm_err(comm, tempo__err(TEMPO_ERR_INVALID,
+                                         "tempo_comm_split: color %d must be >= "
+                                         "0 or TEMPO_UNDEFINED",
+                                         color));
     }
     tempo__world_t *w = comm->world;
     int n = comm->size;
@@ -810,14 +822,10 @@ tempo_status_t tempo_comm_abort(tempo_comm_t comm)
 size_t tempo_build_info(const tempo_build_item_t **items_p)
 {
     static const tempo_build_item_t items[] = {
-        {"version", PACKAGE_VERSION},
-        {"cuda", TEMPO_BUILD_CUDA},
-        {"nccl", TEMPO_BUILD_NCCL},
-        {"ucx", TEMPO_BUILD_UCX},
-        {"verbs", TEMPO_BUILD_VERBS},
-        {"zstd", TEMPO_BUILD_ZSTD},
-        {"hwloc", TEMPO_BUILD_HWLOC},
-        {"mpi", TEMPO_BUILD_MPI " (perf baselines only)"},
+        {"version", PACKAGE_VERSION},     {"cuda", TEMPO_BUILD_CUDA},
+        {"nccl", TEMPO_BUILD_NCCL},       {"ucx", TEMPO_BUILD_UCX},
+        {"verbs", TEMPO_BUILD_VERBS},     {"zstd", TEMPO_BUILD_ZSTD},
+        {"hwloc", TEMPO_BUILD_HWLOC},     {"mpi", TEMPO_BUILD_MPI " (perf baselines only)"},
 #ifdef TEMPO_ENABLE_ASSERT
         {"debug", "yes (assertions on)"},
 #else

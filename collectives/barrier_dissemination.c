@@ -1,7 +1,7 @@
 /*
  * barrier_dissemination.c — dissemination barrier: in round k every rank signals rank r+2^k and
- * waits for rank r-2^k (empty messages). After ceil(log2 n) rounds every rank has heard, directly or
- * transitively, from every other, so none leaves before all have entered.
+ * waits for rank r-2^k (empty messages). After ceil(log2 n) rounds every rank has heard, directly
+ * or transitively, from every other, so none leaves before all have entered.
  */
 #include "config.h"
 

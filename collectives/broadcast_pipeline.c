@@ -1,8 +1,8 @@
 /*
  * broadcast_pipeline.c — pipelined chain broadcast for large buffers: the buffer is cut into
- * segments that flow root -> root+1 -> ... -> root+n-1; in round t a rank receives segment t-d+1 and
- * forwards segment t-d (d = its distance from the root). nseg + n - 2 rounds; each link carries the
- * buffer once, so time approaches bytes/bandwidth when nseg >> n.
+ * segments that flow root -> root+1 -> ... -> root+n-1; in round t a rank receives segment t-d+1
+ * and forwards segment t-d (d = its distance from the root). nseg + n - 2 rounds; each link carries
+ * the buffer once, so time approaches bytes/bandwidth when nseg >> n.
  */
 #include "config.h"
 

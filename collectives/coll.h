@@ -3,11 +3,11 @@
  * state. Not installed.
  *
  * An algorithm is an entry of tempo__algos[] (collectives/algos.c): a collective, a name (forceable
- * through TEMPO_ALGO or tempo_attr_t.algorithm), a predicate saying whether it can run an operation,
- * an α-β cost for automatic selection, and a start function. Most algorithms are builders: start()
- * fills a tempo__sched_t (rounds of sends, receives, copies and reductions) that the generic executor
- * in sched.c runs. Algorithms that do not fit rounds (the shared-memory ones) install their own
- * progress function instead.
+ * through TEMPO_ALGO or tempo_attr_t.algorithm), a predicate saying whether it can run an
+ * operation, an α-β cost for automatic selection, and a start function. Most algorithms are
+ * builders: start() fills a tempo__sched_t (rounds of sends, receives, copies and reductions) that
+ * the generic executor in sched.c runs. Algorithms that do not fit rounds (the shared-memory ones)
+ * install their own progress function instead.
  *
  * Reductions in schedules are in a native type: fp16/bf16 collectives are run in fp32 on a work
  * buffer (converted once on the way in and once on the way out), which is how they accumulate in
@@ -45,20 +45,20 @@ void tempo__copy_stream(void *dst, const void *src, size_t bytes);
 /* ---------------------------------------------------------------------------------------------- */
 
 typedef enum {
-    SA_SEND,          /* send bytes from src to peer */
-    SA_RECV,          /* receive bytes from peer into dst */
-    SA_RECV_REDUCE,   /* receive into tmp; at the end of the round dst = src op tmp (or tmp op src) */
-    SA_COPY,          /* dst <- src (bytes; memmove semantics) */
-    SA_REDUCE,        /* dst = src op dst (or dst op src), count elements */
-    SA_AVG,           /* dst /= nranks, count elements */
-    SA_HALF_TO_F32,   /* dst (fp32) <- src (fp16/bf16 of the operation), count elements */
-    SA_F32_TO_HALF    /* dst (fp16/bf16) <- src (fp32), count elements */
+    SA_SEND,        /* send bytes from src to peer */
+    SA_RECV,        /* receive bytes from peer into dst */
+    SA_RECV_REDUCE, /* receive into tmp; at the end of the round dst = src op tmp (or tmp op src) */
+    SA_COPY,        /* dst <- src (bytes; memmove semantics) */
+    SA_REDUCE,      /* dst = src op dst (or dst op src), count elements */
+    SA_AVG,         /* dst /= nranks, count elements */
+    SA_HALF_TO_F32, /* dst (fp32) <- src (fp16/bf16 of the operation), count elements */
+    SA_F32_TO_HALF  /* dst (fp16/bf16) <- src (fp32), count elements */
 } tempo__sact_kind_t;
 
 typedef struct tempo__sact {
     uint8_t kind;
-    uint8_t tmp_first;   /* reductions: the received/other operand is the left operand */
-    int peer;            /* comm rank */
+    uint8_t tmp_first; /* reductions: the received/other operand is the left operand */
+    int peer;          /* comm rank */
     void *dst;
     const void *src;
     void *tmp;
@@ -71,21 +71,21 @@ typedef struct tempo__sched {
     tempo__op_t *op;
     tempo__sact_t *acts;
     int nacts, acap;
-    int *round_start;    /* first action of each round */
+    int *round_start; /* first action of each round */
     int nrounds, rcap;
     int cur;             /* round being executed */
     int posted;          /* its transfers are posted */
     tempo_dtype_t dtype; /* reduction type (native) */
     tempo_op_t redop;
-    int nranks;          /* for SA_AVG */
-    uint64_t p2p_tag;    /* nonzero: every transfer uses this tag (send/recv) */
-    void *scratch;       /* scratch memory (from tempo__scratch_get) */
+    int nranks;       /* for SA_AVG */
+    uint64_t p2p_tag; /* nonzero: every transfer uses this tag (send/recv) */
+    void *scratch;    /* scratch memory (from tempo__scratch_get) */
     size_t scratch_cap;
-    int oom;             /* an allocation failed while building */
+    int oom; /* an allocation failed while building */
 } tempo__sched_t;
 
-/** Allocate a schedule for op (op->priv, op->progress and op->cleanup are set) with scratch_bytes of
- *  owned scratch memory (64-byte aligned) and reductions in dtype/redop. */
+/** Allocate a schedule for op (op->priv, op->progress and op->cleanup are set) with scratch_bytes
+ * of owned scratch memory (64-byte aligned) and reductions in dtype/redop. */
 tempo_status_t tempo__sched_create(tempo__op_t *op, size_t scratch_bytes, tempo_dtype_t dtype,
                                    tempo_op_t redop, tempo__sched_t **sched_p);
 void tempo__sched_round(tempo__sched_t *s);
@@ -109,7 +109,7 @@ typedef struct tempo__shm_coll tempo__shm_coll_t;
 
 typedef struct tempo__coll_comm {
     const struct tempo__algo *forced[TEMPO__COLL_COUNT]; /* from TEMPO_ALGO */
-    tempo__shm_coll_t *shm;      /* shared-memory collectives, when every rank is on this host */
+    tempo__shm_coll_t *shm; /* shared-memory collectives, when every rank is on this host */
 } tempo__coll_comm_t;
 
 static inline tempo__coll_comm_t *tempo__cc(struct tempo_comm *c)
@@ -123,10 +123,10 @@ static inline tempo__coll_comm_t *tempo__cc(struct tempo_comm *c)
 
 /** α-β model parameters of a communicator (seconds, seconds per byte). */
 typedef struct tempo__cost {
-    double alpha;      /* per message */
-    double beta;       /* per byte moved */
-    double gamma;      /* per byte reduced */
-    int n;             /* ranks */
+    double alpha; /* per message */
+    double beta;  /* per byte moved */
+    double gamma; /* per byte reduced */
+    int n;        /* ranks */
 } tempo__cost_t;
 
 typedef struct tempo__algo {
@@ -204,7 +204,7 @@ static inline size_t tempo__work_esize(tempo_dtype_t d)
 typedef struct tempo__view {
     const void *sendbuf;
     void *recvbuf;
-    tempo_dtype_t dtype;  /* native type of the data the builder sees */
+    tempo_dtype_t dtype; /* native type of the data the builder sees */
     size_t esize;
 } tempo__view_t;
 
@@ -212,7 +212,8 @@ typedef struct tempo__view {
  *  extra_scratch bytes are reserved after the work buffer (at *scratch_p). */
 tempo_status_t tempo__coll_begin(tempo__op_t *op, size_t extra_scratch, tempo__sched_t **sched_p,
                                  tempo__view_t *view_p, void **scratch_p);
-/** Finish a schedule built on a view from tempo__coll_begin (adds the conversion back to 16 bits). */
+/** Finish a schedule built on a view from tempo__coll_begin (adds the conversion back to 16 bits).
+ */
 tempo_status_t tempo__coll_end(tempo__op_t *op, tempo__sched_t *s, const tempo__view_t *v);
 
 #endif /* TEMPO_COLLECTIVES_COLL_H */

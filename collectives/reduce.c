@@ -25,25 +25,27 @@
         }                                               \
     } while (0)
 
-#define INT_CASES(T, UT)                                     \
-    switch (op) {                                            \
-    case TEMPO_SUM:                                          \
-    case TEMPO_AVG: LOOP3(T, (T)((UT)p + (UT)q)); break;     \
-    case TEMPO_PROD: LOOP3(T, (T)((UT)p * (UT)q)); break;    \
-    case TEMPO_MIN: LOOP3(T, q < p ? q : p); break;          \
-    case TEMPO_MAX: LOOP3(T, q > p ? q : p); break;          \
-    default: break;                                          \
+/* clang-format off: it reads "p * q" in a macro as a pointer declaration */
+#define INT_CASES(T, UT)                                  \
+    switch (op) {                                         \
+    case TEMPO_SUM:                                       \
+    case TEMPO_AVG: LOOP3(T, (T)((UT)p + (UT)q)); break;  \
+    case TEMPO_PROD: LOOP3(T, (T)((UT)p * (UT)q)); break; \
+    case TEMPO_MIN: LOOP3(T, q < p ? q : p); break;       \
+    case TEMPO_MAX: LOOP3(T, q > p ? q : p); break;       \
+    default: break;                                       \
     }
 
-#define FLT_CASES(T)                                         \
-    switch (op) {                                            \
-    case TEMPO_SUM:                                          \
-    case TEMPO_AVG: LOOP3(T, p + q); break;                  \
-    case TEMPO_PROD: LOOP3(T, p * q); break;                 \
-    case TEMPO_MIN: LOOP3(T, q < p ? q : p); break;          \
-    case TEMPO_MAX: LOOP3(T, q > p ? q : p); break;          \
-    default: break;                                          \
+#define FLT_CASES(T)                                \
+    switch (op) {                                   \
+    case TEMPO_SUM:                                 \
+    case TEMPO_AVG: LOOP3(T, p + q); break;         \
+    case TEMPO_PROD: LOOP3(T, p * q); break;         \
+    case TEMPO_MIN: LOOP3(T, q < p ? q : p); break; \
+    case TEMPO_MAX: LOOP3(T, q > p ? q : p); break; \
+    default: break;                                 \
     }
+/* clang-format on */
 
 void tempo__reduce3(void *dst, const void *a, const void *b, size_t count, tempo_dtype_t dtype,
                     tempo_op_t op)
@@ -61,12 +63,12 @@ void tempo__reduce3(void *dst, const void *a, const void *b, size_t count, tempo
     }
 }
 
-#define AVG_LOOP(T)                         \
-    do {                                    \
-        T *d_ = (T *)buf;                   \
+#define AVG_LOOP(T)                             \
+    do {                                        \
+        T *d_ = (T *)buf;                       \
         for (size_t i_ = 0; i_ < count; i_++) { \
-            d_[i_] = (T)(d_[i_] / (T)n);    \
-        }                                   \
+            d_[i_] = (T)(d_[i_] / (T)n);        \
+        }                                       \
     } while (0)
 
 void tempo__avg_finish(void *buf, size_t count, tempo_dtype_t dtype, int n)

@@ -1,8 +1,8 @@
 /*
- * reduce_pipeline.c — pipelined chain reduce for large buffers: segments flow from the rank farthest
- * from the root towards it; each rank adds its own segment (left operand) to the partial it receives
- * and passes it on. In round t a rank at distance e = n-1-d from the tail receives segment t-e+1 and
- * sends segment t-e. Each link carries the buffer once.
+ * reduce_pipeline.c — pipelined chain reduce for large buffers: segments flow from the rank
+ * farthest from the root towards it; each rank adds its own segment (left operand) to the partial
+ * it receives and passes it on. In round t a rank at distance e = n-1-d from the tail receives
+ * segment t-e+1 and sends segment t-e. Each link carries the buffer once.
  */
 #include "config.h"
 
@@ -24,8 +24,8 @@ tempo_status_t tempo__reduce_pipeline_start(tempo__op_t *op)
     tempo__sched_t *s;
     tempo__view_t v;
     void *scratch;
-    TEMPO_CHECK(tempo__coll_begin(op, abytes + 2 * TEMPO_ALIGN_UP(segc * wes, 64) + 64, &s, &v,
-                                  &scratch));
+    TEMPO_CHECK(
+        tempo__coll_begin(op, abytes + 2 * TEMPO_ALIGN_UP(segc * wes, 64) + 64, &s, &v, &scratch));
     char *acc = r == root ? v.recvbuf : scratch;
     if (tempo__dtype_is_half(op->dtype)) {
         acc = v.recvbuf;
@@ -44,7 +44,8 @@ tempo_status_t tempo__reduce_pipeline_start(tempo__op_t *op)
         long rs = (long)t - e + 1, ss = (long)t - e;
         if (e >= 1 && rs >= 0 && (size_t)rs < nseg) {
             size_t off = (size_t)rs * segc, c = TEMPO_MIN(segc, count - off);
-            tempo__sched_recv_reduce(s, from_tail, acc + off * es, in + off * es, tmp[rs & 1], c, 0);
+            tempo__sched_recv_reduce(s, from_tail, acc + off * es, in + off * es, tmp[rs & 1], c,
+                                     0);
         }
         if (d >= 1 && ss >= 0 && (size_t)ss < nseg) {
             size_t off = (size_t)ss * segc, c = TEMPO_MIN(segc, count - off);

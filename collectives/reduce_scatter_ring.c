@@ -1,8 +1,8 @@
 /*
  * reduce_scatter_ring.c — ring reduce-scatter: n-1 rounds; in round k rank r sends its partial sum
- * of block (r-k-1) mod n to the right and receives the left neighbour's partial of block (r-k-2) mod
- * n, which it adds to its own input block. After n-1 rounds the partial received is block r, and
- * adding the own block gives the result, written straight into recvbuf.
+ * of block (r-k-1) mod n to the right and receives the left neighbour's partial of block (r-k-2)
+ * mod n, which it adds to its own input block. After n-1 rounds the partial received is block r,
+ * and adding the own block gives the result, written straight into recvbuf.
  *
  * Partials travel in an accumulator (one block) so the input stays untouched. Bandwidth (n-1)/n.
  */
@@ -34,8 +34,8 @@ tempo_status_t tempo__reduce_scatter_ring_start(tempo__op_t *op)
         tempo__sched_round(s);
         tempo__sched_send(s, right, k == 0 ? in + (size_t)send_blk * bytes : acc, bytes);
         /* The result (last round) goes to recvbuf: the block received is then block r. */
-        tempo__sched_recv_reduce(s, left, last ? v.recvbuf : acc, in + (size_t)recv_blk * bytes, tmp,
-                                 rc, 1);
+        tempo__sched_recv_reduce(s, left, last ? v.recvbuf : acc, in + (size_t)recv_blk * bytes,
+                                 tmp, rc, 1);
     }
     if (op->redop == TEMPO_AVG) {
         tempo__sched_round(s);

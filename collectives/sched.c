@@ -2,11 +2,11 @@
  * sched.c — schedules: what a builder records, and the executor that runs it.
  *
  * A schedule is a list of rounds. When a round starts, its local actions (copy, reduce, convert,
- * average) run in the order they were added; then its receives are posted, then its sends. The round
- * ends when all its transfers have completed; the reductions of its SA_RECV_REDUCE actions are then
- * applied in the order they were added (never in arrival order), which keeps results deterministic.
- * Every transfer of round k of operation #s on communicator c is tagged (c, s, k), so any number of
- * operations can be in flight at once.
+ * average) run in the order they were added; then its receives are posted, then its sends. The
+ * round ends when all its transfers have completed; the reductions of its SA_RECV_REDUCE actions
+ * are then applied in the order they were added (never in arrival order), which keeps results
+ * deterministic. Every transfer of round k of operation #s on communicator c is tagged (c, s, k),
+ * so any number of operations can be in flight at once.
  *
  * A schedule never blocks: the executor returns TEMPO_INPROGRESS until the last round has ended.
  */
@@ -60,17 +60,10 @@ static void run_local(tempo__sched_t *s, tempo__sact_t *a)
             tempo__reduce3(a->dst, a->dst, a->src, a->count, s->dtype, s->redop);
         }
         break;
-    case SA_AVG:
-        tempo__avg_finish(a->dst, a->count, s->dtype, s->nranks);
-        break;
-    case SA_HALF_TO_F32:
-        tempo__half_to_f32(s->op->dtype, a->src, a->dst, a->count);
-        break;
-    case SA_F32_TO_HALF:
-        tempo__f32_to_half(s->op->dtype, a->src, a->dst, a->count);
-        break;
-    default:
-        break;
+    case SA_AVG: tempo__avg_finish(a->dst, a->count, s->dtype, s->nranks); break;
+    case SA_HALF_TO_F32: tempo__half_to_f32(s->op->dtype, a->src, a->dst, a->count); break;
+    case SA_F32_TO_HALF: tempo__f32_to_half(s->op->dtype, a->src, a->dst, a->count); break;
+    default: break;
     }
 }
 
@@ -88,8 +81,8 @@ static tempo_status_t sched_progress(tempo__op_t *op)
                     run_local(s, &s->acts[i]);
                 }
             }
-            uint64_t tag = s->p2p_tag ? s->p2p_tag
-                                      : tempo__tag_coll(c->ctx, op->seq, (unsigned)s->cur);
+            uint64_t tag =
+                s->p2p_tag ? s->p2p_tag : tempo__tag_coll(c->ctx, op->seq, (unsigned)s->cur);
             for (int pass = 0; pass < 2; pass++) { /* receives first, then sends */
                 for (int i = first; i < end; i++) {
                     tempo__sact_t *a = &s->acts[i];

@@ -116,8 +116,8 @@ const tempo__algo_t tempo__algos[] = {
     {TEMPO__COLL_ALLREDUCE, "rhd",
      "Rabenseifner: recursive-halving reduce-scatter + recursive-doubling all-gather", NULL, c_rhd,
      tempo__allreduce_rhd_start},
-    {TEMPO__COLL_ALLREDUCE, "rd", "recursive doubling (latency-optimised, small buffers)", NULL, c_rd,
-     tempo__allreduce_rd_start},
+    {TEMPO__COLL_ALLREDUCE, "rd", "recursive doubling (latency-optimised, small buffers)", NULL,
+     c_rd, tempo__allreduce_rd_start},
     {TEMPO__COLL_REDUCE_SCATTER, "ring", "ring reduce-scatter", NULL, c_only,
      tempo__reduce_scatter_ring_start},
     {TEMPO__COLL_ALLGATHER, "ring", "ring all-gather", NULL, c_only, tempo__allgather_ring_start},
@@ -178,20 +178,26 @@ tempo_status_t tempo__algo_parse_env(tempo__coll_comm_t *cc, const char *text)
     for (char *tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
         char *colon = strchr(tok, ':');
         if (!colon) {
-            return tempo__err(TEMPO_ERR_INVALID, "TEMPO_ALGO entry '%s' is not collective:algorithm "
-                                                 "(e.g. allreduce:ring)", tok);
+            return tempo__err(TEMPO_ERR_INVALID,
+                              "TEMPO_ALGO entry '%s' is not collective:algorithm "
+                              "(e.g. allreduce:ring)",
+                              tok);
         }
         int coll = coll_by_name(tok, (size_t)(colon - tok));
         if (coll < 0) {
-            return tempo__err(TEMPO_ERR_INVALID, "TEMPO_ALGO: unknown collective '%.*s' (valid: "
+            return tempo__err(TEMPO_ERR_INVALID,
+                              "TEMPO_ALGO: unknown collective '%.*s' (valid: "
                               "allreduce, reduce_scatter, allgather, broadcast, reduce, alltoall, "
-                              "barrier)", (int)(colon - tok), tok);
+                              "barrier)",
+                              (int)(colon - tok), tok);
         }
         const tempo__algo_t *a = tempo__algo_find(coll, colon + 1);
         if (!a) {
             char names[256];
-            return tempo__err(TEMPO_ERR_INVALID, "TEMPO_ALGO: unknown algorithm '%s' for %s (valid: "
-                              "%s)", colon + 1, tempo__coll_name(coll),
+            return tempo__err(TEMPO_ERR_INVALID,
+                              "TEMPO_ALGO: unknown algorithm '%s' for %s (valid: "
+                              "%s)",
+                              colon + 1, tempo__coll_name(coll),
                               valid_names(coll, names, sizeof(names)));
         }
         cc->forced[coll] = a;
@@ -233,8 +239,10 @@ tempo_status_t tempo__algo_select(tempo__op_t *op, const char *forced_name,
     if (a) {
         const char *why = a->unusable ? a->unusable(op) : NULL;
         if (why) {
-            return tempo__err(TEMPO_ERR_UNSUPPORTED, "algorithm %s:%s (forced by %s) cannot run "
-                              "here: %s", tempo__coll_name(op->coll), a->name, source, why);
+            return tempo__err(TEMPO_ERR_UNSUPPORTED,
+                              "algorithm %s:%s (forced by %s) cannot run "
+                              "here: %s",
+                              tempo__coll_name(op->coll), a->name, source, why);
         }
         *algo_p = a;
         return TEMPO_OK;

@@ -1,11 +1,11 @@
 /*
  * bootstrap.c — launcher detection and the TCP rendezvous (see bootstrap.h).
  *
- * Protocol: each non-root rank connects to rank 0 and sends a hello (magic, version, hash of the job
- * key, rank, size, blob length) followed by its blob. Rank 0 validates every hello: a wrong magic or
- * job key is a stranger (refused, the job goes on); a rank out of range, a duplicate rank or a
- * different size is a broken job (everyone is told why and fails). Then rank 0 sends each rank a
- * reply header and all blobs. All reads have deadlines, and every length is checked before use.
+ * Protocol: each non-root rank connects to rank 0 and sends a hello (magic, version, hash of the
+ * job key, rank, size, blob length) followed by its blob. Rank 0 validates every hello: a wrong
+ * magic or job key is a stranger (refused, the job goes on); a rank out of range, a duplicate rank
+ * or a different size is a broken job (everyone is told why and fails). Then rank 0 sends each rank
+ * a reply header and all blobs. All reads have deadlines, and every length is checked before use.
  */
 #include "config.h"
 
@@ -36,15 +36,15 @@ typedef struct {
 
 typedef struct {
     uint32_t magic;
-    int32_t status;    /* 0, or a negative tempo_status_t */
-    uint32_t msg_len;  /* bytes of error text that follow when status != 0 */
+    int32_t status;   /* 0, or a negative tempo_status_t */
+    uint32_t msg_len; /* bytes of error text that follow when status != 0 */
     uint32_t pad;
 } reply_t;
 
 struct tempo__bootstrap {
     const tempo__launch_t *launch;
-    int fd;            /* rank 0: listening socket; others: connection to rank 0 */
-    char file[512];    /* rank 0 with a file rendezvous: the file to remove */
+    int fd;         /* rank 0: listening socket; others: connection to rank 0 */
+    char file[512]; /* rank 0 with a file rendezvous: the file to remove */
 };
 
 static int env_int(const char *name, int *v)
@@ -82,7 +82,8 @@ tempo_status_t tempo__launch_detect(const tempo_config_t *cfg, tempo__launch_t *
         l->source = "config";
     } else if (tempo__cfg.rank >= 0 || tempo__cfg.size >= 0) {
         if (tempo__cfg.rank < 0 || tempo__cfg.size < 0) {
-            return tempo__err(TEMPO_ERR_BOOTSTRAP, "TEMPO_RANK and TEMPO_SIZE must be set together");
+            return tempo__err(TEMPO_ERR_BOOTSTRAP,
+                              "TEMPO_RANK and TEMPO_SIZE must be set together");
         }
         l->rank = tempo__cfg.rank;
         l->size = tempo__cfg.size;
@@ -93,12 +94,14 @@ tempo_status_t tempo__launch_detect(const tempo_config_t *cfg, tempo__launch_t *
             int hr = env_int(sources[i].rank, &r), hs = env_int(sources[i].size, &s);
             if (hr < 0 || hs < 0) {
                 return tempo__err(TEMPO_ERR_BOOTSTRAP, "%s/%s hold invalid values ('%s', '%s')",
-                                  sources[i].rank, sources[i].size,
-                                  getenv(sources[i].rank) ?: "", getenv(sources[i].size) ?: "");
+                                  sources[i].rank, sources[i].size, getenv(sources[i].rank) ?: "",
+                                  getenv(sources[i].size) ?: "");
             }
             if (hr != hs) {
-                return tempo__err(TEMPO_ERR_BOOTSTRAP, "%s is set but %s is not: incomplete "
-                                  "launcher environment", hr ? sources[i].rank : sources[i].size,
+                return tempo__err(TEMPO_ERR_BOOTSTRAP,
+                                  "%s is set but %s is not: incomplete "
+                                  "launcher environment",
+                                  hr ? sources[i].rank : sources[i].size,
                                   hr ? sources[i].size : sources[i].rank);
             }
             if (hr && hs) {
@@ -118,7 +121,8 @@ tempo_status_t tempo__launch_detect(const tempo_config_t *cfg, tempo__launch_t *
     int v;
     if (tempo__cfg.local_size >= 0) {
         l->local_size = tempo__cfg.local_size;
-    } else if (env_int("OMPI_COMM_WORLD_LOCAL_SIZE", &v) > 0 || env_int("MPI_LOCALNRANKS", &v) > 0) {
+    } else if (env_int("OMPI_COMM_WORLD_LOCAL_SIZE", &v) > 0 ||
+               env_int("MPI_LOCALNRANKS", &v) > 0) {
         l->local_size = v;
     } else if (env_int("SLURM_NNODES", &v) > 0 && v == 1) {
         l->local_size = l->size;
@@ -139,7 +143,8 @@ tempo_status_t tempo__launch_detect(const tempo_config_t *cfg, tempo__launch_t *
         snprintf(l->root_text, sizeof(l->root_text), "%s", root);
     }
 
-    /* The job key: explicit, else the launcher's job id, else the root address or the parent pid. */
+    /* The job key: explicit, else the launcher's job id, else the root address or the parent pid.
+     */
     const char *ompi = getenv("OMPI_MCA_ess_base_jobid") ?: getenv("PMIX_NAMESPACE");
     const char *slurm = getenv("SLURM_JOB_ID");
     const char *hydra = getenv("PMI_PORT");
@@ -188,8 +193,10 @@ static tempo_status_t root_listen(tempo__bootstrap_t *bs, tempo__addr_t *local_p
         }
         tempo_status_t st = tempo__sock_listen(&any, &bs->fd, &bound);
         if (st != TEMPO_OK) {
-            return tempo__err(st, "rank 0 cannot listen at TEMPO_ROOT=%s: %s (is another job using "
-                                  "this port?)", l->root_text, tempo__errmsg());
+            return tempo__err(st,
+                              "rank 0 cannot listen at TEMPO_ROOT=%s: %s (is another job using "
+                              "this port?)",
+                              l->root_text, tempo__errmsg());
         }
         if (tempo__addr_is_any(local_p)) {
             TEMPO_CHECK(tempo__addr_parse("127.0.0.1:0", local_p));
@@ -204,7 +211,8 @@ static tempo_status_t root_listen(tempo__bootstrap_t *bs, tempo__addr_t *local_p
     rendezvous_file(l, bs->file, sizeof(bs->file));
     snprintf(tmp, sizeof(tmp), "%s.%d.tmp", bs->file, (int)getpid());
     FILE *f = fopen(tmp, "w");
-    if (!f || fprintf(f, "%s\n", tempo__addr_str(&bound, abuf, sizeof(abuf))) < 0 || fclose(f) != 0) {
+    if (!f || fprintf(f, "%s\n", tempo__addr_str(&bound, abuf, sizeof(abuf))) < 0 ||
+        fclose(f) != 0) {
         int e = errno;
         unlink(tmp);
         bs->file[0] = '\0';
@@ -221,7 +229,8 @@ static tempo_status_t root_listen(tempo__bootstrap_t *bs, tempo__addr_t *local_p
     return TEMPO_OK;
 }
 
-static tempo_status_t peer_connect(tempo__bootstrap_t *bs, uint64_t deadline, tempo__addr_t *local_p)
+static tempo_status_t peer_connect(tempo__bootstrap_t *bs, uint64_t deadline,
+                                   tempo__addr_t *local_p)
 {
     const tempo__launch_t *l = bs->launch;
     tempo__addr_t addr;
@@ -253,10 +262,12 @@ static tempo_status_t peer_connect(tempo__bootstrap_t *bs, uint64_t deadline, te
                 }
             }
             if (tempo__now_ns() >= deadline) {
-                return tempo__err(TEMPO_ERR_TIMEOUT,
-                                  "rank %d found no rendezvous from rank 0 (waited for %s for %.0f s;"
-                                  " is rank 0 running? set TEMPO_ROOT=host:port for jobs across "
-                                  "hosts)", l->rank, path, tempo__cfg.timeout_s);
+                return tempo__err(
+                    TEMPO_ERR_TIMEOUT,
+                    "rank %d found no rendezvous from rank 0 (waited for %s for %.0f s;"
+                    " is rank 0 running? set TEMPO_ROOT=host:port for jobs across "
+                    "hosts)",
+                    l->rank, path, tempo__cfg.timeout_s);
             }
             struct timespec ts = {0, 10000000};
             nanosleep(&ts, NULL);
@@ -274,11 +285,11 @@ tempo_status_t tempo__bootstrap_open(const tempo__launch_t *launch, uint64_t dea
                                      tempo__bootstrap_t **bs_p, tempo__addr_t *local_p)
 {
     if (!launch->has_root && launch->size > 1 && launch->local_size != launch->size) {
-        return tempo__err(TEMPO_ERR_BOOTSTRAP,
-                          "no rendezvous address: set TEMPO_ROOT=host:port (rank 0's host and a free "
-                          "port) for a job of %d ranks launched by %s%s", launch->size,
-                          launch->source,
-                          launch->local_size < 0 ? "" : " across several hosts");
+        return tempo__err(
+            TEMPO_ERR_BOOTSTRAP,
+            "no rendezvous address: set TEMPO_ROOT=host:port (rank 0's host and a free "
+            "port) for a job of %d ranks launched by %s%s",
+            launch->size, launch->source, launch->local_size < 0 ? "" : " across several hosts");
     }
     tempo__bootstrap_t *bs = tempo__calloc(1, sizeof(*bs), "bootstrap");
     if (!bs) {
@@ -337,11 +348,14 @@ static tempo_status_t root_gather(tempo__bootstrap_t *bs, const void *blob, size
             size_t o = 0;
             for (int r = 1; r < n && o < sizeof(missing) - 16; r++) {
                 if (fds[r] < 0) {
-                    o += (size_t)snprintf(missing + o, sizeof(missing) - o, "%s%d", o ? "," : "", r);
+                    o +=
+                        (size_t)snprintf(missing + o, sizeof(missing) - o, "%s%d", o ? "," : "", r);
                 }
             }
-            snprintf(why, sizeof(why), "rendezvous timed out after %.0f s: %d of %d ranks joined; "
-                     "missing ranks %s", tempo__cfg.timeout_s, joined, n, missing);
+            snprintf(why, sizeof(why),
+                     "rendezvous timed out after %.0f s: %d of %d ranks joined; "
+                     "missing ranks %s",
+                     tempo__cfg.timeout_s, joined, n, missing);
             break;
         }
         if (st != TEMPO_OK) {
@@ -350,7 +364,8 @@ static tempo_status_t root_gather(tempo__bootstrap_t *bs, const void *blob, size
         }
         hello_t h;
         uint64_t hello_deadline = TEMPO_MIN(deadline, tempo__now_ns() + 10000000000ull);
-        if (tempo__sock_recv_all(fd, &h, sizeof(h), hello_deadline, "a connecting rank") != TEMPO_OK ||
+        if (tempo__sock_recv_all(fd, &h, sizeof(h), hello_deadline, "a connecting rank") !=
+                TEMPO_OK ||
             h.magic != HELLO_MAGIC || h.version != BS_VERSION) {
             TEMPO_WARN(TEMPO_SUB_INIT, "ignored a connection at the rendezvous that is not a tempo "
                                        "rank of this version");
@@ -358,18 +373,23 @@ static tempo_status_t root_gather(tempo__bootstrap_t *bs, const void *blob, size
             continue;
         }
         if (h.key_hash != key_hash) {
-            TEMPO_WARN(TEMPO_SUB_INIT, "refused rank %d of another job at the rendezvous (job keys "
-                                       "differ; this job is '%s')", (int)h.rank, l->job_key);
-            send_reply(fd, TEMPO_ERR_BOOTSTRAP, "the rendezvous belongs to another job "
-                                                "(job keys differ); use a different TEMPO_ROOT port "
-                                                "or TEMPO_JOB_ID", hello_deadline);
+            TEMPO_WARN(TEMPO_SUB_INIT,
+                       "refused rank %d of another job at the rendezvous (job keys "
+                       "differ; this job is '%s')",
+                       (int)h.rank, l->job_key);
+            send_reply(fd, TEMPO_ERR_BOOTSTRAP,
+                       "the rendezvous belongs to another job "
+                       "(job keys differ); use a different TEMPO_ROOT port "
+                       "or TEMPO_JOB_ID",
+                       hello_deadline);
             close(fd);
             continue;
         }
         if (h.size != n || h.rank <= 0 || h.rank >= n || fds[h.rank] >= 0 || h.blob_len != len) {
             if (h.size != n) {
-                snprintf(why, sizeof(why), "rank %d was started with size %d but rank 0 with size %d",
-                         (int)h.rank, (int)h.size, n);
+                snprintf(why, sizeof(why),
+                         "rank %d was started with size %d but rank 0 with size %d", (int)h.rank,
+                         (int)h.size, n);
             } else if (h.rank <= 0 || h.rank >= n) {
                 snprintf(why, sizeof(why), "a rank joined with rank %d, out of range for size %d",
                          (int)h.rank, n);
@@ -421,8 +441,13 @@ static tempo_status_t peer_gather(tempo__bootstrap_t *bs, const void *blob, size
                                   uint64_t deadline, char *all)
 {
     const tempo__launch_t *l = bs->launch;
-    hello_t h = {HELLO_MAGIC, BS_VERSION, tempo__hash64(l->job_key, strlen(l->job_key), 0),
-                 l->rank, l->size, (uint32_t)len, 0};
+    hello_t h = {HELLO_MAGIC,
+                 BS_VERSION,
+                 tempo__hash64(l->job_key, strlen(l->job_key), 0),
+                 l->rank,
+                 l->size,
+                 (uint32_t)len,
+                 0};
     const char *who = "rank 0 (rendezvous)";
     TEMPO_CHECK(tempo__sock_send_all(bs->fd, &h, sizeof(h), deadline, who));
     TEMPO_CHECK(tempo__sock_send_all(bs->fd, blob, len, deadline, who));
@@ -442,7 +467,7 @@ static tempo_status_t peer_gather(tempo__bootstrap_t *bs, const void *blob, size
         }
         msg[n] = '\0';
         tempo_status_t rs = (r.status < 0 && r.status > TEMPO_ERR_LAST) ? (tempo_status_t)r.status
-                                                                         : TEMPO_ERR_BOOTSTRAP;
+                                                                        : TEMPO_ERR_BOOTSTRAP;
         return tempo__err(rs, "rendezvous refused rank %d: %s", l->rank, msg);
     }
     st = tempo__sock_recv_all(bs->fd, all, len * (size_t)l->size, deadline, who);

@@ -1,11 +1,12 @@
 /*
  * bootstrap.h — who am I, how many are we, and where do we meet.
  *
- * tempo__launch_detect() reads rank and size from an explicit config, TEMPO_RANK/TEMPO_SIZE, Open MPI,
- * MPICH/Hydra or Slurm variables (in that order), and decides the rendezvous: TEMPO_ROOT=host:port, or
- * for a job known to sit on one host, a file in $TMPDIR named after the job key. The rendezvous is a
- * TCP star at rank 0 that all-gathers one fixed-size blob per rank and then closes. Connections from
- * other jobs (a different job key) are refused and do not disturb the job.
+ * tempo__launch_detect() reads rank and size from an explicit config, TEMPO_RANK/TEMPO_SIZE, Open
+ * MPI, MPICH/Hydra or Slurm variables (in that order), and decides the rendezvous:
+ * TEMPO_ROOT=host:port, or for a job known to sit on one host, a file in $TMPDIR named after the
+ * job key. The rendezvous is a TCP star at rank 0 that all-gathers one fixed-size blob per rank and
+ * then closes. Connections from other jobs (a different job key) are refused and do not disturb the
+ * job.
  */
 #ifndef TEMPO_CORE_BOOTSTRAP_H
 #define TEMPO_CORE_BOOTSTRAP_H
@@ -15,10 +16,10 @@
 typedef struct tempo__launch {
     int rank;
     int size;
-    const char *source;     /* which variables gave rank and size */
-    int local_size;         /* ranks on this host when the launcher says so, else -1 */
-    char job_key[320];      /* identity checked at the rendezvous */
-    int has_root;           /* root was given (TEMPO_ROOT or config) */
+    const char *source; /* which variables gave rank and size */
+    int local_size;     /* ranks on this host when the launcher says so, else -1 */
+    char job_key[320];  /* identity checked at the rendezvous */
+    int has_root;       /* root was given (TEMPO_ROOT or config) */
     char root_text[256];
 } tempo__launch_t;
 
@@ -26,11 +27,13 @@ tempo_status_t tempo__launch_detect(const tempo_config_t *cfg, tempo__launch_t *
 
 typedef struct tempo__bootstrap tempo__bootstrap_t;
 
-/** Rank 0 starts listening at the rendezvous; other ranks connect to it. *local_p receives the local
- *  address (port 0) through which this rank reaches rank 0: the address to advertise to peers. */
+/** Rank 0 starts listening at the rendezvous; other ranks connect to it. *local_p receives the
+ * local address (port 0) through which this rank reaches rank 0: the address to advertise to peers.
+ */
 tempo_status_t tempo__bootstrap_open(const tempo__launch_t *launch, uint64_t deadline,
                                      tempo__bootstrap_t **bs_p, tempo__addr_t *local_p);
-/** Every rank contributes len bytes; *all_p (size * len bytes, rank order, tempo__free) receives all. */
+/** Every rank contributes len bytes; *all_p (size * len bytes, rank order, tempo__free) receives
+ * all. */
 tempo_status_t tempo__bootstrap_allgather(tempo__bootstrap_t *bs, const void *blob, size_t len,
                                           uint64_t deadline, void **all_p);
 void tempo__bootstrap_close(tempo__bootstrap_t *bs);

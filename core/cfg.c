@@ -1,8 +1,9 @@
 /*
  * cfg.c — the one table of TEMPO_* variables and its parser (UCX config tables, redis
- * static_configs[]). Each entry: name, default as text, type, doc string, offset into tempo__config_t
- * and size of the field. Defaults are parsed by the same code as user values, so the documented
- * default is what the library uses. Values that differ from the default are logged once under ENV.
+ * static_configs[]). Each entry: name, default as text, type, doc string, offset into
+ * tempo__config_t and size of the field. Defaults are parsed by the same code as user values, so
+ * the documented default is what the library uses. Values that differ from the default are logged
+ * once under ENV.
  */
 #include "config.h"
 
@@ -29,26 +30,33 @@ typedef struct {
     const char *doc;
 } field_t;
 
-#define F(name, def, type, member, doc) \
-    {name, def, type, offsetof(tempo__config_t, member), sizeof(((tempo__config_t *)0)->member), doc}
+#define F(name, def, type, member, doc)                     \
+    {                                                       \
+        name, def, type, offsetof(tempo__config_t, member), \
+            sizeof(((tempo__config_t *)0)->member), doc     \
+    }
 
 static const field_t fields[] = {
     F("TEMPO_RANK", "", T_INT, rank,
-      "Rank of this process, 0 <= rank < TEMPO_SIZE (set by tempo-run; otherwise taken from Open MPI, "
+      "Rank of this process, 0 <= rank < TEMPO_SIZE (set by tempo-run; otherwise taken from Open "
+      "MPI, "
       "MPICH/Hydra or Slurm variables)"),
     F("TEMPO_SIZE", "", T_INT, size, "Number of ranks of the job"),
     F("TEMPO_LOCAL_SIZE", "", T_INT, local_size,
       "Number of ranks on this host (set by tempo-run; lets a job on one host meet without "
       "TEMPO_ROOT)"),
     F("TEMPO_ROOT", "", T_STRING, root,
-      "Rendezvous address host:port; rank 0 listens there. Unset: a job on one host meets through a "
+      "Rendezvous address host:port; rank 0 listens there. Unset: a job on one host meets through "
+      "a "
       "file in $TMPDIR keyed by the launcher's job id"),
     F("TEMPO_JOB_ID", "", T_STRING, job_id,
       "Job identity checked at the rendezvous, so that concurrent jobs cannot mix (default: the "
       "launcher's job id, else the parent pid)"),
     F("TEMPO_HOST_ID", "", T_STRING, host_id,
-      "Override the host identity: ranks with equal ids use shared memory, others TCP. '%r' expands "
-      "to the rank, so TEMPO_HOST_ID=%r forces TCP between local ranks (default: hash of host name, "
+      "Override the host identity: ranks with equal ids use shared memory, others TCP. '%r' "
+      "expands "
+      "to the rank, so TEMPO_HOST_ID=%r forces TCP between local ranks (default: hash of host "
+      "name, "
       "boot id and network/mount namespaces)"),
     F("TEMPO_TIMEOUT", "300s", T_TIME, timeout_s,
       "Deadline of every wait and of the rendezvous (units s, ms, m, h)"),
@@ -59,7 +67,8 @@ static const field_t fields[] = {
     F("TEMPO_DEBUG_FILE", "", T_STRING, debug_file,
       "Write log lines to this file instead of stderr; %h host, %p pid, %r rank"),
     F("TEMPO_ALGO", "", T_STRING, algo,
-      "Force algorithms per collective, e.g. allreduce:ring,broadcast:pipeline (see tempo-info -a)"),
+      "Force algorithms per collective, e.g. allreduce:ring,broadcast:pipeline (see tempo-info "
+      "-a)"),
     F("TEMPO_SHM", "1", T_BOOL, shm, "Use shared memory between ranks of the same host"),
     F("TEMPO_SHM_RING_BYTES", "256K", T_SIZE, shm_ring_bytes,
       "Size of each shared-memory ring between two ranks of a host (one per direction)"),
@@ -115,11 +124,22 @@ int tempo__parse_size(const char *text, size_t *bytes_p)
     }
     unsigned long long scale = 1;
     switch (*end) {
-    case '\0':
+    case '\0': break;
+    case 'k':
+    case 'K':
+        scale = 1ull << 10;
+        end++;
         break;
-    case 'k': case 'K': scale = 1ull << 10; end++; break;
-    case 'm': case 'M': scale = 1ull << 20; end++; break;
-    case 'g': case 'G': scale = 1ull << 30; end++; break;
+    case 'm':
+    case 'M':
+        scale = 1ull << 20;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        scale = 1ull << 30;
+        end++;
+        break;
     default: return -1;
     }
     if (*end == 'B' || *end == 'b') {
@@ -209,16 +229,11 @@ static int parse_field(const field_t *f, const char *text)
         }
         memcpy(p, text, strlen(text) + 1);
         return 0;
-    case T_TIME:
-        return tempo__parse_time(text, (double *)p);
-    case T_SIZE:
-        return tempo__parse_size(text, (size_t *)p);
-    case T_BOOL:
-        return parse_bool(text, (int *)p);
-    case T_LEVEL:
-        return parse_level(text, (int *)p);
-    case T_SUBSYS:
-        return tempo__log_parse_subsys(text, (unsigned *)p);
+    case T_TIME: return tempo__parse_time(text, (double *)p);
+    case T_SIZE: return tempo__parse_size(text, (size_t *)p);
+    case T_BOOL: return parse_bool(text, (int *)p);
+    case T_LEVEL: return parse_level(text, (int *)p);
+    case T_SUBSYS: return tempo__log_parse_subsys(text, (unsigned *)p);
     }
     return -1;
 }

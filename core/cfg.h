@@ -1,8 +1,8 @@
 /*
  * cfg.h — the configuration table: every TEMPO_* environment variable the library reads, with its
  * default, type and meaning, in one declarative table (core/cfg.c). The table is parsed once, at
- * the first communicator creation, into tempo__cfg; nothing else in the library calls getenv() for a
- * TEMPO_* variable. tempo-info -c prints the table with current values.
+ * the first communicator creation, into tempo__cfg; nothing else in the library calls getenv() for
+ * a TEMPO_* variable. tempo-info -c prints the table with current values.
  */
 #ifndef TEMPO_CORE_CFG_H
 #define TEMPO_CORE_CFG_H
@@ -12,21 +12,21 @@
 #include <tempo.h>
 
 typedef struct tempo__config {
-    int rank;                  /* TEMPO_RANK, -1 when unset */
-    int size;                  /* TEMPO_SIZE, -1 when unset */
-    int local_size;            /* TEMPO_LOCAL_SIZE, -1 when unset */
-    char root[256];            /* TEMPO_ROOT "host:port", "" when unset */
-    char job_id[128];          /* TEMPO_JOB_ID */
-    char host_id[128];         /* TEMPO_HOST_ID */
-    double timeout_s;          /* TEMPO_TIMEOUT, seconds */
-    int debug_level;           /* TEMPO_DEBUG (tempo__log_level_t) */
-    unsigned debug_subsys;     /* TEMPO_DEBUG_SUBSYS mask */
-    char debug_file[256];      /* TEMPO_DEBUG_FILE */
-    char algo[512];            /* TEMPO_ALGO, interpreted by collectives/select.c */
-    int shm;                   /* TEMPO_SHM: use shared memory inside a host */
-    size_t shm_ring_bytes;     /* TEMPO_SHM_RING_BYTES: per ordered pair of ranks */
-    size_t shm_coll_bytes;     /* TEMPO_SHM_COLL_BYTES: per-rank staging of shm collectives */
-    double spin_s;             /* TEMPO_SPIN: busy-poll time before sleeping in a wait */
+    int rank;              /* TEMPO_RANK, -1 when unset */
+    int size;              /* TEMPO_SIZE, -1 when unset */
+    int local_size;        /* TEMPO_LOCAL_SIZE, -1 when unset */
+    char root[256];        /* TEMPO_ROOT "host:port", "" when unset */
+    char job_id[128];      /* TEMPO_JOB_ID */
+    char host_id[128];     /* TEMPO_HOST_ID */
+    double timeout_s;      /* TEMPO_TIMEOUT, seconds */
+    int debug_level;       /* TEMPO_DEBUG (tempo__log_level_t) */
+    unsigned debug_subsys; /* TEMPO_DEBUG_SUBSYS mask */
+    char debug_file[256];  /* TEMPO_DEBUG_FILE */
+    char algo[512];        /* TEMPO_ALGO, interpreted by collectives/select.c */
+    int shm;               /* TEMPO_SHM: use shared memory inside a host */
+    size_t shm_ring_bytes; /* TEMPO_SHM_RING_BYTES: per ordered pair of ranks */
+    size_t shm_coll_bytes; /* TEMPO_SHM_COLL_BYTES: per-rank staging of shm collectives */
+    double spin_s;         /* TEMPO_SPIN: busy-poll time before sleeping in a wait */
 } tempo__config_t;
 
 extern tempo__config_t tempo__cfg;

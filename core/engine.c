@@ -6,9 +6,9 @@
  * function (1 ms at a time, woken early by socket activity), and when the host has more ranks than
  * CPUs it yields the CPU between polls so that the ranks it waits for can run.
  *
- * Deadlines: every operation gets now + TEMPO_TIMEOUT when it starts. An operation past its deadline
- * fails with TEMPO_ERR_TIMEOUT naming the rank it waits for, and fails the job (its collective
- * sequence can no longer be trusted).
+ * Deadlines: every operation gets now + TEMPO_TIMEOUT when it starts. An operation past its
+ * deadline fails with TEMPO_ERR_TIMEOUT naming the rank it waits for, and fails the job (its
+ * collective sequence can no longer be trusted).
  */
 #include "config.h"
 
@@ -31,14 +31,12 @@ const char *tempo__coll_name(int coll)
 const char *tempo__op_describe(const tempo__op_t *op, char *buf, size_t len)
 {
     switch (op->coll) {
-    case TEMPO__COLL_BARRIER:
-        snprintf(buf, len, "barrier #%u", op->seq);
-        break;
+    case TEMPO__COLL_BARRIER: snprintf(buf, len, "barrier #%u", op->seq); break;
     case TEMPO__COLL_SEND:
     case TEMPO__COLL_RECV:
         snprintf(buf, len, "%s of %zu x %s %s comm rank %d (tag %u)", coll_names[op->coll],
-                 op->count, tempo_dtype_name(op->dtype), op->coll == TEMPO__COLL_SEND ? "to" : "from",
-                 op->root, op->ptag);
+                 op->count, tempo_dtype_name(op->dtype),
+                 op->coll == TEMPO__COLL_SEND ? "to" : "from", op->root, op->ptag);
         break;
     case TEMPO__COLL_ALLGATHER:
     case TEMPO__COLL_ALLTOALL:
@@ -138,8 +136,7 @@ int tempo__engine_progress(tempo__world_t *w)
     w->op_events = 0;
     uint64_t now = 0;
     tempo__list_t *pos, *tmp;
-    tempo__list_for_each_safe(pos, tmp, &w->active)
-    {
+    tempo__list_for_each_safe (pos, tmp, &w->active) {
         tempo__op_t *op = tempo__container_of(pos, tempo__op_t, link);
         tempo_status_t st;
         if (TEMPO_UNLIKELY(w->failed != TEMPO_OK)) {

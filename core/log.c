@@ -19,8 +19,8 @@ int tempo__log_level = TEMPO_LOG_WARN;
 unsigned tempo__log_mask = TEMPO_SUB_INIT | TEMPO_SUB_ENV;
 
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
-static int log_fd = -1;          /* -1: not opened yet */
-static char log_pattern[256];    /* TEMPO_DEBUG_FILE, "" for stderr */
+static int log_fd = -1;       /* -1: not opened yet */
+static char log_pattern[256]; /* TEMPO_DEBUG_FILE, "" for stderr */
 static int log_rank = -1;
 
 static const char *const level_names[] = {"NONE", "WARN", "INFO", "DEBUG", "TRACE"};
@@ -28,9 +28,9 @@ static const struct {
     const char *name;
     unsigned bit;
 } subsys_names[] = {
-    {"INIT", TEMPO_SUB_INIT},       {"COLL", TEMPO_SUB_COLL},   {"TRANSPORT", TEMPO_SUB_TRANSPORT},
-    {"TOPO", TEMPO_SUB_TOPO},       {"QUANT", TEMPO_SUB_QUANT}, {"OVERLAP", TEMPO_SUB_OVERLAP},
-    {"ENV", TEMPO_SUB_ENV},         {"ALL", TEMPO_SUB_ALL},
+    {"INIT", TEMPO_SUB_INIT}, {"COLL", TEMPO_SUB_COLL},   {"TRANSPORT", TEMPO_SUB_TRANSPORT},
+    {"TOPO", TEMPO_SUB_TOPO}, {"QUANT", TEMPO_SUB_QUANT}, {"OVERLAP", TEMPO_SUB_OVERLAP},
+    {"ENV", TEMPO_SUB_ENV},   {"ALL", TEMPO_SUB_ALL},
 };
 
 void tempo__log_set_rank(int rank)
@@ -138,9 +138,10 @@ static int log_open_locked(void)
             log_fd = fd;
         } else {
             char msg[700];
-            int n = snprintf(msg, sizeof(msg),
-                             "tempo WARN cannot open TEMPO_DEBUG_FILE '%s': %s; logging to stderr\n",
-                             path, strerror(errno));
+            int n =
+                snprintf(msg, sizeof(msg),
+                         "tempo WARN cannot open TEMPO_DEBUG_FILE '%s': %s; logging to stderr\n",
+                         path, strerror(errno));
             if (write(2, msg, (size_t)TEMPO_MIN(n, (int)sizeof(msg) - 1)) < 0) {
                 /* nothing else to do */
             }

@@ -40,12 +40,12 @@ void tempo__log_set_rank(int rank);
 /** Parse a subsystem list ("INIT,COLL", "ALL", "^ENV"); returns 0 on success. */
 int tempo__log_parse_subsys(const char *text, unsigned *mask_p);
 
-#define TEMPO_LOG(_level, _sub, ...)                                              \
-    do {                                                                          \
-        if (__builtin_expect((_level) <= tempo__log_level, 0) &&                  \
-            (((_level) == TEMPO_LOG_WARN) || ((_sub) & tempo__log_mask))) {       \
-            tempo__log((_level), (_sub), __FILE__, __LINE__, __VA_ARGS__);        \
-        }                                                                         \
+#define TEMPO_LOG(_level, _sub, ...)                                       \
+    do {                                                                   \
+        if (__builtin_expect((_level) <= tempo__log_level, 0) &&           \
+            (((_level) == TEMPO_LOG_WARN) || ((_sub)&tempo__log_mask))) {  \
+            tempo__log((_level), (_sub), __FILE__, __LINE__, __VA_ARGS__); \
+        }                                                                  \
     } while (0)
 
 #define TEMPO_WARN(_sub, ...) TEMPO_LOG(TEMPO_LOG_WARN, _sub, __VA_ARGS__)

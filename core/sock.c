@@ -209,10 +209,9 @@ tempo_status_t tempo__sock_connect(const tempo__addr_t *addr, uint64_t deadline,
         nanosleep(&ts, NULL);
         delay_ms = TEMPO_MIN(delay_ms * 2, 100);
     }
-    return tempo__err(last_err == ETIMEDOUT || last_err == ECONNREFUSED ? TEMPO_ERR_TIMEOUT
-                                                                         : TEMPO_ERR_SYSTEM,
-                      "cannot connect to %s: %s", tempo__addr_str(addr, abuf, sizeof(abuf)),
-                      strerror(last_err));
+    return tempo__err(
+        last_err == ETIMEDOUT || last_err == ECONNREFUSED ? TEMPO_ERR_TIMEOUT : TEMPO_ERR_SYSTEM,
+        "cannot connect to %s: %s", tempo__addr_str(addr, abuf, sizeof(abuf)), strerror(last_err));
 }
 
 tempo_status_t tempo__sock_accept(int lfd, uint64_t deadline, int *fd_p)
@@ -252,9 +251,8 @@ static tempo_status_t sock_io(int fd, void *buf, size_t len, uint64_t deadline, 
             continue;
         }
         if (rc == 0) {
-            return tempo__err_quiet(TEMPO_ERR_TIMEOUT, "timed out %s %s", is_send ? "sending to"
-                                                                                 : "receiving from",
-                                    peer);
+            return tempo__err_quiet(TEMPO_ERR_TIMEOUT, "timed out %s %s",
+                                    is_send ? "sending to" : "receiving from", peer);
         }
         ssize_t n = is_send ? send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT)
                             : recv(fd, p, len, MSG_DONTWAIT);

@@ -1,7 +1,7 @@
 /*
  * sock.h — small TCP helpers used by the bootstrap and the tcp transport: address parsing and
- * printing, listening, connecting with retries until a deadline, and blocking full reads/writes with
- * a deadline. IPv4 and IPv6. Every socket is close-on-exec.
+ * printing, listening, connecting with retries until a deadline, and blocking full reads/writes
+ * with a deadline. IPv4 and IPv6. Every socket is close-on-exec.
  */
 #ifndef TEMPO_CORE_SOCK_H
 #define TEMPO_CORE_SOCK_H

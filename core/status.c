@@ -25,12 +25,10 @@ const char *tempo_strerror(tempo_status_t status)
 {
     switch (status) {
 #define X(name, text) \
-    case name:        \
-        return text;
+    case name: return text;
         TEMPO_STATUS_MAP(X)
 #undef X
-    default:
-        return "unknown status";
+    default: return "unknown status";
     }
 }
 
@@ -38,12 +36,10 @@ const char *tempo_status_name(tempo_status_t status)
 {
     switch (status) {
 #define X(name, text) \
-    case name:        \
-        return #name;
+    case name: return #name;
         TEMPO_STATUS_MAP(X)
 #undef X
-    default:
-        return "TEMPO_STATUS_UNKNOWN";
+    default: return "TEMPO_STATUS_UNKNOWN";
     }
 }
 
@@ -98,5 +94,6 @@ tempo_status_t tempo__err_quiet(tempo_status_t st, const char *fmt, ...)
 
 void tempo__log_breadcrumb(const char *file, int line, tempo_status_t st)
 {
-    TEMPO_LOG(TEMPO_LOG_DEBUG, TEMPO_SUB_ALL, "  at %s:%d -> %s", file, line, tempo_status_name(st));
+    TEMPO_LOG(TEMPO_LOG_DEBUG, TEMPO_SUB_ALL, "  at %s:%d -> %s", file, line,
+              tempo_status_name(st));
 }

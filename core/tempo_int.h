@@ -32,18 +32,18 @@
 #define TEMPO_MAX(a, b) ((a) > (b) ? (a) : (b))
 #define TEMPO_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define TEMPO_CACHELINE 64
-#define TEMPO_ALIGN_UP(x, a) (((x) + (a) - 1) / (a) * (a))
+#define TEMPO_ALIGN_UP(x, a) (((x) + (a)-1) / (a) * (a))
 #define TEMPO_FMT_PRINTF(f, a) __attribute__((format(printf, f, a)))
 
 #ifdef TEMPO_ENABLE_ASSERT
 #include <stdio.h>
 #include <stdlib.h>
-#define TEMPO_ASSERT(c)                                                                          \
-    do {                                                                                         \
-        if (!(c)) {                                                                              \
+#define TEMPO_ASSERT(c)                                                                         \
+    do {                                                                                        \
+        if (!(c)) {                                                                             \
             fprintf(stderr, "tempo: assertion '%s' failed at %s:%d\n", #c, __FILE__, __LINE__); \
-            abort();                                                                             \
-        }                                                                                        \
+            abort();                                                                            \
+        }                                                                                       \
     } while (0)
 #else
 #define TEMPO_ASSERT(c) ((void)0)
@@ -67,23 +67,23 @@ void tempo__errmsg_set(const char *msg);
 void tempo__log_breadcrumb(const char *file, int line, tempo_status_t st);
 
 /** Propagate a failure: evaluate expr once; if negative, leave a breadcrumb and return it. */
-#define TEMPO_CHECK(expr)                                          \
-    do {                                                           \
-        tempo_status_t _tempo_st = (expr);                         \
-        if (TEMPO_UNLIKELY(_tempo_st < 0)) {                       \
-            tempo__log_breadcrumb(__FILE__, __LINE__, _tempo_st);  \
-            return _tempo_st;                                      \
-        }                                                          \
+#define TEMPO_CHECK(expr)                                         \
+    do {                                                          \
+        tempo_status_t _tempo_st = (expr);                        \
+        if (TEMPO_UNLIKELY(_tempo_st < 0)) {                      \
+            tempo__log_breadcrumb(__FILE__, __LINE__, _tempo_st); \
+            return _tempo_st;                                     \
+        }                                                         \
     } while (0)
 
 /** As TEMPO_CHECK, but store the status in st and jump to label (cleanup path). */
-#define TEMPO_CHECK_GOTO(expr, st, label)                          \
-    do {                                                           \
-        (st) = (expr);                                             \
-        if (TEMPO_UNLIKELY((st) < 0)) {                            \
-            tempo__log_breadcrumb(__FILE__, __LINE__, (st));       \
-            goto label;                                            \
-        }                                                          \
+#define TEMPO_CHECK_GOTO(expr, st, label)                    \
+    do {                                                     \
+        (st) = (expr);                                       \
+        if (TEMPO_UNLIKELY((st) < 0)) {                      \
+            tempo__log_breadcrumb(__FILE__, __LINE__, (st)); \
+            goto label;                                      \
+        }                                                    \
     } while (0)
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -131,8 +131,10 @@ typedef struct tempo__list {
 } tempo__list_t;
 
 #define TEMPO_LIST_INIT(l) \
-    { &(l), &(l) }
-#define tempo__container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+    {                      \
+        &(l), &(l)         \
+    }
+#define tempo__container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
 static inline void tempo__list_init(tempo__list_t *l)
 {
@@ -156,8 +158,9 @@ static inline void tempo__list_remove(tempo__list_t *e)
     e->prev = e->next = e;
 }
 
-#define tempo__list_for_each_safe(pos, tmp, head) \
-    for ((pos) = (head)->next, (tmp) = (pos)->next; (pos) != (head); (pos) = (tmp), (tmp) = (pos)->next)
+#define tempo__list_for_each_safe(pos, tmp, head)                    \
+    for ((pos) = (head)->next, (tmp) = (pos)->next; (pos) != (head); \
+         (pos) = (tmp), (tmp) = (pos)->next)
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Misc                                                                                           */

@@ -1,16 +1,18 @@
 /*
  * world.h — the job ("world"), its communicators, and the operations posted on them.
  *
- * A world is created once per job by tempo_comm_init*(): it holds the peer table from the rendezvous,
- * the transports (registered as function pointers, because transport/ sits above core/), the progress
- * engine (the list of running operations) and the job's failure state. Every communicator of the job
- * (the initial one and its splits) points to the same world and shares its connections; messages of
- * different communicators are kept apart by a 15-bit context id in every tag.
+ * A world is created once per job by tempo_comm_init*(): it holds the peer table from the
+ * rendezvous, the transports (registered as function pointers, because transport/ sits above
+ * core/), the progress engine (the list of running operations) and the job's failure state. Every
+ * communicator of the job (the initial one and its splits) points to the same world and shares its
+ * connections; messages of different communicators are kept apart by a 15-bit context id in every
+ * tag.
  *
  * An operation (tempo__op_t, the public tempo_request_t) is one posted collective or point-to-point
  * transfer. Its algorithm is a progress function that is called by the engine until it returns
- * TEMPO_OK or an error; it never blocks. Operations on a communicator get consecutive sequence numbers
- * in posting order, which every rank agrees on because all ranks post collectives in the same order.
+ * TEMPO_OK or an error; it never blocks. Operations on a communicator get consecutive sequence
+ * numbers in posting order, which every rank agrees on because all ranks post collectives in the
+ * same order.
  *
  * Invariants
  *   - Everything in a world is protected by world->lock; public entry points take it.
@@ -32,21 +34,21 @@
 typedef struct tempo__peer_info {
     int32_t rank;
     int32_t pid;
-    uint64_t host_id;       /* equal ids: same host, shared memory possible */
-    uint64_t machine_id;    /* equal ids: same machine, sharing CPUs */
-    uint64_t uuid;          /* random per process; rank 0's names the job's shared memory */
-    uint32_t addr_len;      /* listening address of the tcp transport */
-    uint32_t ncpus;         /* online CPUs of the host */
+    uint64_t host_id;    /* equal ids: same host, shared memory possible */
+    uint64_t machine_id; /* equal ids: same machine, sharing CPUs */
+    uint64_t uuid;       /* random per process; rank 0's names the job's shared memory */
+    uint32_t addr_len;   /* listening address of the tcp transport */
+    uint32_t ncpus;      /* online CPUs of the host */
     uint8_t addr[128];
     char hostname[64];
 } tempo__peer_info_t;
 
 typedef struct tempo__peer {
     tempo__peer_info_t info;
-    void *data_ep;                       /* endpoint carrying this peer's data (owned by transport) */
+    void *data_ep; /* endpoint carrying this peer's data (owned by transport) */
     const struct tempo__tl_ops *data_tl; /* its transport */
     int local;                           /* same host id as this rank */
-    int left;                            /* the peer destroyed its last communicator (said goodbye) */
+    int left; /* the peer destroyed its last communicator (said goodbye) */
 } tempo__peer_t;
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -73,13 +75,13 @@ typedef struct tempo__op tempo__op_t;
 typedef tempo_status_t (*tempo__op_progress_fn_t)(tempo__op_t *op);
 
 struct tempo__op {
-    tempo__list_t link;          /* on world->active while running, on the free list otherwise */
-    tempo__list_t clink;         /* on comm->ops from creation until released */
+    tempo__list_t link;  /* on world->active while running, on the free list otherwise */
+    tempo__list_t clink; /* on comm->ops from creation until released */
     struct tempo_comm *comm;
-    tempo_status_t status;       /* TEMPO_INPROGRESS while running */
-    int coll;                    /* tempo__coll_t */
-    uint32_t seq;                /* per-communicator sequence number (tags use it) */
-    const char *algo;            /* algorithm name, for logs */
+    tempo_status_t status; /* TEMPO_INPROGRESS while running */
+    int coll;              /* tempo__coll_t */
+    uint32_t seq;          /* per-communicator sequence number (tags use it) */
+    const char *algo;      /* algorithm name, for logs */
 
     /* Arguments, as the caller gave them (meaning per collective, see tempo.h). */
     const void *sendbuf;
@@ -87,17 +89,17 @@ struct tempo__op {
     size_t count;
     tempo_dtype_t dtype;
     tempo_op_t redop;
-    int root;                    /* root, or the peer of send/recv (comm ranks) */
-    uint32_t ptag;               /* send/recv tag */
+    int root;      /* root, or the peer of send/recv (comm ranks) */
+    uint32_t ptag; /* send/recv tag */
     int priority;
     uint64_t user_tag;
 
     /* Execution. */
     tempo__op_progress_fn_t progress; /* returns TEMPO_INPROGRESS, TEMPO_OK or an error */
     void (*cleanup)(tempo__op_t *op); /* frees priv; called once, also after failures */
-    void *priv;                  /* algorithm state */
-    uint64_t deadline;           /* ns, monotonic */
-    int wait_peer;               /* comm rank the op is waiting for (diagnostics), -1 if unknown */
+    void *priv;                       /* algorithm state */
+    uint64_t deadline;                /* ns, monotonic */
+    int wait_peer; /* comm rank the op is waiting for (diagnostics), -1 if unknown */
     char errmsg[TEMPO_ERRMSG_LEN];
 };
 
@@ -109,21 +111,21 @@ typedef struct tempo__world {
     pthread_mutex_t lock;
     int rank;
     int size;
-    tempo__peer_t *peers;        /* (size) indexed by world rank */
-    int nlocal;                  /* ranks on this host, this one included */
-    int oversubscribed;          /* more ranks on this machine than online CPUs */
-    uint64_t job_uuid;           /* rank 0's uuid */
+    tempo__peer_t *peers; /* (size) indexed by world rank */
+    int nlocal;           /* ranks on this host, this one included */
+    int oversubscribed;   /* more ranks on this machine than online CPUs */
+    uint64_t job_uuid;    /* rank 0's uuid */
     double timeout_s;
 
-    tempo_status_t failed;       /* TEMPO_OK while healthy */
+    tempo_status_t failed; /* TEMPO_OK while healthy */
     char failmsg[TEMPO_ERRMSG_LEN];
 
-    tempo__list_t active;        /* running operations, in posting order */
-    tempo__list_t free_ops;      /* recycled operation objects */
-    int ncomms;                  /* live communicators */
-    int next_ctx;                /* lowest context id this rank has not used */
-    uint64_t last_event_ns;      /* when the engine last saw progress (idle strategy) */
-    int op_events;               /* progress made inside operations since the last count */
+    tempo__list_t active;   /* running operations, in posting order */
+    tempo__list_t free_ops; /* recycled operation objects */
+    int ncomms;             /* live communicators */
+    int next_ctx;           /* lowest context id this rank has not used */
+    uint64_t last_event_ns; /* when the engine last saw progress (idle strategy) */
+    int op_events;          /* progress made inside operations since the last count */
 
     /* Recently freed scratch buffers, kept for reuse (see tempo__scratch_get). */
     struct {
@@ -133,7 +135,7 @@ typedef struct tempo__world {
 
     /* Transport layer, registered by transport/transport.c. */
     void *tl;
-    int (*tl_progress)(struct tempo__world *w);            /* returns the number of events */
+    int (*tl_progress)(struct tempo__world *w);              /* returns the number of events */
     void (*tl_idle)(struct tempo__world *w, int timeout_ms); /* sleep until I/O or the timeout */
     void (*tl_close)(struct tempo__world *w, int graceful);
 } tempo__world_t;
@@ -158,15 +160,15 @@ static inline uint64_t tempo__tag_p2p(int ctx, uint32_t tag)
 
 struct tempo_comm {
     tempo__world_t *world;
-    int rank;                    /* in this communicator */
+    int rank; /* in this communicator */
     int size;
-    int *ranks;                  /* (size) world rank of each member */
-    int ctx;                     /* context id, unique among communicators sharing a rank */
-    uint32_t next_seq;           /* sequence number of the next collective */
-    int all_local;               /* every member is on this host */
-    tempo__list_t ops;           /* operations not yet released (running or not waited for) */
+    int *ranks;        /* (size) world rank of each member */
+    int ctx;           /* context id, unique among communicators sharing a rank */
+    uint32_t next_seq; /* sequence number of the next collective */
+    int all_local;     /* every member is on this host */
+    tempo__list_t ops; /* operations not yet released (running or not waited for) */
     char last_error[TEMPO_ERRMSG_LEN];
-    void *coll;                  /* collectives layer state (owned by collectives/) */
+    void *coll; /* collectives layer state (owned by collectives/) */
     void (*coll_free)(struct tempo_comm *comm);
 };
 
@@ -186,8 +188,8 @@ tempo_status_t tempo__world_create(int rank, int size, const tempo__peer_info_t 
 /** Close the transports (gracefully or not) and free the world. */
 void tempo__world_destroy(tempo__world_t *w, int graceful);
 
-/** Record the job's failure (the first one wins), log it, and make every running and later operation
- *  fail with it. Returns st. */
+/** Record the job's failure (the first one wins), log it, and make every running and later
+ * operation fail with it. Returns st. */
 tempo_status_t tempo__world_fail(tempo__world_t *w, tempo_status_t st, const char *fmt, ...)
     TEMPO_FMT_PRINTF(3, 4);
 
@@ -215,8 +217,8 @@ void tempo__scratch_put(tempo__world_t *w, void *p, size_t cap);
 tempo__op_t *tempo__op_new(struct tempo_comm *comm, int coll);
 /** Run op->cleanup and recycle the operation. */
 void tempo__op_release(tempo__op_t *op);
-/** Start a prepared operation (progress and args set): give it a deadline, put it on the active list,
- *  and advance it once. Returns its status (TEMPO_INPROGRESS, TEMPO_OK or an error). */
+/** Start a prepared operation (progress and args set): give it a deadline, put it on the active
+ * list, and advance it once. Returns its status (TEMPO_INPROGRESS, TEMPO_OK or an error). */
 tempo_status_t tempo__op_start(tempo__op_t *op);
 /** Fail op with st and a message "<description>: <cause>"; returns st. For progress functions. */
 tempo_status_t tempo__op_fail(tempo__op_t *op, tempo_status_t st, const char *fmt, ...)

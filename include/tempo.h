@@ -1,5 +1,6 @@
 /*
- * tempo.h — the public API of tempo, a communication library for distributed deep-learning training.
+ * tempo.h — the public API of tempo, a communication library for distributed deep-learning
+ * training.
  *
  * This header is the specification. Anything not declared here is not API. Every function documents
  * what it does, what it returns, who owns each argument, and its thread-safety.
@@ -8,14 +9,14 @@
  *   A job is N processes ("ranks"). tempo_comm_init_env() joins them into a communicator through a
  *   TCP rendezvous; tempo_comm_split() derives sub-communicators. Collectives are posted on a
  *   communicator as requests and advanced by a progress engine; every blocking call is "post, then
- *   wait". All ranks of a communicator must call the same collectives in the same order with matching
- *   arguments (count, dtype, op, root).
+ *   wait". All ranks of a communicator must call the same collectives in the same order with
+ * matching arguments (count, dtype, op, root).
  *
  * Status convention
  *   Functions return tempo_status_t: TEMPO_OK (0), TEMPO_INPROGRESS (1, only from tempo_test), or a
  *   negative error. Output arguments (ending in _p) are written only on success. After an error,
- *   tempo_last_error(comm) returns a sentence saying what failed and why, naming the peer rank, host
- *   and pid when a peer is to blame.
+ *   tempo_last_error(comm) returns a sentence saying what failed and why, naming the peer rank,
+ * host and pid when a peer is to blame.
  *
  * Faults
  *   Every wait has a deadline (TEMPO_TIMEOUT, default 300 s). If a peer process dies or closes its
@@ -31,8 +32,8 @@
  *
  * Determinism
  *   With the same inputs, rank count and algorithm, results are bitwise identical from run to run,
- *   and every rank receives bitwise the same result. fp16 and bf16 reductions accumulate in fp32 and
- *   round once at the end; TEMPO_AVG is the sum divided by the rank count (integer division for
+ *   and every rank receives bitwise the same result. fp16 and bf16 reductions accumulate in fp32
+ * and round once at the end; TEMPO_AVG is the sum divided by the rank count (integer division for
  *   integer types).
  *
  * Threads
@@ -72,17 +73,18 @@ TEMPO_API const char *tempo_version(void);
 /** Values are never renumbered or reused. */
 typedef enum {
     TEMPO_OK = 0,
-    TEMPO_INPROGRESS = 1,          /**< tempo_test(): the request has not completed yet */
-    TEMPO_ERR_INVALID = -1,        /**< caller error: bad argument or usage */
-    TEMPO_ERR_NOMEM = -2,          /**< out of memory (host memory or /dev/shm space) */
-    TEMPO_ERR_SYSTEM = -3,         /**< a system call failed (message carries errno text) */
-    TEMPO_ERR_REMOTE = -4,         /**< a peer died, closed its connection or sent malformed data */
-    TEMPO_ERR_TIMEOUT = -5,        /**< a deadline (TEMPO_TIMEOUT) passed */
-    TEMPO_ERR_UNSUPPORTED = -6,    /**< not available in this build or on this communicator */
-    TEMPO_ERR_ABORTED = -7,        /**< tempo_comm_abort() was called */
-    TEMPO_ERR_INTERNAL = -8,       /**< a bug in tempo; please report it with TEMPO_DEBUG=INFO output */
-    TEMPO_ERR_BOOTSTRAP = -9,      /**< the rendezvous failed (address, launcher variables, job mix-up) */
-    TEMPO_ERR_LAST = -10           /**< sentinel, not a status */
+    TEMPO_INPROGRESS = 1,       /**< tempo_test(): the request has not completed yet */
+    TEMPO_ERR_INVALID = -1,     /**< caller error: bad argument or usage */
+    TEMPO_ERR_NOMEM = -2,       /**< out of memory (host memory or /dev/shm space) */
+    TEMPO_ERR_SYSTEM = -3,      /**< a system call failed (message carries errno text) */
+    TEMPO_ERR_REMOTE = -4,      /**< a peer died, closed its connection or sent malformed data */
+    TEMPO_ERR_TIMEOUT = -5,     /**< a deadline (TEMPO_TIMEOUT) passed */
+    TEMPO_ERR_UNSUPPORTED = -6, /**< not available in this build or on this communicator */
+    TEMPO_ERR_ABORTED = -7,     /**< tempo_comm_abort() was called */
+    TEMPO_ERR_INTERNAL = -8, /**< a bug in tempo; please report it with TEMPO_DEBUG=INFO output */
+    TEMPO_ERR_BOOTSTRAP =
+        -9,              /**< the rendezvous failed (address, launcher variables, job mix-up) */
+    TEMPO_ERR_LAST = -10 /**< sentinel, not a status */
 } tempo_status_t;
 
 /** A one-line description of a status ("peer failure"); never NULL, also for unknown values. */
@@ -102,19 +104,19 @@ typedef enum {
     TEMPO_UINT32 = 3,
     TEMPO_INT64 = 4,
     TEMPO_UINT64 = 5,
-    TEMPO_FLOAT16 = 6,   /**< IEEE binary16; reductions accumulate in fp32 */
-    TEMPO_BFLOAT16 = 7,  /**< bfloat16; reductions accumulate in fp32 */
+    TEMPO_FLOAT16 = 6,  /**< IEEE binary16; reductions accumulate in fp32 */
+    TEMPO_BFLOAT16 = 7, /**< bfloat16; reductions accumulate in fp32 */
     TEMPO_FLOAT32 = 8,
     TEMPO_FLOAT64 = 9,
     TEMPO_DTYPE_COUNT = 10
 } tempo_dtype_t;
 
 typedef enum {
-    TEMPO_SUM = 0,   /**< integer sums wrap around (two's complement) */
-    TEMPO_PROD = 1,  /**< integer products wrap around */
+    TEMPO_SUM = 0,  /**< integer sums wrap around (two's complement) */
+    TEMPO_PROD = 1, /**< integer products wrap around */
     TEMPO_MIN = 2,
     TEMPO_MAX = 3,
-    TEMPO_AVG = 4,   /**< sum / nranks; integer division for integer types */
+    TEMPO_AVG = 4, /**< sum / nranks; integer division for integer types */
     TEMPO_OP_COUNT = 5
 } tempo_op_t;
 
@@ -125,8 +127,8 @@ TEMPO_API const char *tempo_dtype_name(tempo_dtype_t dtype);
 /** "sum", "prod", "min", "max", "avg"; "invalid" for out-of-range values. */
 TEMPO_API const char *tempo_op_name(tempo_op_t op);
 /** Parse a dtype name. Accepts the tempo names and the nccl-tests aliases (int8, uint8, int32,
- *  uint32, int64, uint64, half/float16/fp16, bfloat16/bf16, float/float32/fp32, double/float64/fp64).
- *  Returns TEMPO_ERR_INVALID for unknown names. */
+ *  uint32, int64, uint64, half/float16/fp16, bfloat16/bf16, float/float32/fp32,
+ * double/float64/fp64). Returns TEMPO_ERR_INVALID for unknown names. */
 TEMPO_API tempo_status_t tempo_dtype_parse(const char *name, tempo_dtype_t *dtype_p);
 /** Parse an op name (sum, prod, min, max, avg). TEMPO_ERR_INVALID for unknown names. */
 TEMPO_API tempo_status_t tempo_op_parse(const char *name, tempo_op_t *op_p);
@@ -138,22 +140,23 @@ TEMPO_API tempo_status_t tempo_op_parse(const char *name, tempo_op_t *op_p);
 typedef struct tempo_comm *tempo_comm_t;
 typedef struct tempo_request *tempo_request_t;
 
-/** Fields of tempo_config_t that are set (bits of field_mask). Unset fields come from the environment
- *  exactly as in tempo_comm_init_env(). */
+/** Fields of tempo_config_t that are set (bits of field_mask). Unset fields come from the
+ * environment exactly as in tempo_comm_init_env(). */
 enum {
-    TEMPO_CONFIG_RANK = 1u << 0,     /**< rank and size */
-    TEMPO_CONFIG_ROOT = 1u << 1,     /**< root */
-    TEMPO_CONFIG_HOST_ID = 1u << 2,  /**< host_id */
-    TEMPO_CONFIG_TIMEOUT = 1u << 3   /**< timeout_s */
+    TEMPO_CONFIG_RANK = 1u << 0,    /**< rank and size */
+    TEMPO_CONFIG_ROOT = 1u << 1,    /**< root */
+    TEMPO_CONFIG_HOST_ID = 1u << 2, /**< host_id */
+    TEMPO_CONFIG_TIMEOUT = 1u << 3  /**< timeout_s */
 };
 
 typedef struct tempo_config {
-    uint64_t field_mask;   /**< TEMPO_CONFIG_* bits: which of the fields below are set */
-    int rank;              /**< this process's rank, 0 <= rank < size */
-    int size;              /**< number of ranks */
-    const char *root;      /**< rendezvous address "host:port" (rank 0 listens there) */
-    const char *host_id;   /**< ranks with equal host ids use shared memory; "%r" expands to the rank */
-    double timeout_s;      /**< deadline of every wait, in seconds (> 0) */
+    uint64_t field_mask; /**< TEMPO_CONFIG_* bits: which of the fields below are set */
+    int rank;            /**< this process's rank, 0 <= rank < size */
+    int size;            /**< number of ranks */
+    const char *root;    /**< rendezvous address "host:port" (rank 0 listens there) */
+    const char
+        *host_id;     /**< ranks with equal host ids use shared memory; "%r" expands to the rank */
+    double timeout_s; /**< deadline of every wait, in seconds (> 0) */
 } tempo_config_t;
 
 /**
@@ -162,9 +165,9 @@ typedef struct tempo_config {
  * Rank and size come from TEMPO_RANK/TEMPO_SIZE, else Open MPI (OMPI_COMM_WORLD_RANK/SIZE), else
  * MPICH/Hydra (PMI_RANK/PMI_SIZE), else Slurm (SLURM_PROCID/SLURM_NTASKS); with none of them the
  * process is a job of one rank. The rendezvous is at TEMPO_ROOT=host:port (rank 0 listens there);
- * without TEMPO_ROOT, a job whose ranks are all on this host meets through a file in $TMPDIR keyed by
- * the launcher's job id (tempo-run sets TEMPO_ROOT itself). Collective over all ranks; blocks until
- * every rank has joined or TEMPO_TIMEOUT passes.
+ * without TEMPO_ROOT, a job whose ranks are all on this host meets through a file in $TMPDIR keyed
+ * by the launcher's job id (tempo-run sets TEMPO_ROOT itself). Collective over all ranks; blocks
+ * until every rank has joined or TEMPO_TIMEOUT passes.
  *
  * @return TEMPO_OK, TEMPO_ERR_BOOTSTRAP (bad or inconsistent launcher variables, unreachable root,
  *         another job at the rendezvous), TEMPO_ERR_TIMEOUT, TEMPO_ERR_SYSTEM, TEMPO_ERR_NOMEM.
@@ -182,8 +185,8 @@ TEMPO_API tempo_status_t tempo_comm_init(const tempo_config_t *config, tempo_com
 /**
  * Split comm into disjoint communicators, one per color (like MPI_Comm_split). Ranks are ordered by
  * key, then by their rank in comm. A rank passing TEMPO_UNDEFINED gets *newcomm_p = NULL.
- * Collective over comm. The new communicator shares the job's connections; it has its own sequence of
- * collectives and its own shared-memory resources.
+ * Collective over comm. The new communicator shares the job's connections; it has its own sequence
+ * of collectives and its own shared-memory resources.
  */
 TEMPO_API tempo_status_t tempo_comm_split(tempo_comm_t comm, int color, int key,
                                           tempo_comm_t *newcomm_p);
@@ -198,8 +201,8 @@ TEMPO_API tempo_status_t tempo_comm_destroy(tempo_comm_t comm);
 
 /**
  * Abort: fail every pending request of the job with TEMPO_ERR_ABORTED and close all connections, so
- * that peers fail with TEMPO_ERR_REMOTE instead of hanging. Every communicator of the job is unusable
- * afterwards (operations return TEMPO_ERR_ABORTED) and must still be destroyed.
+ * that peers fail with TEMPO_ERR_REMOTE instead of hanging. Every communicator of the job is
+ * unusable afterwards (operations return TEMPO_ERR_ABORTED) and must still be destroyed.
  */
 TEMPO_API tempo_status_t tempo_comm_abort(tempo_comm_t comm);
 
@@ -220,24 +223,25 @@ TEMPO_API const char *tempo_last_error(tempo_comm_t comm);
 /* ============================================================================================== */
 
 enum {
-    TEMPO_ATTR_PRIORITY = 1u << 0,   /**< priority */
-    TEMPO_ATTR_TAG = 1u << 1,        /**< tag */
-    TEMPO_ATTR_ALGORITHM = 1u << 2   /**< algorithm */
+    TEMPO_ATTR_PRIORITY = 1u << 0, /**< priority */
+    TEMPO_ATTR_TAG = 1u << 1,      /**< tag */
+    TEMPO_ATTR_ALGORITHM = 1u << 2 /**< algorithm */
 };
 
 /** Optional attributes of a non-blocking operation. Pass NULL for defaults. Fields whose bit is not
  *  in field_mask are ignored, so adding fields never breaks existing callers. */
 typedef struct tempo_attr {
     uint64_t field_mask;
-    /** Scheduling priority: smaller is more urgent (for gradients, the forward index of the layer that
-     *  consumes the result). Recorded with the request and shown in debug logs; this version runs
-     *  requests in posting order, priority-ordered execution arrives with the scheduling engine. */
+    /** Scheduling priority: smaller is more urgent (for gradients, the forward index of the layer
+     * that consumes the result). Recorded with the request and shown in debug logs; this version
+     * runs requests in posting order, priority-ordered execution arrives with the scheduling
+     * engine. */
     int priority;
     /** Caller's identifier of the data (for example a tensor id), shown in logs. */
     uint64_t tag;
     /** Force an algorithm by name for this request (see tempo_algorithm_info()); overrides
-     *  TEMPO_ALGO. TEMPO_ERR_INVALID if unknown for the collective, TEMPO_ERR_UNSUPPORTED if it cannot
-     *  run on this communicator (for example "shm" across hosts). */
+     *  TEMPO_ALGO. TEMPO_ERR_INVALID if unknown for the collective, TEMPO_ERR_UNSUPPORTED if it
+     * cannot run on this communicator (for example "shm" across hosts). */
     const char *algorithm;
 } tempo_attr_t;
 
@@ -254,8 +258,8 @@ typedef struct tempo_attr {
  *   op       reduction operator
  *   root     rank in comm, 0 <= root < size
  * Errors common to all: TEMPO_ERR_INVALID (NULL comm, NULL buffer with count > 0, unknown dtype or
- * op, root out of range, buffers overlapping other than in-place), TEMPO_ERR_REMOTE, TEMPO_ERR_TIMEOUT,
- * TEMPO_ERR_ABORTED, TEMPO_ERR_NOMEM.
+ * op, root out of range, buffers overlapping other than in-place), TEMPO_ERR_REMOTE,
+ * TEMPO_ERR_TIMEOUT, TEMPO_ERR_ABORTED, TEMPO_ERR_NOMEM.
  */
 
 /** recvbuf[i] = op over ranks of sendbuf[i], on every rank. count elements each.
@@ -271,9 +275,10 @@ TEMPO_API tempo_status_t tempo_iallreduce(tempo_comm_t comm, const void *sendbuf
  *  recvbuf == sendbuf (block r lands at the start of the buffer). */
 TEMPO_API tempo_status_t tempo_reduce_scatter(tempo_comm_t comm, const void *sendbuf, void *recvbuf,
                                               size_t recvcount, tempo_dtype_t dtype, tempo_op_t op);
-TEMPO_API tempo_status_t tempo_ireduce_scatter(tempo_comm_t comm, const void *sendbuf, void *recvbuf,
-                                               size_t recvcount, tempo_dtype_t dtype, tempo_op_t op,
-                                               const tempo_attr_t *attr, tempo_request_t *req_p);
+TEMPO_API tempo_status_t tempo_ireduce_scatter(tempo_comm_t comm, const void *sendbuf,
+                                               void *recvbuf, size_t recvcount, tempo_dtype_t dtype,
+                                               tempo_op_t op, const tempo_attr_t *attr,
+                                               tempo_request_t *req_p);
 
 /** recvbuf (size*sendcount elements) receives every rank's sendbuf, in rank order. In-place:
  *  sendbuf == recvbuf + rank*sendcount elements (as NCCL), or sendbuf == recvbuf (this rank's block
@@ -320,8 +325,8 @@ TEMPO_API tempo_status_t tempo_ibarrier(tempo_comm_t comm, const tempo_attr_t *a
  * Point-to-point. Messages between a pair of ranks with the same tag are received in the order they
  * were sent. The receive must post exactly the number of bytes sent (count * dtype size); on a
  * mismatch the receive fails with TEMPO_ERR_INVALID naming both sizes (the message is consumed). A
- * send completes once its data has been handed to the transport, so the sending side cannot learn of
- * the mismatch. peer != own rank; tag <= TEMPO_TAG_MAX.
+ * send completes once its data has been handed to the transport, so the sending side cannot learn
+ * of the mismatch. peer != own rank; tag <= TEMPO_TAG_MAX.
  */
 TEMPO_API tempo_status_t tempo_send(tempo_comm_t comm, const void *buf, size_t count,
                                     tempo_dtype_t dtype, int peer, uint32_t tag);
@@ -330,9 +335,9 @@ TEMPO_API tempo_status_t tempo_recv(tempo_comm_t comm, void *buf, size_t count, 
 TEMPO_API tempo_status_t tempo_isend(tempo_comm_t comm, const void *buf, size_t count,
                                      tempo_dtype_t dtype, int peer, uint32_t tag,
                                      const tempo_attr_t *attr, tempo_request_t *req_p);
-TEMPO_API tempo_status_t tempo_irecv(tempo_comm_t comm, void *buf, size_t count, tempo_dtype_t dtype,
-                                     int peer, uint32_t tag, const tempo_attr_t *attr,
-                                     tempo_request_t *req_p);
+TEMPO_API tempo_status_t tempo_irecv(tempo_comm_t comm, void *buf, size_t count,
+                                     tempo_dtype_t dtype, int peer, uint32_t tag,
+                                     const tempo_attr_t *attr, tempo_request_t *req_p);
 
 /* ============================================================================================== */
 /* Requests                                                                                       */
@@ -358,8 +363,8 @@ TEMPO_API tempo_status_t tempo_waitall(size_t n, tempo_request_t reqs[], tempo_s
 /* Introspection (used by tempo-info)                                                             */
 /* ============================================================================================== */
 
-/** One item of the build configuration: name ("cuda", "nccl", "ucx", "verbs", "zstd", "hwloc", "mpi",
- *  "debug", ...) and value ("yes (12.8, /usr/local/cuda)", "no (not found)", ...). */
+/** One item of the build configuration: name ("cuda", "nccl", "ucx", "verbs", "zstd", "hwloc",
+ * "mpi", "debug", ...) and value ("yes (12.8, /usr/local/cuda)", "no (not found)", ...). */
 typedef struct tempo_build_item {
     const char *name;
     const char *value;
@@ -370,11 +375,11 @@ TEMPO_API size_t tempo_build_info(const tempo_build_item_t **items_p);
 
 /** One TEMPO_* environment variable of the configuration table. */
 typedef struct tempo_env_var {
-    const char *name;           /**< "TEMPO_TIMEOUT" */
-    const char *default_value;  /**< as text; "" when there is no default */
-    const char *value;          /**< current value from the environment, or NULL when unset */
-    const char *type;           /**< "time", "size", "int", "bool", "string", "enum", "list" */
-    const char *doc;            /**< what it means */
+    const char *name;          /**< "TEMPO_TIMEOUT" */
+    const char *default_value; /**< as text; "" when there is no default */
+    const char *value;         /**< current value from the environment, or NULL when unset */
+    const char *type;          /**< "time", "size", "int", "bool", "string", "enum", "list" */
+    const char *doc;           /**< what it means */
 } tempo_env_var_t;
 
 /** Entry index of the configuration table; TEMPO_ERR_INVALID past the end. */
@@ -382,9 +387,9 @@ TEMPO_API tempo_status_t tempo_env_var(size_t index, tempo_env_var_t *var_p);
 
 /** One transport. */
 typedef struct tempo_transport_info {
-    const char *name;    /**< "shm", "tcp", "ucx", "verbs" */
-    int available;       /**< usable on this machine in this build */
-    const char *detail;  /**< how it is used, or why it is not available */
+    const char *name;   /**< "shm", "tcp", "ucx", "verbs" */
+    int available;      /**< usable on this machine in this build */
+    const char *detail; /**< how it is used, or why it is not available */
 } tempo_transport_info_t;
 
 /** Entry index of the transport table; TEMPO_ERR_INVALID past the end. */
@@ -392,9 +397,10 @@ TEMPO_API tempo_status_t tempo_transport_info(size_t index, tempo_transport_info
 
 /** One collective algorithm. */
 typedef struct tempo_algorithm_info {
-    const char *collective;  /**< "allreduce", "reduce_scatter", ... (the names used by TEMPO_ALGO) */
-    const char *name;        /**< "ring", "rhd", ... */
-    const char *doc;         /**< one line */
+    const char
+        *collective;  /**< "allreduce", "reduce_scatter", ... (the names used by TEMPO_ALGO) */
+    const char *name; /**< "ring", "rhd", ... */
+    const char *doc;  /**< one line */
 } tempo_algorithm_info_t;
 
 /** Entry index of the algorithm table; TEMPO_ERR_INVALID past the end. */

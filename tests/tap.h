@@ -60,7 +60,8 @@ static inline int tap_ok(int ok, const char *fmt, ...)
     return ok;
 }
 
-static inline void tap_skip(const char *reason, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static inline void tap_skip(const char *reason, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 static inline void tap_skip(const char *reason, const char *fmt, ...)
 {
     va_list ap;
@@ -89,53 +90,51 @@ static inline int tap_done(void)
 
 #define TAP_OK(cond, ...) tap_ok(!!(cond), __VA_ARGS__)
 
-#define TAP_EQ_INT(got, expected, ...)                                                   \
-    do {                                                                                 \
-        long long tap_g_ = (long long)(got), tap_e_ = (long long)(expected);             \
-        if (!tap_ok(tap_g_ == tap_e_, __VA_ARGS__)) {                                    \
-            tap_diag("  %s = %lld, expected %s = %lld (%s:%d)", #got, tap_g_, #expected, \
-                     tap_e_, __FILE__, __LINE__);                                        \
-        }                                                                                \
+#define TAP_EQ_INT(got, expected, ...)                                                           \
+    do {                                                                                         \
+        long long tap_g_ = (long long)(got), tap_e_ = (long long)(expected);                     \
+        if (!tap_ok(tap_g_ == tap_e_, __VA_ARGS__)) {                                            \
+            tap_diag("  %s = %lld, expected %s = %lld (%s:%d)", #got, tap_g_, #expected, tap_e_, \
+                     __FILE__, __LINE__);                                                        \
+        }                                                                                        \
     } while (0)
 
-#define TAP_EQ_UINT(got, expected, ...)                                                  \
-    do {                                                                                 \
-        unsigned long long tap_g_ = (unsigned long long)(got);                           \
-        unsigned long long tap_e_ = (unsigned long long)(expected);                      \
-        if (!tap_ok(tap_g_ == tap_e_, __VA_ARGS__)) {                                    \
-            tap_diag("  %s = %llu (0x%llx), expected %s = %llu (0x%llx) (%s:%d)", #got,   \
-                     tap_g_, tap_g_, #expected, tap_e_, tap_e_, __FILE__, __LINE__);     \
-        }                                                                                \
+#define TAP_EQ_UINT(got, expected, ...)                                                         \
+    do {                                                                                        \
+        unsigned long long tap_g_ = (unsigned long long)(got);                                  \
+        unsigned long long tap_e_ = (unsigned long long)(expected);                             \
+        if (!tap_ok(tap_g_ == tap_e_, __VA_ARGS__)) {                                           \
+            tap_diag("  %s = %llu (0x%llx), expected %s = %llu (0x%llx) (%s:%d)", #got, tap_g_, \
+                     tap_g_, #expected, tap_e_, tap_e_, __FILE__, __LINE__);                    \
+        }                                                                                       \
     } while (0)
 
-#define TAP_EQ_DBL(got, expected, ...)                                                   \
-    do {                                                                                 \
-        double tap_g_ = (double)(got), tap_e_ = (double)(expected);                      \
-        if (!tap_ok(tap_g_ == tap_e_, __VA_ARGS__)) {                                    \
-            tap_diag("  %s = %.17g, expected %s = %.17g (%s:%d)", #got, tap_g_, #expected, \
-                     tap_e_, __FILE__, __LINE__);                                        \
-        }                                                                                \
+#define TAP_EQ_DBL(got, expected, ...)                                                             \
+    do {                                                                                           \
+        double tap_g_ = (double)(got), tap_e_ = (double)(expected);                                \
+        if (!tap_ok(tap_g_ == tap_e_, __VA_ARGS__)) {                                              \
+            tap_diag("  %s = %.17g, expected %s = %.17g (%s:%d)", #got, tap_g_, #expected, tap_e_, \
+                     __FILE__, __LINE__);                                                          \
+        }                                                                                          \
     } while (0)
 
-#define TAP_EQ_STR(got, expected, ...)                                                   \
-    do {                                                                                 \
-        const char *tap_g_ = (got), *tap_e_ = (expected);                                \
-        int tap_same_ = tap_g_ && tap_e_ && strcmp(tap_g_, tap_e_) == 0;                 \
-        if (!tap_ok(tap_same_, __VA_ARGS__)) {                                           \
-            tap_diag("  %s = \"%s\", expected \"%s\" (%s:%d)", #got,                     \
-                     tap_g_ ? tap_g_ : "(null)", tap_e_ ? tap_e_ : "(null)", __FILE__,   \
-                     __LINE__);                                                          \
-        }                                                                                \
+#define TAP_EQ_STR(got, expected, ...)                                                           \
+    do {                                                                                         \
+        const char *tap_g_ = (got), *tap_e_ = (expected);                                        \
+        int tap_same_ = tap_g_ && tap_e_ && strcmp(tap_g_, tap_e_) == 0;                         \
+        if (!tap_ok(tap_same_, __VA_ARGS__)) {                                                   \
+            tap_diag("  %s = \"%s\", expected \"%s\" (%s:%d)", #got, tap_g_ ? tap_g_ : "(null)", \
+                     tap_e_ ? tap_e_ : "(null)", __FILE__, __LINE__);                            \
+        }                                                                                        \
     } while (0)
 
-#define TAP_CONTAINS(hay, needle, ...)                                                   \
-    do {                                                                                 \
-        const char *tap_h_ = (hay), *tap_n_ = (needle);                                  \
-        if (!tap_ok(tap_h_ && tap_n_ && strstr(tap_h_, tap_n_) != NULL, __VA_ARGS__)) {  \
-            tap_diag("  %s = \"%s\" does not contain \"%s\" (%s:%d)", #hay,              \
-                     tap_h_ ? tap_h_ : "(null)", tap_n_ ? tap_n_ : "(null)", __FILE__,   \
-                     __LINE__);                                                          \
-        }                                                                                \
+#define TAP_CONTAINS(hay, needle, ...)                                                            \
+    do {                                                                                          \
+        const char *tap_h_ = (hay), *tap_n_ = (needle);                                           \
+        if (!tap_ok(tap_h_ && tap_n_ && strstr(tap_h_, tap_n_) != NULL, __VA_ARGS__)) {           \
+            tap_diag("  %s = \"%s\" does not contain \"%s\" (%s:%d)", #hay,                       \
+                     tap_h_ ? tap_h_ : "(null)", tap_n_ ? tap_n_ : "(null)", __FILE__, __LINE__); \
+        }                                                                                         \
     } while (0)
 
 #endif /* TEMPO_TESTS_TAP_H */

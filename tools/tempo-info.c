@@ -15,15 +15,16 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "Usage: tempo-info [-b] [-c] [-t] [-a] [-v] [-h]\n"
-            "Print what this tempo build has and how it is configured. With no option, print all.\n"
-            "  -b, --build        build configuration: optional dependencies compiled in\n"
-            "  -c, --config       every TEMPO_* environment variable: default, current value, meaning\n"
-            "  -t, --transports   transports and whether they are usable here\n"
-            "  -a, --algorithms   collective algorithms (names for TEMPO_ALGO)\n"
-            "  -v, --version      the library version\n"
-            "  -h, --help         this text\n");
+    fprintf(
+        f,
+        "Usage: tempo-info [-b] [-c] [-t] [-a] [-v] [-h]\n"
+        "Print what this tempo build has and how it is configured. With no option, print all.\n"
+        "  -b, --build        build configuration: optional dependencies compiled in\n"
+        "  -c, --config       every TEMPO_* environment variable: default, current value, meaning\n"
+        "  -t, --transports   transports and whether they are usable here\n"
+        "  -a, --algorithms   collective algorithms (names for TEMPO_ALGO)\n"
+        "  -v, --version      the library version\n"
+        "  -h, --help         this text\n");
 }
 
 static void print_build(void)
@@ -56,8 +57,7 @@ static void print_transports(void)
     tempo_transport_info_t t;
     printf("# Transports\n");
     for (size_t i = 0; tempo_transport_info(i, &t) == TEMPO_OK; i++) {
-        printf("  %-6s %-14s %s\n", t.name, t.available ? "available" : "not available",
-               t.detail);
+        printf("  %-6s %-14s %s\n", t.name, t.available ? "available" : "not available", t.detail);
     }
 }
 
@@ -73,9 +73,12 @@ static void print_algorithms(void)
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"build", no_argument, NULL, 'b'},      {"config", no_argument, NULL, 'c'},
-        {"transports", no_argument, NULL, 't'}, {"algorithms", no_argument, NULL, 'a'},
-        {"version", no_argument, NULL, 'v'},    {"help", no_argument, NULL, 'h'},
+        {"build", no_argument, NULL, 'b'},
+        {"config", no_argument, NULL, 'c'},
+        {"transports", no_argument, NULL, 't'},
+        {"algorithms", no_argument, NULL, 'a'},
+        {"version", no_argument, NULL, 'v'},
+        {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     int b = 0, c = 0, t = 0, a = 0, any = 0, ch;

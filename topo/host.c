@@ -88,7 +88,8 @@ size_t tempo__host_llc_bytes(void)
         }
         char unit = 0;
         unsigned long v = 0;
-        if (fgets(buf, sizeof(buf), f) && sscanf(buf, "%lu%c", &v, &unit) >= 1 && level >= best_level) {
+        if (fgets(buf, sizeof(buf), f) && sscanf(buf, "%lu%c", &v, &unit) >= 1 &&
+            level >= best_level) {
             best_level = level;
             best = v * (unit == 'K' ? 1024ul : unit == 'M' ? 1048576ul : 1ul);
         }

@@ -1,18 +1,20 @@
 /*
- * shm.c — the shared-memory transport between ranks of one host, and shared regions for collectives.
+ * shm.c — the shared-memory transport between ranks of one host, and shared regions for
+ * collectives.
  *
  * Segment: the lowest world rank of the host creates a POSIX shared-memory object holding one
  * single-producer/single-consumer byte ring per ordered pair of local ranks (TEMPO_SHM_RING_BYTES
  * each, rounded up to a power of two). Messages are framed by the stream layer, so a ring is just a
  * byte pipe: the producer copies into it and publishes its tail with a release store; the consumer
  * copies out (straight into the receive buffer for large payloads) and publishes its head. Head and
- * tail sit on separate cache lines and each side caches the other's index to avoid needless traffic.
+ * tail sit on separate cache lines and each side caches the other's index to avoid needless
+ * traffic.
  *
  * Creation protocol (over the tcp connections, which exist for every pair): the creator maps and
- * initialises the object and tells the others it is ready; each maps it and acknowledges; the creator
- * unlinks the name (so a crash leaves nothing in /dev/shm) and tells everyone whether all succeeded.
- * If anything fails (no room in /dev/shm, for example) every rank of the host falls back to tcp,
- * with a warning: all ranks decide the same way.
+ * initialises the object and tells the others it is ready; each maps it and acknowledges; the
+ * creator unlinks the name (so a crash leaves nothing in /dev/shm) and tells everyone whether all
+ * succeeded. If anything fails (no room in /dev/shm, for example) every rank of the host falls back
+ * to tcp, with a warning: all ranks decide the same way.
  *
  * A ring never reports end-of-stream; a dead peer is noticed through its tcp connection.
  */
@@ -52,13 +54,13 @@ typedef struct seg_hdr {
 
 typedef struct shm_ep {
     tempo__stream_t stream;
-    shm_ring_t *out;       /* this rank -> peer */
-    shm_ring_t *in;        /* peer -> this rank */
-    uint64_t mask;         /* ring_bytes - 1 */
-    uint64_t out_tail;     /* producer's own tail */
-    uint64_t out_head;     /* cached consumer head */
-    uint64_t in_head;      /* consumer's own head */
-    uint64_t in_tail;      /* cached producer tail */
+    shm_ring_t *out;   /* this rank -> peer */
+    shm_ring_t *in;    /* peer -> this rank */
+    uint64_t mask;     /* ring_bytes - 1 */
+    uint64_t out_tail; /* producer's own tail */
+    uint64_t out_head; /* cached consumer head */
+    uint64_t in_head;  /* consumer's own head */
+    uint64_t in_tail;  /* cached producer tail */
 } shm_ep_t;
 
 struct shm_tl {
@@ -66,8 +68,8 @@ struct shm_tl {
     void *base;
     size_t size;
     int nlocal;
-    int *local;            /* (nlocal) world ranks of this host, ascending */
-    shm_ep_t **eps;        /* (world size) NULL unless the peer is served by shm */
+    int *local;     /* (nlocal) world ranks of this host, ascending */
+    shm_ep_t **eps; /* (world size) NULL unless the peer is served by shm */
 };
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -152,9 +154,9 @@ const tempo__tl_ops_t tempo__shm_ops = {"shm", ep_isend, ep_irecv, ep_cancel};
 /* Collective creation of a shared object                                                         */
 /* ---------------------------------------------------------------------------------------------- */
 
-/* Map `name` of `size` bytes among world ranks ranks[0..n) (ranks[0] creates it). init(base) runs on
- * the creator before the others map it. All ranks return the same status: TEMPO_OK, or the creator's
- * or a member's failure (the message says which). */
+/* Map `name` of `size` bytes among world ranks ranks[0..n) (ranks[0] creates it). init(base) runs
+ * on the creator before the others map it. All ranks return the same status: TEMPO_OK, or the
+ * creator's or a member's failure (the message says which). */
 static tempo_status_t shm_open_collective(tempo__world_t *w, const int *ranks, int n, int me,
                                           const char *name, size_t size, uint32_t code_base,
                                           void (*init)(void *base, void *arg), void *arg,
@@ -177,7 +179,8 @@ static tempo_status_t shm_open_collective(tempo__world_t *w, const int *ranks, i
             snprintf(why, sizeof(why), "ftruncate(%s, %zu): %s", name, size, strerror(e));
         } else if ((e = posix_fallocate(fd, 0, (off_t)size)) != 0) {
             char b[32];
-            snprintf(why, sizeof(why), "cannot reserve %s in /dev/shm for %s: %s (is /dev/shm too "
+            snprintf(why, sizeof(why),
+                     "cannot reserve %s in /dev/shm for %s: %s (is /dev/shm too "
                      "small? TEMPO_SHM=0 disables shared memory)",
                      tempo__fmt_bytes(size, b, sizeof(b)), name, strerror(e));
         } else if ((base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) ==
@@ -207,7 +210,8 @@ static tempo_status_t shm_open_collective(tempo__world_t *w, const int *ranks, i
             return TEMPO_ERR_NOMEM;
         }
         for (int i = 1; i < n; i++) {
-            msgs[i - 1] = (tempo__ctrl_msg_t){ranks[i], code_base | CODE_READY, &my_st, sizeof(my_st)};
+            msgs[i - 1] =
+                (tempo__ctrl_msg_t){ranks[i], code_base | CODE_READY, &my_st, sizeof(my_st)};
         }
         st = tempo__ctrl_exchange(w, msgs, n - 1, NULL, 0, deadline, "shared memory setup");
         if (st == TEMPO_OK) {
@@ -235,7 +239,8 @@ static tempo_status_t shm_open_collective(tempo__world_t *w, const int *ranks, i
         tempo__free(msgs);
         tempo__free(acks);
         if (st == TEMPO_OK && decision != 0) {
-            st = tempo__err_quiet((tempo_status_t)decision, "%s", why[0] ? why : "shm setup failed");
+            st =
+                tempo__err_quiet((tempo_status_t)decision, "%s", why[0] ? why : "shm setup failed");
         }
     } else {
         int32_t ready = 0, decision = 0;
@@ -269,7 +274,8 @@ static tempo_status_t shm_open_collective(tempo__world_t *w, const int *ranks, i
         if (st == TEMPO_OK && decision != 0) {
             st = tempo__err_quiet((tempo_status_t)decision,
                                   "world rank %d could not create or map shared memory %s "
-                                  "(see its log)", ranks[0], name);
+                                  "(see its log)",
+                                  ranks[0], name);
         }
     }
     if (st != TEMPO_OK) {

@@ -1,10 +1,10 @@
 /*
  * stream.c — framing, validation and matching over a byte pipe (see stream.h).
  *
- * Receive state machine: "header" (need 32 bytes in the staging buffer) and "payload" (rleft bytes go
- * to rdst: a posted receive's buffer, an unexpected-message buffer, or nowhere when a mismatched
- * receive was failed and the bytes must still be consumed to keep the stream in sync). Large payloads
- * are read from the pipe straight into the destination.
+ * Receive state machine: "header" (need 32 bytes in the staging buffer) and "payload" (rleft bytes
+ * go to rdst: a posted receive's buffer, an unexpected-message buffer, or nowhere when a mismatched
+ * receive was failed and the bytes must still be consumed to keep the stream in sync). Large
+ * payloads are read from the pipe straight into the destination.
  *
  * Transfers the stream owns itself (goodbye messages, and copies made when a caller cancels a
  * half-sent message) are marked in xfer->priv and freed when done.
@@ -277,8 +277,7 @@ tempo_status_t tempo__stream_irecv(tempo__stream_t *s, tempo__xfer_t *x)
         return TEMPO_OK;
     }
     tempo__list_t *pos, *tmp;
-    tempo__list_for_each_safe(pos, tmp, &s->unexpected)
-    {
+    tempo__list_for_each_safe (pos, tmp, &s->unexpected) {
         tempo__ux_t *ux = tempo__container_of(pos, tempo__ux_t, link);
         if (ux->tag != x->tag || ux->bound || ux->discard) {
             continue;
@@ -351,8 +350,7 @@ void tempo__stream_cancel(tempo__stream_t *s, tempo__xfer_t *x)
     } else {
         int found = 0;
         tempo__list_t *pos, *tmp;
-        tempo__list_for_each_safe(pos, tmp, &s->unexpected)
-        {
+        tempo__list_for_each_safe (pos, tmp, &s->unexpected) {
             tempo__ux_t *ux = tempo__container_of(pos, tempo__ux_t, link);
             if (ux->bound == x) {
                 ux->bound = NULL;
@@ -432,8 +430,7 @@ static int start_payload(tempo__stream_t *s)
     s->rux = NULL;
     s->rdst = NULL;
     tempo__list_t *pos, *tmp;
-    tempo__list_for_each_safe(pos, tmp, &s->posted)
-    {
+    tempo__list_for_each_safe (pos, tmp, &s->posted) {
         tempo__xfer_t *x = tempo__container_of(pos, tempo__xfer_t, link);
         if (x->tag != tag) {
             continue;
@@ -465,7 +462,8 @@ static int start_payload(tempo__stream_t *s)
     return 0;
 }
 
-/* Read from the pipe into dst; returns bytes (> 0), 0 if none, or -1/-2 after handling EOF/errors. */
+/* Read from the pipe into dst; returns bytes (> 0), 0 if none, or -1/-2 after handling EOF/errors.
+ */
 static ssize_t pipe_read(tempo__stream_t *s, void *dst, size_t len)
 {
     ssize_t r = s->ops->read(s->pipe, dst, len);

@@ -1,13 +1,14 @@
 /*
  * stream.h — messages over a byte pipe: framing, validation, tag matching and unexpected-message
- * buffering, shared by the transports whose wire is an ordered byte stream (tcp sockets, shm rings).
+ * buffering, shared by the transports whose wire is an ordered byte stream (tcp sockets, shm
+ * rings).
  *
  * A transport supplies a pipe (non-blocking writev and read of bytes) per peer; the stream turns
  * tempo__xfer_t sends and receives into framed messages on it. Every message starts with a
  * tempo__wire_hdr_t, which is validated before use (magic, version, type, flags, sender, length,
- * reserved tag bits); a malformed header fails the job, naming the peer. Payloads of matched receives
- * are read straight into the caller's buffer; others are buffered as unexpected messages until a
- * receive with their tag is posted.
+ * reserved tag bits); a malformed header fails the job, naming the peer. Payloads of matched
+ * receives are read straight into the caller's buffer; others are buffered as unexpected messages
+ * until a receive with their tag is posted.
  */
 #ifndef TEMPO_TRANSPORT_STREAM_H
 #define TEMPO_TRANSPORT_STREAM_H
@@ -27,11 +28,11 @@ typedef struct tempo__wire_hdr {
     uint32_t magic;
     uint8_t version;
     uint8_t type;
-    uint16_t flags;      /* 0 */
-    uint32_t src;        /* sender's world rank */
-    uint32_t reserved;   /* 0 */
+    uint16_t flags;    /* 0 */
+    uint32_t src;      /* sender's world rank */
+    uint32_t reserved; /* 0 */
     uint64_t tag;
-    uint64_t len;        /* payload bytes */
+    uint64_t len; /* payload bytes */
 } tempo__wire_hdr_t;
 
 /** Pipe result for "the other side closed" (read), distinct from -errno values. */
@@ -50,29 +51,29 @@ typedef struct tempo__stream {
     const tempo__pipe_ops_t *ops;
     void *pipe;
     tempo__world_t *world;
-    int peer;                    /* world rank at the other end */
-    const char *tl_name;         /* for messages */
-    int state;                   /* tempo__stream_state_t: receive side */
+    int peer;            /* world rank at the other end */
+    const char *tl_name; /* for messages */
+    int state;           /* tempo__stream_state_t: receive side */
     int sent_bye;
-    int moved;                   /* bytes moved during the current progress call */
+    int moved; /* bytes moved during the current progress call */
 
     /* Send side: queue of xfers; the head is being written. */
     tempo__list_t sendq;
-    tempo__wire_hdr_t shdr;      /* header of the head message */
-    size_t shdr_off;             /* header bytes already written */
+    tempo__wire_hdr_t shdr; /* header of the head message */
+    size_t shdr_off;        /* header bytes already written */
     int shdr_valid;
 
     /* Receive side. */
-    char *rbuf;                  /* staging buffer for headers and small payloads */
-    size_t rcap, rhead, rtail;   /* valid bytes are rbuf[rhead, rtail) */
-    int in_payload;              /* a payload is being received */
-    tempo__wire_hdr_t rhdr;      /* its header */
-    size_t rleft;                /* payload bytes still to come */
-    char *rdst;                  /* where they go (NULL: discard) */
-    tempo__xfer_t *rx;           /* the matched receive, if any */
-    struct tempo__ux *rux;       /* or the unexpected message being filled */
-    tempo__list_t posted;        /* posted receives, in posting order */
-    tempo__list_t unexpected;    /* unexpected messages, in arrival order */
+    char *rbuf;                /* staging buffer for headers and small payloads */
+    size_t rcap, rhead, rtail; /* valid bytes are rbuf[rhead, rtail) */
+    int in_payload;            /* a payload is being received */
+    tempo__wire_hdr_t rhdr;    /* its header */
+    size_t rleft;              /* payload bytes still to come */
+    char *rdst;                /* where they go (NULL: discard) */
+    tempo__xfer_t *rx;         /* the matched receive, if any */
+    struct tempo__ux *rux;     /* or the unexpected message being filled */
+    tempo__list_t posted;      /* posted receives, in posting order */
+    tempo__list_t unexpected;  /* unexpected messages, in arrival order */
     size_t unexpected_bytes;
 } tempo__stream_t;
 
@@ -85,8 +86,8 @@ tempo_status_t tempo__stream_isend(tempo__stream_t *s, tempo__xfer_t *x);
 tempo_status_t tempo__stream_irecv(tempo__stream_t *s, tempo__xfer_t *x);
 void tempo__stream_cancel(tempo__stream_t *s, tempo__xfer_t *x);
 
-/** Write as much of the send queue as the pipe takes; returns events (>= 0: completions, plus one if
- *  any bytes moved, so waits keep polling during long transfers) or -1 on failure. */
+/** Write as much of the send queue as the pipe takes; returns events (>= 0: completions, plus one
+ * if any bytes moved, so waits keep polling during long transfers) or -1 on failure. */
 int tempo__stream_progress_send(tempo__stream_t *s);
 /** Read and dispatch what the pipe has; returns events (>= 0) or -1 on failure (job failed) and
  *  -2 at a clean end of stream after a goodbye. */
@@ -94,9 +95,11 @@ int tempo__stream_progress_recv(tempo__stream_t *s);
 /** Queue a goodbye message (nothing may be sent after it). */
 tempo_status_t tempo__stream_send_bye(tempo__stream_t *s);
 /** Best effort, right before closing without goodbye: tell the peer this rank aborted, so that its
- *  error says so. Whatever of the message fits into the pipe now is written; the rest is dropped. */
+ *  error says so. Whatever of the message fits into the pipe now is written; the rest is dropped.
+ */
 void tempo__stream_send_abort(tempo__stream_t *s);
-/** The peer vanished (EOF/error without goodbye, or a protocol violation): fail the job naming it. */
+/** The peer vanished (EOF/error without goodbye, or a protocol violation): fail the job naming it.
+ */
 void tempo__stream_broken(tempo__stream_t *s, const char *why);
 /** True when nothing is queued for sending. */
 static inline int tempo__stream_send_idle(const tempo__stream_t *s)

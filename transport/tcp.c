@@ -1,13 +1,14 @@
 /*
- * tcp.c — the tcp transport: one connection per pair of ranks, non-blocking sockets driven by epoll,
- * messages framed by the stream layer.
+ * tcp.c — the tcp transport: one connection per pair of ranks, non-blocking sockets driven by
+ * epoll, messages framed by the stream layer.
  *
- * Mesh setup: every rank listens (opened before the rendezvous so its address is in the table), then
- * connects to every lower rank and accepts one connection from every higher rank. A connection
+ * Mesh setup: every rank listens (opened before the rendezvous so its address is in the table),
+ * then connects to every lower rank and accepts one connection from every higher rank. A connection
  * starts with a hello (magic, job uuid, rank) that is checked; strangers are closed and ignored.
  *
- * Progress polls the sockets on every call when some peer's data goes over tcp, and otherwise at most
- * every 200 us (the connections then only prove liveness and carry setup and goodbye messages).
+ * Progress polls the sockets on every call when some peer's data goes over tcp, and otherwise at
+ * most every 200 us (the connections then only prove liveness and carry setup and goodbye
+ * messages).
  */
 #include "config.h"
 
@@ -28,14 +29,14 @@ typedef struct tcp_ep {
     tempo__stream_t stream;
     int fd;
     int peer;
-    int data;        /* carries this peer's data */
-    int want_out;    /* EPOLLOUT is armed */
+    int data;     /* carries this peer's data */
+    int want_out; /* EPOLLOUT is armed */
 } tcp_ep_t;
 
 struct tcp_tl {
     tempo__world_t *world;
     int epfd;
-    tcp_ep_t **eps;  /* (size) NULL for this rank */
+    tcp_ep_t **eps; /* (size) NULL for this rank */
     int ndata;
     uint64_t last_poll;
 };
@@ -185,7 +186,8 @@ static tempo_status_t connect_mesh(tcp_tl_t *t, int lfd, uint64_t deadline)
             size_t o = 0;
             for (int p = w->rank + 1; p < w->size && o < sizeof(missing) - 12; p++) {
                 if (!t->eps[p]) {
-                    o += (size_t)snprintf(missing + o, sizeof(missing) - o, "%s%d", o ? "," : "", p);
+                    o +=
+                        (size_t)snprintf(missing + o, sizeof(missing) - o, "%s%d", o ? "," : "", p);
                 }
             }
             return tempo__err(st, "rank %d: ranks %s did not connect: %s", w->rank, missing,

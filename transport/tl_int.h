@@ -41,8 +41,8 @@ void tempo__shm_close(shm_tl_t *s, int graceful, uint64_t deadline);
 /** Blocking exchange of small setup messages over the tcp endpoints, outside any operation:
  *  post the sends and receives, then run the engine until all complete or the deadline. */
 typedef struct tempo__ctrl_msg {
-    int peer;          /* world rank */
-    uint32_t code;     /* becomes the tag */
+    int peer;      /* world rank */
+    uint32_t code; /* becomes the tag */
     void *buf;
     size_t len;
 } tempo__ctrl_msg_t;

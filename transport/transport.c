@@ -3,9 +3,9 @@
  * and shm after it, the per-peer choice of transport, dispatch of transfers, the hooks the engine
  * calls (progress, idle, close), setup messaging, and the transport table shown by tempo-info.
  *
- * Per-peer choice: a peer on this host (same host id) goes through shm when shared memory was set up,
- * every other peer through tcp. Host ids come from the rendezvous (TEMPO_HOST_ID overrides them), so
- * all ranks make the same choice.
+ * Per-peer choice: a peer on this host (same host id) goes through shm when shared memory was set
+ * up, every other peer through tcp. Host ids come from the rendezvous (TEMPO_HOST_ID overrides
+ * them), so all ranks make the same choice.
  */
 #include "config.h"
 
@@ -64,9 +64,8 @@ static void tl_close(tempo__world_t *w, int graceful)
     }
     /* Goodbyes are flushed for a while on a healthy job; after a failure they are best effort,
      * since a dead peer never drains its ring or socket. */
-    uint64_t deadline = w->failed == TEMPO_OK
-                            ? tempo__deadline_after(TEMPO_MIN(CLOSE_FLUSH_S, w->timeout_s))
-                            : 0;
+    uint64_t deadline =
+        w->failed == TEMPO_OK ? tempo__deadline_after(TEMPO_MIN(CLOSE_FLUSH_S, w->timeout_s)) : 0;
     /* shm first: its goodbye must be in the ring before the tcp connection closes. */
     tempo__shm_close(tl->shm, graceful, deadline);
     tempo__tcp_close(tl->tcp, graceful, deadline);
@@ -179,11 +178,13 @@ const char *tempo__xfer_error(tempo__world_t *w, const tempo__xfer_t *x, char *b
     char desc[160];
     tempo__peer_desc(w, x->peer, desc, sizeof(desc));
     if (x->status == TEMPO_ERR_INVALID && !x->is_send) {
-        snprintf(buf, len, "%s sent %zu bytes where %zu were expected (do all ranks pass the same "
-                 "count and dtype?)", desc, x->remote_len, x->len);
+        snprintf(buf, len,
+                 "%s sent %zu bytes where %zu were expected (do all ranks pass the same "
+                 "count and dtype?)",
+                 desc, x->remote_len, x->len);
     } else if (x->status == TEMPO_ERR_REMOTE && w->peers[x->peer].left) {
-        snprintf(buf, len, "%s has left (destroyed its communicator) while this operation needed it",
-                 desc);
+        snprintf(buf, len,
+                 "%s has left (destroyed its communicator) while this operation needed it", desc);
     } else if (w->failed != TEMPO_OK) {
         snprintf(buf, len, "%s", w->failmsg);
     } else {
@@ -242,8 +243,8 @@ tempo_status_t tempo__ctrl_exchange(tempo__world_t *w, tempo__ctrl_msg_t *sends,
     for (int i = 0; i < n && st == TEMPO_OK; i++) {
         if (x[i].status != TEMPO_OK) {
             char buf[TEMPO_ERRMSG_LEN];
-            st = tempo__err(x[i].status, "%s: %s", what, tempo__xfer_error(w, &x[i], buf,
-                                                                             sizeof(buf)));
+            st = tempo__err(x[i].status, "%s: %s", what,
+                            tempo__xfer_error(w, &x[i], buf, sizeof(buf)));
         }
     }
     if (st != TEMPO_OK) {
@@ -271,8 +272,8 @@ tempo_status_t tempo__tl_info(size_t index, tempo_transport_info_t *info_p)
     case 0: {
         snprintf(shm_detail, sizeof(shm_detail),
                  "POSIX shared memory rings between ranks of one host (%s; rings of %zu bytes per "
-                 "direction)", tempo__cfg.shm ? "enabled" : "disabled by TEMPO_SHM=0",
-                 tempo__cfg.shm_ring_bytes);
+                 "direction)",
+                 tempo__cfg.shm ? "enabled" : "disabled by TEMPO_SHM=0", tempo__cfg.shm_ring_bytes);
         info_p->available = tempo__cfg.shm;
         info_p->detail = shm_detail;
         break;

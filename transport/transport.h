@@ -21,17 +21,17 @@
 #include "core/world.h"
 
 typedef struct tempo__xfer {
-    tempo__list_t link;          /* transport queue */
-    int peer;                    /* world rank */
+    tempo__list_t link; /* transport queue */
+    int peer;           /* world rank */
     int is_send;
     uint64_t tag;
-    void *buf;                   /* const for sends */
-    size_t len;                  /* bytes */
-    size_t done;                 /* bytes moved so far */
-    int complete;                /* 1 once finished (status valid) */
+    void *buf;    /* const for sends */
+    size_t len;   /* bytes */
+    size_t done;  /* bytes moved so far */
+    int complete; /* 1 once finished (status valid) */
     tempo_status_t status;
-    size_t remote_len;           /* receive size mismatch: what the peer sent */
-    void *priv;                  /* transport private */
+    size_t remote_len; /* receive size mismatch: what the peer sent */
+    void *priv;        /* transport private */
 } tempo__xfer_t;
 
 typedef struct tempo__tl_ops {
@@ -43,8 +43,9 @@ typedef struct tempo__tl_ops {
     void (*cancel)(void *ep, tempo__xfer_t *x);
 } tempo__tl_ops_t;
 
-/** Before the rendezvous: open the tcp listening socket for the address family of local (the address
- *  through which this rank reaches rank 0) and fill info->addr with local's host and the port. */
+/** Before the rendezvous: open the tcp listening socket for the address family of local (the
+ * address through which this rank reaches rank 0) and fill info->addr with local's host and the
+ * port. */
 tempo_status_t tempo__tl_prepare(const tempo__addr_t *local, tempo__peer_info_t *info,
                                  int *listen_fd_p);
 
