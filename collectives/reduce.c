@@ -25,7 +25,8 @@
         }                                               \
     } while (0)
 
-/* clang-format off: it reads "p * q" in a macro as a pointer declaration */
+/* The formatter reads "p * q" in these macros as a pointer declaration. */
+/* clang-format off */
 #define INT_CASES(T, UT)                                  \
     switch (op) {                                         \
     case TEMPO_SUM:                                       \
