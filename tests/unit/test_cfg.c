@@ -186,7 +186,7 @@ static void test_env_defaults(void)
     TAP_EQ_UINT(r.cfg.debug_subsys, TEMPO_SUB_INIT | TEMPO_SUB_ENV, "TEMPO_DEBUG_SUBSYS default");
     TAP_EQ_INT(r.cfg.shm, 1, "TEMPO_SHM default on");
     TAP_EQ_UINT(r.cfg.shm_ring_bytes, 256 * 1024, "TEMPO_SHM_RING_BYTES default 256K");
-    TAP_EQ_UINT(r.cfg.shm_coll_bytes, 1024 * 1024, "TEMPO_SHM_COLL_BYTES default 1M");
+    TAP_EQ_UINT(r.cfg.shm_coll_bytes, 512 * 1024, "TEMPO_SHM_COLL_BYTES default 512K");
     TAP_EQ_DBL(r.cfg.spin_s, 0.002, "TEMPO_SPIN default 2 ms");
 }
 
