@@ -352,11 +352,10 @@ static void shm_cleanup(tempo__op_t *op)
 const char *tempo__allreduce_shm_unusable(const tempo__op_t *op);
 const char *tempo__allreduce_shm_unusable(const tempo__op_t *op)
 {
-    tempo__coll_comm_t *cc = tempo__cc(op->comm);
     if (!op->comm->all_local) {
         return "needs every rank on one host";
     }
-    if (!cc->shm) {
+    if (!tempo__cc_shm(op)) {
         return "shared memory is not available on this communicator (TEMPO_SHM=0, a single rank, "
                "or /dev/shm had no room)";
     }
@@ -366,7 +365,7 @@ const char *tempo__allreduce_shm_unusable(const tempo__op_t *op)
 tempo_status_t tempo__allreduce_shm_start(tempo__op_t *op);
 tempo_status_t tempo__allreduce_shm_start(tempo__op_t *op)
 {
-    tempo__shm_coll_t *sc = tempo__cc(op->comm)->shm;
+    tempo__shm_coll_t *sc = tempo__cc_shm(op);
     shm_op_t *so = tempo__calloc(1, sizeof(*so), "shm operation");
     if (!so) {
         return TEMPO_ERR_NOMEM;

@@ -19,6 +19,7 @@
 #include "collectives/coll.h"
 #include "core/bootstrap.h"
 #include "core/cfg.h"
+#include "core/trace.h"
 #include "topo/host.h"
 
 struct tempo_request; /* public name of tempo__op_t */
@@ -64,7 +65,9 @@ static void coll_free(struct tempo_comm *c)
 {
     tempo__coll_comm_t *cc = c->coll;
     if (cc) {
+        tempo__sq_destroy(cc->sq);
         tempo__shm_coll_destroy(cc->shm);
+        tempo__shm_coll_destroy(cc->shm_sched);
         tempo__free(cc);
         c->coll = NULL;
     }
@@ -82,10 +85,14 @@ static tempo_status_t coll_setup(struct tempo_comm *c)
     TEMPO_CHECK(tempo__algo_parse_env(cc, tempo__cfg.algo));
     if (c->all_local && c->size > 1 && tempo__cfg.shm) {
         tempo_status_t st = tempo__shm_coll_create(c, &cc->shm);
+        if (st == TEMPO_OK) {
+            st = tempo__shm_coll_create(c, &cc->shm_sched);
+        }
         if (st == TEMPO_ERR_NOMEM || st == TEMPO_ERR_SYSTEM) {
             /* Every rank gets the same status from the collective creation. */
             TEMPO_WARN(TEMPO_SUB_INIT, "shared-memory collectives unavailable: %s",
                        tempo__errmsg());
+            tempo__shm_coll_destroy(cc->shm);
             cc->shm = NULL;
         } else if (st != TEMPO_OK) {
             return st;
@@ -190,10 +197,18 @@ static tempo_status_t init_world(const tempo_config_t *cfg, tempo_comm_t *comm_p
     if (st == TEMPO_OK) {
         st = coll_setup(c);
     }
+    if (st == TEMPO_OK) {
+        st = tempo__trace_open(w);
+    }
     pthread_mutex_unlock(&w->lock);
+    if (st == TEMPO_OK) {
+        st = tempo__engine_thread_start(w);
+    }
     if (st != TEMPO_OK) {
         if (c) {
+            pthread_mutex_lock(&w->lock);
             tempo__comm_free(c);
+            pthread_mutex_unlock(&w->lock);
         }
         tempo__world_destroy(w, 0);
         return st;
@@ -345,13 +360,14 @@ static tempo_status_t post_locked(struct tempo_comm *c, const args_t *a, const t
     op->redop = a->redop;
     op->root = a->root;
     op->ptag = a->ptag;
-    if (a->coll != TEMPO__COLL_SEND && a->coll != TEMPO__COLL_RECV) {
-        op->seq = c->next_seq++;
-    }
-    const char *forced = NULL;
+    const char *forced = NULL, *name = NULL;
+    size_t chunk_bytes = 0;
+    int scheduled = 0;
     if (attr) {
         if (attr->field_mask & TEMPO_ATTR_PRIORITY) {
             op->priority = attr->priority;
+            scheduled = a->coll == TEMPO__COLL_ALLREDUCE || a->coll == TEMPO__COLL_REDUCE_SCATTER ||
+                        a->coll == TEMPO__COLL_ALLGATHER;
         }
         if (attr->field_mask & TEMPO_ATTR_TAG) {
             op->user_tag = attr->tag;
@@ -359,6 +375,17 @@ static tempo_status_t post_locked(struct tempo_comm *c, const args_t *a, const t
         if (attr->field_mask & TEMPO_ATTR_ALGORITHM) {
             forced = attr->algorithm;
         }
+        if (attr->field_mask & TEMPO_ATTR_NAME) {
+            name = attr->name;
+        }
+        if (attr->field_mask & TEMPO_ATTR_CHUNK_BYTES) {
+            chunk_bytes = attr->chunk_bytes;
+        }
+    }
+    if (scheduled) {
+        op->lane = 1;
+    } else if (a->coll != TEMPO__COLL_SEND && a->coll != TEMPO__COLL_RECV) {
+        op->seq = c->next_seq++ & ~TEMPO_SEQ_SCHED;
     }
     *op_p = op;
     tempo__world_t *w = c->world;
@@ -370,6 +397,15 @@ static tempo_status_t post_locked(struct tempo_comm *c, const args_t *a, const t
      * that errors do not depend on the count. */
     const tempo__algo_t *algo;
     tempo_status_t st = tempo__algo_select(op, forced, &algo);
+    if (scheduled && st == TEMPO_OK) {
+        /* Chunks choose their own algorithm by size unless one was forced. */
+        return tempo__sq_post(op, forced ? algo->name : NULL, name, chunk_bytes);
+    }
+    if (scheduled) {
+        snprintf(op->errmsg, sizeof(op->errmsg), "%s", tempo__errmsg());
+        op->status = st;
+        return st;
+    }
     int trivial = a->coll != TEMPO__COLL_BARRIER ? a->count == 0 : c->size == 1;
     if (st == TEMPO_OK && trivial) {
         op->status = TEMPO_OK;
@@ -431,6 +467,7 @@ static tempo_status_t run(struct tempo_comm *c, const args_t *a, const tempo_att
             return st;
         }
         *req_p = (tempo_request_t)op;
+        tempo__engine_kick(w);
         pthread_mutex_unlock(&w->lock);
         return TEMPO_OK;
     }
@@ -462,7 +499,7 @@ static tempo_status_t need_req(tempo_comm_t comm, tempo_request_t *req_p, int co
     return TEMPO_OK;
 }
 
-static const tempo_attr_t no_attr = {0, 0, 0, NULL};
+static const tempo_attr_t no_attr = {0};
 
 tempo_status_t tempo_iallreduce(tempo_comm_t comm, const void *sendbuf, void *recvbuf, size_t count,
                                 tempo_dtype_t dtype, tempo_op_t op, const tempo_attr_t *attr,
@@ -616,6 +653,7 @@ tempo_status_t tempo_test(tempo_request_t *req_p)
         st = finish(op);
         *req_p = NULL;
     }
+    tempo__engine_kick(w);
     pthread_mutex_unlock(&w->lock);
     return st;
 }
@@ -628,9 +666,20 @@ tempo_status_t tempo_wait(tempo_request_t *req_p)
     tempo__op_t *op = (tempo__op_t *)*req_p;
     tempo__world_t *w = op->comm->world;
     pthread_mutex_lock(&w->lock);
-    tempo__op_wait_locked(op);
+    if (op->status == TEMPO_INPROGRESS) {
+        uint64_t t0 = tempo__now_ns();
+        tempo__op_wait_locked(op);
+        if (w->trace) {
+            char d[192], esc[240], args[280];
+            tempo__json_escape(tempo__op_describe(op, d, sizeof(d)), esc, sizeof(esc));
+            snprintf(args, sizeof(args), "\"op\": \"%s\"", esc);
+            tempo__trace_span(w, TEMPO_TRACE_TID_WAIT, "wait", "tempo_wait", t0, tempo__now_ns(),
+                              args);
+        }
+    }
     tempo_status_t st = finish(op);
     *req_p = NULL;
+    tempo__engine_kick(w);
     pthread_mutex_unlock(&w->lock);
     return st;
 }
@@ -799,6 +848,8 @@ tempo_status_t tempo_comm_abort(tempo_comm_t comm)
         return tempo__err(TEMPO_ERR_INVALID, "tempo_comm_abort: comm is NULL");
     }
     tempo__world_t *w = comm->world;
+    /* The progress thread may be waiting inside the transports, which are closed below. */
+    tempo__engine_thread_stop(w);
     pthread_mutex_lock(&w->lock);
     if (w->failed == TEMPO_OK) {
         char me[160];

@@ -107,15 +107,44 @@ tempo_status_t tempo__sched_ready(tempo__sched_t *s);
 
 typedef struct tempo__shm_coll tempo__shm_coll_t;
 
+typedef struct tempo__sq tempo__sq_t;
+
 typedef struct tempo__coll_comm {
     const struct tempo__algo *forced[TEMPO__COLL_COUNT]; /* from TEMPO_ALGO */
-    tempo__shm_coll_t *shm; /* shared-memory collectives, when every rank is on this host */
+    /* Shared-memory collectives, when every rank is on this host: one state per lane, because the
+     * state runs its operations one at a time in the order they start, and the two lanes start
+     * theirs in different (each rank-independent) orders. */
+    tempo__shm_coll_t *shm;       /* program-order lane */
+    tempo__shm_coll_t *shm_sched; /* scheduled lane */
+    tempo__sq_t *sq;              /* the scheduled lane (schedq.c), created at its first use */
 } tempo__coll_comm_t;
 
 static inline tempo__coll_comm_t *tempo__cc(struct tempo_comm *c)
 {
     return (tempo__coll_comm_t *)c->coll;
 }
+
+/** The shared-memory collective state of op's lane (NULL when unavailable). */
+static inline tempo__shm_coll_t *tempo__cc_shm(const tempo__op_t *op)
+{
+    tempo__coll_comm_t *cc = tempo__cc(op->comm);
+    return op->lane ? cc->shm_sched : cc->shm;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* The scheduled lane (schedq.c)                                                                  */
+/* ---------------------------------------------------------------------------------------------- */
+
+/** Post op (prepared by the API: arguments, priority, tag; lane 1; forced algorithm validated) as
+ *  a scheduled request. forced is the forced algorithm's name or NULL; name the caller's name of
+ *  the data or NULL; chunk_bytes the request's chunk size (0: TEMPO_CHUNK_BYTES, SIZE_MAX: never
+ *  split). Returns the op's status like tempo__op_start. */
+tempo_status_t tempo__sq_post(tempo__op_t *op, const char *forced, const char *name,
+                              size_t chunk_bytes);
+/** Free the lane's state (communicator teardown; its requests are already released). */
+void tempo__sq_destroy(tempo__sq_t *sq);
+/** Nanoseconds during which at least one scheduled chunk was running on comm (a running total). */
+uint64_t tempo__sq_busy_ns(struct tempo_comm *comm);
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Algorithms                                                                                     */
@@ -206,6 +235,8 @@ typedef struct tempo__view {
     void *recvbuf;
     tempo_dtype_t dtype; /* native type of the data the builder sees */
     size_t esize;
+    size_t stride; /* elements between rank blocks of the per-rank-blocked buffer (reduce-scatter
+                    * input, all-gather output); the count for contiguous blocks */
 } tempo__view_t;
 
 /** Create the schedule of a schedule-based algorithm and the view its builder should use.

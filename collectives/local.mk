@@ -5,6 +5,7 @@ libtempo_core_la_SOURCES += \
 	%reldir%/sched.c \
 	%reldir%/reduce.c \
 	%reldir%/select.c \
+	%reldir%/schedq.c \
 	%reldir%/fold.c \
 	%reldir%/allreduce_ring.c \
 	%reldir%/allreduce_rhd.c \

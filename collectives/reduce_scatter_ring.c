@@ -20,7 +20,7 @@ tempo_status_t tempo__reduce_scatter_ring_start(tempo__op_t *op)
     tempo__view_t v;
     void *scratch;
     TEMPO_CHECK(tempo__coll_begin(op, 2 * blk + TEMPO_CACHELINE, &s, &v, &scratch));
-    size_t es = v.esize, bytes = rc * es;
+    size_t es = v.esize, bytes = rc * es, sbytes = v.stride * es; /* block, block distance */
     const char *in = v.sendbuf;
     char *acc = scratch, *tmp = (char *)scratch + blk;
     int right = tempo__mod(r + 1, n), left = tempo__mod(r - 1, n);
@@ -32,9 +32,9 @@ tempo_status_t tempo__reduce_scatter_ring_start(tempo__op_t *op)
         int send_blk = tempo__mod(r - k - 1, n), recv_blk = tempo__mod(r - k - 2, n);
         int last = k == n - 2;
         tempo__sched_round(s);
-        tempo__sched_send(s, right, k == 0 ? in + (size_t)send_blk * bytes : acc, bytes);
+        tempo__sched_send(s, right, k == 0 ? in + (size_t)send_blk * sbytes : acc, bytes);
         /* The result (last round) goes to recvbuf: the block received is then block r. */
-        tempo__sched_recv_reduce(s, left, last ? v.recvbuf : acc, in + (size_t)recv_blk * bytes,
+        tempo__sched_recv_reduce(s, left, last ? v.recvbuf : acc, in + (size_t)recv_blk * sbytes,
                                  tmp, rc, 1);
     }
     if (op->redop == TEMPO_AVG) {

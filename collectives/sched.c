@@ -299,24 +299,37 @@ tempo_status_t tempo__coll_begin(tempo__op_t *op, size_t extra_scratch, tempo__s
 {
     int half = is_reduction(op->coll) && tempo__dtype_is_half(op->dtype);
     size_t work = half ? TEMPO_ALIGN_UP(in_count(op) * 4, TEMPO_CACHELINE) : 0;
+    size_t stride = op->stride ? op->stride : op->count;
     tempo__sched_t *s;
     TEMPO_CHECK(tempo__sched_create(op, work + extra_scratch, half ? TEMPO_FLOAT32 : op->dtype,
                                     op->redop, &s));
     if (half) {
         float *wbuf = s->scratch;
         tempo__sched_round(s);
-        tempo__sched_convert(s, 1, wbuf, op->sendbuf, in_count(op));
+        if (op->coll == TEMPO__COLL_REDUCE_SCATTER && stride != op->count) {
+            /* Rank blocks of a chunk sit stride elements apart: gather them contiguously. */
+            size_t es = tempo_dtype_size(op->dtype);
+            for (int q = 0; q < op->comm->size; q++) {
+                tempo__sched_convert(s, 1, wbuf + (size_t)q * op->count,
+                                     (const char *)op->sendbuf + (size_t)q * stride * es,
+                                     op->count);
+            }
+        } else {
+            tempo__sched_convert(s, 1, wbuf, op->sendbuf, in_count(op));
+        }
         view_p->sendbuf = wbuf;
         view_p->recvbuf = op->coll == TEMPO__COLL_REDUCE_SCATTER
                               ? wbuf + op->count * (size_t)op->comm->rank
                               : wbuf;
         view_p->dtype = TEMPO_FLOAT32;
         view_p->esize = 4;
+        view_p->stride = op->count;
     } else {
         view_p->sendbuf = op->sendbuf;
         view_p->recvbuf = op->recvbuf;
         view_p->dtype = op->dtype;
         view_p->esize = tempo_dtype_size(op->dtype);
+        view_p->stride = stride;
     }
     *scratch_p = extra_scratch ? (char *)s->scratch + work : NULL;
     *sched_p = s;

@@ -19,7 +19,7 @@
 
 tempo__config_t tempo__cfg;
 
-typedef enum { T_INT, T_STRING, T_TIME, T_SIZE, T_BOOL, T_LEVEL, T_SUBSYS } field_type_t;
+typedef enum { T_INT, T_STRING, T_TIME, T_SIZE, T_BOOL, T_LEVEL, T_SUBSYS, T_SCHED } field_type_t;
 
 typedef struct {
     const char *name;
@@ -76,6 +76,33 @@ static const field_t fields[] = {
       "Per-rank staging area of the shared-memory collectives (segment size of the pipeline)"),
     F("TEMPO_SPIN", "2ms", T_TIME, spin_s,
       "How long a wait polls before it starts sleeping between polls"),
+    F("TEMPO_PROGRESS_THREAD", "1", T_BOOL, progress_thread,
+      "Advance communication on a background thread while the caller computes (0: only inside "
+      "tempo_test/tempo_wait and blocking calls)"),
+    F("TEMPO_CHUNK_BYTES", "4M", T_SIZE, chunk_bytes,
+      "Scheduled requests (those with a priority) larger than this are split into chunks, so that "
+      "more urgent work can overtake them at a chunk boundary"),
+    F("TEMPO_CREDIT_BYTES", "8M", T_SIZE, credit_bytes,
+      "Bytes of scheduled chunks in flight at once (at least one chunk); bounds how long newly "
+      "ready urgent work waits"),
+    F("TEMPO_SCHED", "tic", T_SCHED, sched,
+      "Order of scheduled requests: fifo (the order they became ready on every rank, priorities "
+      "ignored), tic or tac (priority order; the bucketer computes TicTac's TIC or TAC "
+      "priorities)"),
+    F("TEMPO_BUCKET_BYTES", "25M", T_SIZE, bucket_bytes,
+      "Bucketer: ready gradients are fused into buckets of up to this many bytes"),
+    F("TEMPO_BUCKET_FIRST_BYTES", "1M", T_SIZE, bucket_first_bytes,
+      "Bucketer: cap of the first bucket (the last layers' gradients, ready first), so "
+      "communication starts early"),
+    F("TEMPO_TAC_WARMUP", "3", T_INT, tac_warmup,
+      "Bucketer with TEMPO_SCHED=tac: iterations measured (in TIC order) before the TAC order is "
+      "computed from the measured times"),
+    F("TEMPO_TRACE", "", T_STRING, trace,
+      "Write a Chrome Trace Event timeline per rank to this path (%r rank, %p pid, %h host); "
+      "open it in Perfetto or merge the ranks with tempo-trace merge"),
+    F("TEMPO_SCHED_LOG", "", T_STRING, sched_log,
+      "Write the start order of scheduled chunks to this path (%r rank, %p pid, %h host): one line "
+      "per chunk, identical on every rank"),
 };
 
 #undef F
@@ -185,9 +212,28 @@ static int parse_level(const char *t, int *v)
     return -1;
 }
 
+static const char *const sched_names[] = {"fifo", "tic", "tac"};
+
+const char *tempo__sched_name(int policy)
+{
+    return policy >= 0 && policy < (int)TEMPO_ARRAY_SIZE(sched_names) ? sched_names[policy] : "?";
+}
+
+static int parse_sched(const char *t, int *v)
+{
+    for (int i = 0; i < (int)TEMPO_ARRAY_SIZE(sched_names); i++) {
+        if (strcasecmp(t, sched_names[i]) == 0) {
+            *v = i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
 static const char *type_name(field_type_t t)
 {
-    static const char *const names[] = {"int", "string", "time", "size", "bool", "enum", "list"};
+    static const char *const names[] = {"int",  "string", "time", "size",
+                                        "bool", "enum",   "list", "enum"};
     return names[t];
 }
 
@@ -200,6 +246,7 @@ static const char *type_hint(field_type_t t)
     case T_BOOL: return "a boolean: 1/0, yes/no, on/off, true/false";
     case T_LEVEL: return "one of NONE, WARN, INFO, DEBUG, TRACE";
     case T_SUBSYS: return "a list of INIT, COLL, TRANSPORT, TOPO, QUANT, OVERLAP, ENV, ALL";
+    case T_SCHED: return "one of fifo, tic, tac";
     default: return "text";
     }
 }
@@ -234,6 +281,7 @@ static int parse_field(const field_t *f, const char *text)
     case T_BOOL: return parse_bool(text, (int *)p);
     case T_LEVEL: return parse_level(text, (int *)p);
     case T_SUBSYS: return tempo__log_parse_subsys(text, (unsigned *)p);
+    case T_SCHED: return parse_sched(text, (int *)p);
     }
     return -1;
 }

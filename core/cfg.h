@@ -27,7 +27,21 @@ typedef struct tempo__config {
     size_t shm_ring_bytes; /* TEMPO_SHM_RING_BYTES: per ordered pair of ranks */
     size_t shm_coll_bytes; /* TEMPO_SHM_COLL_BYTES: per-rank staging of shm collectives */
     double spin_s;         /* TEMPO_SPIN: busy-poll time before sleeping in a wait */
+    int progress_thread;   /* TEMPO_PROGRESS_THREAD: background progress */
+    size_t chunk_bytes;    /* TEMPO_CHUNK_BYTES: scheduled requests are split into chunks */
+    size_t credit_bytes;   /* TEMPO_CREDIT_BYTES: scheduled bytes in flight */
+    int sched;             /* TEMPO_SCHED (tempo__sched_policy_t) */
+    size_t bucket_bytes;   /* TEMPO_BUCKET_BYTES: bucketer fusion size */
+    size_t bucket_first_bytes; /* TEMPO_BUCKET_FIRST_BYTES: the first (last-layer) bucket */
+    int tac_warmup;        /* TEMPO_TAC_WARMUP: iterations profiled before the TAC order */
+    char trace[512];       /* TEMPO_TRACE: Chrome trace path pattern */
+    char sched_log[512];   /* TEMPO_SCHED_LOG: order log path pattern */
 } tempo__config_t;
+
+/** TEMPO_SCHED values. */
+typedef enum { TEMPO__SCHED_FIFO = 0, TEMPO__SCHED_TIC = 1, TEMPO__SCHED_TAC = 2 } tempo__sched_policy_t;
+/** "fifo", "tic", "tac". */
+const char *tempo__sched_name(int policy);
 
 extern tempo__config_t tempo__cfg;
 

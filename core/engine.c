@@ -6,6 +6,13 @@
  * function (1 ms at a time, woken early by socket activity), and when the host has more ranks than
  * CPUs it yields the CPU between polls so that the ranks it waits for can run.
  *
+ * Background progress (TEMPO_PROGRESS_THREAD, on by default): a thread per world advances the engine
+ * while operations are running and no caller is inside a wait. A waiting caller drives progress
+ * itself (lowest latency), so the thread sleeps on a condition variable then and whenever nothing
+ * runs; public calls that return with work in flight wake it (tempo__engine_kick). While it runs it
+ * polls, and after TEMPO_SPIN without events it sleeps in the transports' idle function (woken by
+ * socket activity), so a computing caller does not lose a core to it.
+ *
  * Deadlines: every operation gets now + TEMPO_TIMEOUT when it starts. An operation past its
  * deadline fails with TEMPO_ERR_TIMEOUT naming the rank it waits for, and fails the job (its
  * collective sequence can no longer be trusted).
@@ -14,6 +21,7 @@
 
 #include "core/world.h"
 #include "core/cfg.h"
+#include "core/trace.h"
 
 #include <sched.h>
 #include <stdio.h>
@@ -113,6 +121,7 @@ static void op_complete(tempo__op_t *op, tempo_status_t st)
 {
     tempo__list_remove(&op->link);
     op->status = st;
+    tempo__trace_op_end(op->comm->world, op);
 }
 
 static void op_timeout(tempo__op_t *op)
@@ -129,13 +138,28 @@ static void op_timeout(tempo__op_t *op)
     tempo__world_fail(w, TEMPO_ERR_TIMEOUT, "%s", op->errmsg);
 }
 
+void tempo__engine_add_poller(tempo__world_t *w, tempo__poller_t *p)
+{
+    tempo__list_push_back(&w->pollers, &p->link);
+}
+
+void tempo__engine_remove_poller(tempo__poller_t *p)
+{
+    tempo__list_remove(&p->link);
+    tempo__list_init(&p->link);
+}
+
 int tempo__engine_progress(tempo__world_t *w)
 {
     int events = w->tl_progress ? w->tl_progress(w) : 0;
+    tempo__list_t *pos, *tmp;
+    tempo__list_for_each_safe (pos, tmp, &w->pollers) {
+        tempo__poller_t *p = tempo__container_of(pos, tempo__poller_t, link);
+        events += p->fn(p->arg);
+    }
     events += w->op_events;
     w->op_events = 0;
     uint64_t now = 0;
-    tempo__list_t *pos, *tmp;
     tempo__list_for_each_safe (pos, tmp, &w->active) {
         tempo__op_t *op = tempo__container_of(pos, tempo__op_t, link);
         tempo_status_t st;
@@ -175,6 +199,7 @@ tempo_status_t tempo__op_start(tempo__op_t *op)
     }
     op->deadline = tempo__deadline_after(w->timeout_s);
     tempo__list_push_back(&w->active, &op->link);
+    tempo__trace_op_start(w, op);
     tempo_status_t st = op->progress(op);
     if (st != TEMPO_INPROGRESS) {
         op_complete(op, st);
@@ -212,6 +237,7 @@ tempo_status_t tempo__op_wait_locked(tempo__op_t *op)
     tempo__world_t *w = op->comm->world;
     unsigned spins = 0;
     w->last_event_ns = tempo__now_ns();
+    w->waiters++;
     while (op->status == TEMPO_INPROGRESS) {
         if (tempo__engine_progress(w)) {
             spins = 0;
@@ -219,6 +245,7 @@ tempo_status_t tempo__op_wait_locked(tempo__op_t *op)
         }
         idle_step(w, ++spins);
     }
+    w->waiters--;
     return op->status;
 }
 
@@ -226,21 +253,114 @@ tempo_status_t tempo__engine_wait_until(tempo__world_t *w, int (*cond)(void *arg
                                         uint64_t deadline, const char *what)
 {
     unsigned spins = 0;
+    tempo_status_t st = TEMPO_OK;
     w->last_event_ns = tempo__now_ns();
+    w->waiters++;
     while (!cond(arg)) {
         if (w->failed != TEMPO_OK) {
-            return tempo__err_quiet(w->failed, "%s: %s", what, w->failmsg);
+            st = tempo__err_quiet(w->failed, "%s: %s", what, w->failmsg);
+            break;
         }
         if (tempo__engine_progress(w)) {
             spins = 0;
             continue;
         }
         if ((spins & 63) == 0 && tempo__now_ns() > deadline) {
-            return tempo__err(TEMPO_ERR_TIMEOUT, "%s timed out after %.0f s", what, w->timeout_s);
+            st = tempo__err(TEMPO_ERR_TIMEOUT, "%s timed out after %.0f s", what, w->timeout_s);
+            break;
         }
         idle_step(w, ++spins);
     }
+    w->waiters--;
+    return st;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Background progress                                                                            */
+/* ---------------------------------------------------------------------------------------------- */
+
+static int engine_busy(tempo__world_t *w)
+{
+    if (!tempo__list_empty(&w->active)) {
+        return 1;
+    }
+    tempo__list_t *pos, *tmp;
+    tempo__list_for_each_safe (pos, tmp, &w->pollers) {
+        if (tempo__container_of(pos, tempo__poller_t, link)->busy) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+void tempo__engine_kick(tempo__world_t *w)
+{
+    if (w->thread_on && w->thread_sleeping && w->waiters == 0 && engine_busy(w)) {
+        pthread_cond_signal(&w->cv);
+    }
+}
+
+static void *progress_main(void *arg)
+{
+    tempo__world_t *w = arg;
+    unsigned spins = 0;
+    /* The thread polls for at most this long without events before it sleeps in the transports'
+     * idle function: shorter than a caller's wait (TEMPO_SPIN), since its caller is computing and
+     * every poll costs the caller CPU time on a loaded host. */
+    uint64_t spin_ns = (uint64_t)(TEMPO_MIN(tempo__cfg.spin_s, 50e-6) * 1e9);
+    pthread_mutex_lock(&w->lock);
+    while (!w->thread_stop) {
+        if (w->waiters > 0 || !engine_busy(w)) {
+            w->thread_sleeping = 1;
+            pthread_cond_wait(&w->cv, &w->lock);
+            w->thread_sleeping = 0;
+            spins = 0;
+            w->last_event_ns = tempo__now_ns();
+            continue;
+        }
+        if (tempo__engine_progress(w)) {
+            spins = 0;
+            continue;
+        }
+        spins++;
+        uint64_t now = tempo__now_ns();
+        void (*idle)(tempo__world_t *, int) = now - w->last_event_ns > spin_ns ? w->tl_idle : NULL;
+        pthread_mutex_unlock(&w->lock);
+        if (idle) {
+            idle(w, 1);
+        } else if (w->oversubscribed || (spins & 15) == 0) {
+            sched_yield();
+        }
+        pthread_mutex_lock(&w->lock);
+    }
+    pthread_mutex_unlock(&w->lock);
+    return NULL;
+}
+
+tempo_status_t tempo__engine_thread_start(tempo__world_t *w)
+{
+    if (!tempo__cfg.progress_thread || w->thread_on) {
+        return TEMPO_OK;
+    }
+    int rc = pthread_create(&w->thread, NULL, progress_main, w);
+    if (rc != 0) {
+        return tempo__err(TEMPO_ERR_SYSTEM, "cannot start the progress thread: %s", strerror(rc));
+    }
+    w->thread_on = 1;
     return TEMPO_OK;
+}
+
+void tempo__engine_thread_stop(tempo__world_t *w)
+{
+    if (!w->thread_on) {
+        return;
+    }
+    pthread_mutex_lock(&w->lock);
+    w->thread_stop = 1;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->lock);
+    pthread_join(w->thread, NULL);
+    w->thread_on = 0;
 }
 
 /* ---------------------------------------------------------------------------------------------- */

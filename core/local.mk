@@ -8,7 +8,8 @@ libtempo_core_la_SOURCES += \
 	%reldir%/sock.c \
 	%reldir%/bootstrap.c \
 	%reldir%/world.c \
-	%reldir%/engine.c
+	%reldir%/engine.c \
+	%reldir%/trace.c
 noinst_HEADERS += \
 	%reldir%/tempo_int.h \
 	%reldir%/log.h \
@@ -16,4 +17,5 @@ noinst_HEADERS += \
 	%reldir%/dtype.h \
 	%reldir%/sock.h \
 	%reldir%/bootstrap.h \
-	%reldir%/world.h
+	%reldir%/world.h \
+	%reldir%/trace.h

@@ -97,31 +97,12 @@ static const char *subsys_name(unsigned sub)
 /* Expand %h, %p, %r in the pattern. */
 static void expand_pattern(char *out, size_t len)
 {
-    size_t o = 0;
-    for (const char *p = log_pattern; *p && o + 1 < len; p++) {
-        if (p[0] == '%' && p[1]) {
-            char tmp[96];
-            p++;
-            if (*p == 'h') {
-                snprintf(tmp, sizeof(tmp), "%s", tempo__hostname());
-            } else if (*p == 'p') {
-                snprintf(tmp, sizeof(tmp), "%d", (int)getpid());
-            } else if (*p == 'r') {
-                const char *env = getenv("TEMPO_RANK");
-                if (log_rank >= 0) {
-                    snprintf(tmp, sizeof(tmp), "%d", log_rank);
-                } else {
-                    snprintf(tmp, sizeof(tmp), "%s", env ? env : "x");
-                }
-            } else {
-                snprintf(tmp, sizeof(tmp), "%%%c", *p);
-            }
-            o += (size_t)snprintf(out + o, len - o, "%s", tmp);
-        } else {
-            out[o++] = *p;
-        }
+    int rank = log_rank;
+    if (rank < 0) {
+        const char *env = getenv("TEMPO_RANK");
+        rank = env ? atoi(env) : -1;
     }
-    out[o < len ? o : len - 1] = '\0';
+    tempo__expand_path(log_pattern, rank, out, len);
 }
 
 static int log_open_locked(void)

@@ -185,5 +185,7 @@ const char *tempo__fmt_bytes(size_t bytes, char *buf, size_t len);
 
 /** The host name (truncated to 63 characters), cached. */
 const char *tempo__hostname(void);
+/** Expand %h (host name), %p (pid) and %r (rank, "x" when rank < 0) in pattern into out. */
+void tempo__expand_path(const char *pattern, int rank, char *out, size_t len);
 
 #endif /* TEMPO_CORE_INT_H */

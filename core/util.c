@@ -98,3 +98,32 @@ const char *tempo__hostname(void)
     }
     return name;
 }
+
+void tempo__expand_path(const char *pattern, int rank, char *out, size_t len)
+{
+    size_t o = 0;
+    for (const char *p = pattern; *p && o + 1 < len; p++) {
+        if (p[0] == '%' && p[1]) {
+            char tmp[96];
+            p++;
+            if (*p == 'h') {
+                snprintf(tmp, sizeof(tmp), "%s", tempo__hostname());
+            } else if (*p == 'p') {
+                snprintf(tmp, sizeof(tmp), "%d", (int)getpid());
+            } else if (*p == 'r') {
+                if (rank >= 0) {
+                    snprintf(tmp, sizeof(tmp), "%d", rank);
+                } else {
+                    snprintf(tmp, sizeof(tmp), "x");
+                }
+            } else {
+                snprintf(tmp, sizeof(tmp), "%%%c", *p);
+            }
+            int k = snprintf(out + o, len - o, "%s", tmp);
+            o = k < 0 ? o : TEMPO_MIN(len - 1, o + (size_t)k);
+        } else {
+            out[o++] = *p;
+        }
+    }
+    out[o < len ? o : len - 1] = '\0';
+}

@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include "core/world.h"
+#include "core/trace.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,8 @@ tempo_status_t tempo__world_create(int rank, int size, const tempo__peer_info_t 
         return TEMPO_ERR_NOMEM;
     }
     pthread_mutex_init(&w->lock, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    tempo__list_init(&w->pollers);
     w->rank = rank;
     w->size = size;
     w->timeout_s = timeout_s;
@@ -49,6 +52,8 @@ void tempo__world_destroy(tempo__world_t *w, int graceful)
     if (!w) {
         return;
     }
+    tempo__engine_thread_stop(w);
+    tempo__trace_close(w);
     if (w->tl_close) {
         w->tl_close(w, graceful);
     }
@@ -60,6 +65,7 @@ void tempo__world_destroy(tempo__world_t *w, int graceful)
         tempo__list_remove(e);
         tempo__free(tempo__container_of(e, tempo__op_t, link));
     }
+    pthread_cond_destroy(&w->cv);
     pthread_mutex_destroy(&w->lock);
     tempo__free(w->peers);
     tempo__free(w);

@@ -100,6 +100,20 @@ struct tempo__op {
     void *priv;                       /* algorithm state */
     uint64_t deadline;                /* ns, monotonic */
     int wait_peer; /* comm rank the op is waiting for (diagnostics), -1 if unknown */
+
+    /* Scheduled requests (collectives/schedq.c). A scheduled request is a parent that never moves
+     * data itself: the coordinator's decisions start its chunks as child operations. */
+    int lane;               /* 0: program order (seq from comm->next_seq); 1: scheduled */
+    int is_parent;          /* a scheduled request (its chunks are children) */
+    tempo__op_t *parent;    /* a chunk's request, NULL otherwise */
+    size_t stride;          /* elements between rank blocks (reduce-scatter send buffer,
+                             * all-gather receive buffer); 0: count (contiguous) */
+    uint32_t occ;           /* scheduled: occurrence of (tag) on this communicator */
+    uint32_t chunk, nchunks; /* a chunk's index and its request's chunk count */
+    const char *name;       /* scheduled: the caller's name of the data (owned by the request) */
+    uint64_t t_post_ns;     /* when the caller posted it */
+    uint64_t t_start_ns;    /* when the operation started (trace) */
+    int trace_slot;         /* trace track while running, -1 when not traced */
     char errmsg[TEMPO_ERRMSG_LEN];
 };
 
@@ -133,6 +147,22 @@ typedef struct tempo__world {
         size_t bytes;
     } scratch[4];
 
+    /* Pollers: functions the engine calls on every progress pass (the scheduler's control
+     * channel), registered by higher layers. */
+    tempo__list_t pollers;
+
+    /* Background progress thread (TEMPO_PROGRESS_THREAD): it advances the engine while operations
+     * are running and no caller is waiting in the library (a waiting caller drives progress
+     * itself, so the two never contend for the lock). */
+    pthread_t thread;
+    int thread_on;       /* the thread was started */
+    int thread_stop;     /* asks it to exit */
+    int thread_sleeping; /* it is waiting on cv */
+    pthread_cond_t cv;
+    int waiters;         /* callers inside a wait (they drive progress) */
+
+    struct tempo__trace *trace; /* TEMPO_TRACE writer, NULL when off */
+
     /* Transport layer, registered by transport/transport.c. */
     void *tl;
     int (*tl_progress)(struct tempo__world *w);              /* returns the number of events */
@@ -153,6 +183,18 @@ static inline uint64_t tempo__tag_p2p(int ctx, uint32_t tag)
 {
     return (1ull << 63) | ((uint64_t)(ctx & TEMPO_CTX_MAX) << 48) | tag;
 }
+/** Internal control messages of a communicator: like point-to-point, with a kind 1..
+ *  TEMPO_TAG_CTRL_KINDS in bits [47:32] (user point-to-point tags have zero there; larger kinds are
+ *  malformed on the wire). */
+#define TEMPO_TAG_CTRL_KINDS 15u
+static inline uint64_t tempo__tag_ctrl(int ctx, unsigned kind)
+{
+    return (1ull << 63) | ((uint64_t)(ctx & TEMPO_CTX_MAX) << 48) | ((uint64_t)(kind & 0xffffu) << 32);
+}
+
+/** Sequence numbers: the program-order lane uses [0, 2^31), the scheduled lane [2^31, 2^32), so
+ *  their tags never meet. */
+#define TEMPO_SEQ_SCHED 0x80000000u
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Communicators                                                                                  */
@@ -232,6 +274,26 @@ static inline void tempo__engine_note_event(tempo__world_t *w)
 {
     w->op_events++;
 }
+
+/** A function the engine calls on every progress pass; returns the number of events it handled. */
+typedef struct tempo__poller {
+    tempo__list_t link;
+    int (*fn)(void *arg);
+    void *arg;
+    int busy; /* it has work even when no operation runs (keeps the progress thread polling) */
+} tempo__poller_t;
+
+/** Register / unregister a poller (lock held). p is owned by the caller. */
+void tempo__engine_add_poller(tempo__world_t *w, tempo__poller_t *p);
+void tempo__engine_remove_poller(tempo__poller_t *p);
+
+/** Start the background progress thread when TEMPO_PROGRESS_THREAD is on (lock not held). */
+tempo_status_t tempo__engine_thread_start(tempo__world_t *w);
+/** Stop and join it (lock not held). */
+void tempo__engine_thread_stop(tempo__world_t *w);
+/** Before a public call returns with the lock: wake the progress thread if operations are running
+ *  and nobody waits. Cheap when there is nothing to do. */
+void tempo__engine_kick(tempo__world_t *w);
 
 /** Advance transports and every running operation once. Returns the number of events. */
 int tempo__engine_progress(tempo__world_t *w);

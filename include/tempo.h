@@ -223,26 +223,55 @@ TEMPO_API const char *tempo_last_error(tempo_comm_t comm);
 /* ============================================================================================== */
 
 enum {
-    TEMPO_ATTR_PRIORITY = 1u << 0, /**< priority */
-    TEMPO_ATTR_TAG = 1u << 1,      /**< tag */
-    TEMPO_ATTR_ALGORITHM = 1u << 2 /**< algorithm */
+    TEMPO_ATTR_PRIORITY = 1u << 0,   /**< priority (makes the request scheduled, see below) */
+    TEMPO_ATTR_TAG = 1u << 1,        /**< tag */
+    TEMPO_ATTR_ALGORITHM = 1u << 2,  /**< algorithm */
+    TEMPO_ATTR_NAME = 1u << 3,       /**< name */
+    TEMPO_ATTR_CHUNK_BYTES = 1u << 4 /**< chunk_bytes */
 };
 
-/** Optional attributes of a non-blocking operation. Pass NULL for defaults. Fields whose bit is not
- *  in field_mask are ignored, so adding fields never breaks existing callers. */
+/**
+ * Optional attributes of a non-blocking operation. Pass NULL for defaults. Fields whose bit is not
+ * in field_mask are ignored, so adding fields never breaks existing callers.
+ *
+ * Scheduled requests
+ *   An all-reduce, reduce-scatter or all-gather posted with TEMPO_ATTR_PRIORITY is *scheduled*:
+ *   instead of starting at once in posting order, it joins a queue that runs in one order on every
+ *   rank, decided by the communicator's rank 0 (the coordinator) from rank-independent keys:
+ *   (occurrence, priority, the order in which requests became posted on every rank, chunk). Ranks
+ *   may therefore post scheduled requests in different orders and at different times.
+ *     - Identity: a scheduled request is identified across ranks by (tag, n), where n counts this
+ *       rank's earlier scheduled posts with the same tag on the communicator ("occurrence"; for a
+ *       gradient bucket posted once per iteration, the iteration). Every rank must post the same
+ *       identities with the same collective, count, dtype and op; a mismatch fails the job with an
+ *       error naming the request, and a request some rank never posts fails after TEMPO_TIMEOUT
+ *       with an error naming it and the ranks that did not post it.
+ *     - Order: smaller occurrence first, then smaller priority (unless TEMPO_SCHED=fifo), then the
+ *       order in which requests became posted everywhere. Requests larger than TEMPO_CHUNK_BYTES
+ *       (or chunk_bytes) run as chunks, so a more urgent request overtakes at a chunk boundary; at
+ *       most TEMPO_CREDIT_BYTES of chunks are in flight at once. The coordinator's values of
+ *       priority and chunk_bytes are the ones used.
+ *     - Scheduled requests never reorder the communicator's other operations, which still run in
+ *       posting order as before; the two kinds may be mixed freely.
+ *   Other collectives ignore the priority.
+ */
 typedef struct tempo_attr {
     uint64_t field_mask;
     /** Scheduling priority: smaller is more urgent (for gradients, the forward index of the layer
-     * that consumes the result). Recorded with the request and shown in debug logs; this version
-     * runs requests in posting order, priority-ordered execution arrives with the scheduling
-     * engine. */
+     *  that consumes the result). */
     int priority;
-    /** Caller's identifier of the data (for example a tensor id), shown in logs. */
+    /** Caller's identifier of the data (for example a tensor id): a scheduled request's identity,
+     *  shown in logs and traces. */
     uint64_t tag;
     /** Force an algorithm by name for this request (see tempo_algorithm_info()); overrides
      *  TEMPO_ALGO. TEMPO_ERR_INVALID if unknown for the collective, TEMPO_ERR_UNSUPPORTED if it
      * cannot run on this communicator (for example "shm" across hosts). */
     const char *algorithm;
+    /** Name of the data for errors and traces ("layer3.weight"); copied. */
+    const char *name;
+    /** Scheduled requests: chunk size in bytes of the largest buffer, overriding TEMPO_CHUNK_BYTES;
+     *  SIZE_MAX never splits. */
+    size_t chunk_bytes;
 } tempo_attr_t;
 
 /* ============================================================================================== */

@@ -382,7 +382,7 @@ static int header_valid(const tempo__stream_t *s, const tempo__wire_hdr_t *h, ch
     } else if (h->len > TEMPO_WIRE_MAX_LEN || (h->type != TEMPO_WIRE_DATA && h->len)) {
         snprintf(why, len, "sent a message header with an impossible length %llu",
                  (unsigned long long)h->len);
-    } else if ((h->tag >> 63) && ((h->tag >> 32) & 0xffffu)) {
+    } else if ((h->tag >> 63) && ((h->tag >> 32) & 0xffffu) > TEMPO_TAG_CTRL_KINDS) {
         snprintf(why, len, "sent a point-to-point tag with reserved bits set (0x%016llx)",
                  (unsigned long long)h->tag);
     } else {

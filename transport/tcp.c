@@ -299,6 +299,13 @@ int tempo__tcp_progress(tcp_tl_t *t, int timeout_ms)
     return events;
 }
 
+void tempo__tcp_wait(tcp_tl_t *t, int timeout_ms)
+{
+    /* Level-triggered: what epoll reports here is reported again to the next progress pass. */
+    struct epoll_event evs[8];
+    (void)epoll_wait(t->epfd, evs, 8, timeout_ms);
+}
+
 void tempo__tcp_close(tcp_tl_t *t, int graceful, uint64_t deadline)
 {
     if (!t) {

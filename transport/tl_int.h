@@ -25,6 +25,8 @@ extern const tempo__tl_ops_t tempo__shm_ops;
 tempo_status_t tempo__tcp_setup(tempo__world_t *w, int listen_fd, uint64_t deadline,
                                 tcp_tl_t **tcp_p);
 int tempo__tcp_progress(tcp_tl_t *t, int timeout_ms);
+/** Wait up to timeout_ms for socket readiness without moving data (callable without the lock). */
+void tempo__tcp_wait(tcp_tl_t *t, int timeout_ms);
 void tempo__tcp_close(tcp_tl_t *t, int graceful, uint64_t deadline);
 /** The tcp endpoint of a peer (every peer has one), for setup messages. */
 void *tempo__tcp_ep(tcp_tl_t *t, int peer);

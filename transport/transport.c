@@ -50,10 +50,12 @@ static int tl_progress(tempo__world_t *w)
     return ev;
 }
 
+/* Called without the world lock (a caller's wait and the progress thread may both be idle), so it
+ * only waits for socket readiness and moves no data: the next progress pass does that. */
 static void tl_idle(tempo__world_t *w, int timeout_ms)
 {
     tempo__tl_t *tl = w->tl;
-    (void)tempo__tcp_progress(tl->tcp, timeout_ms);
+    tempo__tcp_wait(tl->tcp, timeout_ms);
 }
 
 static void tl_close(tempo__world_t *w, int graceful)

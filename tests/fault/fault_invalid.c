@@ -45,7 +45,7 @@ static void local_checks(tempo_comm_t comm)
     float a[4 * C], b[4 * C];
     int32_t ia[C];
     tempo_request_t req = (tempo_request_t)(uintptr_t)1;
-    tempo_attr_t attr = {0, 0, 0, NULL};
+    tempo_attr_t attr = {0};
     memset(a, 0, sizeof(a));
     memset(b, 0, sizeof(b));
     memset(ia, 0, sizeof(ia));
@@ -277,7 +277,7 @@ static void collective_checks(tempo_comm_t comm, int rank)
 
     /* Algorithms by name */
     tempo_request_t req = (tempo_request_t)(uintptr_t)1;
-    tempo_attr_t attr = {TEMPO_ATTR_ALGORITHM, 0, 0, "bogus"};
+    tempo_attr_t attr = {.field_mask = TEMPO_ATTR_ALGORITHM, .algorithm = "bogus"};
     st = tempo_iallreduce(comm, buf, want, C, TEMPO_FLOAT32, TEMPO_SUM, &attr, &req);
     expect(st, TEMPO_ERR_INVALID, comm, "unknown algorithm 'bogus' for allreduce",
            "iallreduce with algorithm \"bogus\"");

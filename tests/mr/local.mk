@@ -8,10 +8,18 @@ EXTRA_DIST += %reldir%/tempo_run.sh
 # result files into TAP.
 TESTS += %reldir%/coll_shm.sh %reldir%/coll_tcp.sh %reldir%/determinism.sh
 EXTRA_DIST += %reldir%/coll_shm.sh %reldir%/coll_tcp.sh %reldir%/coll_run.sh \
-	%reldir%/determinism.sh
+	%reldir%/determinism.sh %reldir%/results.awk
 check_PROGRAMS += %reldir%/coll_test %reldir%/determinism
 noinst_HEADERS += %reldir%/mrtest.h
 %canon_reldir%_coll_test_SOURCES = %reldir%/coll_test.c
 %canon_reldir%_coll_test_LDADD = libtempo.la
 %canon_reldir%_determinism_SOURCES = %reldir%/determinism.c
 %canon_reldir%_determinism_LDADD = libtempo.la
+
+# Scheduled requests (priorities, chunking, the coordinator's order): sched.sh launches sched_test
+# at several rank counts, on shm and tcp, under several settings.
+TESTS += %reldir%/sched.sh
+EXTRA_DIST += %reldir%/sched.sh
+check_PROGRAMS += %reldir%/sched_test
+%canon_reldir%_sched_test_SOURCES = %reldir%/sched_test.c
+%canon_reldir%_sched_test_LDADD = libtempo.la

@@ -1,0 +1,97 @@
+#!/bin/sh
+# tests/mr/sched.sh — scheduled requests (priorities, chunks, credit, the coordinator's order) on
+# real ranks: launches tests/mr/sched_test through tempo-run under several settings and turns the
+# ranks' result files into TAP, one point per launch and one per check group (results.awk).
+#
+# Launches (what each one checks is documented at the top of sched_test.c):
+#   shm n=1..5, 8     64 KiB chunks, one chunk in flight (TEMPO_CREDIT_BYTES=1): many requests
+#                     queue, so the order log shows many choices for the priority check
+#   tcp n=2, 4        the same over TCP (TEMPO_HOST_ID=%r)
+#   shm n=3 fifo      TEMPO_SCHED=fifo: the order log must follow readiness, not priorities
+#   shm n=4 defaults  default chunk size and credit, progress thread off (TEMPO_PROGRESS_THREAD=0)
+#   missing n=3       a request one rank never posts: named in the error, with that rank
+#   mismatch n=3      a request whose count differs across ranks: every rank fails at once
+# Knobs: SCHED_TIMEOUT (hang guard per launch, 300 s), SCHED_KEEP=1 keeps the files.
+
+TR="${top_builddir:-.}/tools/tempo-run"
+PROG="${top_builddir:-.}/tests/mr/sched_test"
+srcdir=${top_srcdir:-$(dirname "$0")/../..}
+for f in "$TR" "$PROG"; do
+    if [ ! -x "$f" ]; then
+        echo "Bail out! $f not found or not executable (build it first: make check)"
+        exit 1
+    fi
+done
+unset TEMPO_ROOT TEMPO_RANK TEMPO_SIZE TEMPO_LOCAL_SIZE TEMPO_ALGO TEMPO_SHM TEMPO_HOST_ID \
+    TEMPO_CHUNK_BYTES TEMPO_CREDIT_BYTES TEMPO_SCHED TEMPO_PROGRESS_THREAD TEMPO_SCHED_LOG \
+    TEMPO_TRACE
+TEMPO_TIMEOUT=60
+export TEMPO_TIMEOUT
+guard=${SCHED_TIMEOUT:-300}
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/sched.XXXXXX") || exit 1
+if [ "${SCHED_KEEP:-0}" = 1 ]; then
+    trap 'echo "# results kept in $tmp"' EXIT
+else
+    trap 'rm -rf "$tmp"' EXIT
+fi
+trap 'exit 1' HUP INT TERM
+
+# label n mode groups env...
+launches="
+small1 1 normal results,mixed,order TEMPO_CHUNK_BYTES=64K TEMPO_CREDIT_BYTES=1
+small2 2 normal results,mixed,order TEMPO_CHUNK_BYTES=64K TEMPO_CREDIT_BYTES=1
+small3 3 normal results,mixed,order TEMPO_CHUNK_BYTES=64K TEMPO_CREDIT_BYTES=1
+small4 4 normal results,mixed,order TEMPO_CHUNK_BYTES=64K TEMPO_CREDIT_BYTES=1
+small5 5 normal results,mixed,order TEMPO_CHUNK_BYTES=64K TEMPO_CREDIT_BYTES=1
+small8 8 normal results,mixed,order TEMPO_CHUNK_BYTES=64K TEMPO_CREDIT_BYTES=1
+tcp2 2 normal results,mixed,order TEMPO_HOST_ID=%r TEMPO_CHUNK_BYTES=64K TEMPO_CREDIT_BYTES=1
+tcp4 4 normal results,mixed,order TEMPO_HOST_ID=%r TEMPO_CHUNK_BYTES=64K TEMPO_CREDIT_BYTES=1
+fifo3 3 normal results,mixed,order TEMPO_SCHED=fifo TEMPO_CHUNK_BYTES=64K TEMPO_CREDIT_BYTES=1
+nothread4 4 normal results,mixed,order TEMPO_PROGRESS_THREAD=0
+missing3 3 missing missing TEMPO_TIMEOUT=3
+mismatch3 3 mismatch mismatch
+"
+
+nl=$(printf '%s\n' "$launches" | grep -c .)
+ngroups=0
+for g in $(printf '%s\n' "$launches" | awk 'NF { print $4 }' | tr ',' ' '); do
+    ngroups=$((ngroups + 1))
+done
+echo "1..$((nl + ngroups))"
+
+num=0
+printf '%s\n' "$launches" | while read -r label n mode groups envs; do
+    [ -n "$label" ] || continue
+    dir="$tmp/$label"
+    mkdir "$dir" || exit 1
+    printf '%s\n' "$groups" | tr ',' '\n' | sed 's|^|sched/|' >"$dir/groups"
+    t0=$(date +%s)
+    # shellcheck disable=SC2086
+    env $envs TEMPO_SCHED_LOG="$dir/log.%r" "$TR" -n "$n" --timeout "$guard" "$PROG" \
+        --out "$dir" --mode "$mode" >"$dir/out" 2>&1 </dev/null
+    rc=$?
+    elapsed=$(($(date +%s) - t0))
+    num=$((num + 1))
+    missing=
+    files=
+    r=0
+    while [ $r -lt "$n" ]; do
+        grep -q '^END ' "$dir/r$r" 2>/dev/null || missing="$missing $r"
+        touch "$dir/r$r"
+        files="$files $dir/r$r"
+        r=$((r + 1))
+    done
+    desc="$label: launch of $n ranks, mode $mode ($elapsed s; ${envs:-defaults})"
+    if [ "$rc" -eq 0 ] && [ -z "$missing" ]; then
+        echo "ok $num - $desc"
+    else
+        echo "not ok $num - $desc"
+        echo "# tempo-run exited with status $rc${missing:+; no END line from rank(s)$missing}"
+        tail -n 15 "$dir/out" | cut -c 1-300 | sed 's/^/#   /'
+    fi
+    # shellcheck disable=SC2086
+    awk -v n="$n" -v tr="$label" -v strict=0 -v num="$num" \
+        -f "$srcdir/tests/mr/results.awk" "$dir/groups" $files
+    num=$((num + $(wc -l <"$dir/groups")))
+done
