@@ -658,7 +658,7 @@ tempo_status_t tempo_test(tempo_request_t *req_p)
     return st;
 }
 
-tempo_status_t tempo_wait(tempo_request_t *req_p)
+tempo_status_t tempo__request_wait(tempo_request_t *req_p, uint64_t *t_start_p, uint64_t *t_end_p)
 {
     if (!req_p || !*req_p) {
         return TEMPO_OK;
@@ -677,11 +677,82 @@ tempo_status_t tempo_wait(tempo_request_t *req_p)
                               args);
         }
     }
+    if (t_start_p) {
+        *t_start_p = op->is_parent ? op->t_start_ns : 0;
+    }
+    if (t_end_p) {
+        *t_end_p = op->is_parent ? op->t_end_ns : 0;
+    }
     tempo_status_t st = finish(op);
     *req_p = NULL;
     tempo__engine_kick(w);
     pthread_mutex_unlock(&w->lock);
     return st;
+}
+
+tempo_status_t tempo_wait(tempo_request_t *req_p)
+{
+    return tempo__request_wait(req_p, NULL, NULL);
+}
+
+uint64_t tempo__comm_sched_busy_ns(struct tempo_comm *comm)
+{
+    pthread_mutex_lock(&comm->world->lock);
+    uint64_t v = tempo__sq_busy_ns(comm);
+    pthread_mutex_unlock(&comm->world->lock);
+    return v;
+}
+
+void tempo__comm_trace_mark(struct tempo_comm *comm, int tid, int begin, const char *cat,
+                            const char *name, uint64_t t)
+{
+    tempo__world_t *w = comm->world;
+    if (!w->trace) {
+        return;
+    }
+    pthread_mutex_lock(&w->lock);
+    tempo__trace_mark(w, tid, begin, cat, name, t);
+    pthread_mutex_unlock(&w->lock);
+}
+
+void tempo__comm_trace_span(struct tempo_comm *comm, int tid, const char *cat, const char *name,
+                            uint64_t t0, uint64_t t1, const char *args_json)
+{
+    tempo__world_t *w = comm->world;
+    if (!w->trace) {
+        return;
+    }
+    pthread_mutex_lock(&w->lock);
+    tempo__trace_span(w, tid, cat, name, t0, t1, args_json);
+    pthread_mutex_unlock(&w->lock);
+}
+
+int tempo__comm_next_bucketer(struct tempo_comm *comm)
+{
+    pthread_mutex_lock(&comm->world->lock);
+    int v = tempo__cc(comm)->nbucketers++;
+    pthread_mutex_unlock(&comm->world->lock);
+    return v;
+}
+
+static tempo_status_t trace_marker(tempo_comm_t comm, const char *name, int begin)
+{
+    if (!comm || !name) {
+        return comm_err(comm, tempo__err(TEMPO_ERR_INVALID, "tempo_trace_%s: %s is NULL",
+                                         begin ? "begin" : "end", comm ? "name" : "comm"));
+    }
+    tempo__comm_trace_mark(comm, TEMPO_TRACE_TID_COMPUTE, begin, "compute", name, tempo__now_ns());
+    return TEMPO_OK;
+}
+
+tempo_status_t tempo_trace_begin(tempo_comm_t comm, const char *name)
+{
+    return trace_marker(comm, name, 1);
+}
+
+tempo_status_t tempo_trace_end(tempo_comm_t comm, const char *name)
+{
+    return trace_marker(comm, name, 0);
 }
 
 tempo_status_t tempo_waitall(size_t n, tempo_request_t reqs[], tempo_status_t statuses[])

@@ -117,6 +117,7 @@ typedef struct tempo__coll_comm {
     tempo__shm_coll_t *shm;       /* program-order lane */
     tempo__shm_coll_t *shm_sched; /* scheduled lane */
     tempo__sq_t *sq;              /* the scheduled lane (schedq.c), created at its first use */
+    int nbucketers;               /* bucketers created on this communicator */
 } tempo__coll_comm_t;
 
 static inline tempo__coll_comm_t *tempo__cc(struct tempo_comm *c)
@@ -143,8 +144,23 @@ tempo_status_t tempo__sq_post(tempo__op_t *op, const char *forced, const char *n
                               size_t chunk_bytes);
 /** Free the lane's state (communicator teardown; its requests are already released). */
 void tempo__sq_destroy(tempo__sq_t *sq);
-/** Nanoseconds during which at least one scheduled chunk was running on comm (a running total). */
+/** Nanoseconds during which at least one scheduled chunk was running on comm (a running total;
+ *  lock held). */
 uint64_t tempo__sq_busy_ns(struct tempo_comm *comm);
+
+/** tempo_wait() that also reports, for a scheduled request, when its first chunk started and when
+ *  its last completed (monotonic ns; 0 when unknown). For the bucketer's measurements. */
+tempo_status_t tempo__request_wait(tempo_request_t *req_p, uint64_t *t_start_p, uint64_t *t_end_p);
+/** The scheduled lane's busy time on comm (takes the lock). */
+uint64_t tempo__comm_sched_busy_ns(struct tempo_comm *comm);
+/** Trace helpers for higher layers (take the lock; no-ops when tracing is off). */
+void tempo__comm_trace_mark(struct tempo_comm *comm, int tid, int begin, const char *cat,
+                            const char *name, uint64_t t);
+void tempo__comm_trace_span(struct tempo_comm *comm, int tid, const char *cat, const char *name,
+                            uint64_t t0, uint64_t t1, const char *args_json);
+/** A number unique per communicator and equal on every rank when called collectively (bucketer
+ *  tag ranges). */
+int tempo__comm_next_bucketer(struct tempo_comm *comm);
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Algorithms                                                                                     */

@@ -657,6 +657,7 @@ static tempo_status_t start_local(tempo__sq_t *sq, const start_ent_t *se)
     k->t_post_ns = req->t_post_ns;
     r->kids[se->chunk] = k;
     if (r->started++ == 0) {
+        req->t_start_ns = tempo__now_ns();
         tempo__trace_queued(w, req, 0);
     }
     if (r->started == r->nchunks) {
@@ -713,6 +714,7 @@ static tempo_status_t req_progress(tempo__op_t *op)
         }
     }
     if (r->nchunks && r->done == r->nchunks) {
+        op->t_end_ns = tempo__now_ns();
         if (r->err != TEMPO_OK) {
             snprintf(op->errmsg, sizeof(op->errmsg), "%s", r->errmsg);
             return r->err;

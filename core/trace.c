@@ -15,7 +15,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #define FLUSH_BYTES (256 * 1024)
@@ -29,6 +29,7 @@ struct tempo__trace {
     char *buf;
     size_t len, cap;
     uint8_t slot_used[MAX_SLOTS];
+    uint8_t slot_named[MAX_SLOTS]; /* its thread_name event was written */
     double inflight; /* bytes of running traced operations */
     double t0_mono_us, t0_real_us;
     int rank, size;
@@ -140,10 +141,13 @@ tempo_status_t tempo__trace_open(tempo__world_t *w)
     }
     t->rank = w->rank;
     t->size = w->size;
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    t->t0_mono_us = us(tempo__now_ns());
-    t->t0_real_us = (double)tv.tv_sec * 1e6 + (double)tv.tv_usec;
+    /* The clock pair: the real-time reading between two monotonic ones, paired with their mean. */
+    struct timespec rt;
+    uint64_t m0 = tempo__now_ns();
+    clock_gettime(CLOCK_REALTIME, &rt);
+    uint64_t m1 = tempo__now_ns();
+    t->t0_mono_us = (us(m0) + us(m1)) / 2;
+    t->t0_real_us = (double)rt.tv_sec * 1e6 + (double)rt.tv_nsec / 1e3;
     fprintf(t->f, "{\"traceEvents\": [\n");
     t->trailer_pos = ftell(t->f);
     w->trace = t;
@@ -217,8 +221,9 @@ void tempo__trace_op_start(tempo__world_t *w, tempo__op_t *op)
     while (slot < MAX_SLOTS - 1 && t->slot_used[slot]) {
         slot++;
     }
-    if (!t->slot_used[slot]) {
-        t->slot_used[slot] = 1;
+    t->slot_used[slot] = 1;
+    if (!t->slot_named[slot]) {
+        t->slot_named[slot] = 1;
         emit(t,
              "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, \"args\": "
              "{\"name\": \"comm slot %d\"}}",
@@ -310,12 +315,13 @@ void tempo__trace_span(tempo__world_t *w, int tid, const char *cat, const char *
     if (!t) {
         return;
     }
-    char esc[200];
+    char esc[200], cesc[64];
     tempo__json_escape(name, esc, sizeof(esc));
+    tempo__json_escape(cat, cesc, sizeof(cesc));
     emit(t,
          "{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": %d, \"tid\": %d, \"ts\": "
          "%.3f, \"dur\": %.3f, \"args\": {%s}}",
-         esc, cat, w->rank, tid, us(t0), us(t1 > t0 ? t1 - t0 : 0), args_json ? args_json : "");
+         esc, cesc, w->rank, tid, us(t0), us(t1 > t0 ? t1 - t0 : 0), args_json ? args_json : "");
     maybe_flush(w);
 }
 
@@ -326,12 +332,13 @@ void tempo__trace_mark(tempo__world_t *w, int tid, int begin, const char *cat, c
     if (!tr) {
         return;
     }
-    char esc[200];
+    char esc[200], cesc[64];
     tempo__json_escape(name, esc, sizeof(esc));
+    tempo__json_escape(cat, cesc, sizeof(cesc));
     emit(tr,
          "{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"%s\", \"pid\": %d, \"tid\": %d, \"ts\": "
          "%.3f}",
-         esc, cat, begin ? "B" : "E", w->rank, tid, us(t));
+         esc, cesc, begin ? "B" : "E", w->rank, tid, us(t));
     maybe_flush(w);
 }
 
@@ -341,8 +348,10 @@ void tempo__trace_counter(tempo__world_t *w, const char *name, double value, uin
     if (!tr) {
         return;
     }
+    char esc[128];
+    tempo__json_escape(name, esc, sizeof(esc));
     emit(tr,
          "{\"name\": \"%s\", \"ph\": \"C\", \"pid\": %d, \"tid\": 0, \"ts\": %.3f, \"args\": "
          "{\"value\": %.0f}}",
-         name, w->rank, us(t), value);
+         esc, w->rank, us(t), value);
 }

@@ -112,7 +112,8 @@ struct tempo__op {
     uint32_t chunk, nchunks; /* a chunk's index and its request's chunk count */
     const char *name;       /* scheduled: the caller's name of the data (owned by the request) */
     uint64_t t_post_ns;     /* when the caller posted it */
-    uint64_t t_start_ns;    /* when the operation started (trace) */
+    uint64_t t_start_ns;    /* when the operation started (scheduled: its first chunk) */
+    uint64_t t_end_ns;      /* scheduled: when its last chunk completed */
     int trace_slot;         /* trace track while running, -1 when not traced */
     char errmsg[TEMPO_ERRMSG_LEN];
 };

@@ -389,6 +389,174 @@ TEMPO_API tempo_status_t tempo_wait(tempo_request_t *req_p);
 TEMPO_API tempo_status_t tempo_waitall(size_t n, tempo_request_t reqs[], tempo_status_t statuses[]);
 
 /* ============================================================================================== */
+/* Timeline markers                                                                               */
+/* ============================================================================================== */
+
+/** Mark the beginning and end of the caller's own work (for example a layer's forward pass) on the
+ *  timeline written when TEMPO_TRACE is set (track "compute"). Spans must nest; name is copied. Both
+ *  do nothing when tracing is off. TEMPO_ERR_INVALID for a NULL comm or name. Thread-safe. */
+TEMPO_API tempo_status_t tempo_trace_begin(tempo_comm_t comm, const char *name);
+TEMPO_API tempo_status_t tempo_trace_end(tempo_comm_t comm, const char *name);
+
+/* ============================================================================================== */
+/* Bucketer: gradient synchronization overlapped with backward and the next forward               */
+/* ============================================================================================== */
+
+/*
+ * A bucketer synchronizes a model's gradients over a communicator while the caller computes.
+ *
+ *   1. Register the tensors once (tempo_bucketer_create, collective): the registration must be
+ *      identical on every rank (checked with a hash; a difference is TEMPO_ERR_INVALID naming the
+ *      ranks). The bucketer fuses tensors into buckets in their expected ready order (last layer
+ *      first): the first bucket holds at most first_bucket_bytes (so communication starts early),
+ *      the others at most bucket_bytes; a tensor larger than that is a bucket of its own, which the
+ *      engine runs in chunks. Only tensors of one dtype share a bucket. A bucket whose tensors fill
+ *      one contiguous range of memory is reduced in place; others go through a fusion buffer.
+ *   2. Each iteration: tempo_bucketer_begin(), then as backward produces each tensor's gradient,
+ *      tempo_bucketer_ready() (or tempo_bucketer_skip() for a tensor without a gradient this
+ *      iteration). A bucket is posted as a scheduled request (see tempo_attr_t) once all its
+ *      tensors are ready, with the priority of its most urgent layer under the policy (fifo: none;
+ *      tic: TicTac's TIC order from the layer graph; tac: TicTac's TAC order from measured times).
+ *   3. Before using a tensor's synchronized gradient (for example in the next forward pass, just
+ *      before the layer runs), wait for it: tempo_bucketer_wait_layer / _tensor / _all. Only the
+ *      buckets holding it are waited for. A tensor's buffer must not be written again (new
+ *      gradients) before its previous synchronization was waited for; tempo_bucketer_ready() waits
+ *      for it if the caller did not.
+ *
+ * Gradient accumulation: tempo_bucketer_begin(b, 0) opens a micro-step without synchronization;
+ * ready/skip calls are checked but nothing is sent, and the gradients stay local.
+ * Skipped tensors: the buffer is zeroed and reduced with the others, so after synchronization it
+ * holds the reduction over the ranks that had a gradient (for TEMPO_AVG, divided by all ranks,
+ * as PyTorch DDP does with unused parameters).
+ *
+ * Numbers: an iteration runs from one tempo_bucketer_begin() to the next; tempo_bucketer_stats()
+ * gives the last completed one and means since tempo_bucketer_stats_reset(). With TEMPO_TRACE,
+ * layer compute markers, iterations and their numbers appear on the timeline.
+ *
+ * Threads: a bucketer is used by one thread at a time.
+ */
+
+typedef struct tempo_bucketer *tempo_bucketer_t;
+
+/** One registered tensor. */
+typedef struct tempo_tensor_desc {
+    uint64_t id;         /**< caller's identifier, unique in the registration */
+    void *grad;          /**< gradient buffer: count elements of dtype, synchronized in place; it
+                          *   must stay valid while the bucketer exists */
+    size_t count;        /**< elements (> 0) */
+    tempo_dtype_t dtype; /**< element type */
+    int layer;           /**< forward index (>= 0) of the layer that consumes the result */
+    const char *name;    /**< optional name for errors and traces ("h.3.attn.w"); copied */
+} tempo_tensor_desc_t;
+
+/** Scheduling policies (TEMPO_SCHED). */
+typedef enum {
+    TEMPO_SCHED_FIFO = 0, /**< the order buckets become ready on every rank */
+    TEMPO_SCHED_TIC = 1,  /**< TicTac TIC: from the layer graph (a chain: forward order) */
+    TEMPO_SCHED_TAC = 2   /**< TicTac TAC: from measured compute and transfer times */
+} tempo_sched_t;
+
+enum {
+    TEMPO_BUCKETER_OP = 1u << 0,           /**< op */
+    TEMPO_BUCKETER_BUCKET_BYTES = 1u << 1, /**< bucket_bytes */
+    TEMPO_BUCKETER_FIRST_BYTES = 1u << 2,  /**< first_bucket_bytes */
+    TEMPO_BUCKETER_SCHED = 1u << 3,        /**< sched */
+    TEMPO_BUCKETER_CHUNK_BYTES = 1u << 4,  /**< chunk_bytes */
+    TEMPO_BUCKETER_TAC_WARMUP = 1u << 5    /**< tac_warmup */
+};
+
+/** Bucketer options; fields whose bit is not in field_mask take their defaults. */
+typedef struct tempo_bucketer_config {
+    uint64_t field_mask;
+    tempo_op_t op;             /**< reduction (TEMPO_AVG) */
+    size_t bucket_bytes;       /**< fusion size (TEMPO_BUCKET_BYTES) */
+    size_t first_bucket_bytes; /**< first bucket's cap (TEMPO_BUCKET_FIRST_BYTES) */
+    tempo_sched_t sched;       /**< policy (TEMPO_SCHED) */
+    size_t chunk_bytes;        /**< chunk size of its requests (TEMPO_CHUNK_BYTES); SIZE_MAX: none */
+    int tac_warmup;            /**< tac: iterations measured before the order (TEMPO_TAC_WARMUP) */
+} tempo_bucketer_config_t;
+
+/**
+ * Create a bucketer over comm for n tensors (copied). Collective over comm: every rank must pass
+ * the same registration (ids, counts, dtypes, layers, names, in the same order) and the same
+ * config; TEMPO_ERR_INVALID otherwise, naming the ranks that differ. config may be NULL.
+ */
+TEMPO_API tempo_status_t tempo_bucketer_create(tempo_comm_t comm, const tempo_tensor_desc_t *tensors,
+                                               size_t n, const tempo_bucketer_config_t *config,
+                                               tempo_bucketer_t *b_p);
+
+/**
+ * Optional: the dependency graph of the forward pass, for the tic and tac policies (default: a
+ * chain, layer i after layer i-1). Layers 0..nlayers-1; the predecessors of layer i are
+ * pred[pred_off[i] .. pred_off[i+1]). Must be acyclic and cover every registered layer; call before
+ * the first iteration, with the same graph on every rank.
+ */
+TEMPO_API tempo_status_t tempo_bucketer_set_graph(tempo_bucketer_t b, int nlayers,
+                                                  const int *pred_off, const int *pred);
+
+/** Open the next iteration (closing the previous one). sync = 0: a micro-step of gradient
+ *  accumulation, nothing is synchronized. TEMPO_ERR_INVALID if the previous synchronizing
+ *  iteration left tensors neither ready nor skipped (named in the message). */
+TEMPO_API tempo_status_t tempo_bucketer_begin(tempo_bucketer_t b, int sync);
+/** Tensor id's gradient is final for this iteration. TEMPO_ERR_INVALID for an unknown id or a
+ *  tensor already marked in this iteration. */
+TEMPO_API tempo_status_t tempo_bucketer_ready(tempo_bucketer_t b, uint64_t id);
+/** Tensor id has no gradient this iteration (see above). */
+TEMPO_API tempo_status_t tempo_bucketer_skip(tempo_bucketer_t b, uint64_t id);
+
+/** Wait until tensor id's gradient of the last synchronized iteration is synchronized (in its
+ *  buffer). Returns at once when nothing is pending. TEMPO_ERR_INVALID when its bucket still has
+ *  tensors not marked ready (named in the message): waiting would never end. */
+TEMPO_API tempo_status_t tempo_bucketer_wait_tensor(tempo_bucketer_t b, uint64_t id);
+/** As wait_tensor for every tensor of a layer. */
+TEMPO_API tempo_status_t tempo_bucketer_wait_layer(tempo_bucketer_t b, int layer);
+/** As wait_tensor for every tensor. */
+TEMPO_API tempo_status_t tempo_bucketer_wait_all(tempo_bucketer_t b);
+
+/** Phases of compute markers. */
+typedef enum { TEMPO_PHASE_FORWARD = 0, TEMPO_PHASE_BACKWARD = 1 } tempo_phase_t;
+
+/** Optional compute markers around a layer's forward or backward computation: they feed the tac
+ *  policy (forward time per layer) and the timeline. Spans must not nest. */
+TEMPO_API tempo_status_t tempo_bucketer_compute_begin(tempo_bucketer_t b, int layer,
+                                                      tempo_phase_t phase);
+TEMPO_API tempo_status_t tempo_bucketer_compute_end(tempo_bucketer_t b);
+
+/** Per-iteration numbers (seconds). */
+typedef struct tempo_bucketer_stats {
+    long iterations;   /**< synchronizing iterations in the means */
+    double iter_s;     /**< iteration time: from one tempo_bucketer_begin() to the next */
+    double compute_s;  /**< the caller's time outside bucketer waits (iteration - exposed) */
+    double comm_s;     /**< communication busy time: the union of the bucketer's transfers */
+    double exposed_s;  /**< time the caller spent blocked in bucketer waits */
+    double overlap;    /**< share of communication hidden behind compute: 1 - exposed/comm */
+    double efficiency; /**< TicTac's E = (U - T)/(U - L), U = compute + comm, L = max of both */
+    double bytes;      /**< gradient bytes synchronized */
+} tempo_bucketer_stats_t;
+
+/** Numbers of the last completed synchronizing iteration (last_p) and their means since creation
+ *  or the last reset (mean_p); either may be NULL. */
+TEMPO_API tempo_status_t tempo_bucketer_stats(tempo_bucketer_t b, tempo_bucketer_stats_t *last_p,
+                                              tempo_bucketer_stats_t *mean_p);
+TEMPO_API tempo_status_t tempo_bucketer_stats_reset(tempo_bucketer_t b);
+
+/** The bucket layout, for logs and tests: number of buckets; with info_p, bucket i's first layer
+ *  (most urgent), tensor count, bytes and current priority. */
+typedef struct tempo_bucket_info {
+    int min_layer, max_layer;
+    size_t ntensors;
+    size_t bytes;
+    int priority;
+    int in_place; /**< reduced in the tensors' own memory (no fusion buffer) */
+} tempo_bucket_info_t;
+TEMPO_API size_t tempo_bucketer_nbuckets(tempo_bucketer_t b);
+TEMPO_API tempo_status_t tempo_bucketer_bucket_info(tempo_bucketer_t b, size_t i,
+                                                    tempo_bucket_info_t *info_p);
+
+/** Wait for pending synchronizations and free the bucketer. destroy(NULL) is a no-op. */
+TEMPO_API tempo_status_t tempo_bucketer_destroy(tempo_bucketer_t b);
+
+/* ============================================================================================== */
 /* Introspection (used by tempo-info)                                                             */
 /* ============================================================================================== */
 

@@ -1,5 +1,5 @@
 # perf/local.mk — nccl-tests-style benchmarks (one program per collective), the same programs built
-# against MPI as a baseline (*_perf_mpi, only when configure found MPI), and compare.sh.
+# against MPI as a baseline (*_perf_mpi, only when configure found MPI), compare.sh and netns-run.
 #
 # Layout: one driver (common.c, verifiable.c) in a convenience library shared by every program; one
 # backend library per flavour (backend_tempo.c links libtempo; backend_mpi.c is compiled with
@@ -61,6 +61,10 @@ endif
 
 # Side-by-side tempo vs MPI table; runs from the source tree, the build tree or $(bindir).
 dist_bin_SCRIPTS += %reldir%/compare.sh
+
+# One rank per emulated host: network namespaces joined by a bridge, links shaped with tbf (needs
+# root; exits 77 without).
+dist_bin_SCRIPTS += %reldir%/netns-run
 
 # make check: 2-rank smoke runs of the tempo programs and of the MPI ones (the latter skip when MPI
 # was not built).

@@ -8,3 +8,7 @@ bin_PROGRAMS += %reldir%/tempo-run
 bin_PROGRAMS += %reldir%/tempo-info
 %canon_reldir%_tempo_info_SOURCES = %reldir%/tempo-info.c
 %canon_reldir%_tempo_info_LDADD = libtempo.la
+
+# tempo-trace: merge / check / summarize the per-rank TEMPO_TRACE files. A Python 3 script
+# (/usr/bin/python3, standard library only), installed as is.
+dist_bin_SCRIPTS += %reldir%/tempo-trace

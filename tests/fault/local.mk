@@ -26,3 +26,9 @@ noinst_HEADERS += %reldir%/job.h
 %canon_reldir%_fault_invalid_LDADD = libtempo.la
 %canon_reldir%_fault_bootstrap_SOURCES = %reldir%/fault_bootstrap.c
 %canon_reldir%_fault_bootstrap_LDADD = libtempo.la
+
+# A rank killed while 20 scheduled requests are in flight (tests/fault/fault_sched.c).
+check_PROGRAMS += %reldir%/fault_sched
+TESTS += %reldir%/fault_sched
+%canon_reldir%_fault_sched_SOURCES = %reldir%/fault_sched.c
+%canon_reldir%_fault_sched_LDADD = libtempo.la

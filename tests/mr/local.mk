@@ -8,7 +8,7 @@ EXTRA_DIST += %reldir%/tempo_run.sh
 # result files into TAP.
 TESTS += %reldir%/coll_shm.sh %reldir%/coll_tcp.sh %reldir%/determinism.sh
 EXTRA_DIST += %reldir%/coll_shm.sh %reldir%/coll_tcp.sh %reldir%/coll_run.sh \
-	%reldir%/determinism.sh %reldir%/results.awk
+	%reldir%/determinism.sh %reldir%/results.awk %reldir%/launch.sh
 check_PROGRAMS += %reldir%/coll_test %reldir%/determinism
 noinst_HEADERS += %reldir%/mrtest.h
 %canon_reldir%_coll_test_SOURCES = %reldir%/coll_test.c
@@ -23,3 +23,11 @@ EXTRA_DIST += %reldir%/sched.sh
 check_PROGRAMS += %reldir%/sched_test
 %canon_reldir%_sched_test_SOURCES = %reldir%/sched_test.c
 %canon_reldir%_sched_test_LDADD = libtempo.la
+
+# The bucketer (fusion, readiness, skips, accumulation, policies, errors) and its timeline:
+# bucketer.sh launches bucketer_test and checks the TEMPO_TRACE files with tools/tempo-trace.
+TESTS += %reldir%/bucketer.sh
+EXTRA_DIST += %reldir%/bucketer.sh
+check_PROGRAMS += %reldir%/bucketer_test
+%canon_reldir%_bucketer_test_SOURCES = %reldir%/bucketer_test.c
+%canon_reldir%_bucketer_test_LDADD = libtempo.la

@@ -16,6 +16,7 @@
 TR="${top_builddir:-.}/tools/tempo-run"
 PROG="${top_builddir:-.}/tests/mr/sched_test"
 srcdir=${top_srcdir:-$(dirname "$0")/../..}
+. "$srcdir/tests/mr/launch.sh"
 for f in "$TR" "$PROG"; do
     if [ ! -x "$f" ]; then
         echo "Bail out! $f not found or not executable (build it first: make check)"
@@ -66,32 +67,5 @@ printf '%s\n' "$launches" | while read -r label n mode groups envs; do
     dir="$tmp/$label"
     mkdir "$dir" || exit 1
     printf '%s\n' "$groups" | tr ',' '\n' | sed 's|^|sched/|' >"$dir/groups"
-    t0=$(date +%s)
-    # shellcheck disable=SC2086
-    env $envs TEMPO_SCHED_LOG="$dir/log.%r" "$TR" -n "$n" --timeout "$guard" "$PROG" \
-        --out "$dir" --mode "$mode" >"$dir/out" 2>&1 </dev/null
-    rc=$?
-    elapsed=$(($(date +%s) - t0))
-    num=$((num + 1))
-    missing=
-    files=
-    r=0
-    while [ $r -lt "$n" ]; do
-        grep -q '^END ' "$dir/r$r" 2>/dev/null || missing="$missing $r"
-        touch "$dir/r$r"
-        files="$files $dir/r$r"
-        r=$((r + 1))
-    done
-    desc="$label: launch of $n ranks, mode $mode ($elapsed s; ${envs:-defaults})"
-    if [ "$rc" -eq 0 ] && [ -z "$missing" ]; then
-        echo "ok $num - $desc"
-    else
-        echo "not ok $num - $desc"
-        echo "# tempo-run exited with status $rc${missing:+; no END line from rank(s)$missing}"
-        tail -n 15 "$dir/out" | cut -c 1-300 | sed 's/^/#   /'
-    fi
-    # shellcheck disable=SC2086
-    awk -v n="$n" -v tr="$label" -v strict=0 -v num="$num" \
-        -f "$srcdir/tests/mr/results.awk" "$dir/groups" $files
-    num=$((num + $(wc -l <"$dir/groups")))
+    mr_launch "$label" "$n" "$dir" "$envs TEMPO_SCHED_LOG=$dir/log.%r" "$PROG" --mode "$mode"
 done

@@ -13,7 +13,8 @@ TEMPO_UNIT_TESTS = \
 	%reldir%/test_bootstrap \
 	%reldir%/test_reduce \
 	%reldir%/test_sched \
-	%reldir%/test_stream
+	%reldir%/test_stream \
+	%reldir%/test_tictac
 
 check_PROGRAMS += $(TEMPO_UNIT_TESTS)
 TESTS += $(TEMPO_UNIT_TESTS)
@@ -37,3 +38,10 @@ noinst_HEADERS += %reldir%/tu.h
 %canon_reldir%_test_sched_LDADD = libtempo_core.la
 %canon_reldir%_test_stream_SOURCES = %reldir%/test_stream.c
 %canon_reldir%_test_stream_LDADD = libtempo_core.la
+%canon_reldir%_test_tictac_SOURCES = %reldir%/test_tictac.c
+%canon_reldir%_test_tictac_LDADD = libtempo_core.la
+
+# tools/tempo-trace (merge, check, summary) on synthetic trace files: a shell TAP test (.sh, run
+# by SH_LOG_DRIVER); it skips itself without /usr/bin/python3.
+TESTS += %reldir%/test_trace_tool.sh
+EXTRA_DIST += %reldir%/test_trace_tool.sh

@@ -1,0 +1,86 @@
+#!/bin/sh
+# tests/mr/bucketer.sh — the bucketer on real ranks: launches tests/mr/bucketer_test through
+# tempo-run under each scheduling policy, on shm and tcp, and once with TEMPO_TRACE, whose files
+# must pass `tempo-trace check` (valid JSON, balanced events) and merge into one timeline.
+#
+# Launches: tic at 1, 2, 3, 4 ranks; fifo and tac at 3; tcp (TEMPO_HOST_ID=%r) at 3; no progress
+# thread at 2; tic at 4 with the trace. What each launch checks is documented at the top of
+# bucketer_test.c. Knobs: BUCKETER_TIMEOUT (hang guard per launch, 300 s), BUCKETER_KEEP=1.
+
+TR="${top_builddir:-.}/tools/tempo-run"
+PROG="${top_builddir:-.}/tests/mr/bucketer_test"
+srcdir=${top_srcdir:-$(dirname "$0")/../..}
+. "$srcdir/tests/mr/launch.sh"
+TRACE_TOOL="$srcdir/tools/tempo-trace"
+for f in "$TR" "$PROG"; do
+    if [ ! -x "$f" ]; then
+        echo "Bail out! $f not found or not executable (build it first: make check)"
+        exit 1
+    fi
+done
+unset TEMPO_ROOT TEMPO_RANK TEMPO_SIZE TEMPO_LOCAL_SIZE TEMPO_ALGO TEMPO_SHM TEMPO_HOST_ID \
+    TEMPO_CHUNK_BYTES TEMPO_CREDIT_BYTES TEMPO_SCHED TEMPO_PROGRESS_THREAD TEMPO_SCHED_LOG \
+    TEMPO_TRACE TEMPO_BUCKET_BYTES TEMPO_BUCKET_FIRST_BYTES
+TEMPO_TIMEOUT=60
+export TEMPO_TIMEOUT
+guard=${BUCKETER_TIMEOUT:-300}
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/bucketer.XXXXXX") || exit 1
+if [ "${BUCKETER_KEEP:-0}" = 1 ]; then
+    trap 'echo "# results kept in $tmp"' EXIT
+else
+    trap 'rm -rf "$tmp"' EXIT
+fi
+trap 'exit 1' HUP INT TERM
+
+groups="bucketer/layout bucketer/values bucketer/stats bucketer/errors"
+launches="
+tic1 1 TEMPO_SCHED=tic
+tic2 2 TEMPO_SCHED=tic
+tic3 3 TEMPO_SCHED=tic
+tic4 4 TEMPO_SCHED=tic
+fifo3 3 TEMPO_SCHED=fifo
+tac3 3 TEMPO_SCHED=tac
+tcp3 3 TEMPO_SCHED=tic TEMPO_HOST_ID=%r
+nothread2 2 TEMPO_SCHED=tic TEMPO_PROGRESS_THREAD=0
+trace4 4 TEMPO_SCHED=tic TEMPO_TRACE=TRACEDIR/trace.%r.json
+"
+nl=$(printf '%s\n' "$launches" | grep -c .)
+ng=$(echo $groups | wc -w)
+# + 2: the trace check and the merge
+echo "1..$((nl * (1 + ng) + 2))"
+
+printf '%s\n' $groups >"$tmp/groups"
+num=0
+printf '%s\n' "$launches" | while read -r label n envs; do
+    [ -n "$label" ] || continue
+    dir="$tmp/$label"
+    mkdir "$dir" || exit 1
+    envs=$(printf '%s' "$envs" | sed "s|TRACEDIR|$dir|g")
+    cp "$tmp/groups" "$dir/groups"
+    mr_launch "$label" "$n" "$dir" "$envs" "$PROG"
+    if [ "$label" = trace4 ]; then
+        num=$((num + 1))
+        if [ ! -x /usr/bin/python3 ]; then
+            echo "ok $num - trace files check # SKIP /usr/bin/python3 not found"
+            echo "ok $((num + 1)) - trace merge # SKIP /usr/bin/python3 not found"
+            continue
+        fi
+        if out=$("$TRACE_TOOL" check "$dir"/trace.*.json 2>&1); then
+            echo "ok $num - trace files of $n ranks are valid with balanced events"
+        else
+            echo "not ok $num - trace files of $n ranks are valid with balanced events"
+        fi
+        printf '%s\n' "$out" | head -n 12 | cut -c 1-300 | sed 's/^/# /'
+        num=$((num + 1))
+        if mout=$("$TRACE_TOOL" merge -o "$dir/all.json" -n "$n" "$dir/trace.%r.json" 2>&1) &&
+            "$TRACE_TOOL" check "$dir/all.json" >/dev/null 2>&1 &&
+            grep -q '"cat": "comm"' "$dir/all.json" && grep -q '"cat": "queue"' "$dir/all.json" &&
+            grep -q '"name": "iteration"' "$dir/all.json"; then
+            echo "ok $num - merged timeline of $n ranks is valid and has comm, queue and iteration events"
+        else
+            echo "not ok $num - merged timeline of $n ranks is valid and has comm, queue and iteration events"
+        fi
+        printf '%s\n' "$mout" | head -n 5 | cut -c 1-300 | sed 's/^/# /'
+    fi
+done
