@@ -19,7 +19,17 @@
 
 tempo__config_t tempo__cfg;
 
-typedef enum { T_INT, T_STRING, T_TIME, T_SIZE, T_BOOL, T_LEVEL, T_SUBSYS, T_SCHED } field_type_t;
+typedef enum {
+    T_INT,
+    T_STRING,
+    T_TIME,
+    T_SIZE,
+    T_BOOL,
+    T_LEVEL,
+    T_SUBSYS,
+    T_SCHED,
+    T_NICE
+} field_type_t;
 
 typedef struct {
     const char *name;
@@ -79,6 +89,10 @@ static const field_t fields[] = {
     F("TEMPO_PROGRESS_THREAD", "1", T_BOOL, progress_thread,
       "Advance communication on a background thread while the caller computes (0: only inside "
       "tempo_test/tempo_wait and blocking calls)"),
+    F("TEMPO_PROGRESS_NICE", "0", T_NICE, progress_nice,
+      "Nice value of the progress thread, -20..19 (0: unchanged); a negative value lets it run "
+      "before the caller's compute on a loaded host, and needs privilege (else it is ignored with "
+      "an INFO message)"),
     F("TEMPO_CHUNK_BYTES", "4M", T_SIZE, chunk_bytes,
       "Scheduled requests (those with a priority) larger than this are split into chunks, so that "
       "more urgent work can overtake them at a chunk boundary"),
@@ -232,8 +246,8 @@ static int parse_sched(const char *t, int *v)
 
 static const char *type_name(field_type_t t)
 {
-    static const char *const names[] = {"int",  "string", "time", "size",
-                                        "bool", "enum",   "list", "enum"};
+    static const char *const names[] = {"int",  "string", "time", "size", "bool",
+                                        "enum", "list",   "enum", "int"};
     return names[t];
 }
 
@@ -247,6 +261,7 @@ static const char *type_hint(field_type_t t)
     case T_LEVEL: return "one of NONE, WARN, INFO, DEBUG, TRACE";
     case T_SUBSYS: return "a list of INIT, COLL, TRANSPORT, TOPO, QUANT, OVERLAP, ENV, ALL";
     case T_SCHED: return "one of fifo, tic, tac";
+    case T_NICE: return "an integer from -20 to 19";
     default: return "text";
     }
 }
@@ -282,6 +297,16 @@ static int parse_field(const field_t *f, const char *text)
     case T_LEVEL: return parse_level(text, (int *)p);
     case T_SUBSYS: return tempo__log_parse_subsys(text, (unsigned *)p);
     case T_SCHED: return parse_sched(text, (int *)p);
+    case T_NICE: {
+        char *end;
+        errno = 0;
+        long v = strtol(text, &end, 10);
+        if (end == text || *end || errno || v < -20 || v > 19) {
+            return -1;
+        }
+        *(int *)p = (int)v;
+        return 0;
+    }
     }
     return -1;
 }

@@ -28,6 +28,7 @@ typedef struct tempo__config {
     size_t shm_coll_bytes; /* TEMPO_SHM_COLL_BYTES: per-rank staging of shm collectives */
     double spin_s;         /* TEMPO_SPIN: busy-poll time before sleeping in a wait */
     int progress_thread;   /* TEMPO_PROGRESS_THREAD: background progress */
+    int progress_nice;     /* TEMPO_PROGRESS_NICE: nice value of the progress thread (0: keep) */
     size_t chunk_bytes;    /* TEMPO_CHUNK_BYTES: scheduled requests are split into chunks */
     size_t credit_bytes;   /* TEMPO_CREDIT_BYTES: scheduled bytes in flight */
     int sched;             /* TEMPO_SCHED (tempo__sched_policy_t) */

@@ -43,6 +43,9 @@ tempo_status_t tempo__world_create(int rank, int size, const tempo__peer_info_t 
         same_machine += table[r].machine_id == table[rank].machine_id;
     }
     w->oversubscribed = table[rank].ncpus > 0 && same_machine > table[rank].ncpus;
+    /* Spinning in a wait only steals the CPU that the ranks we wait for need; with no shared-memory
+     * peer every message arrives on a socket, which wakes a sleeping wait at once. */
+    w->sleep_at_once = w->oversubscribed && w->nlocal == 1;
     *world_p = w;
     return TEMPO_OK;
 }

@@ -129,6 +129,8 @@ typedef struct tempo__world {
     tempo__peer_t *peers; /* (size) indexed by world rank */
     int nlocal;           /* ranks on this host, this one included */
     int oversubscribed;   /* more ranks on this machine than online CPUs */
+    int sleep_at_once;    /* waits sleep in the transports' idle function without spinning:
+                           * oversubscribed with every peer remote (sockets wake the sleeper) */
     uint64_t job_uuid;    /* rank 0's uuid */
     double timeout_s;
 

@@ -59,6 +59,12 @@ bin_PROGRAMS += \
 %canon_reldir%_sendrecv_perf_mpi_LDADD = $(TEMPO_PERF_MPI_LDADD)
 endif
 
+# Scheduling and overlap: a synthetic model through the bucketer, every policy, with and without
+# chunking (perf/overlap_bench --help); overlap.sh runs it on emulated hosts.
+bin_PROGRAMS += %reldir%/overlap_bench
+%canon_reldir%_overlap_bench_SOURCES = %reldir%/overlap_bench.c
+%canon_reldir%_overlap_bench_LDADD = libtempo.la -lm
+
 # Side-by-side tempo vs MPI table; runs from the source tree, the build tree or $(bindir).
 dist_bin_SCRIPTS += %reldir%/compare.sh
 

@@ -1,0 +1,626 @@
+/*
+ * overlap_bench.c — how much priority scheduling and chunking buy when gradient synchronization
+ * overlaps compute: a synthetic model trained data-parallel through the bucketer, with every
+ * scheduling policy (fifo, tic, tac), with and without chunking, in one run.
+ *
+ * The model: L layers; layer l's forward and backward are real arithmetic (a multiply-add loop
+ * over an L2-resident buffer: 2 flops per element per pass; backward costs twice the forward), and
+ * backward writes the layer's gradient into its buffer (every element: the cost of producing it).
+ * Profiles:
+ *   uniform  24 layers, equal gradients (1 MiB each by default) and equal compute
+ *   vgg      VGG-16's 16 weight layers: parameter counts and per-layer forward FLOPs of the real
+ *            network (Simonyan & Zisserman 2015, 224x224 input), scaled to --total bytes of
+ *            gradients: 74% of the bytes in fc6, which backward produces early and the next
+ *            forward needs late, while the conv layers hold most of the compute
+ *
+ * How compute is set: the ratio that matters is the one inside the run, where compute and
+ * communication share the CPUs (on a 2-core machine with 4 ranks, markedly). So the ranks first
+ * measure the synchronization of all gradients alone (blocking all-reduces, layer by layer, median
+ * of 3) and the multiply-add speed, start from compute = communication alone / --ratio, and then
+ * run --calib short fifo passes, each rescaling the compute so that the measured communication
+ * busy time M over the measured compute P comes to --ratio (default 1: communication about equal
+ * to compute). Rank 0's scale is broadcast; the header shows the standalone and in-run figures.
+ *
+ * One iteration: tempo_bucketer_begin; forward layer 0..L-1, each first waiting for its own
+ * gradients of the previous iteration (tempo_bucketer_wait_layer, so communication overlaps the
+ * next forward too); backward L-1..0, marking each layer ready. Each configuration (policy x
+ * chunking) has its own bucketer; the configurations alternate in every round (so they share the
+ * machine's noise), and the table shows medians over rounds of each configuration's mean iteration
+ * numbers (tempo_bucketer_stats). The synchronized gradients are checked (every element of every
+ * rank equals its expected average); a wrong one makes the exit status 1.
+ *
+ * --overhead instead measures the cost of the scheduled path: a tiny all-reduce (8 floats)
+ * through the bucketer (begin, ready, wait) against a direct blocking tempo_allreduce.
+ *
+ * Uses only include/tempo.h. Run under tempo-run (one host) or perf/netns-run (emulated hosts).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tempo.h"
+
+#define MAX_LAYERS 64
+#define WORK_FLOATS 16384 /* 64 KiB per rank: stays in L2 */
+
+typedef struct {
+    int L;
+    size_t bytes[MAX_LAYERS]; /* gradient bytes of layer l */
+    double work[MAX_LAYERS];  /* relative forward compute of layer l */
+} profile_t;
+
+typedef struct {
+    const char *profile;
+    double ratio;
+    size_t layer_bytes, total_bytes, bucket_bytes, chunk_bytes, credit_bytes;
+    int iters, warmup, rounds, calib;
+    int overhead;
+    const char *json;
+    int policies[3], npolicies;
+} opts_t;
+
+static int rank_, size_;
+static float work_buf[WORK_FLOATS];
+static volatile float sink_;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* passes x WORK_FLOATS multiply-adds (2 flops each). */
+static void compute(double passes)
+{
+    long p = (long)passes;
+    for (long k = 0; k < p; k++) {
+        for (int i = 0; i < WORK_FLOATS; i++) {
+            work_buf[i] = work_buf[i] * 0.9999f + 0.0001f;
+        }
+    }
+    sink_ = work_buf[p & (WORK_FLOATS - 1)];
+}
+
+static void die(tempo_comm_t comm, tempo_status_t st, const char *what)
+{
+    fprintf(stderr, "overlap_bench: rank %d: %s: %s: %s\n", rank_, what, tempo_status_name(st),
+            tempo_last_error(comm));
+    exit(1);
+}
+
+#define CHECK(comm, expr, what)              \
+    do {                                     \
+        tempo_status_t _s = (expr);          \
+        if (_s != TEMPO_OK) {                \
+            die((comm), _s, (what));         \
+        }                                    \
+    } while (0)
+
+static void build_profile(const opts_t *o, profile_t *p)
+{
+    memset(p, 0, sizeof(*p));
+    if (!strcmp(o->profile, "uniform")) {
+        p->L = 24;
+        for (int l = 0; l < p->L; l++) {
+            p->bytes[l] = o->layer_bytes;
+            p->work[l] = 1;
+        }
+        return;
+    }
+    /* VGG-16: weights per layer (conv 3x3 kernels, then fc6 25088x4096, fc7 4096x4096, fc8
+     * 4096x1000) and forward GFLOPs at 224x224 (multiply-adds x 2). */
+    static const double params[16] = {1728,    36864,   73728,   147456,    294912,   589824,
+                                      589824,  1179648, 2359296, 2359296,   2359296,  2359296,
+                                      2359296, 102760448, 16777216, 4096000};
+    static const double gflops[16] = {0.173, 3.70, 1.85, 3.70, 1.85, 3.70,  3.70,  1.85,
+                                      3.70,  3.70, 0.92, 0.92, 0.92, 0.206, 0.034, 0.008};
+    double total = 0;
+    for (int l = 0; l < 16; l++) {
+        total += params[l];
+    }
+    p->L = 16;
+    for (int l = 0; l < 16; l++) {
+        size_t b = (size_t)((double)o->total_bytes * params[l] / total);
+        p->bytes[l] = b < 64 ? 64 : (b + 63) / 64 * 64;
+        p->work[l] = gflops[l];
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+
+typedef struct {
+    int policy;
+    int chunked;
+    const char *name;
+    double iter, compute, comm, exposed, overlap, eff; /* medians */
+    double *r_iter, *r_compute, *r_comm, *r_exposed, *r_eff;
+} config_t;
+
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    double *c = malloc(sizeof(double) * (size_t)n);
+    memcpy(c, v, sizeof(double) * (size_t)n);
+    qsort(c, (size_t)n, sizeof(double), cmp_dbl);
+    double m = n % 2 ? c[n / 2] : (c[n / 2 - 1] + c[n / 2]) / 2;
+    free(c);
+    return m;
+}
+
+typedef struct {
+    tempo_comm_t comm;
+    const profile_t *p;
+    float **grad;              /* (L) gradient buffers */
+    size_t *count;             /* (L) floats */
+    double passes_per_work;    /* compute passes per unit of profile work (forward) */
+    long wrong;
+} model_t;
+
+/* One configuration: returns its mean numbers over o->iters iterations after o->warmup. */
+static void run_config(model_t *m, const opts_t *o, config_t *c, int round)
+{
+    tempo_tensor_desc_t d[MAX_LAYERS];
+    char names[MAX_LAYERS][16];
+    for (int l = 0; l < m->p->L; l++) {
+        snprintf(names[l], sizeof(names[l]), "layer%d", l);
+        d[l] = (tempo_tensor_desc_t){.id = (uint64_t)l, .grad = m->grad[l], .count = m->count[l],
+                                     .dtype = TEMPO_FLOAT32, .layer = l, .name = names[l]};
+    }
+    tempo_bucketer_config_t bc = {0};
+    bc.field_mask = TEMPO_BUCKETER_OP | TEMPO_BUCKETER_BUCKET_BYTES | TEMPO_BUCKETER_FIRST_BYTES |
+                    TEMPO_BUCKETER_SCHED | TEMPO_BUCKETER_CHUNK_BYTES | TEMPO_BUCKETER_TAC_WARMUP;
+    bc.op = TEMPO_AVG;
+    bc.bucket_bytes = o->bucket_bytes;
+    bc.first_bucket_bytes = o->bucket_bytes;
+    bc.sched = (tempo_sched_t)c->policy;
+    bc.chunk_bytes = c->chunked ? o->chunk_bytes : SIZE_MAX;
+    bc.tac_warmup = o->warmup > 2 ? o->warmup - 1 : 1;
+    tempo_bucketer_t b;
+    CHECK(m->comm, tempo_bucketer_create(m->comm, d, (size_t)m->p->L, &bc, &b), "bucketer create");
+    int L = m->p->L;
+    for (int it = 0; it < o->warmup + o->iters; it++) {
+        if (it == o->warmup) {
+            tempo_bucketer_stats_reset(b);
+        }
+        CHECK(m->comm, tempo_bucketer_begin(b, 1), "begin");
+        for (int l = 0; l < L; l++) {
+            CHECK(m->comm, tempo_bucketer_wait_layer(b, l), "wait_layer");
+            if (it > 0) { /* the previous iteration's average: every rank wrote it+l */
+                float want = (float)(it - 1 + l);
+                m->wrong += m->grad[l][0] != want;
+                m->wrong += m->grad[l][m->count[l] - 1] != want;
+            }
+            tempo_bucketer_compute_begin(b, l, TEMPO_PHASE_FORWARD);
+            compute(m->p->work[l] * m->passes_per_work);
+            tempo_bucketer_compute_end(b);
+        }
+        for (int l = L - 1; l >= 0; l--) {
+            tempo_bucketer_compute_begin(b, l, TEMPO_PHASE_BACKWARD);
+            compute(2 * m->p->work[l] * m->passes_per_work);
+            float v = (float)(it + l);
+            for (size_t i = 0; i < m->count[l]; i++) {
+                m->grad[l][i] = v;
+            }
+            tempo_bucketer_compute_end(b);
+            CHECK(m->comm, tempo_bucketer_ready(b, (uint64_t)l), "ready");
+        }
+    }
+    CHECK(m->comm, tempo_bucketer_wait_all(b), "wait_all");
+    CHECK(m->comm, tempo_bucketer_begin(b, 1), "begin"); /* closes the last iteration */
+    tempo_bucketer_stats_t mean;
+    tempo_bucketer_stats(b, NULL, &mean);
+    /* The slowest rank's iteration time defines the job; take every number from the max. */
+    double v[5] = {mean.iter_s, mean.compute_s, mean.comm_s, mean.exposed_s, 0}, mx[5];
+    CHECK(m->comm, tempo_allreduce(m->comm, v, mx, 4, TEMPO_FLOAT64, TEMPO_MAX), "allreduce");
+    CHECK(m->comm, tempo_bucketer_destroy(b), "destroy");
+    double P = mx[0] - mx[3], M = mx[2], T = mx[0];
+    double U = P + M, Lb = P > M ? P : M;
+    c->r_iter[round] = T;
+    c->r_compute[round] = P;
+    c->r_comm[round] = M;
+    c->r_exposed[round] = mx[3];
+    c->r_eff[round] = U - Lb > 1e-12 ? (U - T) / (U - Lb) : 1;
+}
+
+/* Blocking synchronization of every gradient, layer by layer: seconds (median of 3, max rank). */
+static double measure_comm(model_t *m)
+{
+    double t[3];
+    for (int k = 0; k < 4; k++) {
+        double t0 = now_s();
+        for (int l = m->p->L - 1; l >= 0; l--) {
+            CHECK(m->comm, tempo_allreduce(m->comm, m->grad[l], m->grad[l], m->count[l],
+                                           TEMPO_FLOAT32, TEMPO_AVG),
+                  "allreduce");
+        }
+        double d = now_s() - t0, mx;
+        CHECK(m->comm, tempo_allreduce(m->comm, &d, &mx, 1, TEMPO_FLOAT64, TEMPO_MAX), "allreduce");
+        if (k > 0) {
+            t[k - 1] = mx;
+        }
+    }
+    return median(t, 3);
+}
+
+static void run_overhead(tempo_comm_t comm, const opts_t *o)
+{
+    float g[8] = {0}, out[8];
+    tempo_tensor_desc_t d = {.id = 1, .grad = g, .count = 8, .dtype = TEMPO_FLOAT32, .layer = 0,
+                             .name = "tiny"};
+    tempo_bucketer_t b;
+    CHECK(comm, tempo_bucketer_create(comm, &d, 1, NULL, &b), "bucketer create");
+    int n = o->iters > 0 ? o->iters : 2000;
+    double direct[5], bucket[5], raw[5];
+    for (int round = 0; round < 5; round++) {
+        CHECK(comm, tempo_barrier(comm), "barrier");
+        double t0 = now_s();
+        for (int i = 0; i < n; i++) {
+            CHECK(comm, tempo_allreduce(comm, g, out, 8, TEMPO_FLOAT32, TEMPO_SUM), "allreduce");
+        }
+        direct[round] = (now_s() - t0) / n;
+        CHECK(comm, tempo_barrier(comm), "barrier");
+        t0 = now_s();
+        for (int i = 0; i < n; i++) {
+            tempo_attr_t a = {.field_mask = TEMPO_ATTR_PRIORITY | TEMPO_ATTR_TAG, .priority = 0,
+                              .tag = 77};
+            tempo_request_t r;
+            CHECK(comm, tempo_iallreduce(comm, g, out, 8, TEMPO_FLOAT32, TEMPO_SUM, &a, &r),
+                  "iallreduce");
+            CHECK(comm, tempo_wait(&r), "wait");
+        }
+        raw[round] = (now_s() - t0) / n;
+        CHECK(comm, tempo_barrier(comm), "barrier");
+        t0 = now_s();
+        for (int i = 0; i < n; i++) {
+            CHECK(comm, tempo_bucketer_begin(b, 1), "begin");
+            CHECK(comm, tempo_bucketer_ready(b, 1), "ready");
+            CHECK(comm, tempo_bucketer_wait_all(b), "wait_all");
+        }
+        bucket[round] = (now_s() - t0) / n;
+    }
+    tempo_bucketer_destroy(b);
+    double md = median(direct, 5), mr = median(raw, 5), mb = median(bucket, 5);
+    if (rank_ == 0) {
+        printf("# overlap_bench --overhead: %d ranks, 8-float all-reduce, %d calls per round, "
+               "median of 5 rounds\n",
+               size_, n);
+        printf("#   %-46s %10s %12s\n", "path", "us/call", "overhead us");
+        printf("    %-46s %10.2f %12s\n", "tempo_allreduce (blocking, program order)", md * 1e6,
+               "-");
+        printf("    %-46s %10.2f %12.2f\n", "tempo_iallreduce with priority + tempo_wait", mr * 1e6,
+               (mr - md) * 1e6);
+        printf("    %-46s %10.2f %12.2f\n", "bucketer: begin + ready + wait_all", mb * 1e6,
+               (mb - md) * 1e6);
+    }
+}
+
+static void usage(void)
+{
+    printf(
+        "usage: overlap_bench [options]   (run under tempo-run or perf/netns-run)\n"
+        "  -p, --profile NAME     uniform (24 equal layers) or vgg (VGG-16's 16 layers) [uniform]\n"
+        "  -r, --ratio R          communication / compute the compute is scaled to [1.0]\n"
+        "      --layer-bytes N    uniform: gradient bytes per layer (K, M suffixes) [1M]\n"
+        "      --total-bytes N    vgg: gradient bytes of the whole model [24M]\n"
+        "      --bucket-bytes N   bucketer fusion size [1M]\n"
+        "      --chunk-bytes N    chunk size of the chunked configurations [512K]\n"
+        "      --credit-bytes N   TEMPO_CREDIT_BYTES for the run [2M]\n"
+        "      --policies LIST    comma list of fifo, tic, tac [fifo,tic,tac]\n"
+        "  -n, --iters N          measured iterations per configuration and round [6]\n"
+        "  -w, --warmup N         warm-up iterations (tac measures in them) [3]\n"
+        "  -R, --rounds N         rounds; the table shows medians over rounds [3]\n"
+        "      --calib N          fifo passes that fit the compute to --ratio inside the run [2]\n"
+        "  -J, --json FILE        also write the results as JSON\n"
+        "      --overhead         measure the scheduled path's per-call cost instead\n"
+        "  -h, --help             this text\n"
+        "Columns: iteration time T, compute P = T - exposed, communication busy time M, exposed\n"
+        "(blocked in waits), overlap 1 - exposed/M, TicTac's E = (U-T)/(U-L) with U = P+M, L =\n"
+        "max(P,M), and T against fifo without chunking (negative = faster). Times are the slowest\n"
+        "rank's per-iteration means.\n");
+}
+
+static int parse_size_arg(const char *s, size_t *out)
+{
+    char *e;
+    errno = 0;
+    double v = strtod(s, &e);
+    if (e == s || errno || v <= 0) {
+        return -1;
+    }
+    if (*e == 'K' || *e == 'k') {
+        v *= 1024, e++;
+    } else if (*e == 'M' || *e == 'm') {
+        v *= 1024 * 1024, e++;
+    } else if (*e == 'G' || *e == 'g') {
+        v *= 1024.0 * 1024 * 1024, e++;
+    }
+    if (*e) {
+        return -1;
+    }
+    *out = (size_t)v;
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, opts_t *o)
+{
+    *o = (opts_t){.profile = "uniform", .ratio = 1.0, .layer_bytes = 1 << 20,
+                  .total_bytes = 24u << 20, .bucket_bytes = 1 << 20, .chunk_bytes = 512 << 10,
+                  .credit_bytes = 2 << 20, .iters = 6, .warmup = 3, .rounds = 3, .calib = 2,
+                  .policies = {0, 1, 2}, .npolicies = 3};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define OPT(s, l) (!strcmp(a, s) || !strcmp(a, l))
+        if (OPT("-h", "--help")) {
+            usage();
+            exit(0);
+        } else if (!strcmp(a, "--overhead")) {
+            o->overhead = 1;
+            continue;
+        }
+        if (!v) {
+            fprintf(stderr, "overlap_bench: %s needs a value (see --help)\n", a);
+            return -1;
+        }
+        i++;
+        int bad = 0;
+        if (OPT("-p", "--profile")) {
+            o->profile = v;
+            bad = strcmp(v, "uniform") && strcmp(v, "vgg");
+        } else if (OPT("-r", "--ratio")) {
+            o->ratio = atof(v);
+            bad = !(o->ratio > 0);
+        } else if (!strcmp(a, "--layer-bytes")) {
+            bad = parse_size_arg(v, &o->layer_bytes);
+        } else if (!strcmp(a, "--total-bytes")) {
+            bad = parse_size_arg(v, &o->total_bytes);
+        } else if (!strcmp(a, "--bucket-bytes")) {
+            bad = parse_size_arg(v, &o->bucket_bytes);
+        } else if (!strcmp(a, "--chunk-bytes")) {
+            bad = parse_size_arg(v, &o->chunk_bytes);
+        } else if (!strcmp(a, "--credit-bytes")) {
+            bad = parse_size_arg(v, &o->credit_bytes);
+        } else if (!strcmp(a, "--policies")) {
+            o->npolicies = 0;
+            char buf[64];
+            snprintf(buf, sizeof(buf), "%s", v);
+            for (char *t = strtok(buf, ","); t && o->npolicies < 3; t = strtok(NULL, ",")) {
+                int p = !strcmp(t, "fifo") ? 0 : !strcmp(t, "tic") ? 1 : !strcmp(t, "tac") ? 2 : -1;
+                bad |= p < 0;
+                o->policies[o->npolicies++] = p;
+            }
+            bad |= o->npolicies == 0;
+        } else if (OPT("-n", "--iters")) {
+            o->iters = atoi(v);
+            bad = o->iters < 1;
+        } else if (OPT("-w", "--warmup")) {
+            o->warmup = atoi(v);
+            bad = o->warmup < 1;
+        } else if (!strcmp(a, "--calib")) {
+            o->calib = atoi(v);
+            bad = o->calib < 0;
+        } else if (OPT("-R", "--rounds")) {
+            o->rounds = atoi(v);
+            bad = o->rounds < 1;
+        } else if (OPT("-J", "--json")) {
+            o->json = v;
+        } else {
+            fprintf(stderr, "overlap_bench: unknown option %s (see --help)\n", a);
+            return -1;
+        }
+        if (bad) {
+            fprintf(stderr, "overlap_bench: bad value '%s' for %s (see --help)\n", v, a);
+            return -1;
+        }
+#undef OPT
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    opts_t o;
+    if (parse_args(argc, argv, &o) != 0) {
+        return 2;
+    }
+    /* The credit is a property of the coordinator's configuration, read at init. */
+    if (!getenv("TEMPO_CREDIT_BYTES")) {
+        char v[32];
+        snprintf(v, sizeof(v), "%zu", o.credit_bytes);
+        setenv("TEMPO_CREDIT_BYTES", v, 1);
+    }
+    tempo_comm_t comm;
+    tempo_status_t st = tempo_comm_init_env(&comm);
+    if (st != TEMPO_OK) {
+        fprintf(stderr, "overlap_bench: init: %s\n", tempo_last_error(NULL));
+        return 1;
+    }
+    rank_ = tempo_comm_rank(comm);
+    size_ = tempo_comm_size(comm);
+    for (int i = 0; i < WORK_FLOATS; i++) {
+        work_buf[i] = (float)i / WORK_FLOATS;
+    }
+    if (o.overhead) {
+        run_overhead(comm, &o);
+        tempo_comm_destroy(comm);
+        return 0;
+    }
+    profile_t p;
+    build_profile(&o, &p);
+    model_t m = {.comm = comm, .p = &p};
+    m.grad = calloc((size_t)p.L, sizeof(float *));
+    m.count = calloc((size_t)p.L, sizeof(size_t));
+    size_t total = 0;
+    double work_total = 0;
+    for (int l = 0; l < p.L; l++) {
+        m.count[l] = p.bytes[l] / sizeof(float);
+        m.grad[l] = calloc(m.count[l], sizeof(float));
+        total += p.bytes[l];
+        work_total += 3 * p.work[l]; /* forward + backward (twice) */
+    }
+    /* Calibration: multiply-add speed with every rank computing at once, and communication alone. */
+    CHECK(comm, tempo_barrier(comm), "barrier");
+    double t0 = now_s();
+    compute(2000);
+    double pass_s = (now_s() - t0) / 2000, pass_max;
+    CHECK(comm, tempo_allreduce(comm, &pass_s, &pass_max, 1, TEMPO_FLOAT64, TEMPO_MAX),
+          "allreduce");
+    double comm_alone = measure_comm(&m);
+    /* Rank 0's scale for everyone: compute (F+B) = comm / ratio. */
+    double scale = comm_alone / o.ratio / (work_total * pass_max);
+    CHECK(comm, tempo_broadcast(comm, &scale, &scale, 1, TEMPO_FLOAT64, 0), "broadcast");
+    m.passes_per_work = scale;
+    size_t largest = 0;
+    for (int l = 0; l < p.L; l++) {
+        largest = p.bytes[l] > largest ? p.bytes[l] : largest;
+    }
+    if (rank_ == 0) {
+        const char *root = getenv("TEMPO_ROOT");
+        printf("# overlap_bench: %d ranks, profile %s: %d layers, %.2f MB of gradients per "
+               "iteration (largest layer %.2f MB)\n",
+               size_, o.profile, p.L, (double)total / 1e6, (double)largest / 1e6);
+        printf("# rendezvous %s; bucket %.2f MB, chunk %.2f MB (chunked rows), credit %s bytes\n",
+               root ? root : "local", (double)o.bucket_bytes / 1e6, (double)o.chunk_bytes / 1e6,
+               getenv("TEMPO_CREDIT_BYTES"));
+        printf("# synchronizing all gradients alone: %.1f ms; target communication / compute "
+               "inside the run: %.2f; %d rounds x (%d warm-up + %d measured) iterations per "
+               "configuration\n",
+               comm_alone * 1e3, o.ratio, o.rounds, o.warmup, o.iters);
+        fflush(stdout);
+    }
+    /* Fit the compute inside the run: short fifo passes, rescaled by the measured M / P. */
+    double calib_p = 0, calib_m = 0;
+    for (int k = 0; k < o.calib; k++) {
+        config_t cc = {.policy = 0, .chunked = 0, .name = "calib"};
+        double ri[1], rc[1], rm[1], re[1], rf[1];
+        cc.r_iter = ri, cc.r_compute = rc, cc.r_comm = rm, cc.r_exposed = re, cc.r_eff = rf;
+        opts_t oc = o;
+        oc.warmup = 2;
+        oc.iters = 3;
+        run_config(&m, &oc, &cc, 0);
+        calib_p = rc[0];
+        calib_m = rm[0];
+        if (calib_p > 0 && calib_m > 0) {
+            scale *= calib_m / o.ratio / calib_p;
+        }
+        CHECK(comm, tempo_broadcast(comm, &scale, &scale, 1, TEMPO_FLOAT64, 0), "broadcast");
+        m.passes_per_work = scale;
+        if (rank_ == 0) {
+            printf("# calibration pass %d: compute %.1f ms, communication busy %.1f ms -> compute "
+                   "x %.2f\n",
+                   k + 1, calib_p * 1e3, calib_m * 1e3, calib_m / o.ratio / calib_p);
+            fflush(stdout);
+        }
+    }
+
+    config_t cfg[6];
+    int nc = 0;
+    static const char *const pname[3] = {"fifo", "tic", "tac"};
+    for (int chunked = 0; chunked < 2; chunked++) {
+        for (int k = 0; k < o.npolicies; k++) {
+            config_t *c = &cfg[nc++];
+            memset(c, 0, sizeof(*c));
+            c->policy = o.policies[k];
+            c->chunked = chunked;
+            c->name = pname[c->policy];
+            c->r_iter = calloc((size_t)o.rounds, sizeof(double));
+            c->r_compute = calloc((size_t)o.rounds, sizeof(double));
+            c->r_comm = calloc((size_t)o.rounds, sizeof(double));
+            c->r_exposed = calloc((size_t)o.rounds, sizeof(double));
+            c->r_eff = calloc((size_t)o.rounds, sizeof(double));
+        }
+    }
+    for (int round = 0; round < o.rounds; round++) {
+        for (int k = 0; k < nc; k++) {
+            /* Rotate the order each round so that no configuration always goes first. */
+            config_t *c = &cfg[(k + round) % nc];
+            run_config(&m, &o, c, round);
+            if (rank_ == 0) {
+                printf("# round %d: %-4s %-8s T %8.1f ms  exposed %7.1f ms  E %.3f\n", round + 1,
+                       c->name, c->chunked ? "chunked" : "whole", c->r_iter[round] * 1e3,
+                       c->r_exposed[round] * 1e3, c->r_eff[round]);
+                fflush(stdout);
+            }
+        }
+    }
+    long wrong = 0;
+    CHECK(comm, tempo_allreduce(comm, &m.wrong, &wrong, 1, TEMPO_INT64, TEMPO_SUM), "allreduce");
+    double base = 0;
+    for (int k = 0; k < nc; k++) {
+        config_t *c = &cfg[k];
+        c->iter = median(c->r_iter, o.rounds);
+        c->compute = median(c->r_compute, o.rounds);
+        c->comm = median(c->r_comm, o.rounds);
+        c->exposed = median(c->r_exposed, o.rounds);
+        c->eff = median(c->r_eff, o.rounds);
+        c->overlap = c->comm > 0 ? 1 - c->exposed / c->comm : 1;
+        if (c->overlap < 0) {
+            c->overlap = 0;
+        }
+        if (c->policy == 0 && !c->chunked) {
+            base = c->iter;
+        }
+    }
+    if (rank_ == 0) {
+        printf("#\n# %-6s %-8s %10s %11s %9s %11s %8s %7s %9s\n", "policy", "chunks", "T (ms)",
+               "compute", "comm", "exposed", "overlap", "E", "vs fifo");
+        for (int k = 0; k < nc; k++) {
+            config_t *c = &cfg[k];
+            char vs[16] = "-";
+            if (base > 0 && !(c->policy == 0 && !c->chunked)) {
+                snprintf(vs, sizeof(vs), "%+.1f%%", (c->iter / base - 1) * 100);
+            }
+            printf("  %-6s %-8s %10.1f %11.1f %9.1f %11.1f %8.3f %7.3f %9s\n", c->name,
+                   c->chunked ? "chunked" : "whole", c->iter * 1e3, c->compute * 1e3,
+                   c->comm * 1e3, c->exposed * 1e3, c->overlap, c->eff, vs);
+        }
+        printf("# medians over %d rounds; gradients checked: %ld wrong\n", o.rounds, wrong);
+        if (o.json) {
+            FILE *f = fopen(o.json, "w");
+            if (!f) {
+                fprintf(stderr, "overlap_bench: cannot write %s: %s\n", o.json, strerror(errno));
+            } else {
+                fprintf(f,
+                        "{\"ranks\": %d, \"profile\": \"%s\", \"layers\": %d, \"bytes\": %zu, "
+                        "\"comm_alone_s\": %.6f, \"ratio\": %.3f, \"rounds\": %d, \"wrong\": %ld, "
+                        "\"results\": [",
+                        size_, o.profile, p.L, total, comm_alone, o.ratio, o.rounds, wrong);
+                for (int k = 0; k < nc; k++) {
+                    config_t *c = &cfg[k];
+                    fprintf(f,
+                            "%s\n {\"policy\": \"%s\", \"chunked\": %d, \"iter_s\": %.6f, "
+                            "\"compute_s\": %.6f, \"comm_s\": %.6f, \"exposed_s\": %.6f, "
+                            "\"overlap\": %.4f, \"efficiency\": %.4f}",
+                            k ? "," : "", c->name, c->chunked, c->iter, c->compute, c->comm,
+                            c->exposed, c->overlap, c->eff);
+                }
+                fprintf(f, "]}\n");
+                fclose(f);
+            }
+        }
+        fflush(stdout);
+    }
+    for (int l = 0; l < p.L; l++) {
+        free(m.grad[l]);
+    }
+    free(m.grad);
+    free(m.count);
+    for (int k = 0; k < nc; k++) {
+        free(cfg[k].r_iter);
+        free(cfg[k].r_compute);
+        free(cfg[k].r_comm);
+        free(cfg[k].r_exposed);
+        free(cfg[k].r_eff);
+    }
+    tempo_comm_destroy(comm);
+    return wrong ? 1 : 0;
+}
