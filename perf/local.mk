@@ -70,7 +70,7 @@ dist_bin_SCRIPTS += %reldir%/compare.sh
 
 # One rank per emulated host: network namespaces joined by a bridge, links shaped with tbf (needs
 # root; exits 77 without).
-dist_bin_SCRIPTS += %reldir%/netns-run
+dist_bin_SCRIPTS += %reldir%/netns-run %reldir%/overlap.sh
 
 # make check: 2-rank smoke runs of the tempo programs and of the MPI ones (the latter skip when MPI
 # was not built).

@@ -59,6 +59,7 @@ typedef struct {
     size_t layer_bytes, total_bytes, bucket_bytes, chunk_bytes, credit_bytes;
     int iters, warmup, rounds, calib;
     int overhead;
+    int iters_set; /* -n given */
     const char *json;
     int policies[3], npolicies;
 } opts_t;
@@ -259,7 +260,7 @@ static void run_overhead(tempo_comm_t comm, const opts_t *o)
                              .name = "tiny"};
     tempo_bucketer_t b;
     CHECK(comm, tempo_bucketer_create(comm, &d, 1, NULL, &b), "bucketer create");
-    int n = o->iters > 0 ? o->iters : 2000;
+    int n = o->iters_set ? o->iters : 2000;
     double direct[5], bucket[5], raw[5];
     for (int round = 0; round < 5; round++) {
         CHECK(comm, tempo_barrier(comm), "barrier");
@@ -316,7 +317,8 @@ static void usage(void)
         "      --chunk-bytes N    chunk size of the chunked configurations [512K]\n"
         "      --credit-bytes N   TEMPO_CREDIT_BYTES for the run [2M]\n"
         "      --policies LIST    comma list of fifo, tic, tac [fifo,tic,tac]\n"
-        "  -n, --iters N          measured iterations per configuration and round [6]\n"
+        "  -n, --iters N          measured iterations per configuration and round [6]; with\n"
+        "                         --overhead, calls per round [2000]\n"
         "  -w, --warmup N         warm-up iterations (tac measures in them) [3]\n"
         "  -R, --rounds N         rounds; the table shows medians over rounds [3]\n"
         "      --calib N          fifo passes that fit the compute to --ratio inside the run [2]\n"
@@ -401,6 +403,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
             bad |= o->npolicies == 0;
         } else if (OPT("-n", "--iters")) {
             o->iters = atoi(v);
+            o->iters_set = 1;
             bad = o->iters < 1;
         } else if (OPT("-w", "--warmup")) {
             o->warmup = atoi(v);
