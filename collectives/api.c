@@ -401,31 +401,12 @@ static tempo_status_t post_locked(struct tempo_comm *c, const args_t *a, const t
         /* Chunks choose their own algorithm by size unless one was forced. */
         return tempo__sq_post(op, forced ? algo->name : NULL, name, chunk_bytes);
     }
-    if (scheduled) {
-        snprintf(op->errmsg, sizeof(op->errmsg), "%s", tempo__errmsg());
-        op->status = st;
-        return st;
-    }
     int trivial = a->coll != TEMPO__COLL_BARRIER ? a->count == 0 : c->size == 1;
     if (st == TEMPO_OK && trivial) {
         op->status = TEMPO_OK;
         return TEMPO_OK;
     }
-    if (st == TEMPO_OK) {
-        op->algo = algo->name;
-        st = algo->start(op);
-    }
-    if (st != TEMPO_OK) {
-        snprintf(op->errmsg, sizeof(op->errmsg), "%s", tempo__errmsg());
-        op->status = st;
-        return st;
-    }
-    if (tempo__log_level >= TEMPO_LOG_DEBUG) {
-        char d[192];
-        TEMPO_DEBUG(TEMPO_SUB_COLL, "post %s priority %d tag %llu", tempo__op_describe(op, d, 192),
-                    op->priority, (unsigned long long)op->user_tag);
-    }
-    return tempo__op_start(op);
+    return tempo__op_launch(op, st, algo);
 }
 
 /* Finish a request: copy its error text, release it. */

@@ -194,6 +194,9 @@ const tempo__algo_t *tempo__algo_find(int coll, const char *name);
 /** Choose the algorithm for op: forced by name (attr), by TEMPO_ALGO, or by the cost model. */
 tempo_status_t tempo__algo_select(tempo__op_t *op, const char *forced_name,
                                   const tempo__algo_t **algo_p);
+/** Start op with algo, the choice of tempo__algo_select (whose status is st): on a failure op
+ *  completes with it (tempo__op_error); otherwise tempo__op_start. Returns op's status. */
+tempo_status_t tempo__op_launch(tempo__op_t *op, tempo_status_t st, const tempo__algo_t *algo);
 /** Parse TEMPO_ALGO into cc->forced; TEMPO_ERR_INVALID naming the bad entry. */
 tempo_status_t tempo__algo_parse_env(tempo__coll_comm_t *cc, const char *text);
 

@@ -124,8 +124,6 @@ struct tempo__sq {
     rx_t *rx;
     int nrx;
     tempo__list_t tx_busy, tx_free;
-    post_ent_t post_batch[CTRL_BYTES / sizeof(post_ent_t)];
-    int npost;
 
     /* coordinator */
     tempo__list_t keys;
@@ -162,12 +160,6 @@ static int is_sched_coll(int coll)
            coll == TEMPO__COLL_ALLGATHER;
 }
 
-/* Bytes of the largest buffer of cnt elements (per rank block for reduce-scatter/all-gather). */
-static size_t chunk_bytes_of(int coll, tempo_dtype_t dtype, uint64_t cnt, int n)
-{
-    size_t b = (size_t)cnt * tempo_dtype_size(dtype);
-    return coll == TEMPO__COLL_ALLREDUCE ? b : b * (size_t)n;
-}
 
 static tempo__world_t *W(tempo__sq_t *sq)
 {
@@ -282,18 +274,20 @@ static void reap_sends(tempo__sq_t *sq)
     }
 }
 
-static tempo_status_t flush_posts(tempo__sq_t *sq)
+/* One control message: a header and len bytes of body, to the coordinator (peer 0) or, from it, to
+ * every other rank (peer -1). */
+static tempo_status_t send_batch(tempo__sq_t *sq, int peer, int type, uint16_t n, const void *body,
+                                 size_t len)
 {
-    if (!sq->npost) {
-        return TEMPO_OK;
-    }
     _Alignas(8) unsigned char msg[CTRL_BYTES];
     memset(msg, 0, sizeof(msg));
-    hdr_t h = {CTRL_MAGIC, MSG_POST, (uint16_t)sq->npost, sq->comm->rank, 0};
+    hdr_t h = {CTRL_MAGIC, (uint16_t)type, n, sq->comm->rank, 0};
     memcpy(msg, &h, sizeof(h));
-    memcpy(msg + sizeof(h), sq->post_batch, sizeof(post_ent_t) * (size_t)sq->npost);
-    sq->npost = 0;
-    return send_msg(sq, 0, msg);
+    memcpy(msg + sizeof(h), body, TEMPO_MIN(len, CTRL_BYTES - sizeof(h)));
+    for (int r = peer < 0 ? 1 : peer; r < (peer < 0 ? sq->comm->size : peer + 1); r++) {
+        TEMPO_CHECK(send_msg(sq, r, msg));
+    }
+    return TEMPO_OK;
 }
 
 static tempo_status_t flush_starts(tempo__sq_t *sq)
@@ -301,16 +295,10 @@ static tempo_status_t flush_starts(tempo__sq_t *sq)
     if (!sq->nstart) {
         return TEMPO_OK;
     }
-    _Alignas(8) unsigned char msg[CTRL_BYTES];
-    memset(msg, 0, sizeof(msg));
-    hdr_t h = {CTRL_MAGIC, MSG_START, (uint16_t)sq->nstart, 0, 0};
-    memcpy(msg, &h, sizeof(h));
-    memcpy(msg + sizeof(h), sq->start_batch, sizeof(start_ent_t) * (size_t)sq->nstart);
+    int n = sq->nstart;
     sq->nstart = 0;
-    for (int r = 1; r < sq->comm->size; r++) {
-        TEMPO_CHECK(send_msg(sq, r, msg));
-    }
-    return TEMPO_OK;
+    return send_batch(sq, -1, MSG_START, (uint16_t)n, sq->start_batch,
+                      sizeof(start_ent_t) * (size_t)n);
 }
 
 /* Coordinator: fail the job with text, and tell every rank why first. */
@@ -318,19 +306,13 @@ static tempo_status_t coord_fail(tempo__sq_t *sq, tempo_status_t st, const char 
     TEMPO_FMT_PRINTF(3, 4);
 static tempo_status_t coord_fail(tempo__sq_t *sq, tempo_status_t st, const char *fmt, ...)
 {
-    _Alignas(8) unsigned char msg[CTRL_BYTES];
-    memset(msg, 0, sizeof(msg));
-    hdr_t h = {CTRL_MAGIC, MSG_FAIL, (uint16_t)(-st), 0, 0};
-    memcpy(msg, &h, sizeof(h));
-    char *text = (char *)msg + sizeof(h);
+    char text[CTRL_BYTES - sizeof(hdr_t)];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(text, CTRL_BYTES - sizeof(h), fmt, ap);
+    vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
     sq->nstart = 0;
-    for (int r = 1; r < sq->comm->size; r++) {
-        (void)send_msg(sq, r, msg);
-    }
+    (void)send_batch(sq, -1, MSG_FAIL, (uint16_t)(-st), text, strlen(text) + 1);
     return tempo__world_fail(W(sq), st, "%s", text);
 }
 
@@ -483,7 +465,7 @@ static tempo_status_t coord_report(tempo__sq_t *sq, int from, const post_ent_t *
     /* Posted everywhere: cut it into chunks and queue it. */
     k->ready_seq = sq->next_ready++;
     uint64_t cb = k->sig.chunk_bytes ? k->sig.chunk_bytes : tempo__cfg.chunk_bytes;
-    size_t unit = chunk_bytes_of(k->sig.coll, (tempo_dtype_t)k->sig.dtype, 1, n);
+    size_t unit = tempo__coll_bytes(k->sig.coll, (tempo_dtype_t)k->sig.dtype, 1, n);
     uint64_t per = cb == UINT64_MAX ? k->sig.count : TEMPO_MAX(cb / unit, (uint64_t)1);
     uint64_t nch = (k->sig.count + per - 1) / per;
     k->nchunks = (uint32_t)TEMPO_MIN(nch, (uint64_t)UINT32_MAX);
@@ -664,23 +646,14 @@ static tempo_status_t start_local(tempo__sq_t *sq, const start_ent_t *se)
         tempo__list_remove(&r->link);
         tempo__list_init(&r->link);
     }
-    size_t bytes = chunk_bytes_of(req->coll, req->dtype, se->cnt, sq->comm->size);
+    size_t bytes = tempo__coll_bytes(req->coll, req->dtype, (size_t)se->cnt, sq->comm->size);
     log_start(sq, se, req, bytes);
     sq->inflight += bytes;
     busy_add(sq, 1, tempo__now_ns());
 
-    const tempo__algo_t *algo;
+    const tempo__algo_t *algo = NULL;
     tempo_status_t st = tempo__algo_select(k, r->forced, &algo);
-    if (st == TEMPO_OK) {
-        k->algo = algo->name;
-        st = algo->start(k);
-    }
-    if (st != TEMPO_OK) {
-        snprintf(k->errmsg, sizeof(k->errmsg), "%s", tempo__errmsg());
-        k->status = st;
-        return TEMPO_OK;
-    }
-    tempo__op_start(k);
+    tempo__op_launch(k, st, algo); /* a chunk that cannot start fails itself, and its request */
     return TEMPO_OK;
 }
 
@@ -693,7 +666,7 @@ static void harvest(sreq_t *r, uint32_t i)
         r->err = k->status;
         snprintf(r->errmsg, sizeof(r->errmsg), "%s", k->errmsg);
     }
-    size_t bytes = chunk_bytes_of(k->coll, k->dtype, k->count, sq->comm->size);
+    size_t bytes = tempo__coll_bytes(k->coll, k->dtype, k->count, sq->comm->size);
     sq->inflight = sq->inflight > bytes ? sq->inflight - bytes : 0;
     busy_add(sq, -1, tempo__now_ns());
     tempo__op_release(k);
@@ -844,8 +817,13 @@ static int sq_poll(void *arg)
     }
     if (sq->coord && w->failed == TEMPO_OK) {
         if (sq->nheap) {
-            int st = dispatch(sq);
-            events += st > 0 ? st : 0;
+            int d = dispatch(sq);
+            if (d < 0 && w->failed == TEMPO_OK) {
+                /* Decisions some ranks may never hear of: nobody can go on safely. */
+                tempo__world_fail(w, (tempo_status_t)d, "scheduler: cannot send start decisions: %s",
+                                  tempo__errmsg());
+            }
+            events += d > 0 ? d : 0;
         }
         if (!tempo__list_empty(&sq->keys)) {
             uint64_t now = tempo__now_ns();
@@ -978,9 +956,7 @@ tempo_status_t tempo__sq_post(tempo__op_t *op, const char *forced, const char *n
         st = TEMPO_ERR_NOMEM;
     }
     if (st != TEMPO_OK) {
-        snprintf(op->errmsg, sizeof(op->errmsg), "%s", tempo__errmsg());
-        op->status = st;
-        return st;
+        return tempo__op_error(op, st);
     }
     tempo__sq_t *sq = cc->sq;
     r->sq = sq;
@@ -998,12 +974,12 @@ tempo_status_t tempo__sq_post(tempo__op_t *op, const char *forced, const char *n
     op->algo = forced ? forced : "scheduled";
     op->t_post_ns = tempo__now_ns();
     st = occ_take(sq, op->user_tag, &op->occ);
-    if (st != TEMPO_OK || op->count == 0) {
-        if (st != TEMPO_OK) {
-            snprintf(op->errmsg, sizeof(op->errmsg), "%s", tempo__errmsg());
-        }
-        op->status = st;
-        return st;
+    if (st != TEMPO_OK) {
+        return tempo__op_error(op, st);
+    }
+    if (op->count == 0) {
+        op->status = TEMPO_OK; /* nothing to move, but the occurrence is taken everywhere */
+        return TEMPO_OK;
     }
     tempo__list_push_back(&sq->reqs, &r->link);
     tempo__trace_queued(W(sq), op, 1);
@@ -1022,16 +998,14 @@ tempo_status_t tempo__sq_post(tempo__op_t *op, const char *forced, const char *n
     if (sq->coord) {
         st = coord_report(sq, 0, &e);
         if (st == TEMPO_OK && sq->nheap && W(sq)->failed == TEMPO_OK) {
-            st = dispatch(sq) < 0 ? TEMPO_ERR_NOMEM : TEMPO_OK;
+            int d = dispatch(sq);
+            st = d < 0 ? (tempo_status_t)d : TEMPO_OK;
         }
     } else {
-        sq->post_batch[sq->npost++] = e;
-        st = flush_posts(sq);
+        st = send_batch(sq, 0, MSG_POST, 1, &e, sizeof(e));
     }
     if (st != TEMPO_OK && W(sq)->failed == TEMPO_OK) {
-        snprintf(op->errmsg, sizeof(op->errmsg), "%s", tempo__errmsg());
-        op->status = st;
-        return st;
+        return tempo__op_error(op, st);
     }
     st = tempo__op_start(op);
     if (st == TEMPO_INPROGRESS) {

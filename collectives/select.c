@@ -289,3 +289,20 @@ tempo_status_t tempo_algorithm_info(size_t index, tempo_algorithm_info_t *info_p
     }
     return TEMPO_ERR_INVALID;
 }
+
+tempo_status_t tempo__op_launch(tempo__op_t *op, tempo_status_t st, const tempo__algo_t *algo)
+{
+    if (st == TEMPO_OK) {
+        op->algo = algo->name;
+        st = algo->start(op);
+    }
+    if (st != TEMPO_OK) {
+        return tempo__op_error(op, st);
+    }
+    if (tempo__log_level >= TEMPO_LOG_DEBUG) {
+        char d[192];
+        TEMPO_DEBUG(TEMPO_SUB_COLL, "start %s priority %d tag %llu", tempo__op_describe(op, d, 192),
+                    op->priority, (unsigned long long)op->user_tag);
+    }
+    return tempo__op_start(op);
+}

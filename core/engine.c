@@ -65,6 +65,25 @@ const char *tempo__op_describe(const tempo__op_t *op, char *buf, size_t len)
     return buf;
 }
 
+size_t tempo__coll_bytes(int coll, tempo_dtype_t dtype, size_t count, int n)
+{
+    size_t b = count * tempo_dtype_size(dtype);
+    switch (coll) {
+    case TEMPO__COLL_REDUCE_SCATTER:
+    case TEMPO__COLL_ALLGATHER:
+    case TEMPO__COLL_ALLTOALL: return b * (size_t)n;
+    case TEMPO__COLL_BARRIER: return 0;
+    default: return b;
+    }
+}
+
+tempo_status_t tempo__op_error(tempo__op_t *op, tempo_status_t st)
+{
+    snprintf(op->errmsg, sizeof(op->errmsg), "%s", tempo__errmsg());
+    op->status = st;
+    return st;
+}
+
 tempo__op_t *tempo__op_new(struct tempo_comm *comm, int coll)
 {
     tempo__world_t *w = comm->world;

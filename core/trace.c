@@ -196,17 +196,9 @@ void tempo__trace_close(tempo__world_t *w)
     w->trace = NULL;
 }
 
-/* Bytes an operation moves through the caller's largest buffer. */
 static double op_bytes(const tempo__op_t *op)
 {
-    double b = (double)op->count * (double)tempo_dtype_size(op->dtype);
-    switch (op->coll) {
-    case TEMPO__COLL_REDUCE_SCATTER:
-    case TEMPO__COLL_ALLGATHER:
-    case TEMPO__COLL_ALLTOALL: return b * op->comm->size;
-    case TEMPO__COLL_BARRIER: return 0;
-    default: return b;
-    }
+    return (double)tempo__coll_bytes(op->coll, op->dtype, op->count, op->comm->size);
 }
 
 void tempo__trace_op_start(tempo__world_t *w, tempo__op_t *op)
@@ -308,38 +300,38 @@ void tempo__trace_queued(tempo__world_t *w, const tempo__op_t *op, int begin)
     maybe_flush(w);
 }
 
-void tempo__trace_span(tempo__world_t *w, int tid, const char *cat, const char *name, uint64_t t0,
-                       uint64_t t1, const char *args_json)
+/* A slice event: "X" (dur >= 0, with args) or "B"/"E" (dur < 0, ph given). */
+static void emit_slice(tempo__world_t *w, const char *ph, int tid, const char *cat,
+                       const char *name, uint64_t t0, double dur_us, const char *args_json)
 {
     tempo__trace_t *t = w->trace;
     if (!t) {
         return;
     }
-    char esc[200], cesc[64];
+    char esc[200], cesc[64], tail[64] = "";
     tempo__json_escape(name, esc, sizeof(esc));
     tempo__json_escape(cat, cesc, sizeof(cesc));
+    if (dur_us >= 0) {
+        snprintf(tail, sizeof(tail), ", \"dur\": %.3f", dur_us);
+    }
     emit(t,
-         "{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": %d, \"tid\": %d, \"ts\": "
-         "%.3f, \"dur\": %.3f, \"args\": {%s}}",
-         esc, cesc, w->rank, tid, us(t0), us(t1 > t0 ? t1 - t0 : 0), args_json ? args_json : "");
+         "{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"%s\", \"pid\": %d, \"tid\": %d, \"ts\": "
+         "%.3f%s%s%s%s}",
+         esc, cesc, ph, w->rank, tid, us(t0), tail, args_json ? ", \"args\": {" : "",
+         args_json ? args_json : "", args_json ? "}" : "");
     maybe_flush(w);
+}
+
+void tempo__trace_span(tempo__world_t *w, int tid, const char *cat, const char *name, uint64_t t0,
+                       uint64_t t1, const char *args_json)
+{
+    emit_slice(w, "X", tid, cat, name, t0, t1 > t0 ? us(t1 - t0) : 0, args_json ? args_json : "");
 }
 
 void tempo__trace_mark(tempo__world_t *w, int tid, int begin, const char *cat, const char *name,
                        uint64_t t)
 {
-    tempo__trace_t *tr = w->trace;
-    if (!tr) {
-        return;
-    }
-    char esc[200], cesc[64];
-    tempo__json_escape(name, esc, sizeof(esc));
-    tempo__json_escape(cat, cesc, sizeof(cesc));
-    emit(tr,
-         "{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"%s\", \"pid\": %d, \"tid\": %d, \"ts\": "
-         "%.3f}",
-         esc, cesc, begin ? "B" : "E", w->rank, tid, us(t));
-    maybe_flush(w);
+    emit_slice(w, begin ? "B" : "E", tid, cat, name, t, -1, NULL);
 }
 
 void tempo__trace_counter(tempo__world_t *w, const char *name, double value, uint64_t t)

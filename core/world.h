@@ -268,6 +268,11 @@ tempo_status_t tempo__op_start(tempo__op_t *op);
 /** Fail op with st and a message "<description>: <cause>"; returns st. For progress functions. */
 tempo_status_t tempo__op_fail(tempo__op_t *op, tempo_status_t st, const char *fmt, ...)
     TEMPO_FMT_PRINTF(3, 4);
+/** Bytes of the largest buffer of a collective on n ranks with this count and dtype (the count is
+ *  per rank block for reduce-scatter, all-gather and all-to-all); 0 for a barrier. */
+size_t tempo__coll_bytes(int coll, tempo_dtype_t dtype, size_t count, int n);
+/** Complete op (not started) with st and the calling thread's error text; returns st. */
+tempo_status_t tempo__op_error(tempo__op_t *op, tempo_status_t st);
 /** "allreduce #12 (1048576 x float32 sum, ring)" */
 const char *tempo__op_describe(const tempo__op_t *op, char *buf, size_t len);
 

@@ -465,17 +465,27 @@ static tempo_status_t read_tensors(tempo_bucketer_t b, const tempo_tensor_desc_t
         }
         b->hidx[h] = i + 1;
         b->nlayers = TEMPO_MAX(b->nlayers, t->layer + 1);
-        /* Overlapping gradient buffers would be reduced twice. */
-        for (size_t j = 0; j < i && n <= 4096; j++) {
-            const char *x = b->t[j].grad, *y = t->grad;
-            if (x < y + t->bytes && y < x + b->t[j].bytes) {
-                char n2[96];
-                return berr(b, TEMPO_ERR_INVALID, "tensors %s and %s have overlapping buffers",
-                            tname(&b->t[j], n2, sizeof(n2)), tname(t, nm, sizeof(nm)));
-            }
+    }
+    /* Overlapping gradient buffers would be reduced twice: in address order, each buffer must end
+     * before the next begins. */
+    tensor_t **by = tempo__malloc(sizeof(*by) * n, "bucketer check");
+    if (!by) {
+        return TEMPO_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        by[i] = &b->t[i];
+    }
+    qsort(by, n, sizeof(*by), cmp_addr);
+    tempo_status_t st = TEMPO_OK;
+    for (size_t i = 0; i + 1 < n && st == TEMPO_OK; i++) {
+        if ((const char *)by[i]->grad + by[i]->bytes > (const char *)by[i + 1]->grad) {
+            char n1[96], n2[96];
+            st = berr(b, TEMPO_ERR_INVALID, "tensors %s and %s have overlapping buffers",
+                      tname(by[i], n1, sizeof(n1)), tname(by[i + 1], n2, sizeof(n2)));
         }
     }
-    return TEMPO_OK;
+    tempo__free(by);
+    return st;
 }
 
 /* Every rank must have registered the same tensors with the same config. */
@@ -766,26 +776,37 @@ static tempo_status_t post_bucket(tempo_bucketer_t b, bucket_t *bk)
     return tempo_iallreduce(b->comm, bk->base, bk->base, bk->count, bk->dtype, b->op, &a, &bk->req);
 }
 
-static tempo_status_t missing_list(tempo_bucketer_t b, const char *what)
+/* The names of the tensors among idx[0..n) (all tensors when idx is NULL) not marked in this
+ * iteration, for an error message: "'a' (id 1), 'b' (id 2) and 3 more". */
+static const char *unmarked(const tempo_bucketer_t b, const int *idx, size_t n, char *list,
+                            size_t len)
 {
-    char list[320] = "";
-    size_t len = 0, more = 0;
-    for (size_t i = 0; i < b->nt; i++) {
-        if (b->t[i].mark != b->iter) {
+    size_t o = 0, more = 0;
+    list[0] = '\0';
+    for (size_t k = 0; k < n; k++) {
+        const tensor_t *t = &b->t[idx ? (size_t)idx[k] : k];
+        if (t->mark == b->iter) {
+            continue;
+        }
+        if (o < len - 120) {
             char nm[96];
-            if (len < 200) {
-                len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s", len ? ", " : "",
-                                        tname(&b->t[i], nm, sizeof(nm)));
-            } else {
-                more++;
-            }
+            o += (size_t)snprintf(list + o, len - o, "%s%s", o ? ", " : "",
+                                  tname(t, nm, sizeof(nm)));
+        } else {
+            more++;
         }
     }
     if (more) {
-        snprintf(list + len, sizeof(list) - len, " and %zu more", more);
+        snprintf(list + o, len - o, " and %zu more", more);
     }
+    return list;
+}
+
+static tempo_status_t missing_list(tempo_bucketer_t b, const char *what)
+{
+    char list[320];
     return berr(b, TEMPO_ERR_INVALID, "%s: iteration %ld left tensors neither ready nor skipped: %s",
-                what, b->iter, list);
+                what, b->iter, unmarked(b, NULL, b->nt, list, sizeof(list)));
 }
 
 tempo_status_t tempo_bucketer_begin(tempo_bucketer_t b, int sync)
@@ -881,19 +902,10 @@ tempo_status_t tempo_bucketer_skip(tempo_bucketer_t b, uint64_t id)
 static tempo_status_t wait_for(tempo_bucketer_t b, bucket_t *bk, const char *fn)
 {
     if (!bk->req && b->open && b->sync && bk->nready > 0 && bk->nready < bk->n) {
-        char list[256] = "";
-        size_t len = 0;
-        for (int m = 0; m < bk->n && len < 200; m++) {
-            tensor_t *t = &b->t[bk->tensors[m]];
-            if (t->mark != b->iter) {
-                char nm[96];
-                len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s", len ? ", " : "",
-                                        tname(t, nm, sizeof(nm)));
-            }
-        }
+        char list[320];
         return berr(b, TEMPO_ERR_INVALID,
                     "%s: %s cannot be synchronized before these tensors are marked ready: %s", fn,
-                    bk->name, list);
+                    bk->name, unmarked(b, bk->tensors, (size_t)bk->n, list, sizeof(list)));
     }
     return wait_bucket(b, bk);
 }

@@ -40,7 +40,7 @@ typedef struct tt_state {
     int64_t *mp;    /* (ntensors) M+ for R, TT_INF when none */
     int64_t *p;     /* (ntensors) P for R; NULL for TIC */
     tt_key_t *bym;  /* (nops) scratch: multi-input ops sorted by op.M */
-    uint64_t *todo; /* (words) scratch: tensors whose M+ is not settled yet */
+    uint64_t *unsettled; /* (words) scratch: tensors whose M+ is not settled yet */
 } tt_state_t;
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -219,7 +219,7 @@ tempo_status_t tempo__tt_validate(const tempo__tt_graph_t *g)
 
 static void tt_fini(tt_state_t *s)
 {
-    tempo__free(s->todo);
+    tempo__free(s->unsettled);
     tempo__free(s->bym);
     tempo__free(s->p);
     tempo__free(s->mp);
@@ -288,7 +288,7 @@ static tempo_status_t tt_init(tt_state_t *s, const tempo__tt_graph_t *g, const i
     s->words = W;
     s->dep = tempo__calloc(n * W, sizeof(*s->dep), "tictac op.dep bitsets");
     s->out = tempo__calloc(W, sizeof(*s->out), "tictac outstanding set");
-    s->todo = tempo__calloc(W, sizeof(*s->todo), "tictac M+ scratch");
+    s->unsettled = tempo__calloc(W, sizeof(*s->unsettled), "tictac M+ scratch");
     s->w = tempo__malloc(nt * sizeof(*s->w), "tictac transfer ticks");
     s->opm = tempo__malloc(n * sizeof(*s->opm), "tictac op.M");
     s->opn = tempo__malloc(n * sizeof(*s->opn), "tictac op.dep counts");
@@ -298,7 +298,7 @@ static tempo_status_t tt_init(tt_state_t *s, const tempo__tt_graph_t *g, const i
         s->opt = tempo__malloc(n * sizeof(*s->opt), "tictac compute ticks");
         s->p = tempo__malloc(nt * sizeof(*s->p), "tictac P");
     }
-    if (!s->dep || !s->out || !s->todo || !s->w || !s->opm || !s->opn || !s->mp || !s->bym ||
+    if (!s->dep || !s->out || !s->unsettled || !s->w || !s->opm || !s->opn || !s->mp || !s->bym ||
         (timed && (!s->opt || !s->p))) {
         st = TEMPO_ERR_NOMEM;
         goto fail;
@@ -369,14 +369,14 @@ static void tt_props(tt_state_t *s)
         s->mp[t] = TT_INF;
     }
     for (size_t x = 0; x < W; x++) {
-        s->todo[x] = s->out[x];
+        s->unsettled[x] = s->out[x];
         left += __builtin_popcountll(s->out[x]);
     }
     for (int k = 0; k < nkeys && left > 0; k++) {
         const uint64_t *row = s->dep + (size_t)s->bym[k].op * W;
         for (size_t x = 0; x < W; x++) {
-            uint64_t bits = row[x] & s->todo[x];
-            s->todo[x] &= ~bits;
+            uint64_t bits = row[x] & s->unsettled[x];
+            s->unsettled[x] &= ~bits;
             for (; bits; bits &= bits - 1) {
                 s->mp[x * 64 + (size_t)__builtin_ctzll(bits)] = s->bym[k].m;
                 left--;

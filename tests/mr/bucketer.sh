@@ -12,26 +12,7 @@ PROG="${top_builddir:-.}/tests/mr/bucketer_test"
 srcdir=${top_srcdir:-$(dirname "$0")/../..}
 . "$srcdir/tests/mr/launch.sh"
 TRACE_TOOL="$srcdir/tools/tempo-trace"
-for f in "$TR" "$PROG"; do
-    if [ ! -x "$f" ]; then
-        echo "Bail out! $f not found or not executable (build it first: make check)"
-        exit 1
-    fi
-done
-unset TEMPO_ROOT TEMPO_RANK TEMPO_SIZE TEMPO_LOCAL_SIZE TEMPO_ALGO TEMPO_SHM TEMPO_HOST_ID \
-    TEMPO_CHUNK_BYTES TEMPO_CREDIT_BYTES TEMPO_SCHED TEMPO_PROGRESS_THREAD TEMPO_SCHED_LOG \
-    TEMPO_TRACE TEMPO_BUCKET_BYTES TEMPO_BUCKET_FIRST_BYTES
-TEMPO_TIMEOUT=60
-export TEMPO_TIMEOUT
-guard=${BUCKETER_TIMEOUT:-300}
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/bucketer.XXXXXX") || exit 1
-if [ "${BUCKETER_KEEP:-0}" = 1 ]; then
-    trap 'echo "# results kept in $tmp"' EXIT
-else
-    trap 'rm -rf "$tmp"' EXIT
-fi
-trap 'exit 1' HUP INT TERM
+mr_prepare BUCKETER "$PROG"
 
 groups="bucketer/layout bucketer/values bucketer/stats bucketer/errors"
 launches="

@@ -1,11 +1,40 @@
-# tests/mr/launch.sh — sourced by the multi-rank drivers (sched.sh, bucketer.sh): one launch of a
-# test program through tempo-run and its TAP points.
+# tests/mr/launch.sh — sourced by the multi-rank drivers (sched.sh, bucketer.sh): their common
+# set-up, and one launch of a test program through tempo-run with its TAP points.
+#
+#   mr_prepare NAME PROG
+# checks that $TR (tempo-run) and PROG are built (else "Bail out!"), clears every TEMPO_* variable
+# the caller's environment could set, sets TEMPO_TIMEOUT=60 (a lost message shows up as the
+# library's timeout long before the hang guard), sets $guard from ${NAME}_TIMEOUT (300 s) and
+# creates $tmp, removed on exit unless ${NAME}_KEEP=1 (NAME in capitals: SCHED, BUCKETER).
 #
 #   mr_launch LABEL N DIR ENVS PROG [ARGS...]
 # runs `env ENVS tempo-run -n N PROG ARGS --out DIR` (ENVS: space-separated NAME=VALUE words, or
 # empty), then prints one point for the launch (exit status 0 and an END line from every rank) and
 # one per check group listed in DIR/groups (tests/mr/results.awk). Uses $TR (tempo-run), $srcdir,
 # $guard (hang guard in seconds) and advances $num, the number of the last point printed.
+mr_prepare() {
+    for _f in "$TR" "$2"; do
+        if [ ! -x "$_f" ]; then
+            echo "Bail out! $_f not found or not executable (build it first: make check)"
+            exit 1
+        fi
+    done
+    for _v in $(env | sed -n 's/^\(TEMPO_[A-Z_]*\)=.*/\1/p'); do
+        unset "$_v"
+    done
+    TEMPO_TIMEOUT=60
+    export TEMPO_TIMEOUT
+    eval "guard=\${${1}_TIMEOUT:-300} _keep=\${${1}_KEEP:-0}"
+    _name=$(printf '%s' "$1" | tr 'A-Z' 'a-z')
+    tmp=$(mktemp -d "${TMPDIR:-/tmp}/$_name.XXXXXX") || exit 1
+    if [ "$_keep" = 1 ]; then
+        trap 'echo "# results kept in $tmp"' EXIT
+    else
+        trap 'rm -rf "$tmp"' EXIT
+    fi
+    trap 'exit 1' HUP INT TERM
+}
+
 mr_launch() {
     _label=$1 _n=$2 _dir=$3 _envs=$4
     shift 4

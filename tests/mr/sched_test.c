@@ -347,7 +347,7 @@ static void check_order(mr_out_t *out, tempo_comm_t comm, int wrank, int fifo)
 
 /* ---------------------------------------------------------------------------------------------- */
 
-static int run_normal(tempo_comm_t comm, mr_out_t *out, uint64_t seed)
+static void run_normal(tempo_comm_t comm, mr_out_t *out, uint64_t seed)
 {
     int n = tempo_comm_size(comm), r = tempo_comm_rank(comm);
     static const tempo_dtype_t dtypes[] = {TEMPO_INT8,   TEMPO_UINT8,    TEMPO_INT32,
@@ -386,7 +386,7 @@ static int run_normal(tempo_comm_t comm, mr_out_t *out, uint64_t seed)
         }
         if (prepare(&s[k], k, n, r, seed) != 0) {
             mr_result(out, "sched/results", "FAIL", "out of memory");
-            return 1;
+            return;
         }
     }
     /* This rank's posting order: a shuffle, with same-tag requests kept in spec order (a tag's
@@ -411,8 +411,7 @@ static int run_normal(tempo_comm_t comm, mr_out_t *out, uint64_t seed)
             }
         }
     }
-    int failures = 0, blocking_checks = 0;
-    (void)failures;
+    int blocking_checks = 0;
     for (int a = 0; a < NREQ; a++) {
         spec_t *x = &s[order[a]];
         tempo_attr_t at = {0};
@@ -431,7 +430,6 @@ static int run_normal(tempo_comm_t comm, mr_out_t *out, uint64_t seed)
         if (ps != TEMPO_OK) {
             mr_result(out, "sched/results", "FAIL", "post of request %d: %s", order[a],
                       mr_errtext(comm, ps));
-            failures++;
             x->req = NULL;
         }
         work(&rs, r);
@@ -461,7 +459,6 @@ static int run_normal(tempo_comm_t comm, mr_out_t *out, uint64_t seed)
         if (ws != TEMPO_OK) {
             mr_result(out, "sched/results", "FAIL", "request %d (%s): %s", k, coll_name(s[k].coll),
                       mr_errtext(comm, ws));
-            failures++;
             s[k].exact = -1; /* skip its value check */
         }
     }
@@ -478,7 +475,6 @@ static int run_normal(tempo_comm_t comm, mr_out_t *out, uint64_t seed)
                       "request %d: %s %zu x %s %s%s prio %d exact", k, coll_name(x->coll),
                       x->count, tempo_dtype_name(x->dtype), tempo_op_name(x->op),
                       x->inplace ? " in-place" : "", x->prio);
-            failures += !ok;
         }
     }
     /* Float requests: identical on every rank, and equal to the program-order lane's ring. */
@@ -516,11 +512,9 @@ static int run_normal(tempo_comm_t comm, mr_out_t *out, uint64_t seed)
                   "request %d: float32 allreduce %zu prio %d: same on all ranks %s, bitwise equal "
                   "to the program-order ring %s",
                   k, x->count, x->prio, same ? "yes" : "NO", eq ? "yes" : "NO");
-        failures += !(same && eq);
         free(in);
         free(outb);
     }
-    return failures;
 }
 
 /* A request some rank never posts, or that differs across ranks. */
