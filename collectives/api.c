@@ -381,6 +381,14 @@ static tempo_status_t post_locked(struct tempo_comm *c, const args_t *a, const t
         if (attr->field_mask & TEMPO_ATTR_CHUNK_BYTES) {
             chunk_bytes = attr->chunk_bytes;
         }
+        int reducing = a->coll == TEMPO__COLL_ALLREDUCE || a->coll == TEMPO__COLL_REDUCE_SCATTER;
+        if ((attr->field_mask & TEMPO_ATTR_COMPRESSOR) && attr->compressor && reducing) {
+            /* struct tempo_compressor begins with the engine's hook (quant/quant.c). */
+            tempo__qhook_t *q = (tempo__qhook_t *)attr->compressor;
+            size_t in = a->count * tempo_dtype_size(a->dtype) *
+                        (a->coll == TEMPO__COLL_REDUCE_SCATTER ? (size_t)c->size : 1);
+            op->qc = in >= q->min_bytes ? q : NULL;
+        }
     }
     if (scheduled) {
         op->lane = 1;

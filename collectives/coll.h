@@ -52,22 +52,32 @@ typedef enum {
     SA_REDUCE,      /* dst = src op dst (or dst op src), count elements */
     SA_AVG,         /* dst /= nranks, count elements */
     SA_HALF_TO_F32, /* dst (fp32) <- src (fp16/bf16 of the operation), count elements */
-    SA_F32_TO_HALF  /* dst (fp16/bf16) <- src (fp32), count elements */
+    SA_F32_TO_HALF, /* dst (fp16/bf16) <- src (fp32), count elements */
+    SA_CALL         /* fn(s, arg): a local step of the builder's own (encode, decode, fit) */
 } tempo__sact_kind_t;
+
+typedef struct tempo__sched tempo__sched_t;
+/** A builder's local step; an error fails the operation (the function sets the message), and
+ *  TEMPO_INPROGRESS means "not yet": the step runs again at the next progress call (the round's
+ *  earlier local steps do not). It may change the byte counts of the receives and sends of its own
+ *  round (they are posted after the round's local steps): see tempo__sched_act(). */
+typedef tempo_status_t (*tempo__sched_fn_t)(tempo__sched_t *s, void *arg);
 
 typedef struct tempo__sact {
     uint8_t kind;
     uint8_t tmp_first; /* reductions: the received/other operand is the left operand */
+    uint8_t skip_empty; /* a transfer of 0 bytes is not posted (sizes set by calls) */
     int peer;          /* comm rank */
     void *dst;
     const void *src;
     void *tmp;
     size_t bytes;
     size_t count;
+    tempo__sched_fn_t fn; /* SA_CALL */
     tempo__xfer_t x;
 } tempo__sact_t;
 
-typedef struct tempo__sched {
+struct tempo__sched {
     tempo__op_t *op;
     tempo__sact_t *acts;
     int nacts, acap;
@@ -82,15 +92,28 @@ typedef struct tempo__sched {
     void *scratch;    /* scratch memory (from tempo__scratch_get) */
     size_t scratch_cap;
     int oom; /* an allocation failed while building */
-} tempo__sched_t;
+    int local_next; /* first local action of the current round still to run (a call returned
+                     * TEMPO_INPROGRESS), or 0 */
+    void *ext;      /* the builder's own state (a builder that sets it replaces op->cleanup) */
+};
 
 /** Allocate a schedule for op (op->priv, op->progress and op->cleanup are set) with scratch_bytes
  * of owned scratch memory (64-byte aligned) and reductions in dtype/redop. */
 tempo_status_t tempo__sched_create(tempo__op_t *op, size_t scratch_bytes, tempo_dtype_t dtype,
                                    tempo_op_t redop, tempo__sched_t **sched_p);
 void tempo__sched_round(tempo__sched_t *s);
-void tempo__sched_send(tempo__sched_t *s, int peer, const void *src, size_t bytes);
-void tempo__sched_recv(tempo__sched_t *s, int peer, void *dst, size_t bytes);
+/* Appending actions. Send, receive and call return the new action's index (for
+ * tempo__sched_act), or -1 when out of memory (reported by tempo__sched_ready). */
+int tempo__sched_send(tempo__sched_t *s, int peer, const void *src, size_t bytes);
+int tempo__sched_recv(tempo__sched_t *s, int peer, void *dst, size_t bytes);
+int tempo__sched_call(tempo__sched_t *s, tempo__sched_fn_t fn, void *arg);
+/** Action i (from the functions above). A call may set the bytes of a transfer of its round;
+ *  with skip_empty set, a transfer of 0 bytes is not posted (both sides must agree, as on any
+ *  size). */
+static inline tempo__sact_t *tempo__sched_act(tempo__sched_t *s, int i)
+{
+    return &s->acts[i];
+}
 void tempo__sched_recv_reduce(tempo__sched_t *s, int peer, void *dst, const void *src, void *tmp,
                               size_t count, int tmp_first);
 void tempo__sched_copy(tempo__sched_t *s, void *dst, const void *src, size_t bytes);

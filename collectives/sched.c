@@ -45,9 +45,10 @@ static void sched_free(tempo__op_t *op)
     op->priv = NULL;
 }
 
-static void run_local(tempo__sched_t *s, tempo__sact_t *a)
+static tempo_status_t run_local(tempo__sched_t *s, tempo__sact_t *a)
 {
     switch (a->kind) {
+    case SA_CALL: return a->fn(s, a->dst);
     case SA_COPY:
         if (a->dst != a->src && a->bytes) {
             memmove(a->dst, a->src, a->bytes);
@@ -65,6 +66,7 @@ static void run_local(tempo__sched_t *s, tempo__sact_t *a)
     case SA_F32_TO_HALF: tempo__f32_to_half(s->op->dtype, a->src, a->dst, a->count); break;
     default: break;
     }
+    return TEMPO_OK;
 }
 
 static tempo_status_t sched_progress(tempo__op_t *op)
@@ -76,16 +78,29 @@ static tempo_status_t sched_progress(tempo__op_t *op)
         int first = s->round_start[s->cur];
         int end = s->cur + 1 < s->nrounds ? s->round_start[s->cur + 1] : s->nacts;
         if (!s->posted) {
-            for (int i = first; i < end; i++) {
+            for (int i = s->local_next > first ? s->local_next : first; i < end; i++) {
                 if (!is_transfer(s->acts[i].kind)) {
-                    run_local(s, &s->acts[i]);
+                    tempo_status_t st = run_local(s, &s->acts[i]);
+                    if (st == TEMPO_INPROGRESS) { /* a call waits for something: resume here */
+                        s->local_next = i;
+                        return TEMPO_INPROGRESS;
+                    }
+                    if (st != TEMPO_OK) {
+                        return tempo__op_fail(op, st, "%s", tempo__errmsg());
+                    }
                 }
             }
+            s->local_next = 0;
             uint64_t tag =
                 s->p2p_tag ? s->p2p_tag : tempo__tag_coll(c->ctx, op->seq, (unsigned)s->cur);
             for (int pass = 0; pass < 2; pass++) { /* receives first, then sends */
                 for (int i = first; i < end; i++) {
                     tempo__sact_t *a = &s->acts[i];
+                    if (a->skip_empty && is_transfer(a->kind) && a->bytes == 0) {
+                        a->x.complete = 1;
+                        a->x.status = TEMPO_OK;
+                        continue;
+                    }
                     if (pass == 0 && a->kind == SA_RECV) {
                         tempo__tl_irecv(w, tempo__wrank(c, a->peer), tag, a->dst, a->bytes, &a->x);
                     } else if (pass == 0 && a->kind == SA_RECV_REDUCE) {
@@ -191,24 +206,39 @@ static tempo__sact_t *add(tempo__sched_t *s, int kind)
     return a;
 }
 
-void tempo__sched_send(tempo__sched_t *s, int peer, const void *src, size_t bytes)
+int tempo__sched_send(tempo__sched_t *s, int peer, const void *src, size_t bytes)
 {
     tempo__sact_t *a = add(s, SA_SEND);
-    if (a) {
-        a->peer = peer;
-        a->src = src;
-        a->bytes = bytes;
+    if (!a) {
+        return -1;
     }
+    a->peer = peer;
+    a->src = src;
+    a->bytes = bytes;
+    return s->nacts - 1;
 }
 
-void tempo__sched_recv(tempo__sched_t *s, int peer, void *dst, size_t bytes)
+int tempo__sched_recv(tempo__sched_t *s, int peer, void *dst, size_t bytes)
 {
     tempo__sact_t *a = add(s, SA_RECV);
-    if (a) {
-        a->peer = peer;
-        a->dst = dst;
-        a->bytes = bytes;
+    if (!a) {
+        return -1;
     }
+    a->peer = peer;
+    a->dst = dst;
+    a->bytes = bytes;
+    return s->nacts - 1;
+}
+
+int tempo__sched_call(tempo__sched_t *s, tempo__sched_fn_t fn, void *arg)
+{
+    tempo__sact_t *a = add(s, SA_CALL);
+    if (!a) {
+        return -1;
+    }
+    a->fn = fn;
+    a->dst = arg;
+    return s->nacts - 1;
 }
 
 void tempo__sched_recv_reduce(tempo__sched_t *s, int peer, void *dst, const void *src, void *tmp,

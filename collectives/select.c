@@ -137,6 +137,23 @@ const tempo__algo_t tempo__algos[] = {
 
 const size_t tempo__nalgos = TEMPO_ARRAY_SIZE(tempo__algos);
 
+/* A request that carries a compressor runs the compressor's own schedule (quant/qcoll.c), reached
+ * through the hook the compressor carries, so collectives never include quant/. It is not in the
+ * table: it cannot be forced, and algorithm sweeps over the table do not see it. */
+static const char *compressed_unusable(const tempo__op_t *op)
+{
+    return op->qc->unusable ? op->qc->unusable(op) : NULL;
+}
+
+static tempo_status_t compressed_start(tempo__op_t *op)
+{
+    return op->qc->start(op);
+}
+
+static const tempo__algo_t compressed_algo = {
+    TEMPO__COLL_ALLREDUCE, "compressed", "the compressor's schedule", compressed_unusable, NULL,
+    compressed_start};
+
 const tempo__algo_t *tempo__algo_find(int coll, const char *name)
 {
     for (size_t i = 0; i < tempo__nalgos; i++) {
@@ -224,6 +241,21 @@ tempo_status_t tempo__algo_select(tempo__op_t *op, const char *forced_name,
     tempo__coll_comm_t *cc = tempo__cc(op->comm);
     const tempo__algo_t *a = NULL;
     const char *source = "attribute";
+    if (op->qc) {
+        if (forced_name) {
+            return tempo__err(TEMPO_ERR_INVALID,
+                              "%s: a request with a compressor runs the compressor's schedule; "
+                              "it cannot also force algorithm '%s'",
+                              tempo__coll_name(op->coll), forced_name);
+        }
+        const char *why = compressed_unusable(op);
+        if (why) {
+            return tempo__err(TEMPO_ERR_UNSUPPORTED, "%s cannot be compressed: %s",
+                              tempo__coll_name(op->coll), why);
+        }
+        *algo_p = &compressed_algo;
+        return TEMPO_OK;
+    }
     if (forced_name) {
         a = tempo__algo_find(op->coll, forced_name);
         if (!a) {

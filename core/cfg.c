@@ -117,6 +117,9 @@ static const field_t fields[] = {
     F("TEMPO_SCHED_LOG", "", T_STRING, sched_log,
       "Write the start order of scheduled chunks to this path (%r rank, %p pid, %h host): one line "
       "per chunk, identical on every rank"),
+    F("TEMPO_COMPRESS", "none", T_STRING, compress,
+      "Default compressor of bucketers' gradient synchronization, as a spec "
+      "(\"alq:bits=3,bucket=8192\"; see tempo-info -q for compressors and parameters)"),
 };
 
 #undef F

@@ -37,6 +37,7 @@ typedef struct tempo__config {
     int tac_warmup;        /* TEMPO_TAC_WARMUP: iterations profiled before the TAC order */
     char trace[512];       /* TEMPO_TRACE: Chrome trace path pattern */
     char sched_log[512];   /* TEMPO_SCHED_LOG: order log path pattern */
+    char compress[512];    /* TEMPO_COMPRESS: bucketers' default compressor spec */
 } tempo__config_t;
 
 /** TEMPO_SCHED values. */

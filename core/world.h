@@ -74,6 +74,16 @@ const char *tempo__coll_name(int coll);
 typedef struct tempo__op tempo__op_t;
 typedef tempo_status_t (*tempo__op_progress_fn_t)(tempo__op_t *op);
 
+/* A compressor as the engine sees it: quant/ fills this in as the first member of struct
+ * tempo_compressor, so that collectives can run a compressed request without including quant/. */
+typedef struct tempo__qhook {
+    /** Build op's compressed execution (like an algorithm's start). */
+    tempo_status_t (*start)(tempo__op_t *op);
+    /** NULL if op can be compressed, else why not (dtype, reduction). */
+    const char *(*unusable)(const tempo__op_t *op);
+    size_t min_bytes; /* requests with fewer bytes per rank run uncompressed */
+} tempo__qhook_t;
+
 struct tempo__op {
     tempo__list_t link;  /* on world->active while running, on the free list otherwise */
     tempo__list_t clink; /* on comm->ops from creation until released */
@@ -93,6 +103,7 @@ struct tempo__op {
     uint32_t ptag; /* send/recv tag */
     int priority;
     uint64_t user_tag;
+    tempo__qhook_t *qc; /* compressor of an all-reduce or reduce-scatter, or NULL */
 
     /* Execution. */
     tempo__op_progress_fn_t progress; /* returns TEMPO_INPROGRESS, TEMPO_OK or an error */

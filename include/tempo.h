@@ -139,6 +139,8 @@ TEMPO_API tempo_status_t tempo_op_parse(const char *name, tempo_op_t *op_p);
 
 typedef struct tempo_comm *tempo_comm_t;
 typedef struct tempo_request *tempo_request_t;
+/** A gradient compressor (see "Compression" below). */
+typedef struct tempo_compressor *tempo_compressor_t;
 
 /** Fields of tempo_config_t that are set (bits of field_mask). Unset fields come from the
  * environment exactly as in tempo_comm_init_env(). */
@@ -227,7 +229,8 @@ enum {
     TEMPO_ATTR_TAG = 1u << 1,        /**< tag */
     TEMPO_ATTR_ALGORITHM = 1u << 2,  /**< algorithm */
     TEMPO_ATTR_NAME = 1u << 3,       /**< name */
-    TEMPO_ATTR_CHUNK_BYTES = 1u << 4 /**< chunk_bytes */
+    TEMPO_ATTR_CHUNK_BYTES = 1u << 4, /**< chunk_bytes */
+    TEMPO_ATTR_COMPRESSOR = 1u << 5   /**< compressor */
 };
 
 /**
@@ -272,6 +275,10 @@ typedef struct tempo_attr {
     /** Scheduled requests: chunk size in bytes of the largest buffer, overriding TEMPO_CHUNK_BYTES;
      *  SIZE_MAX never splits. */
     size_t chunk_bytes;
+    /** All-reduce and reduce-scatter: synchronize through this compressor (see "Compression");
+     *  NULL runs uncompressed. Requests smaller than the compressor's min_bytes run uncompressed;
+     *  other collectives ignore it. Every rank must pass a compressor of the same spec. */
+    tempo_compressor_t compressor;
 } tempo_attr_t;
 
 /* ============================================================================================== */
@@ -462,7 +469,8 @@ enum {
     TEMPO_BUCKETER_FIRST_BYTES = 1u << 2,  /**< first_bucket_bytes */
     TEMPO_BUCKETER_SCHED = 1u << 3,        /**< sched */
     TEMPO_BUCKETER_CHUNK_BYTES = 1u << 4,  /**< chunk_bytes */
-    TEMPO_BUCKETER_TAC_WARMUP = 1u << 5    /**< tac_warmup */
+    TEMPO_BUCKETER_TAC_WARMUP = 1u << 5,   /**< tac_warmup */
+    TEMPO_BUCKETER_COMPRESSOR = 1u << 6    /**< compressor */
 };
 
 /** Bucketer options; fields whose bit is not in field_mask take their defaults. */
@@ -474,6 +482,10 @@ typedef struct tempo_bucketer_config {
     tempo_sched_t sched;       /**< policy (TEMPO_SCHED) */
     size_t chunk_bytes;        /**< chunk size of its requests (TEMPO_CHUNK_BYTES); SIZE_MAX: none */
     int tac_warmup;            /**< tac: iterations measured before the order (TEMPO_TAC_WARMUP) */
+    /** Compressor of float32 buckets (default: one made from TEMPO_COMPRESS, owned by the
+     *  bucketer; NULL: none). The caller keeps a given compressor alive until the bucketer is
+     *  destroyed. Every rank must use the same spec (checked at creation). */
+    tempo_compressor_t compressor;
 } tempo_bucketer_config_t;
 
 /**
@@ -555,6 +567,115 @@ TEMPO_API tempo_status_t tempo_bucketer_bucket_info(tempo_bucketer_t b, size_t i
 
 /** Wait for pending synchronizations and free the bucketer. destroy(NULL) is a no-op. */
 TEMPO_API tempo_status_t tempo_bucketer_destroy(tempo_bucketer_t b);
+
+/* ============================================================================================== */
+/* Compression                                                                                    */
+/* ============================================================================================== */
+
+/*
+ * A compressor encodes float32 gradients for the wire. It is made from a spec, "name:key=value,...":
+ *
+ *   none                    no compression (the plain collective)
+ *   fp16, bf16              cast; summed as 16-bit values by an ordinary ring (divide first for avg)
+ *   qsgd                    L2 norm per bucket, evenly spaced levels, unbiased stochastic rounding
+ *   qsgdinf                 the same with the L-inf norm
+ *   nuqsgd                  L2 norm, levels ±mul^k (mul = 0.5)
+ *   terngrad                L-inf norm, levels {-1, 0, 1}; clip=1: clip at 2.5 std first (biased)
+ *   alq, alq-n              adaptive levels fitted by coordinate descent (Faghri et al. 2020) to a
+ *                           model of the normalized coordinates: a norm-weighted mixture of the
+ *                           largest-norm buckets (alq) or one truncated normal (alq-n)
+ *   amq, amq-n              adaptive levels ±p^k, p fitted by gradient descent
+ *   sign                    scaled sign per bucket (EF-signSGD; error feedback on by default)
+ *   topk                    the ratio largest coordinates with their indices (error feedback)
+ *   randk                   ratio coordinates chosen by a seed shared by the ranks (error feedback,
+ *                           or ef=0: unbiased scaling)
+ *   powersgd                rank-r approximation P Q^T, warm-started, with error feedback
+ *
+ * Parameters (each compressor accepts those that apply; tempo_compressor_kind() lists them):
+ *   bits=3          bits per level index (level compressors)
+ *   bucket=8192     coordinates per normalized bucket
+ *   zero=0          level convention: 0 = 2^bits signed levels without a zero level (the ALQ
+ *                   authors' code; a coordinate near 0 rounds to -l1 or +l1); 1 = a zero level
+ *                   and a sign bit (the paper): 2^bits - 1 levels
+ *   entropy=none    none | rans | zstd: entropy stage over the level indices
+ *   refit=0,100,2000,10000   adaptive levels are fitted at these calls per tensor, then every
+ *                   last-entry calls, from statistics gathered from every rank (identical levels
+ *                   everywhere)
+ *   dist=20         mixture model: buckets with the largest norms kept
+ *   mul=0.5, clip=0, ef=0|1, ratio=0.01, rank=4
+ *   min=32768       requests with fewer input bytes per rank run uncompressed
+ *   seed=0          seed of stochastic rounding and random-k
+ *
+ * State: error-feedback residuals, fitted levels and PowerSGD's warm start are kept per tensor,
+ * keyed by the request's tag (TEMPO_ATTR_TAG; the bucketer tags every bucket), so tensors must keep
+ * their tag from step to step. Compressors with error feedback require a tag.
+ *
+ * Collectives: unbiased per-bucket quantizers (qsgd, qsgdinf, nuqsgd, terngrad without clipping,
+ * alq, amq) run two phases: an all-to-all of encoded blocks, each rank decodes and sums its block,
+ * re-encodes it and the blocks are all-gathered (two quantizations per coordinate, unbiased).
+ * sign and topk all-gather the encoded vectors; fp16, bf16 and randk sum their encoded form in a
+ * ring; powersgd all-reduces P and Q. Every rank receives bitwise the same result. Only float32
+ * with TEMPO_SUM or TEMPO_AVG is compressed (TEMPO_ERR_UNSUPPORTED otherwise).
+ *
+ * TEMPO_COMPRESS (a spec) is the default compressor of bucketers.
+ *
+ * Threads: a compressor may be used by requests of one job; calls are serialized by the job lock.
+ */
+
+/** Create a compressor from spec. TEMPO_ERR_INVALID for a bad spec; tempo_last_error(NULL) then
+ *  lists the valid compressors or the valid parameters of the one named. Local (not collective). */
+TEMPO_API tempo_status_t tempo_compressor_create(const char *spec, tempo_compressor_t *qc_p);
+/** Free a compressor and its state; no request may still use it. destroy(NULL) is a no-op. */
+TEMPO_API tempo_status_t tempo_compressor_destroy(tempo_compressor_t qc);
+/** The canonical spec with every parameter ("alq:bits=3,bucket=8192,zero=0,..."); valid while qc
+ *  lives. */
+TEMPO_API const char *tempo_compressor_spec(tempo_compressor_t qc);
+
+/** Most bytes tempo_compressor_encode() writes for count coordinates. */
+TEMPO_API size_t tempo_compressor_bound(tempo_compressor_t qc, size_t count);
+/**
+ * Encode count float32 coordinates locally (no communication), as a collective would for tensor
+ * key: with error feedback the key's residual is added first and updated; adaptive levels are
+ * fitted from this input on the refit schedule. *len_p receives the bytes written (at most cap;
+ * TEMPO_ERR_INVALID if cap < tempo_compressor_bound()). Not for powersgd (TEMPO_ERR_UNSUPPORTED):
+ * its encoding needs the other ranks.
+ */
+TEMPO_API tempo_status_t tempo_compressor_encode(tempo_compressor_t qc, uint64_t key,
+                                                 const float *in, size_t count, void *out,
+                                                 size_t cap, size_t *len_p);
+/** Decode what tempo_compressor_encode() wrote for key into count coordinates. TEMPO_ERR_INVALID
+ *  for a malformed input. */
+TEMPO_API tempo_status_t tempo_compressor_decode(tempo_compressor_t qc, uint64_t key,
+                                                 const void *in, size_t len, size_t count,
+                                                 float *out);
+/** The level table tensor key uses now (level compressors): up to cap levels into levels (NULL:
+ *  count only), *n_p the number of levels. TEMPO_ERR_INVALID for other compressors or a key that
+ *  has not been encoded yet with adaptive levels. */
+TEMPO_API tempo_status_t tempo_compressor_levels(tempo_compressor_t qc, uint64_t key,
+                                                 float *levels, size_t cap, size_t *n_p);
+
+/** Counters of a compressor since creation (all ranks' requests on this process). */
+typedef struct tempo_compressor_stats {
+    uint64_t calls;     /**< vectors encoded (a two-phase request counts both phases) */
+    uint64_t coords;    /**< float32 coordinates encoded */
+    uint64_t bytes_out; /**< bytes they were encoded into (norms and headers included) */
+    double encode_s;    /**< time spent encoding */
+    double decode_s;    /**< time spent decoding */
+    uint64_t fits;      /**< level fits */
+    double fit_s;       /**< time spent gathering statistics and fitting levels */
+} tempo_compressor_stats_t;
+TEMPO_API tempo_status_t tempo_compressor_stats(tempo_compressor_t qc,
+                                                tempo_compressor_stats_t *stats_p);
+
+/** One compressor kind, for help texts. */
+typedef struct tempo_compressor_kind {
+    const char *name;   /**< "alq" */
+    const char *doc;    /**< one line */
+    const char *params; /**< accepted parameters with defaults: "bits=3,bucket=8192,..." */
+    int unbiased;       /**< E[decode(encode(v))] = v */
+} tempo_compressor_kind_t;
+/** Entry index of the compressor table; TEMPO_ERR_INVALID past the end. */
+TEMPO_API tempo_status_t tempo_compressor_kind(size_t index, tempo_compressor_kind_t *kind_p);
 
 /* ============================================================================================== */
 /* Introspection (used by tempo-info)                                                             */

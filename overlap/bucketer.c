@@ -78,6 +78,8 @@ struct tempo_bucketer {
     size_t bucket_bytes, first_bytes, chunk_bytes;
     tempo_sched_t sched;
     int tac_warmup;
+    tempo_compressor_t qc; /* compressor of float32 buckets, or NULL */
+    int own_qc;            /* made from TEMPO_COMPRESS: destroyed with the bucketer */
 
     tensor_t *t;
     size_t nt;
@@ -397,6 +399,15 @@ static tempo_status_t read_config(tempo_bucketer_t b, const tempo_bucketer_confi
     b->sched = (m & TEMPO_BUCKETER_SCHED) ? c->sched : (tempo_sched_t)tempo__cfg.sched;
     b->chunk_bytes = (m & TEMPO_BUCKETER_CHUNK_BYTES) ? c->chunk_bytes : 0;
     b->tac_warmup = (m & TEMPO_BUCKETER_TAC_WARMUP) ? c->tac_warmup : tempo__cfg.tac_warmup;
+    if (m & TEMPO_BUCKETER_COMPRESSOR) {
+        b->qc = c->compressor;
+    } else if (tempo__cfg.compress[0] && strcmp(tempo__cfg.compress, "none") != 0) {
+        tempo_status_t st = tempo_compressor_create(tempo__cfg.compress, &b->qc);
+        if (st != TEMPO_OK) {
+            return berr(b, st, "TEMPO_COMPRESS: %s", tempo__errmsg());
+        }
+        b->own_qc = 1;
+    }
     if (!tempo__op_valid(b->op)) {
         return berr(b, TEMPO_ERR_INVALID, "tempo_bucketer_create: unknown reduction op %d",
                     (int)b->op);
@@ -501,6 +512,8 @@ static tempo_status_t check_agreement(tempo_bucketer_t b)
     uint64_t c[6] = {(uint64_t)b->op, b->bucket_bytes, b->first_bytes, (uint64_t)b->sched,
                      b->chunk_bytes, (uint64_t)b->tac_warmup};
     h = tempo__hash64(c, sizeof(c), h);
+    const char *qs = b->qc ? tempo_compressor_spec(b->qc) : "none";
+    h = tempo__hash64(qs, strlen(qs), h);
     uint64_t mine[3] = {h, b->nt, 0};
     for (size_t i = 0; i < b->nt; i++) {
         mine[2] += b->t[i].bytes;
@@ -771,6 +784,10 @@ static tempo_status_t post_bucket(tempo_bucketer_t b, bucket_t *bk)
     if (b->chunk_bytes) {
         a.field_mask |= TEMPO_ATTR_CHUNK_BYTES;
         a.chunk_bytes = b->chunk_bytes;
+    }
+    if (b->qc && bk->dtype == TEMPO_FLOAT32) {
+        a.field_mask |= TEMPO_ATTR_COMPRESSOR;
+        a.compressor = b->qc;
     }
     b->span_bytes += (double)bk->bytes;
     return tempo_iallreduce(b->comm, bk->base, bk->base, bk->count, bk->dtype, b->op, &a, &bk->req);
@@ -1089,6 +1106,9 @@ tempo_status_t tempo_bucketer_destroy(tempo_bucketer_t b)
     tempo__free(b->pred);
     tempo__free(b->fwd_sum);
     tempo__free(b->fwd_n);
+    if (b->own_qc) {
+        tempo_compressor_destroy(b->qc);
+    }
     tempo__free(b);
     return first;
 }

@@ -83,3 +83,13 @@ check_PROGRAMS += %reldir%/verifiable_test
 %canon_reldir%_verifiable_test_SOURCES = %reldir%/verifiable_test.c
 %canon_reldir%_verifiable_test_LDADD = %reldir%/libperf_common.la
 TESTS += %reldir%/verifiable_test
+
+# Compression: quant_bench (encode/decode speed, bits per coordinate, normalized variance; one
+# process) and qcoll_bench (compressed all-reduce against the fp32 ring in the same run);
+# compress.sh runs qcoll_bench on emulated hosts at 1 Gbit/s and 100 Mbit/s.
+bin_PROGRAMS += %reldir%/qcoll_bench %reldir%/quant_bench
+%canon_reldir%_quant_bench_SOURCES = %reldir%/quant_bench.c
+%canon_reldir%_quant_bench_LDADD = libtempo.la -lm
+%canon_reldir%_qcoll_bench_SOURCES = %reldir%/qcoll_bench.c
+%canon_reldir%_qcoll_bench_LDADD = libtempo.la -lm
+dist_bin_SCRIPTS += %reldir%/compress.sh

@@ -17,12 +17,13 @@ static void usage(FILE *f)
 {
     fprintf(
         f,
-        "Usage: tempo-info [-b] [-c] [-t] [-a] [-v] [-h]\n"
+        "Usage: tempo-info [-b] [-c] [-t] [-a] [-q] [-v] [-h]\n"
         "Print what this tempo build has and how it is configured. With no option, print all.\n"
         "  -b, --build        build configuration: optional dependencies compiled in\n"
         "  -c, --config       every TEMPO_* environment variable: default, current value, meaning\n"
         "  -t, --transports   transports and whether they are usable here\n"
         "  -a, --algorithms   collective algorithms (names for TEMPO_ALGO)\n"
+        "  -q, --compressors  gradient compressors and their parameters (TEMPO_COMPRESS specs)\n"
         "  -v, --version      the library version\n"
         "  -h, --help         this text\n");
 }
@@ -70,6 +71,17 @@ static void print_algorithms(void)
     }
 }
 
+static void print_compressors(void)
+{
+    tempo_compressor_kind_t k;
+    printf("# Compressors (spec \"name:key=value,...\" for TEMPO_COMPRESS or "
+           "tempo_compressor_create)\n");
+    for (size_t i = 0; tempo_compressor_kind(i, &k) == TEMPO_OK; i++) {
+        printf("  %-9s %s%s\n            %s\n", k.name, k.doc, k.unbiased ? " (unbiased)" : "",
+               k.params);
+    }
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -77,17 +89,19 @@ int main(int argc, char **argv)
         {"config", no_argument, NULL, 'c'},
         {"transports", no_argument, NULL, 't'},
         {"algorithms", no_argument, NULL, 'a'},
+        {"compressors", no_argument, NULL, 'q'},
         {"version", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    int b = 0, c = 0, t = 0, a = 0, any = 0, ch;
-    while ((ch = getopt_long(argc, argv, "bctavh", opts, NULL)) != -1) {
+    int b = 0, c = 0, t = 0, a = 0, q = 0, any = 0, ch;
+    while ((ch = getopt_long(argc, argv, "bctaqvh", opts, NULL)) != -1) {
         switch (ch) {
         case 'b': b = any = 1; break;
         case 'c': c = any = 1; break;
         case 't': t = any = 1; break;
         case 'a': a = any = 1; break;
+        case 'q': q = any = 1; break;
         case 'v':
             printf("tempo %s (header %d.%d.%d)\n", tempo_version(), TEMPO_VERSION_MAJOR,
                    TEMPO_VERSION_MINOR, TEMPO_VERSION_PATCH);
@@ -102,7 +116,7 @@ int main(int argc, char **argv)
         return 2;
     }
     if (!any) {
-        b = c = t = a = 1;
+        b = c = t = a = q = 1;
     }
     printf("# tempo %s\n", tempo_version());
     if (b) {
@@ -116,6 +130,9 @@ int main(int argc, char **argv)
     }
     if (a) {
         print_algorithms();
+    }
+    if (q) {
+        print_compressors();
     }
     return 0;
 }

@@ -31,3 +31,11 @@ EXTRA_DIST += %reldir%/bucketer.sh
 check_PROGRAMS += %reldir%/bucketer_test
 %canon_reldir%_bucketer_test_SOURCES = %reldir%/bucketer_test.c
 %canon_reldir%_bucketer_test_LDADD = libtempo.la
+
+# Compressed all-reduce and reduce-scatter (quant/qcoll.c): qcoll.sh launches qcoll_test at several
+# rank counts, on shm and tcp.
+TESTS += %reldir%/qcoll.sh
+EXTRA_DIST += %reldir%/qcoll.sh
+check_PROGRAMS += %reldir%/qcoll_test
+%canon_reldir%_qcoll_test_SOURCES = %reldir%/qcoll_test.c
+%canon_reldir%_qcoll_test_LDADD = libtempo.la -lm

@@ -14,7 +14,10 @@ TEMPO_UNIT_TESTS = \
 	%reldir%/test_reduce \
 	%reldir%/test_sched \
 	%reldir%/test_stream \
-	%reldir%/test_tictac
+	%reldir%/test_tictac \
+	%reldir%/test_qrans \
+	%reldir%/test_qfit \
+	%reldir%/test_qsparse
 
 check_PROGRAMS += $(TEMPO_UNIT_TESTS)
 TESTS += $(TEMPO_UNIT_TESTS)
@@ -40,6 +43,12 @@ noinst_HEADERS += %reldir%/tu.h
 %canon_reldir%_test_stream_LDADD = libtempo_core.la
 %canon_reldir%_test_tictac_SOURCES = %reldir%/test_tictac.c
 %canon_reldir%_test_tictac_LDADD = libtempo_core.la
+%canon_reldir%_test_qrans_SOURCES = %reldir%/test_qrans.c
+%canon_reldir%_test_qrans_LDADD = libtempo_core.la $(ZSTD_LIBS) -lm
+%canon_reldir%_test_qfit_SOURCES = %reldir%/test_qfit.c
+%canon_reldir%_test_qfit_LDADD = libtempo_core.la -lm
+%canon_reldir%_test_qsparse_SOURCES = %reldir%/test_qsparse.c
+%canon_reldir%_test_qsparse_LDADD = libtempo_core.la -lm
 
 # tools/tempo-trace (merge, check, summary) on synthetic trace files: a shell TAP test (.sh, run
 # by SH_LOG_DRIVER); it skips itself without /usr/bin/python3.
