@@ -5,7 +5,8 @@
  *
  * What it is: the model (a weighted mixture of normals, each truncated to [-1, 1]), the objective
  * ∫ (hi(r) - r)(r - lo(r)) f(r) dr summed over the adjacent pairs of a signed table ("Eq 6"), ALQ
- * (coordinate descent over the levels with the closed-form update, "Eq 8", from three starts) and
+ * (coordinate descent over the levels with the closed-form update, "Eq 8", from three starts,
+ * each epoch closed by a Newton step on the tridiagonal Hessian so that 7-8 bits converge too) and
  * AMQ (a scan and gradient descent over the multiplier p of the levels ±p^k). What it is not: the
  * statistics pass over a gradient (quant.c gathers bucket norms, means and stds) nor the
  * quantizer (levels.c). Unlike the reference code (scipy quad on a 50 000-bin histogram, finite

@@ -11,7 +11,7 @@
  * see a full rows x cols M; a flat tensor of count < rows * cols elements is zero-padded at the
  * end by the caller.
  *
- * Orthonormalization is modified Gram-Schmidt with a second projection pass per column (see
+ * Orthonormalization is Gram-Schmidt with a second projection pass per column, in double (see
  * there); a column with norm below 1e-30 after projection becomes zeros.
  *
  * Invariants: results are a deterministic function of the inputs (fixed loop order, fixed blocking,
@@ -31,6 +31,7 @@
 #define PS_TILE 2048    /* fp32 accumulators of a column tile (8 KiB) in M^T P and P Q^T */
 #define PS_RCHUNK 32    /* M^T P: columns of P per pass over M (more re-stream M) */
 #define PS_NORM_MIN 1e-30
+#define PS_ORTH_CHUNK 64 /* earlier columns projected out per sweep in orthonormalize */
 
 void tempo__psgd_shape(size_t count, size_t *rows_p, size_t *cols_p)
 {
@@ -242,23 +243,33 @@ void tempo__psgd_mul_q(const float *m, size_t rows, size_t cols, const float *p,
 void tempo__psgd_orthonormalize(float *p, size_t rows, int r)
 {
     const size_t R = (size_t)r;
-    /* Modified Gram-Schmidt (each earlier column is projected out of the already updated column),
-     * run twice per column: when a column is nearly in the span of the earlier ones (M of rank
-     * below r, the normal case late in training), one pass leaves a remainder whose direction is
-     * mostly rounding error, not orthogonal to the others; the second pass makes it orthogonal to
-     * working precision ("twice is enough", Giraud et al. 2005), so that P^T P = I still holds
-     * and P P^T M loses nothing. */
+    /* Gram-Schmidt with reorthogonalization: two passes per column, each projecting out all the
+     * earlier columns at once from dot products taken in double, the difference formed in double
+     * and rounded once per pass. One rounding per pass keeps the error relative to what is left
+     * of the column, not to what it was: a column nearly in the span of the earlier ones (P of a
+     * tensor of rank below r, or a random Q nearly orthogonal to M's rows) would otherwise come
+     * out as mostly rounding error. The second pass makes the remainder orthogonal to working
+     * precision ("twice is enough": Giraud, Langou, Rozloznik 2005), so P^T P = I holds and
+     * P P^T M loses nothing. Columns go in chunks of PS_ORTH_CHUNK dots (stack). */
     for (size_t l = 0; l < R; l++) {
         for (int pass = 0; pass < 2; pass++) {
-            for (size_t c = 0; c < l; c++) {
-                double dot = 0.0;
+            for (size_t c0 = 0; c0 < l; c0 += PS_ORTH_CHUNK) {
+                size_t nc = TEMPO_MIN((size_t)PS_ORTH_CHUNK, l - c0);
+                double d[PS_ORTH_CHUNK] = {0};
                 for (size_t i = 0; i < rows; i++) {
-                    dot += (double)p[i * R + c] * (double)p[i * R + l];
-                }
-                if (dot != 0.0) {
-                    for (size_t i = 0; i < rows; i++) {
-                        p[i * R + l] = (float)((double)p[i * R + l] - dot * (double)p[i * R + c]);
+                    const float *row = p + i * R + c0;
+                    const double v = p[i * R + l];
+                    for (size_t c = 0; c < nc; c++) {
+                        d[c] += (double)row[c] * v;
                     }
+                }
+                for (size_t i = 0; i < rows; i++) {
+                    const float *row = p + i * R + c0;
+                    double v = p[i * R + l];
+                    for (size_t c = 0; c < nc; c++) {
+                        v -= d[c] * (double)row[c];
+                    }
+                    p[i * R + l] = (float)v;
                 }
             }
         }

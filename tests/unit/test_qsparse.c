@@ -727,13 +727,81 @@ static void test_psgd_products(void)
     }
 }
 
-/* M = A B^T of rank rk <= r; one power step from a random Q recovers M. */
+/* Relative Frobenius error of one power step done in double on the same fp32 M and Q, P = M Q
+ * rounded to fp32 as the interface stores it: what the draw allows at best. M rounded to fp32 is
+ * only nearly of rank rk, P in fp32 carries rounding, and a Q for which M Q is ill-conditioned
+ * magnifies both. */
+static double power_step_double(const float *m, size_t rows, size_t cols, const float *q, int r)
+{
+    double *p = xmalloc(rows * r * 8), *qq = xmalloc(cols * r * 8);
+    for (size_t i = 0; i < rows; i++) {
+        for (int l = 0; l < r; l++) {
+            double a = 0.0;
+            for (size_t j = 0; j < cols; j++) {
+                a += (double)m[i * cols + j] * q[j * r + l];
+            }
+            p[i * r + l] = (float)a; /* P is fp32 by the interface: its rounding is inherent */
+        }
+    }
+    for (int l = 0; l < r; l++) {
+        for (int pass = 0; pass < 2; pass++) {
+            for (int c = 0; c < l; c++) {
+                double d = 0.0;
+                for (size_t i = 0; i < rows; i++) {
+                    d += p[i * r + c] * p[i * r + l];
+                }
+                for (size_t i = 0; i < rows; i++) {
+                    p[i * r + l] -= d * p[i * r + c];
+                }
+            }
+        }
+        double nn = 0.0;
+        for (size_t i = 0; i < rows; i++) {
+            nn += p[i * r + l] * p[i * r + l];
+        }
+        for (size_t i = 0; i < rows; i++) {
+            p[i * r + l] = nn > 0 ? p[i * r + l] / sqrt(nn) : 0.0;
+        }
+    }
+    for (size_t j = 0; j < cols; j++) {
+        for (int l = 0; l < r; l++) {
+            double a = 0.0;
+            for (size_t i = 0; i < rows; i++) {
+                a += (double)m[i * cols + j] * p[i * r + l];
+            }
+            qq[j * r + l] = a;
+        }
+    }
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < rows; i++) {
+        for (size_t j = 0; j < cols; j++) {
+            double v = 0.0;
+            for (int l = 0; l < r; l++) {
+                v += p[i * r + l] * qq[j * r + l];
+            }
+            num += (v - m[i * cols + j]) * (v - m[i * cols + j]);
+            den += (double)m[i * cols + j] * m[i * cols + j];
+        }
+    }
+    free(p);
+    free(qq);
+    return sqrt(num / den);
+}
+
+/*
+ * M = A B^T of rank rk <= r; one power step from a random Q recovers M within 1e-4. P is stored
+ * in fp32 between the steps (it is what the ranks all-reduce), so a draw of Q for which M Q is
+ * ill-conditioned loses accuracy in any implementation: such draws (where the step in double,
+ * with only P rounded to fp32, ends further than 5e-6 from M) are drawn again and counted in a
+ * diagnostic. Over many seeds the kernels stayed within 8 times that reference.
+ */
 static void test_psgd_lowrank(void)
 {
     static const size_t shapes[][2] = {{300, 200}, {257, 1000}, {1000, 33}, {316, 317}};
     static const int ranks[][2] = {{1, 1}, {2, 2}, {4, 4}, {5, 5}, {8, 8}, {13, 13}, {32, 32},
                                    {4, 3}, {8, 1}};
     tempo__rng_t rg;
+    int redrawn = 0;
     tempo__rng_seed(&rg, seed, 9);
     for (size_t s = 0; s < TEMPO_ARRAY_SIZE(shapes); s++) {
         size_t rows = shapes[s][0], cols = shapes[s][1];
@@ -755,14 +823,23 @@ static void test_psgd_lowrank(void)
                     md[i * cols + j] = m[i * cols + j];
                 }
             }
-            fill_normal(&rg, q, cols * r, 1.0);
+            double best = 0.0;
+            for (int draw = 0; draw < 20; draw++) {
+                fill_normal(&rg, q, cols * r, 1.0);
+                best = power_step_double(m, rows, cols, q, r);
+                if (best <= 5e-6) {
+                    break;
+                }
+                redrawn++;
+            }
             tempo__psgd_mul_p(m, rows, cols, q, r, p);
             tempo__psgd_orthonormalize(p, rows, r);
             tempo__psgd_mul_q(m, rows, cols, p, r, q);
             tempo__psgd_approx(p, q, rows, cols, r, out);
             double err = rel_err(out, md, rows * cols);
-            TAP_OK(err < 1e-4, "psgd %zu x %zu rank %d, r = %d: one power step recovers M "
-                   "(relative error %.2g)", rows, cols, rk, r, err);
+            TAP_OK(err < 1e-4 && best <= 5e-6, "psgd %zu x %zu rank %d, r = %d: one power step "
+                   "recovers M (relative error %.2g, reference %.2g)", rows, cols, rk, r,
+                   err, best);
             free(a);
             free(b);
             free(m);
@@ -772,6 +849,7 @@ static void test_psgd_lowrank(void)
             free(md);
         }
     }
+    tap_diag("psgd: %d draws of Q redrawn as ill-conditioned", redrawn);
 }
 
 /* P Q^T against a double reference, for every grouping of the terms (r = 1..9, 33), r = 0 and
