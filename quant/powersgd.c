@@ -1,7 +1,7 @@
 /*
  * powersgd.c — the matrix kernels of PowerSGD (Vogels, Karimireddy, Jaggi, NeurIPS 2019): the
- * square-ish matrix view of a flat tensor, P = M Q, Q = M^T P, modified Gram-Schmidt on the columns
- * of P, and the rank-r approximation P Q^T.
+ * square-ish matrix view of a flat tensor, P = M Q, Q = M^T P, Gram-Schmidt on the columns of P,
+ * and the rank-r approximation P Q^T.
  *
  * What it is not: the PowerSGD step itself (the two all-reduces, the warm-started Q, the error
  * feedback against the aggregated approximation live in qcoll.c), nor a BLAS. No threads, no heap
@@ -15,7 +15,9 @@
  * there); a column with norm below 1e-30 after projection becomes zeros.
  *
  * Invariants: results are a deterministic function of the inputs (fixed loop order, fixed blocking,
- * no threads), so every rank that feeds the same P and Q gets bit-identical outputs. Long sums run
+ * no threads), so every rank running the same build that feeds the same P and Q gets bit-identical
+ * outputs (a build that contracts a * b + c into FMA rounds differently, so mixed builds agree only
+ * to rounding). Long sums run
  * in fp32 over short blocks (vectorizable) whose partial sums are added in double: 256 columns per
  * block in M Q, 64 rows per block in M^T P. M is streamed once per product for r <= 32.
  */
@@ -26,10 +28,10 @@
 
 #include <math.h>
 
-#define PS_JBLOCK 256   /* M Q: columns summed in fp32 before the double flush */
-#define PS_IBLOCK 64    /* M^T P: rows summed in fp32 before the double flush */
-#define PS_TILE 2048    /* fp32 accumulators of a column tile (8 KiB) in M^T P and P Q^T */
-#define PS_RCHUNK 32    /* M^T P: columns of P per pass over M (more re-stream M) */
+#define PS_JBLOCK 256 /* M Q: columns summed in fp32 before the double flush */
+#define PS_IBLOCK 64  /* M^T P: rows summed in fp32 before the double flush */
+#define PS_TILE 2048  /* fp32 accumulators of a column tile (8 KiB) in M^T P and P Q^T */
+#define PS_RCHUNK 32  /* M^T P: columns of P per pass over M (more re-stream M) */
 #define PS_NORM_MIN 1e-30
 #define PS_ORTH_CHUNK 64 /* earlier columns projected out per sweep in orthonormalize */
 
@@ -75,9 +77,9 @@ static inline ps_v4 ps_bcast(float x)
  * columns j+4s .. j+4s+3. Inlined with a constant W, each case is a short fixed kernel.
  */
 static inline __attribute__((always_inline)) void ps_row_block(const float *mrow, size_t j0,
-                                                               size_t j1, const float *q,
-                                                               size_t r, size_t l0, const int W,
-                                                               ps_v4 *acc, float *tail)
+                                                               size_t j1, const float *q, size_t r,
+                                                               size_t l0, const int W, ps_v4 *acc,
+                                                               float *tail)
 {
     const size_t step = (size_t)(16 / W); /* columns of M per iteration */
     size_t j = j0;
@@ -292,8 +294,7 @@ void tempo__psgd_orthonormalize(float *p, size_t rows, int r)
     }
 }
 
-void tempo__psgd_approx(const float *p, const float *q, size_t rows, size_t cols, int r,
-                        float *out)
+void tempo__psgd_approx(const float *p, const float *q, size_t rows, size_t cols, int r, float *out)
 {
     const size_t R = (size_t)r;
     if (R == 0) {

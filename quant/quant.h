@@ -283,8 +283,8 @@ void tempo__psgd_shape(size_t count, size_t *rows_p, size_t *cols_p);
 void tempo__psgd_mul_p(const float *m, size_t rows, size_t cols, const float *q, int r, float *p);
 /** Q (cols x r) = M^T P. */
 void tempo__psgd_mul_q(const float *m, size_t rows, size_t cols, const float *p, int r, float *q);
-/** Orthonormalize the r columns of P (rows x r) in place (modified Gram-Schmidt; a zero column
- *  stays zero). */
+/** Orthonormalize the r columns of P (rows x r) in place (Gram-Schmidt run twice per column, in
+ *  double; a column that vanishes stays zero). */
 void tempo__psgd_orthonormalize(float *p, size_t rows, int r);
 /** out (rows x cols) = P Q^T. */
 void tempo__psgd_approx(const float *p, const float *q, size_t rows, size_t cols, int r,

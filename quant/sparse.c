@@ -23,14 +23,19 @@
  *            input alone. Magnitudes are compared as the integers |x| has as fp32 bit patterns
  *            (monotone in |x|), which puts NaN above +inf: a NaN coordinate is always sent, so it
  *            shows up in the sum as it would uncompressed instead of hiding in the residual.
- *            Selection is a radix select on those 31-bit keys (11 + 10 + 10 bit digits): a
- *            histogram pass over the input, then the candidates of the threshold bin are copied
- *            into the output buffer (room for 2k keys) when they fit, else another histogram pass
- *            refines the bin; a final pass writes the selection in index order. O(count), no
- *            heap memory, no sort.
+ *            Selection is exact, O(count), without heap memory or a sort; the output buffer
+ *            (room for 2k keys) is its scratch until the final pass writes the selection in index
+ *            order. Fast path (large k): a strided sample brackets the threshold, one filtered
+ *            pass counts the keys above the bracket and copies those inside it, and a radix select
+ *            finishes on the copy. Exact path (small k, or a sample the pass proves wrong): a
+ *            radix select on the 31-bit keys (11 + 10 + 10 bit digits), a histogram pass over the
+ *            input, the threshold bin copied out when it fits, else another histogram pass. The
+ *            paths differ in speed only: both find the same threshold. The passes test 16 keys
+ *            at a time with SSE2 compares, so scalar code sees only the few keys that matter.
  *   random-k The index set depends only on (shared_seed, count, k) and is computed with integer
  *            arithmetic only (an exact bounded generator, no libm), so ranks on different builds
  *            agree. Every path that computes it (bitmap, in-place hash) gives the same set.
+ *   both     k comes from one IEEE multiplication and ceil(), exact on every conforming build.
  */
 #include "config.h"
 

@@ -5,8 +5,11 @@
  *            100000 and several buckets and ratios; decode(encode(x)) has the documented shape:
  *            sign gives ±(bucket mean |x|) with sign(0) = +1; top-k keeps exactly the k largest
  *            magnitudes (ties to the smaller index) against a sort-based reference, NaN counted
- *            largest; random-k puts the values at the seed's indices (distinct, ascending, equal
- *            for equal seeds, different for different seeds, the same on the heap-free path);
+ *            largest, on inputs that drive each selection path (sampled bracket, bracket proved
+ *            wrong, bracket overflowing, exact radix with ties); decode(accumulate = 1) adds
+ *            exactly what decode(accumulate = 0) writes; random-k puts the values at the seed's
+ *            indices (distinct, ascending, equal for equal seeds, different for different seeds,
+ *            the same on the heap-free path);
  *   errors   a wrong length, a top-k index out of range, repeated or decreasing: TEMPO_ERR_REMOTE
  *            with the output untouched (overwrite and accumulate);
  *   EF       50 steps of the caller's rule x = g + e, e <- x - decode(encode(x)): the decoded
@@ -15,11 +18,12 @@
  *            seeds, every coordinate within 3 standard errors; a fixed seed, since 16 such checks
  *            would fail a random run 4 % of the time); messages of two ranks sum elementwise
  *            into the sum of their decodings;
- *   PowerSGD the shape; M Q and M^T P against a double reference (r = 1..33, odd shapes); one
- *            power step recovers a matrix of rank <= r; P^T P = I after orthonormalization, and a
- *            zero column stays zero;
+ *   PowerSGD the shape; M Q, M^T P and P Q^T against a double reference (r = 1..33, odd
+ *            shapes); one power step recovers a matrix of rank <= r (draws of Q that leave the
+ *            step ill-conditioned even in double are drawn again); P^T P = I after
+ *            orthonormalization, and a zero column stays zero;
  *   speed    encode/decode GB/s on 16M floats and mul_p/mul_q on 4096 x 4096, r = 4 (diagnostics,
- *            no assertion).
+ *            no assertion; TEMPO_TEST_NO_SPEED=1 skips them).
  * Random inputs are seeded; the seed is printed (TEMPO_TEST_SEED replays it).
  */
 #include "config.h"
@@ -392,12 +396,11 @@ static void test_randk(void)
     }
 
     /* the index set: same seed same set, other seed other set, both paths agree */
-    static const size_t sizes[][2] = {{4096, 41}, {100000, 1000}, {100000, 30000},
-                                      {1000000, 10000}, {3, 2}, {64, 63}};
+    static const size_t sizes[][2] = {{4096, 41},       {100000, 1000}, {100000, 30000},
+                                      {1000000, 10000}, {3, 2},         {64, 63}};
     for (size_t t = 0; t < TEMPO_ARRAY_SIZE(sizes); t++) {
         size_t n = sizes[t][0], k = sizes[t][1];
-        uint32_t *a = xmalloc(k * 4), *b = xmalloc(k * 4), *c = xmalloc(k * 4),
-                 *d = xmalloc(k * 4);
+        uint32_t *a = xmalloc(k * 4), *b = xmalloc(k * 4), *c = xmalloc(k * 4), *d = xmalloc(k * 4);
         uint64_t s = tempo__rng_next(&r);
         tempo__qrandk_indices(s, n, k, a);
         tempo__qrandk_indices(s, n, k, b);
@@ -456,8 +459,8 @@ static void test_randk_unbiased(void)
     tap_diag("randk Monte Carlo seed 0x%llx: worst |mean - x| = %.2f SE, worst inclusion "
              "frequency off by %.2f SE",
              (unsigned long long)mc_seed, worst, worst_inc);
-    TAP_OK(k == 4 && worst <= 3.0, "randk ef=0 unbiased: every coordinate within 3 SE over %d seeds",
-           DRAWS);
+    TAP_OK(k == 4 && worst <= 3.0,
+           "randk ef=0 unbiased: every coordinate within 3 SE over %d seeds", DRAWS);
     TAP_OK(worst_inc <= 3.0, "randk: every index kept k/n of the time, within 3 SE");
 }
 
@@ -472,8 +475,8 @@ static void test_randk_sum(void)
         p.ef = ef;
         tempo__qctx_t c = {.p = &p, .rng = &r, .shared_seed = tempo__rng_next(&r)};
         size_t bound = tempo__qrandk_bound(&p, n);
-        float *a = xmalloc(n * 4), *b = xmalloc(n * 4), *da = xmalloc(n * 4),
-              *db = xmalloc(n * 4), *ds = xmalloc(n * 4);
+        float *a = xmalloc(n * 4), *b = xmalloc(n * 4), *da = xmalloc(n * 4), *db = xmalloc(n * 4),
+              *ds = xmalloc(n * 4);
         float *ea = xmalloc(bound), *eb = xmalloc(bound);
         fill_normal(&r, a, n, 1.0);
         fill_normal(&r, b, n, 3.0);
@@ -507,8 +510,7 @@ static void test_randk_sum(void)
 /* Malformed input and the error-feedback invariant (all kinds)                               */
 /* ------------------------------------------------------------------------------------------ */
 
-static int decode_rejects(const kind_t *kd, tempo__qctx_t *c, const void *msg, size_t len,
-                          size_t n)
+static int decode_rejects(const kind_t *kd, tempo__qctx_t *c, const void *msg, size_t len, size_t n)
 {
     float *out = xmalloc(n * 4 + 4), *copy = xmalloc(n * 4 + 4);
     int ok = 1;
@@ -549,8 +551,10 @@ static void test_malformed(void)
             if (len > 0) {
                 ok = ok && decode_rejects(kd, &c, buf, len - 1, n);
             }
-            TAP_OK(ok, "%s count %zu: a message one byte long or short is TEMPO_ERR_REMOTE, "
-                       "output untouched", kd->name, n);
+            TAP_OK(ok,
+                   "%s count %zu: a message one byte long or short is TEMPO_ERR_REMOTE, "
+                   "output untouched",
+                   kd->name, n);
             free(buf);
             free(x);
         }
@@ -625,8 +629,8 @@ static void test_error_feedback(void)
             worst = fmax(worst, fabs(sent[i] + e[i] - gsum[i]) / gabs[i]);
         }
         tap_diag("%s error feedback: worst |sent + e - sum g| / sum |g| = %.3g", kd->name, worst);
-        TAP_OK(ok && worst <= 1e-4, "%s: decoded messages + residual = sum of inputs after %d "
-               "steps", kd->name, STEPS);
+        TAP_OK(ok && worst <= 1e-4,
+               "%s: decoded messages + residual = sum of inputs after %d steps", kd->name, STEPS);
         free(buf);
         free(sent);
         free(gsum);
@@ -644,8 +648,8 @@ static void test_error_feedback(void)
 
 static void test_psgd_shape(void)
 {
-    static const size_t cs[] = {0, 1, 2, 3, 4, 5, 15, 16, 17, 99, 100, 101, 100000, 1u << 20,
-                                12345678, 67108863, 67108865};
+    static const size_t cs[] = {0,  1,   2,   3,      4,        5,        15,       16,      17,
+                                99, 100, 101, 100000, 1u << 20, 12345678, 67108863, 67108865};
     int ok = 1;
     for (size_t t = 0; t < TEMPO_ARRAY_SIZE(cs); t++) {
         size_t n = cs[t], rows, cols;
@@ -682,7 +686,8 @@ static void test_psgd_products(void)
         float *m = xmalloc(rows * cols * 4);
         fill_normal(&rg, m, rows * cols, 1.0);
         for (int r = 1; r <= 33; r++) {
-            float *q = xmalloc(cols * r * 4), *p = xmalloc(rows * r * 4), *q2 = xmalloc(cols * r * 4);
+            float *q = xmalloc(cols * r * 4), *p = xmalloc(rows * r * 4),
+                  *q2 = xmalloc(cols * r * 4);
             float *p2 = xmalloc(rows * r * 4);
             double *pr = xmalloc(rows * r * 8), *qr = xmalloc(cols * r * 8);
             fill_normal(&rg, q, cols * r, 1.0);
@@ -721,8 +726,10 @@ static void test_psgd_products(void)
             free(pr);
             free(qr);
         }
-        TAP_OK(worst < 1e-5 && same, "psgd %zu x %zu, r = 1..33: M Q and M^T P match double "
-               "(worst relative error %.2g), reproducible", rows, cols, worst);
+        TAP_OK(worst < 1e-5 && same,
+               "psgd %zu x %zu, r = 1..33: M Q and M^T P match double "
+               "(worst relative error %.2g), reproducible",
+               rows, cols, worst);
         free(m);
     }
 }
@@ -798,8 +805,8 @@ static double power_step_double(const float *m, size_t rows, size_t cols, const 
 static void test_psgd_lowrank(void)
 {
     static const size_t shapes[][2] = {{300, 200}, {257, 1000}, {1000, 33}, {316, 317}};
-    static const int ranks[][2] = {{1, 1}, {2, 2}, {4, 4}, {5, 5}, {8, 8}, {13, 13}, {32, 32},
-                                   {4, 3}, {8, 1}};
+    static const int ranks[][2] = {{1, 1},   {2, 2},   {4, 4}, {5, 5}, {8, 8},
+                                   {13, 13}, {32, 32}, {4, 3}, {8, 1}};
     tempo__rng_t rg;
     int redrawn = 0;
     tempo__rng_seed(&rg, seed, 9);
@@ -837,9 +844,10 @@ static void test_psgd_lowrank(void)
             tempo__psgd_mul_q(m, rows, cols, p, r, q);
             tempo__psgd_approx(p, q, rows, cols, r, out);
             double err = rel_err(out, md, rows * cols);
-            TAP_OK(err < 1e-4 && best <= 5e-6, "psgd %zu x %zu rank %d, r = %d: one power step "
-                   "recovers M (relative error %.2g, reference %.2g)", rows, cols, rk, r,
-                   err, best);
+            TAP_OK(err < 1e-4 && best <= 5e-6,
+                   "psgd %zu x %zu rank %d, r = %d: one power step "
+                   "recovers M (relative error %.2g, reference %.2g)",
+                   rows, cols, rk, r, err, best);
             free(a);
             free(b);
             free(m);
@@ -985,8 +993,8 @@ static void test_speed(void)
         }
         tap_diag("speed %-5s 16M floats: encode %.2f GB/s (%.1f ms), decode %.2f GB/s (%.1f ms), "
                  "%zu bytes",
-                 kd->name, n * 4 / best_e * 1e-9, best_e * 1e3, n * 4 / best_d * 1e-9,
-                 best_d * 1e3, len);
+                 kd->name, n * 4 / best_e * 1e-9, best_e * 1e3, n * 4 / best_d * 1e-9, best_d * 1e3,
+                 len);
         TAP_OK(ok, "speed %s: 16M floats round trip", kd->name);
     }
     free(buf);
