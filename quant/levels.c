@@ -92,27 +92,46 @@ void tempo__qpack(const uint8_t *idx, size_t n, int b, uint8_t *out)
     }
 }
 
+/* LSB-first reader of b-bit fields: whole 32-bit words while they last, then bytes, so that it
+ * never reads past ceil(n * b / 8) bytes. */
+typedef struct bitrd {
+    const uint8_t *in;
+    size_t nbytes, pos;
+    uint64_t acc, mask;
+    int nacc, b;
+} bitrd_t;
+
+static inline void bitrd_init(bitrd_t *r, const uint8_t *in, size_t n, int b)
+{
+    *r = (bitrd_t){in, tempo__qpacked_bytes(n, b), 0, 0, (1u << b) - 1, 0, b};
+}
+
+static inline unsigned bitrd_next(bitrd_t *r)
+{
+    if (r->nacc < r->b) {
+        if (r->pos + 4 <= r->nbytes) {
+            uint32_t w;
+            memcpy(&w, r->in + r->pos, 4);
+            r->acc |= (uint64_t)w << r->nacc;
+            r->pos += 4;
+            r->nacc += 32;
+        } else {
+            r->acc |= (uint64_t)r->in[r->pos++] << r->nacc;
+            r->nacc += 8;
+        }
+    }
+    unsigned k = (unsigned)(r->acc & r->mask);
+    r->acc >>= r->b;
+    r->nacc -= r->b;
+    return k;
+}
+
 void tempo__qunpack(const uint8_t *in, size_t n, int b, uint8_t *idx)
 {
-    uint64_t acc = 0, mask = (1u << b) - 1;
-    int nacc = 0;
-    size_t nbytes = tempo__qpacked_bytes(n, b), pos = 0;
+    bitrd_t r;
+    bitrd_init(&r, in, n, b);
     for (size_t i = 0; i < n; i++) {
-        if (nacc < b) {
-            if (pos + 4 <= nbytes) {
-                uint32_t w;
-                memcpy(&w, in + pos, 4);
-                acc |= (uint64_t)w << nacc;
-                pos += 4;
-                nacc += 32;
-            } else {
-                acc |= (uint64_t)in[pos++] << nacc;
-                nacc += 8;
-            }
-        }
-        idx[i] = (uint8_t)(acc & mask);
-        acc >>= b;
-        nacc -= b;
+        idx[i] = (uint8_t)bitrd_next(&r);
     }
 }
 
@@ -326,41 +345,30 @@ static tempo_status_t malformed(const char *what, size_t len, size_t count)
                       count);
 }
 
+/* The decoded value of each level in bucket bk: level * scale (0 for a zero bucket). */
+static void bucket_table(const tempo__qctx_t *c, const uint8_t *scales, size_t bk, float *tab)
+{
+    float scale;
+    memcpy(&scale, scales + bk * 4, 4);
+    for (int k = 0; k < c->nlevels; k++) {
+        tab[k] = scale == 0 ? 0.0f : c->levels[k] * scale;
+    }
+}
+
 /* out[i] (+)= tab[index i] per bucket from a packed stream. */
 static void decode_packed(const tempo__qctx_t *c, const uint8_t *scales, const uint8_t *in,
                           size_t count, float *out, int accumulate)
 {
-    const tempo__qparams_t *p = c->p;
-    size_t d = p->bucket, nb = nbuckets(p, count), nbytes = tempo__qpacked_bytes(count, p->bits);
-    int b = p->bits;
-    uint64_t acc = 0, mask = (1u << b) - 1;
-    int nacc = 0;
-    size_t pos = 0;
+    size_t d = c->p->bucket, nb = nbuckets(c->p, count);
+    bitrd_t r;
+    bitrd_init(&r, in, count, c->p->bits);
     float tab[256];
     for (size_t bk = 0; bk < nb; bk++) {
-        float scale;
-        memcpy(&scale, scales + bk * 4, 4);
-        for (int k = 0; k < c->nlevels; k++) {
-            tab[k] = scale == 0 ? 0.0f : c->levels[k] * scale;
-        }
+        bucket_table(c, scales, bk, tab);
         size_t n = TEMPO_MIN(d, count - bk * d);
         float *y = out + bk * d;
         for (size_t i = 0; i < n; i++) {
-            if (nacc < b) {
-                if (pos + 4 <= nbytes) {
-                    uint32_t wd;
-                    memcpy(&wd, in + pos, 4);
-                    acc |= (uint64_t)wd << nacc;
-                    pos += 4;
-                    nacc += 32;
-                } else {
-                    acc |= (uint64_t)in[pos++] << nacc;
-                    nacc += 8;
-                }
-            }
-            float v = tab[acc & mask];
-            acc >>= b;
-            nacc -= b;
+            float v = tab[bitrd_next(&r)];
             y[i] = accumulate ? y[i] + v : v;
         }
     }
@@ -372,11 +380,7 @@ static void decode_bytes(const tempo__qctx_t *c, const uint8_t *scales, const ui
     size_t d = c->p->bucket, nb = nbuckets(c->p, count);
     float tab[256];
     for (size_t bk = 0; bk < nb; bk++) {
-        float scale;
-        memcpy(&scale, scales + bk * 4, 4);
-        for (int k = 0; k < c->nlevels; k++) {
-            tab[k] = scale == 0 ? 0.0f : c->levels[k] * scale;
-        }
+        bucket_table(c, scales, bk, tab);
         size_t n = TEMPO_MIN(d, count - bk * d);
         const uint8_t *ix = idx + bk * d;
         float *y = out + bk * d;

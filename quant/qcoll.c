@@ -63,15 +63,16 @@ struct qop {
     /* stage 1: block j goes to rank j (gather: one block, to every rank) */
     size_t *boff, *bcnt;
     uint8_t *e1;
-    size_t *e1off, *e1len, e1bound;
+    size_t *e1off;
+    uint64_t *e1len; /* (n) bytes of each encoding; sent as is in size rounds */
     uint8_t *r1;
     size_t *r1off;
-    uint64_t *r1len, *szout;
+    uint64_t *r1len;
     int *a_r1, *a_s1;
     /* stage 2 */
     float *sum;
     uint8_t *e2;
-    size_t e2len;
+    uint64_t e2len;
     uint8_t *g2;
     size_t *g2off;
     uint64_t *g2len;
@@ -263,7 +264,6 @@ static tempo_status_t st_encode1(tempo__sched_t *s, void *arg)
         q->e1len[j] = q->kind->encode(&c, q->in + q->boff[j], q->bcnt[j], q->e1 + q->e1off[j]);
         q->qc->st.coords += q->bcnt[j];
         q->qc->st.bytes_out += q->e1len[j];
-        q->szout[j] = q->e1len[j];
     }
     q->qc->st.calls++;
     q->qc->st.encode_s += secs(t0);
@@ -280,23 +280,28 @@ static tempo_status_t st_encode1(tempo__sched_t *s, void *arg)
     return TEMPO_OK;
 }
 
-/* A size round has ended: size the round's transfers (receives checked against the bound). */
+static size_t rbound(qop_t *q);
+
+/* A size round has ended: size the round's transfers. A receive's size is checked against the
+ * bound of what the peer may send: my block's (stage 1) or the sender's block's (stage 2). Sends
+ * carry slen[j], or slen[0] to every peer with same_send. */
 static tempo_status_t size_transfers(tempo__sched_t *s, qop_t *q, const int *ar, const int *as,
-                                     const uint64_t *rlen, const size_t *slen, size_t bound_of_r,
-                                     int one_send)
+                                     const uint64_t *rlen, const uint64_t *slen, int same_send,
+                                     int bound_of_sender)
 {
     for (int j = 0; j < q->n; j++) {
         if (j == q->r) {
             continue;
         }
-        if (rlen[j] > bound_of_r) {
+        size_t bound = bound_of_sender ? q->kind->bound(&q->qc->p, q->bcnt[j]) : rbound(q);
+        if (rlen[j] > bound) {
             return tempo__err(TEMPO_ERR_REMOTE,
                               "compressed %s: rank %d announced %llu bytes, above the bound %zu",
                               tempo__coll_name(q->op->coll), j, (unsigned long long)rlen[j],
-                              bound_of_r);
+                              bound);
         }
         tempo__sched_act(s, ar[j])->bytes = (size_t)rlen[j];
-        tempo__sched_act(s, as[j])->bytes = one_send ? slen[0] : slen[j];
+        tempo__sched_act(s, as[j])->bytes = (size_t)(same_send ? slen[0] : slen[j]);
     }
     return TEMPO_OK;
 }
@@ -312,7 +317,7 @@ static tempo_status_t st_size1(tempo__sched_t *s, void *arg)
 {
     qop_t *q = arg;
     int gather = q->kind->agg == TEMPO__QAGG_GATHER && q->allreduce;
-    return size_transfers(s, q, q->a_r1, q->a_s1, q->r1len, q->e1len, rbound(q), gather);
+    return size_transfers(s, q, q->a_r1, q->a_s1, q->r1len, q->e1len, gather, 0);
 }
 
 /* Decode my block's n encodings and sum them in rank order into dst. */
@@ -327,7 +332,7 @@ static tempo_status_t sum_block(qop_t *q, float *dst)
         tempo__qctx_t c;
         ctx_of(q, NULL, shared_seed(q, b), &c);
         const uint8_t *src = j == q->r ? q->e1 + q->e1off[b] : q->r1 + q->r1off[j];
-        size_t len = j == q->r ? q->e1len[b] : (size_t)q->r1len[j];
+        size_t len = (size_t)(j == q->r ? q->e1len[b] : q->r1len[j]);
         TEMPO_CHECK(q->kind->decode(&c, src, len, cnt, dst, 1));
     }
     if (q->avg) {
@@ -356,30 +361,13 @@ static tempo_status_t st_sum_encode2(tempo__sched_t *s, void *arg)
     q->qc->st.coords += q->bcnt[q->r];
     q->qc->st.bytes_out += q->e2len;
     q->qc->st.encode_s += secs(t0);
-    for (int j = 0; j < q->n; j++) {
-        q->szout[j] = q->e2len;
-    }
     return TEMPO_OK;
 }
 
 static tempo_status_t st_size2(tempo__sched_t *s, void *arg)
 {
     qop_t *q = arg;
-    for (int j = 0; j < q->n; j++) {
-        if (j == q->r) {
-            continue;
-        }
-        size_t bound = q->kind->bound(&q->qc->p, q->bcnt[j]);
-        if (q->g2len[j] > bound) {
-            return tempo__err(TEMPO_ERR_REMOTE,
-                              "compressed all-reduce: rank %d announced %llu bytes, above the "
-                              "bound %zu",
-                              j, (unsigned long long)q->g2len[j], bound);
-        }
-        tempo__sched_act(s, q->a_g2r[j])->bytes = (size_t)q->g2len[j];
-        tempo__sched_act(s, q->a_g2s[j])->bytes = q->e2len;
-    }
-    return TEMPO_OK;
+    return size_transfers(s, q, q->a_g2r, q->a_g2s, q->g2len, &q->e2len, 1, 1);
 }
 
 /* Two-phase all-reduce: decode every rank's block into the output. */
@@ -392,7 +380,7 @@ static tempo_status_t st_final2(tempo__sched_t *s, void *arg)
         tempo__qctx_t c;
         ctx_of(q, NULL, shared_seed(q, 100 + j), &c);
         const uint8_t *src = j == q->r ? q->e2 : q->g2 + q->g2off[j];
-        size_t len = j == q->r ? q->e2len : (size_t)q->g2len[j];
+        size_t len = (size_t)(j == q->r ? q->e2len : q->g2len[j]);
         TEMPO_CHECK(q->kind->decode(&c, src, len, q->bcnt[j], q->out + q->boff[j], 0));
     }
     q->qc->st.decode_s += secs(t0);
@@ -646,7 +634,7 @@ static tempo_status_t add_exchange1(tempo__sched_t *s, qop_t *q, int gather)
     if (q->variable) {
         for (int j = 0; j < n; j++) {
             if (j != r) {
-                tempo__sched_send(s, j, &q->szout[gather ? 0 : j], 8);
+                tempo__sched_send(s, j, &q->e1len[gather ? 0 : j], 8);
                 tempo__sched_recv(s, j, &q->r1len[j], 8);
             }
         }
@@ -682,13 +670,12 @@ static tempo_status_t build_blocks(tempo__sched_t *s, qop_t *q)
     q->boff = qalloc(q, sizeof(size_t) * (size_t)n);
     q->bcnt = qalloc(q, sizeof(size_t) * (size_t)n);
     q->e1off = qalloc(q, sizeof(size_t) * (size_t)n);
-    q->e1len = qalloc(q, sizeof(size_t) * (size_t)n);
+    q->e1len = qalloc(q, sizeof(uint64_t) * (size_t)n);
     q->r1off = qalloc(q, sizeof(size_t) * (size_t)n);
     q->r1len = qalloc(q, sizeof(uint64_t) * (size_t)n);
-    q->szout = qalloc(q, sizeof(uint64_t) * (size_t)n);
     q->a_r1 = qalloc(q, sizeof(int) * (size_t)n);
     q->a_s1 = qalloc(q, sizeof(int) * (size_t)n);
-    if (!q->boff || !q->bcnt || !q->e1off || !q->e1len || !q->r1off || !q->r1len || !q->szout ||
+    if (!q->boff || !q->bcnt || !q->e1off || !q->e1len || !q->r1off || !q->r1len ||
         !q->a_r1 || !q->a_s1) {
         return TEMPO_ERR_NOMEM;
     }
@@ -775,7 +762,7 @@ static tempo_status_t build_blocks(tempo__sched_t *s, qop_t *q)
     if (q->variable) {
         for (int j = 0; j < n; j++) {
             if (j != r) {
-                tempo__sched_send(s, j, &q->szout[j], 8);
+                tempo__sched_send(s, j, &q->e2len, 8);
                 tempo__sched_recv(s, j, &q->g2len[j], 8);
             }
         }

@@ -169,50 +169,15 @@ static const char *ent_name(tempo__qent_t e)
     return e == TEMPO__QENT_RANS ? "rans" : e == TEMPO__QENT_ZSTD ? "zstd" : "none";
 }
 
+/* The parameters k accepts, with their defaults: its canonical spec without the name. */
 static void kind_params(const tempo__qkind_t *k, char *buf, size_t len)
 {
     tempo__qparams_t p;
+    char spec[512];
     base_defaults(&p, (int)(k - tempo__qkinds));
-    char one[128];
-    buf[0] = 0;
-    for (size_t i = 0; i < TEMPO_ARRAY_SIZE(qparams); i++) {
-        const qparam_t *q = &qparams[i];
-        if (q->bit && !(k->params & q->bit)) {
-            continue;
-        }
-        if (!strcmp(q->name, "refit")) {
-            char l[96] = "";
-            for (int j = 0; j < p.nrefit; j++) {
-                snprintf(l + strlen(l), sizeof(l) - strlen(l), "%d;", p.refit[j]);
-            }
-            snprintf(one, sizeof(one), "refit=%s%d", l, p.refit_every);
-        } else if (!strcmp(q->name, "bits")) {
-            snprintf(one, sizeof(one), "bits=%d", p.bits);
-        } else if (!strcmp(q->name, "bucket")) {
-            snprintf(one, sizeof(one), "bucket=%zu", p.bucket);
-        } else if (!strcmp(q->name, "zero")) {
-            snprintf(one, sizeof(one), "zero=%d", p.zero);
-        } else if (!strcmp(q->name, "mul")) {
-            snprintf(one, sizeof(one), "mul=%g", p.mul);
-        } else if (!strcmp(q->name, "clip")) {
-            snprintf(one, sizeof(one), "clip=%d", p.clip);
-        } else if (!strcmp(q->name, "dist")) {
-            snprintf(one, sizeof(one), "dist=%d", p.dist_num);
-        } else if (!strcmp(q->name, "entropy")) {
-            snprintf(one, sizeof(one), "entropy=%s", ent_name(p.entropy));
-        } else if (!strcmp(q->name, "ef")) {
-            snprintf(one, sizeof(one), "ef=%d", p.ef);
-        } else if (!strcmp(q->name, "ratio")) {
-            snprintf(one, sizeof(one), "ratio=%g", p.ratio);
-        } else if (!strcmp(q->name, "rank")) {
-            snprintf(one, sizeof(one), "rank=%d", p.rank);
-        } else if (!strcmp(q->name, "min")) {
-            snprintf(one, sizeof(one), "min=%zu", p.min_bytes);
-        } else {
-            snprintf(one, sizeof(one), "seed=%llu", (unsigned long long)p.seed);
-        }
-        snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", buf[0] ? "," : "", one);
-    }
+    tempo__qspec_format(&p, spec, sizeof(spec));
+    const char *colon = strchr(spec, ':');
+    snprintf(buf, len, "%s", colon ? colon + 1 : "");
 }
 
 static tempo_status_t bad_value(const char *spec, const char *key, const char *val, const char *why)
@@ -496,8 +461,8 @@ uint64_t tempo__qseed(const tempo__qparams_t *p, uint64_t key, uint64_t call, in
 /* Per-key state                                                                                  */
 /* ---------------------------------------------------------------------------------------------- */
 
-tempo_status_t tempo__qkey_get(struct tempo_compressor *qc, uint64_t key, size_t count,
-                               tempo__qkey_t **k_p)
+/* Index of key in qc->keys, or where it would be inserted. */
+static size_t key_pos(const struct tempo_compressor *qc, uint64_t key)
 {
     size_t lo = 0, hi = qc->nkeys;
     while (lo < hi) {
@@ -508,6 +473,19 @@ tempo_status_t tempo__qkey_get(struct tempo_compressor *qc, uint64_t key, size_t
             hi = mid;
         }
     }
+    return lo;
+}
+
+static tempo__qkey_t *key_find(const struct tempo_compressor *qc, uint64_t key)
+{
+    size_t i = key_pos(qc, key);
+    return i < qc->nkeys && qc->keys[i]->key == key ? qc->keys[i] : NULL;
+}
+
+tempo_status_t tempo__qkey_get(struct tempo_compressor *qc, uint64_t key, size_t count,
+                               tempo__qkey_t **k_p)
+{
+    size_t lo = key_pos(qc, key);
     if (lo < qc->nkeys && qc->keys[lo]->key == key) {
         tempo__qkey_t *k = qc->keys[lo];
         if (k->residual && k->rcount != count) {
@@ -848,12 +826,7 @@ tempo_status_t tempo_compressor_decode(tempo_compressor_t qc, uint64_t key, cons
     if (!qc->kind->decode) {
         return tempo__err(TEMPO_ERR_UNSUPPORTED, "%s cannot decode locally", qc->kind->name);
     }
-    tempo__qkey_t *k = NULL;
-    for (size_t i = 0; i < qc->nkeys; i++) {
-        if (qc->keys[i]->key == key) {
-            k = qc->keys[i];
-        }
-    }
+    tempo__qkey_t *k = key_find(qc, key);
     if (!k) {
         return tempo__err(TEMPO_ERR_INVALID,
                           "tempo_compressor_decode: key %llu has not been encoded by this "
@@ -861,10 +834,8 @@ tempo_status_t tempo_compressor_decode(tempo_compressor_t qc, uint64_t key, cons
                           (unsigned long long)key);
     }
     tempo__qctx_t ctx;
-    /* the shared seed of the last encode (random-k indices) */
-    k->calls--;
     tempo__qctx_init(qc, k, NULL, &ctx);
-    k->calls++;
+    ctx.shared_seed = tempo__qseed(&qc->p, key, k->calls - 1, 0, -1); /* the last encode's */
     uint64_t t0 = tempo__now_ns();
     tempo_status_t st = qc->kind->decode(&ctx, in, len, count, out, 0);
     qc->st.decode_s += (double)(tempo__now_ns() - t0) * 1e-9;
@@ -883,13 +854,9 @@ tempo_status_t tempo_compressor_levels(tempo_compressor_t qc, uint64_t key, floa
     const float *lv = qc->fixed;
     int n = qc->nfixed;
     if (qc->kind->adaptive) {
-        n = 0;
-        for (size_t i = 0; i < qc->nkeys; i++) {
-            if (qc->keys[i]->key == key) {
-                lv = qc->keys[i]->levels;
-                n = qc->keys[i]->nlevels;
-            }
-        }
+        const tempo__qkey_t *k = key_find(qc, key);
+        lv = k ? k->levels : NULL;
+        n = k ? k->nlevels : 0;
     }
     if (n == 0) {
         return tempo__err(TEMPO_ERR_INVALID,

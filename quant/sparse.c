@@ -420,6 +420,23 @@ size_t tempo__qtopk_encode(const tempo__qctx_t *c, const float *in, size_t count
     return k * (sizeof(uint32_t) + sizeof(float));
 }
 
+/* out[i_j] (+)= val_j for the k values of a message; indices from idx, from the message's own
+ * little-endian index array wire_idx, or (both NULL) 0..k-1. Without accumulate, the other
+ * coordinates become 0. */
+static void scatter(float *out, size_t count, size_t k, const uint32_t *idx,
+                    const unsigned char *wire_idx, const unsigned char *val, int accumulate)
+{
+    if (!accumulate && count > 0) {
+        memset(out, 0, count * sizeof(float));
+    }
+    for (size_t j = 0; j < k; j++) {
+        size_t i = idx ? idx[j] : wire_idx ? ld32(wire_idx, j) : j;
+        float v;
+        memcpy(&v, val + 4 * j, sizeof(v));
+        out[i] = accumulate ? out[i] + v : v;
+    }
+}
+
 tempo_status_t tempo__qtopk_decode(const tempo__qctx_t *c, const void *in, size_t len, size_t count,
                                    float *out, int accumulate)
 {
@@ -443,19 +460,7 @@ tempo_status_t tempo__qtopk_decode(const tempo__qctx_t *c, const void *in, size_
                               j, (unsigned)i, j > 0 ? (unsigned)ld32(iidx, j - 1) : 0u, count);
         }
     }
-    if (!accumulate && count > 0) {
-        memset(out, 0, count * sizeof(float));
-    }
-    for (size_t j = 0; j < k; j++) {
-        uint32_t i = ld32(iidx, j);
-        float v;
-        memcpy(&v, ival + 4 * j, sizeof(v));
-        if (accumulate) {
-            out[i] += v;
-        } else {
-            out[i] = v;
-        }
-    }
+    scatter(out, count, k, NULL, iidx, ival, accumulate);
     return TEMPO_OK;
 }
 
@@ -687,20 +692,8 @@ tempo_status_t tempo__qrandk_decode(const tempo__qctx_t *c, const void *in, size
             return TEMPO_ERR_NOMEM;
         }
         tempo__qrandk_indices(c->shared_seed, count, k, idx);
-        if (!accumulate) {
-            memset(out, 0, count * sizeof(float));
-        }
     }
-    for (size_t j = 0; j < k; j++) {
-        size_t i = idx ? idx[j] : j; /* k == count: every coordinate, in order */
-        float v;
-        memcpy(&v, ival + 4 * j, sizeof(v));
-        if (accumulate) {
-            out[i] += v;
-        } else {
-            out[i] = v;
-        }
-    }
+    scatter(out, count, k, idx, NULL, ival, accumulate); /* idx NULL: k == count, in order */
     tempo__free(idx);
     return TEMPO_OK;
 }

@@ -342,34 +342,18 @@ static void run_errors(tempo_comm_t comm, mr_out_t *out)
 
 int main(int argc, char **argv)
 {
-    const char *dir = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--out") && i + 1 < argc) {
-            dir = argv[++i];
-        } else {
-            fprintf(stderr, "usage: bucketer_test --out DIR\n");
-            return 2;
-        }
-    }
-    if (!dir) {
-        fprintf(stderr, "bucketer_test: --out DIR is required\n");
-        return 2;
-    }
     tempo_comm_t comm;
-    tempo_status_t st = tempo_comm_init_env(&comm);
     mr_out_t out;
-    mr_out_open(&out, dir, st == TEMPO_OK ? tempo_comm_rank(comm) : 0);
-    if (st != TEMPO_OK) {
-        mr_result(&out, "bucketer/values", "FAIL", "init: %s", mr_errtext(NULL, st));
-        mr_out_close(&out);
-        return 1;
+    int rc = mr_start(argc, argv, "bucketer/values", &comm, &out);
+    if (rc) {
+        return rc;
     }
     const char *policy = getenv("TEMPO_SCHED") ? getenv("TEMPO_SCHED") : "tic";
     tempo_trace_begin(comm, "bucketer test");
     run_iterations(comm, &out, policy);
     tempo_trace_end(comm, "bucketer test");
     run_errors(comm, &out);
-    st = tempo_comm_destroy(comm);
+    tempo_status_t st = tempo_comm_destroy(comm);
     if (st != TEMPO_OK) {
         mr_result(&out, "bucketer/values", "FAIL", "destroy: %s", mr_errtext(NULL, st));
     }

@@ -195,4 +195,33 @@ static inline const char *mr_errtext(tempo_comm_t comm, tempo_status_t st)
     return buf;
 }
 
+/** The start of a test program whose only argument is "--out DIR": parse it, join the job and
+ *  open this rank's result file. Returns 0, or the exit status after reporting the failure (a
+ *  usage error on stderr; a failed join as a FAIL line of group). */
+static inline int mr_start(int argc, char **argv, const char *group, tempo_comm_t *comm_p,
+                           mr_out_t *out)
+{
+    const char *dir = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--out") && i + 1 < argc) {
+            dir = argv[++i];
+        } else {
+            fprintf(stderr, "usage: %s --out DIR\n", argv[0]);
+            return 2;
+        }
+    }
+    if (!dir) {
+        fprintf(stderr, "%s: --out DIR is required\n", argv[0]);
+        return 2;
+    }
+    tempo_status_t st = tempo_comm_init_env(comm_p);
+    mr_out_open(out, dir, st == TEMPO_OK ? tempo_comm_rank(*comm_p) : 0);
+    if (st != TEMPO_OK) {
+        mr_result(out, group, "FAIL", "init: %s", mr_errtext(NULL, st));
+        mr_out_close(out);
+        return 1;
+    }
+    return 0;
+}
+
 #endif /* TEMPO_TESTS_MRTEST_H */

@@ -185,8 +185,7 @@ static void check_identical(tempo_comm_t comm, mr_out_t *out, const spec_t *sp)
 static void check_mean(tempo_comm_t comm, mr_out_t *out, const spec_t *sp)
 {
     tempo_compressor_t qc;
-    char spec[256];
-    snprintf(spec, sizeof(spec), "%s%s", sp->spec, strstr(sp->spec, "bucket") ? "" : "");
+    const char *spec = sp->spec;
     if (tempo_compressor_create(spec, &qc) != TEMPO_OK) {
         mr_result(out, sp->unbiased ? "qcoll/unbiased" : "qcoll/ef", "FAIL", "%s: create: %s",
                   spec, tempo_last_error(NULL));
@@ -395,27 +394,11 @@ static void check_errors(tempo_comm_t comm, mr_out_t *out)
 
 int main(int argc, char **argv)
 {
-    const char *dir = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--out") && i + 1 < argc) {
-            dir = argv[++i];
-        } else {
-            fprintf(stderr, "usage: qcoll_test --out DIR\n");
-            return 2;
-        }
-    }
-    if (!dir) {
-        fprintf(stderr, "qcoll_test: --out DIR is required\n");
-        return 2;
-    }
     tempo_comm_t comm;
-    tempo_status_t st = tempo_comm_init_env(&comm);
     mr_out_t out;
-    mr_out_open(&out, dir, st == TEMPO_OK ? tempo_comm_rank(comm) : 0);
-    if (st != TEMPO_OK) {
-        mr_result(&out, "qcoll/identical", "FAIL", "init: %s", mr_errtext(NULL, st));
-        mr_out_close(&out);
-        return 1;
+    int rc = mr_start(argc, argv, "qcoll/identical", &comm, &out);
+    if (rc) {
+        return rc;
     }
     rank_ = tempo_comm_rank(comm);
     size_ = tempo_comm_size(comm);
@@ -428,7 +411,7 @@ int main(int argc, char **argv)
     check_lowrank(comm, &out);
     check_sched(comm, &out);
     check_errors(comm, &out);
-    st = tempo_comm_destroy(comm);
+    tempo_status_t st = tempo_comm_destroy(comm);
     if (st != TEMPO_OK) {
         mr_result(&out, "qcoll/identical", "FAIL", "destroy: %s", mr_errtext(NULL, st));
     }

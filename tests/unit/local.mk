@@ -17,7 +17,8 @@ TEMPO_UNIT_TESTS = \
 	%reldir%/test_tictac \
 	%reldir%/test_qrans \
 	%reldir%/test_qfit \
-	%reldir%/test_qsparse
+	%reldir%/test_qsparse \
+	%reldir%/test_quant
 
 check_PROGRAMS += $(TEMPO_UNIT_TESTS)
 TESTS += $(TEMPO_UNIT_TESTS)
@@ -49,6 +50,8 @@ noinst_HEADERS += %reldir%/tu.h
 %canon_reldir%_test_qfit_LDADD = libtempo_core.la -lm
 %canon_reldir%_test_qsparse_SOURCES = %reldir%/test_qsparse.c
 %canon_reldir%_test_qsparse_LDADD = libtempo_core.la -lm
+%canon_reldir%_test_quant_SOURCES = %reldir%/test_quant.c
+%canon_reldir%_test_quant_LDADD = libtempo_core.la -lm
 
 # tools/tempo-trace (merge, check, summary) on synthetic trace files: a shell TAP test (.sh, run
 # by SH_LOG_DRIVER); it skips itself without /usr/bin/python3.

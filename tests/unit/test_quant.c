@@ -1,0 +1,224 @@
+/*
+ * test_quant.c — the level quantizers through the compressor API (quant/quant.c, quant/levels.c):
+ *   unbiased   for qsgd, qsgdinf, nuqsgd, terngrad, alq, amq (both level conventions where they
+ *              apply): the mean of 1e5 encode/decode round trips of one fixed bucket; the error
+ *              summed over coordinates is within 3 standard errors and no coordinate is beyond 4.5
+ *   variance   the empirical variance of every coordinate equals (hi - r)(r - lo) ||v||^2 on the
+ *              compressor's own table (tempo_compressor_levels), within 4.5 standard errors of a
+ *              sample variance of two-point draws (coordinates expected to move at least 200
+ *              times either way, where that error is close to normal)
+ *   identity   a bucket of 8192 Gaussian coordinates, all below 1/7 after L2 normalization, on
+ *              qsgd's table ±{1/7, 3/7, 5/7, 1}: the expected normalized variance is exactly
+ *              d/49 - 1 = 166.18, and 50 draws average within 1 % of it
+ *   packing    b-bit packing round trips for b = 1..8 and odd lengths
+ *   codec      bounds, a cap below the bound, malformed messages (length, an index outside a
+ *              zero-convention table) refused without touching the output, specs parsed into their
+ *              canonical form and bad specs refused
+ * Seeded (TEMPO_TEST_SEED replays); the seed is printed.
+ */
+#include "config.h"
+
+#include <math.h>
+
+#include "quant/quant.h"
+#include "tests/unit/tu.h"
+
+static uint64_t seed;
+
+static void gauss_fill(float *x, size_t n, tempo__rng_t *g)
+{
+    for (size_t i = 0; i < n; i++) {
+        x[i] = (float)tempo__rng_normal(g);
+    }
+}
+
+/* Mean and variance of draws of one bucket through spec. */
+static void check_moments(const char *spec, size_t d, int draws)
+{
+    tempo_compressor_t qc;
+    if (tempo_compressor_create(spec, &qc) != TEMPO_OK) {
+        TAP_OK(0, "%s: create: %s", spec, tempo_last_error(NULL));
+        return;
+    }
+    tempo__rng_t g;
+    tempo__rng_seed(&g, seed, 11);
+    float *v = malloc(d * sizeof(float)), *y = malloc(d * sizeof(float));
+    double *s1 = calloc(d, sizeof(double)), *s2 = calloc(d, sizeof(double));
+    gauss_fill(v, d, &g);
+    size_t cap = tempo_compressor_bound(qc, d), len;
+    void *enc = malloc(cap);
+    int ok = 1;
+    for (int t = 0; t < draws && ok; t++) {
+        ok = tempo_compressor_encode(qc, 1, v, d, enc, cap, &len) == TEMPO_OK &&
+             tempo_compressor_decode(qc, 1, enc, len, d, y) == TEMPO_OK;
+        for (size_t i = 0; i < d; i++) {
+            s1[i] += y[i];
+            s2[i] += (double)y[i] * y[i];
+        }
+    }
+    TAP_OK(ok, "%s: %d round trips", spec, draws);
+    /* the table and the norm of the fixed bucket give each coordinate's exact variance */
+    float lv[256];
+    size_t nl = 0;
+    tempo_compressor_levels(qc, 1, lv, 256, &nl);
+    int linf = strstr(spec, "inf") || strstr(spec, "terngrad");
+    double norm = 0;
+    for (size_t i = 0; i < d; i++) {
+        norm = linf ? fmax(norm, fabs(v[i])) : norm + (double)v[i] * v[i];
+    }
+    norm = linf ? norm : sqrt(norm);
+    double zsum = 0, zmax = 0, vworst = 0;
+    for (size_t i = 0; i < d; i++) {
+        double m = s1[i] / draws, var = s2[i] / draws - m * m;
+        double r = v[i] / norm;
+        double want = tempo__qlevels_coord_var(lv, (int)nl, r) * norm * norm;
+        double se = sqrt(want / draws);
+        if (se > 0) {
+            double z = (m - v[i]) / se;
+            zsum += z;
+            zmax = fmax(zmax, fabs(z));
+            /* a two-point draw (up with probability q): the sample variance has relative
+             * standard error sqrt((kurtosis - 1) / draws), kurtosis = (1 - 6 q(1-q)) / (q(1-q)) + 3,
+             * plus the O(1/draws) error of the estimated mean, which dominates near q = 1/2 where
+             * the first term vanishes */
+            int j = 0;
+            while (j < (int)nl - 2 && lv[j + 1] <= r) {
+                j++;
+            }
+            double q = (r - lv[j]) / ((double)lv[j + 1] - lv[j]), pq = q * (1 - q);
+            double rse = sqrt(((1 - 6 * pq) / pq + 2) / draws) + 4.0 / draws;
+            if (fmin(q, 1 - q) * draws >= 200) { /* rarer moves: not yet normal (Poisson) */
+                vworst = fmax(vworst, fabs(var / want - 1) / rse);
+            }
+        }
+    }
+    double zall = zsum / sqrt((double)d);
+    TAP_OK(fabs(zall) < 3 && zmax < 4.5,
+           "%s unbiased: summed error %.2f standard errors (bound 3), worst coordinate %.2f "
+           "(bound 4.5)",
+           spec, zall, zmax);
+    TAP_OK(vworst < 4.5,
+           "%s: per-coordinate variance (hi-r)(r-lo)||v||^2, worst coordinate %.2f standard "
+           "errors away (bound 4.5)",
+           spec, vworst);
+    free(v);
+    free(y);
+    free(s1);
+    free(s2);
+    free(enc);
+    tempo_compressor_destroy(qc);
+}
+
+static void check_identity(void)
+{
+    enum { D = 8192, DRAWS = 50 };
+    tempo_compressor_t qc;
+    tempo_compressor_create("qsgd:bits=3,bucket=8192", &qc);
+    tempo__rng_t g;
+    tempo__rng_seed(&g, seed, 12);
+    float *v = malloc(D * sizeof(float)), *y = malloc(D * sizeof(float));
+    gauss_fill(v, D, &g);
+    double n2 = 0, rmax = 0;
+    for (int i = 0; i < D; i++) {
+        n2 += (double)v[i] * v[i];
+    }
+    for (int i = 0; i < D; i++) {
+        rmax = fmax(rmax, fabs(v[i]) / sqrt(n2));
+    }
+    size_t cap = tempo_compressor_bound(qc, D), len;
+    void *enc = malloc(cap);
+    double sum = 0;
+    for (int t = 0; t < DRAWS; t++) {
+        tempo_compressor_encode(qc, 1, v, D, enc, cap, &len);
+        tempo_compressor_decode(qc, 1, enc, len, D, y);
+        double e2 = 0;
+        for (int i = 0; i < D; i++) {
+            e2 += ((double)y[i] - v[i]) * ((double)y[i] - v[i]);
+        }
+        sum += e2 / n2;
+    }
+    double mean = sum / DRAWS, want = D / 49.0 - 1;
+    TAP_OK(rmax < 1.0 / 7, "largest normalized coordinate %.4f is below 1/7", rmax);
+    TAP_OK(fabs(mean / want - 1) < 0.01,
+           "qsgd 3-bit, d = 8192: normalized variance %.3f over %d draws, d/49 - 1 = %.3f",
+           mean, DRAWS, want);
+    free(v);
+    free(y);
+    free(enc);
+    tempo_compressor_destroy(qc);
+}
+
+static void check_packing(void)
+{
+    tempo__rng_t g;
+    tempo__rng_seed(&g, seed, 13);
+    int ok = 1;
+    for (int b = 1; b <= 8; b++) {
+        for (size_t n = 0; n < 70; n += 1 + n / 3) {
+            uint8_t idx[80], back[80], packed[80];
+            for (size_t i = 0; i < n; i++) {
+                idx[i] = (uint8_t)(tempo__rng_next(&g) & ((1u << b) - 1));
+            }
+            tempo__qpack(idx, n, b, packed);
+            tempo__qunpack(packed, n, b, back);
+            ok &= n == 0 || memcmp(idx, back, n) == 0;
+        }
+    }
+    TAP_OK(ok, "b-bit packing round trips, b = 1..8, lengths 0..69");
+}
+
+static void check_codec(void)
+{
+    tempo_compressor_t qc;
+    tempo_compressor_create("qsgd:bits=3,zero=1,bucket=16", &qc);
+    TAP_EQ_STR(tempo_compressor_spec(qc), "qsgd:bits=3,bucket=16,zero=1,entropy=none,ef=0,min=32768,seed=0",
+               "canonical spec");
+    float v[40], y[40];
+    for (int i = 0; i < 40; i++) {
+        v[i] = (float)(i - 20);
+        y[i] = 7;
+    }
+    size_t cap = tempo_compressor_bound(qc, 40), len = 0;
+    TAP_EQ_UINT(cap, 3 * 4 + 15, "bound: 3 scales and 40 indices of 3 bits");
+    uint8_t enc[64];
+    TAP_EQ_INT(tempo_compressor_encode(qc, 1, v, 40, enc, cap - 1, &len), TEMPO_ERR_INVALID,
+               "a cap below the bound");
+    TAP_EQ_INT(tempo_compressor_encode(qc, 1, v, 40, enc, cap, &len), TEMPO_OK, "encode");
+    TAP_EQ_INT(tempo_compressor_decode(qc, 1, enc, len - 1, 40, y), TEMPO_ERR_INVALID,
+               "a short message");
+    enc[12] |= 7; /* index 7: outside the 7 levels of a zero-convention 3-bit table */
+    TAP_EQ_INT(tempo_compressor_decode(qc, 1, enc, len, 40, y), TEMPO_ERR_INVALID,
+               "an index outside the table");
+    TAP_CONTAINS(tempo_last_error(NULL), "out of range", "the message says why");
+    TAP_OK(y[0] == 7 && y[39] == 7, "a refused message leaves the output untouched");
+    tempo_compressor_destroy(qc);
+    tempo_compressor_t bad = NULL;
+    TAP_EQ_INT(tempo_compressor_create("qsgd:bits=1,zero=1", &bad), TEMPO_ERR_INVALID,
+               "zero=1 needs 2 bits");
+    TAP_EQ_INT(tempo_compressor_create("qsgd:ratio=0.1", &bad), TEMPO_ERR_INVALID,
+               "a parameter of another compressor");
+    TAP_CONTAINS(tempo_last_error(NULL), "bits=3,bucket=8192", "the message lists qsgd's");
+    TAP_EQ_INT(tempo_compressor_create("alq:refit=0;50;40", &bad), TEMPO_ERR_INVALID,
+               "a refit schedule that does not increase");
+    TAP_OK(bad == NULL, "no compressor on failure");
+}
+
+int main(void)
+{
+    seed = getenv("TEMPO_TEST_SEED") ? strtoull(getenv("TEMPO_TEST_SEED"), NULL, 0)
+                                     : (uint64_t)time(NULL);
+    tap_diag("seed %llu (TEMPO_TEST_SEED replays)", (unsigned long long)seed);
+    tempo__log_configure(TEMPO_LOG_NONE, 0, NULL); /* refused messages are expected */
+    const char *specs[] = {
+        "qsgd:bits=3,bucket=64",       "qsgd:bits=3,zero=1,bucket=64", "qsgdinf:bits=2,bucket=64",
+        "nuqsgd:bits=3,bucket=64",     "terngrad:bucket=64",           "alq:bits=3,bucket=64",
+        "alq-n:bits=3,zero=1,bucket=64", "amq:bits=3,bucket=64",      "amq-n:bits=4,bucket=64",
+    };
+    for (size_t i = 0; i < TEMPO_ARRAY_SIZE(specs); i++) {
+        check_moments(specs[i], 64, 100000);
+    }
+    check_identity();
+    check_packing();
+    check_codec();
+    return tap_done();
+}
