@@ -558,8 +558,11 @@ typedef struct tempo_bucket_info {
     int min_layer, max_layer;
     size_t ntensors;
     size_t bytes;
+    tempo_dtype_t dtype; /**< every tensor of a bucket has this type */
     int priority;
     int in_place; /**< reduced in the tensors' own memory (no fusion buffer) */
+    int compressed; /**< synchronized through the bucketer's compressor (float32 buckets of at
+                         least its min bytes) */
 } tempo_bucket_info_t;
 TEMPO_API size_t tempo_bucketer_nbuckets(tempo_bucketer_t b);
 TEMPO_API tempo_status_t tempo_bucketer_bucket_info(tempo_bucketer_t b, size_t i,

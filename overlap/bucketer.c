@@ -1075,8 +1075,12 @@ tempo_status_t tempo_bucketer_bucket_info(tempo_bucketer_t b, size_t i, tempo_bu
     info_p->max_layer = bk->max_layer;
     info_p->ntensors = (size_t)bk->n;
     info_p->bytes = bk->bytes;
+    info_p->dtype = bk->dtype;
     info_p->priority = bk->priority;
     info_p->in_place = bk->in_place;
+    /* struct tempo_compressor begins with the engine's hook, which holds min_bytes */
+    info_p->compressed = b->qc && bk->dtype == TEMPO_FLOAT32 &&
+                         bk->bytes >= ((const tempo__qhook_t *)b->qc)->min_bytes;
     return TEMPO_OK;
 }
 

@@ -4,7 +4,8 @@
 # must pass `tempo-trace check` (valid JSON, balanced events) and merge into one timeline.
 #
 # Launches: tic at 1, 2, 3, 4 ranks; fifo and tac at 3; tcp (TEMPO_HOST_ID=%r) at 3; no progress
-# thread at 2; tic at 4 with the trace. What each launch checks is documented at the top of
+# thread at 2; TEMPO_COMPRESS=fp16 (exact for the test's small integers) with tic at 3 and with tac
+# over tcp at 2; tic at 4 with the trace. What each launch checks is documented at the top of
 # bucketer_test.c. Knobs: BUCKETER_TIMEOUT (hang guard per launch, 300 s), BUCKETER_KEEP=1.
 
 TR="${top_builddir:-.}/tools/tempo-run"
@@ -24,6 +25,8 @@ fifo3 3 TEMPO_SCHED=fifo
 tac3 3 TEMPO_SCHED=tac
 tcp3 3 TEMPO_SCHED=tic TEMPO_HOST_ID=%r
 nothread2 2 TEMPO_SCHED=tic TEMPO_PROGRESS_THREAD=0
+fp16c3 3 TEMPO_SCHED=tic TEMPO_COMPRESS=fp16:min=0
+fp16tac2 2 TEMPO_SCHED=tac TEMPO_COMPRESS=fp16:min=0 TEMPO_HOST_ID=%r
 trace4 4 TEMPO_SCHED=tic TEMPO_TRACE=TRACEDIR/trace.%r.json
 "
 nl=$(printf '%s\n' "$launches" | grep -c .)

@@ -137,6 +137,10 @@ static void run_iterations(tempo_comm_t comm, mr_out_t *out, const char *policy)
     /* Layout: every tensor in exactly one bucket, layers contiguous in ready order, priorities. */
     size_t nb = tempo_bucketer_nbuckets(b), tensors = 0;
     int prev_min = LAYERS, order_ok = 1, prio_ok = 1, in_place = 0, fused = 0, prev_prio = -1;
+    /* With TEMPO_COMPRESS (exact here: fp16 carries these small integers exactly) every float32
+     * bucket goes through the compressor and the bfloat16 one does not. */
+    const char *qenv = getenv("TEMPO_COMPRESS");
+    int want_q = qenv && *qenv && strncmp(qenv, "none", 4) != 0, q_ok = 1, nq = 0;
     for (size_t k = 0; k < nb; k++) {
         tempo_bucket_info_t bi;
         tempo_bucketer_bucket_info(b, k, &bi);
@@ -145,6 +149,8 @@ static void run_iterations(tempo_comm_t comm, mr_out_t *out, const char *policy)
         prev_min = bi.min_layer;
         in_place += bi.in_place;
         fused += !bi.in_place;
+        nq += bi.compressed;
+        q_ok &= bi.compressed == (want_q && bi.dtype == TEMPO_FLOAT32);
         if (!strcmp(policy, "fifo")) {
             prio_ok &= bi.priority == 0;
         } else if (!strcmp(policy, "tic") && k > 0) {
@@ -160,6 +166,8 @@ static void run_iterations(tempo_comm_t comm, mr_out_t *out, const char *policy)
               "both in-place and fused buckets exist");
     mr_result(out, "bucketer/layout", prio_ok ? "PASS" : "FAIL", "priorities follow policy %s",
               policy);
+    mr_result(out, "bucketer/layout", q_ok ? "PASS" : "FAIL",
+              "%d of %zu buckets compressed (TEMPO_COMPRESS=%s)", nq, nb, qenv ? qenv : "");
 
     const int iters = 9;
     uint64_t rs = mr_hash3(77, (uint64_t)r, 3);
