@@ -1,7 +1,7 @@
 #!/bin/sh
 # quickstart.sh — set up a fresh Debian machine and run tempo's main job or its test suite.
 #
-#   ./quickstart.sh main   # 4 local ranks: the all-reduce benchmark, tempo and Open MPI side by side
+#   ./quickstart.sh main   # 4 local ranks train a small GPT on the fortunes corpus (tempo-train)
 #   ./quickstart.sh test   # the whole test suite (make check), with a pass/fail summary
 #
 # Each does all the set-up: installs the Debian packages that are missing (apt-get, through sudo
@@ -30,7 +30,7 @@ say() { printf '==> %s\n' "$*"; }
 #    /usr/local/cuda when present.
 packages="gcc make autoconf automake libtool pkg-config libc6-dev
           openmpi-bin libopenmpi-dev libhwloc-dev libzstd-dev libucx-dev libibverbs-dev
-          python3 iproute2"
+          python3 iproute2 fortunes fortunes-min gnuplot-nox"
 missing=""
 for p in $packages; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -63,8 +63,12 @@ make -j"$jobs" >>quickstart.log 2>&1 || { tail -40 quickstart.log; exit 1; }
 
 # 3. The job.
 if [ "$what" = main ]; then
-    say "all-reduce, 4 local ranks, tempo and Open MPI side by side (perf/compare.sh)"
-    exec ./perf/compare.sh -n 4
+    say "4 local ranks train a GPT (4 layers, 4 heads, 128 channels, context 128) on Debian's"
+    say "fortunes: ZeRO-1, ALQ 3-bit compressed, TIC-scheduled gradient sync (trainer/tempo-train)"
+    exec ./tools/tempo-run -n 4 ./trainer/tempo-train --dp 4 --zero 1 --compress alq:bits=3 \
+        --sched tic --layers 4 --heads 4 --channels 128 --context 128 --batch 8 --steps 200 \
+        --warmup 20 --lr 2e-3 --val-every 25 --val-batches 4 --sample 200 --threads 1 \
+        --out tempo-train-out
 fi
 say "make check (multi-rank tests launch real processes; this takes a while)"
 status=0

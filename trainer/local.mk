@@ -11,6 +11,18 @@ libtrainer_la_LIBADD = -lm
 
 # ---- model: GPT-2 forward/backward, AdamW, schedule (trainer/model.[ch], trainer/optim.[ch])
 
+libtrainer_la_SOURCES += %reldir%/model.c %reldir%/optim.c
+noinst_HEADERS += %reldir%/model.h %reldir%/optim.h
+
+# test_model: against PyTorch (tests/golden/gpt_small.bin, made by make_gpt_golden.py), finite
+# differences, determinism across thread counts, AdamW slices, configuration errors.
+check_PROGRAMS += %reldir%/test_model
+TESTS += %reldir%/test_model
+%canon_reldir%_test_model_SOURCES = %reldir%/test_model.c
+%canon_reldir%_test_model_LDADD = libtrainer.la
+%canon_reldir%_test_model_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS)
+EXTRA_DIST += tests/golden/gpt_small.bin tests/golden/make_gpt_golden.py
+
 # ---- data: tokenizer, token shards, loader (trainer/data.[ch])
 libtrainer_la_SOURCES += %reldir%/data.c
 noinst_HEADERS += %reldir%/data.h
@@ -20,3 +32,16 @@ TESTS += %reldir%/test_data
 %canon_reldir%_test_data_LDADD = libtrainer.la
 
 # ---- tempo-train
+bin_PROGRAMS += %reldir%/tempo-train
+noinst_HEADERS += %reldir%/dist.h
+%canon_reldir%_tempo_train_SOURCES = %reldir%/train.c %reldir%/dist_tempo.c %reldir%/ckpt.c
+noinst_HEADERS += %reldir%/ckpt.h
+%canon_reldir%_tempo_train_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS)
+%canon_reldir%_tempo_train_LDADD = libtrainer.la libtempo.la -lm
+
+# ---- tests across layouts (tests/trainer)
+check_PROGRAMS += tests/trainer/dumpcmp
+tests_trainer_dumpcmp_SOURCES = tests/trainer/dumpcmp.c
+tests_trainer_dumpcmp_LDADD = -lm
+TESTS += tests/trainer/layouts.sh
+EXTRA_DIST += tests/trainer/layouts.sh

@@ -1,0 +1,454 @@
+/*
+ * ckpt.c — checkpoints of the trainer (see ckpt.h for the layout and the guarantees).
+ *
+ * File formats (host byte order; little-endian on every machine we build for):
+ *   model.bin        u32 magic "TMDL", u32 version, ckpt_meta_t (zero-padded), num_params fp32,
+ *                    u64 FNV-1a of all preceding bytes
+ *   optim_RRRRR.bin  u32 magic "TOPT", u32 version, u32 rank, u32 nranges, u64 num_params,
+ *                    i64 step, nranges x (u64 off, u64 n), m (sum n fp32), v (sum n fp32),
+ *                    u64 FNV-1a of all preceding bytes
+ */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "trainer/ckpt.h"
+
+#define MODEL_MAGIC 0x4c444d54u /* "TMDL" */
+#define OPTIM_MAGIC 0x54504f54u /* "TOPT" */
+#define CKPT_VERSION 1u
+
+static int errf(char *err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, CKPT_ERR_LEN, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *c = p;
+    for (size_t i = 0; i < n; i++) {
+        h = (h ^ c[i]) * 1099511628211ull;
+    }
+    return h;
+}
+#define FNV0 1469598103934665603ull
+
+/* A file being written: data goes through stdio, the checksum alongside. */
+typedef struct {
+    FILE *f;
+    uint64_t h;
+    int bad;
+} wfile_t;
+
+static void wput(wfile_t *w, const void *p, size_t n)
+{
+    if (n && fwrite(p, 1, n, w->f) != n) {
+        w->bad = 1;
+    }
+    w->h = fnv(w->h, p, n);
+}
+
+static int wopen(wfile_t *w, const char *path, char *err)
+{
+    *w = (wfile_t){fopen(path, "wb"), FNV0, 0};
+    return w->f ? 0 : errf(err, "cannot create %s: %s", path, strerror(errno));
+}
+
+/* Append the checksum, flush, fsync and close. */
+static int wclose(wfile_t *w, const char *path, char *err)
+{
+    uint64_t h = w->h;
+    wput(w, &h, sizeof h);
+    int bad = w->bad || fflush(w->f) != 0 || fsync(fileno(w->f)) != 0;
+    bad |= fclose(w->f) != 0;
+    return bad ? errf(err, "cannot write %s: %s", path, strerror(errno)) : 0;
+}
+
+static int fsync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (fd < 0) {
+        return -1;
+    }
+    int rc = fsync(fd);
+    close(fd);
+    return rc;
+}
+
+/* Remove a checkpoint directory (flat: files only). */
+static void remove_dir(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d) {
+        return;
+    }
+    struct dirent *e;
+    char p[4096];
+    while ((e = readdir(d))) {
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+            snprintf(p, sizeof p, "%s/%s", path, e->d_name);
+            unlink(p);
+        }
+    }
+    closedir(d);
+    rmdir(path);
+}
+
+static int cmp_long(const void *a, const void *b)
+{
+    long x = *(const long *)a, y = *(const long *)b;
+    return (x > y) - (x < y);
+}
+
+/* Delete complete checkpoints older than the newest keep. */
+static void prune(const char *dir, int keep)
+{
+    DIR *d = opendir(dir);
+    if (!d || keep <= 0) {
+        if (d) {
+            closedir(d);
+        }
+        return;
+    }
+    long steps[4096];
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < 4096) {
+        long s;
+        char tail;
+        if (sscanf(e->d_name, "step_%ld%c", &s, &tail) == 1) {
+            steps[n++] = s;
+        }
+    }
+    closedir(d);
+    qsort(steps, (size_t)n, sizeof(long), cmp_long);
+    for (int i = 0; i + keep < n; i++) {
+        char p[4096];
+        snprintf(p, sizeof p, "%s/step_%08ld", dir, steps[i]);
+        remove_dir(p);
+    }
+}
+
+int ckpt_save(const char *dir, const ckpt_meta_t *meta, const float *params,
+              const ckpt_range_t *ranges, int nranges, const float *m, const float *v, int keep,
+              int rank, int (*barrier)(void *), void *barrier_arg, char *err)
+{
+    char tmp[4096], fin[4096], p[4096];
+    snprintf(tmp, sizeof tmp, "%s/step_%08lld.tmp", dir, (long long)meta->step);
+    snprintf(fin, sizeof fin, "%s/step_%08lld", dir, (long long)meta->step);
+    int rc = 0;
+    if (rank == 0) {
+        if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+            rc = errf(err, "cannot create checkpoint directory %s: %s", dir, strerror(errno));
+        } else {
+            remove_dir(tmp); /* a stale one from a crash */
+            if (mkdir(tmp, 0777) != 0) {
+                rc = errf(err, "cannot create %s: %s", tmp, strerror(errno));
+            }
+        }
+    }
+    if (barrier(barrier_arg)) {
+        return errf(err, "barrier before writing checkpoint %s failed", fin);
+    }
+    if (rc == 0 && rank == 0) {
+        wfile_t w;
+        snprintf(p, sizeof p, "%s/model.bin", tmp);
+        if ((rc = wopen(&w, p, err)) == 0) {
+            uint32_t hdr[2] = {MODEL_MAGIC, CKPT_VERSION};
+            ckpt_meta_t mt;
+            memset(&mt, 0, sizeof mt);
+            mt = *meta;
+            wput(&w, hdr, sizeof hdr);
+            wput(&w, &mt, sizeof mt);
+            wput(&w, params, meta->num_params * sizeof(float));
+            rc = wclose(&w, p, err);
+        }
+    }
+    if (rc == 0 && nranges > 0) {
+        wfile_t w;
+        snprintf(p, sizeof p, "%s/optim_%05d.bin", tmp, rank);
+        if ((rc = wopen(&w, p, err)) == 0) {
+            uint32_t hdr[4] = {OPTIM_MAGIC, CKPT_VERSION, (uint32_t)rank, (uint32_t)nranges};
+            uint64_t np = meta->num_params;
+            int64_t step = meta->step;
+            size_t tot = 0;
+            wput(&w, hdr, sizeof hdr);
+            wput(&w, &np, sizeof np);
+            wput(&w, &step, sizeof step);
+            for (int i = 0; i < nranges; i++) {
+                wput(&w, &ranges[i], sizeof ranges[i]);
+                tot += ranges[i].n;
+            }
+            wput(&w, m, tot * sizeof(float));
+            wput(&w, v, tot * sizeof(float));
+            rc = wclose(&w, p, err);
+        }
+    }
+    /* Every rank's files are durable before the directory is published. A rank that failed still
+     * joins the barrier, and the failure is reported by it; rank 0 publishes only if it did not
+     * fail itself (the caller aborts the job on any rank's failure, leaving the .tmp behind). */
+    if (barrier(barrier_arg)) {
+        return errf(err, "barrier after writing checkpoint %s failed", fin);
+    }
+    if (rc || rank != 0) {
+        return rc;
+    }
+    if (fsync_dir(tmp) != 0) {
+        return errf(err, "cannot sync %s: %s", tmp, strerror(errno));
+    }
+    remove_dir(fin); /* the same step saved again */
+    if (rename(tmp, fin) != 0 || fsync_dir(dir) != 0) {
+        return errf(err, "cannot publish %s: %s", fin, strerror(errno));
+    }
+    snprintf(p, sizeof p, "%s/latest.tmp", dir);
+    FILE *f = fopen(p, "w");
+    int bad = !f || fprintf(f, "step_%08lld\n", (long long)meta->step) < 0 || fflush(f) != 0 ||
+              fsync(fileno(f)) != 0;
+    if (f && fclose(f) != 0) {
+        bad = 1;
+    }
+    char lat[4096];
+    snprintf(lat, sizeof lat, "%s/latest", dir);
+    if (bad || rename(p, lat) != 0 || fsync_dir(dir) != 0) {
+        return errf(err, "cannot update %s: %s", lat, strerror(errno));
+    }
+    prune(dir, keep);
+    return 0;
+}
+
+int ckpt_latest(const char *dir, char *path, char *err)
+{
+    char p[4096], name[256];
+    snprintf(p, sizeof p, "%s/latest", dir);
+    FILE *f = fopen(p, "r");
+    if (!f) {
+        return errf(err, "no checkpoint in %s (%s: %s)", dir, p, strerror(errno));
+    }
+    int ok = fscanf(f, "%255s", name) == 1 && !strncmp(name, "step_", 5) && !strchr(name, '/');
+    fclose(f);
+    if (!ok) {
+        return errf(err, "%s does not name a checkpoint", p);
+    }
+    snprintf(path, 4096, "%s/%s", dir, name);
+    return 0;
+}
+
+/* Read a whole file and check its trailing checksum. */
+static unsigned char *read_checked(const char *path, size_t *len_p, char *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        errf(err, "cannot open %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    unsigned char *buf = NULL;
+    if (fstat(fileno(f), &st) != 0 || st.st_size < 16) {
+        errf(err, "%s is truncated (%lld bytes)", path, (long long)st.st_size);
+        goto out;
+    }
+    buf = malloc((size_t)st.st_size);
+    if (!buf || fread(buf, 1, (size_t)st.st_size, f) != (size_t)st.st_size) {
+        errf(err, "cannot read %s: %s", path, buf ? strerror(errno) : "out of memory");
+        free(buf);
+        buf = NULL;
+        goto out;
+    }
+    size_t n = (size_t)st.st_size - 8;
+    uint64_t h;
+    memcpy(&h, buf + n, 8);
+    if (fnv(FNV0, buf, n) != h) {
+        errf(err, "%s is corrupt or truncated (checksum mismatch)", path);
+        free(buf);
+        buf = NULL;
+        goto out;
+    }
+    *len_p = n;
+out:
+    fclose(f);
+    return buf;
+}
+
+typedef struct {
+    ckpt_range_t r;
+    const float *m, *v;
+} piece_t;
+
+int ckpt_load(const char *path, const ckpt_meta_t *want, ckpt_meta_t *meta_p, float *params,
+              const ckpt_range_t *ranges, int nranges, float *m, float *v, char *err)
+{
+    char p[4096];
+    int rc = -1, nfiles = 0, npieces = 0;
+    unsigned char *model = NULL, **files = NULL;
+    piece_t *pieces = NULL;
+    size_t len;
+    snprintf(p, sizeof p, "%s/model.bin", path);
+    if (!(model = read_checked(p, &len, err))) {
+        return -1;
+    }
+    ckpt_meta_t mt;
+    uint32_t hdr[2];
+    if (len < sizeof hdr + sizeof mt) {
+        errf(err, "%s is truncated", p);
+        goto out;
+    }
+    memcpy(hdr, model, sizeof hdr);
+    memcpy(&mt, model + sizeof hdr, sizeof mt);
+    if (hdr[0] != MODEL_MAGIC || hdr[1] != CKPT_VERSION) {
+        errf(err, "%s is not a tempo-train model checkpoint (magic %08x, version %u)", p, hdr[0],
+             hdr[1]);
+        goto out;
+    }
+    if (mt.n_layer != want->n_layer || mt.n_head != want->n_head ||
+        mt.channels != want->channels || mt.max_seq_len != want->max_seq_len ||
+        mt.vocab_size != want->vocab_size || mt.num_params != want->num_params) {
+        errf(err,
+             "%s holds a model of %d layers, %d heads, %d channels, context %d, vocabulary %d "
+             "(%llu parameters); this run has %d, %d, %d, %d, %d (%llu)",
+             p, mt.n_layer, mt.n_head, mt.channels, mt.max_seq_len, mt.vocab_size,
+             (unsigned long long)mt.num_params, want->n_layer, want->n_head, want->channels,
+             want->max_seq_len, want->vocab_size, (unsigned long long)want->num_params);
+        goto out;
+    }
+    if (len != sizeof hdr + sizeof mt + mt.num_params * sizeof(float)) {
+        errf(err, "%s has %zu bytes, expected %zu", p, len,
+             sizeof hdr + sizeof mt + mt.num_params * sizeof(float));
+        goto out;
+    }
+    /* Optimizer files: every optim_*.bin of the checkpoint. */
+    DIR *d = opendir(path);
+    if (!d) {
+        errf(err, "cannot open %s: %s", path, strerror(errno));
+        goto out;
+    }
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        int r;
+        char tail;
+        if (sscanf(e->d_name, "optim_%d.bi%c", &r, &tail) != 2 || tail != 'n') {
+            continue;
+        }
+        unsigned char **nf = realloc(files, (size_t)(nfiles + 1) * sizeof(*files));
+        if (!nf) {
+            closedir(d);
+            errf(err, "out of memory");
+            goto out;
+        }
+        files = nf;
+        snprintf(p, sizeof p, "%s/%s", path, e->d_name);
+        if (!(files[nfiles] = read_checked(p, &len, err))) {
+            closedir(d);
+            goto out;
+        }
+        nfiles++;
+        unsigned char *b = files[nfiles - 1];
+        uint32_t oh[4];
+        uint64_t np;
+        int64_t step;
+        if (len < 32) {
+            closedir(d);
+            errf(err, "%s is truncated", p);
+            goto out;
+        }
+        memcpy(oh, b, 16);
+        memcpy(&np, b + 16, 8);
+        memcpy(&step, b + 24, 8);
+        size_t nr = oh[3], tot = 0;
+        if (oh[0] != OPTIM_MAGIC || oh[1] != CKPT_VERSION || np != mt.num_params ||
+            step != mt.step || len < 32 + nr * 16) {
+            closedir(d);
+            errf(err, "%s does not belong to this checkpoint (step %lld, %llu parameters)", p,
+                 (long long)step, (unsigned long long)np);
+            goto out;
+        }
+        piece_t *np2 = realloc(pieces, ((size_t)npieces + nr + 1) * sizeof(*pieces));
+        if (!np2) {
+            closedir(d);
+            errf(err, "out of memory");
+            goto out;
+        }
+        pieces = np2;
+        for (size_t i = 0; i < nr; i++) {
+            memcpy(&pieces[npieces + (int)i].r, b + 32 + i * 16, 16);
+            tot += pieces[npieces + (int)i].r.n;
+        }
+        if (len != 32 + nr * 16 + 2 * tot * sizeof(float)) {
+            closedir(d);
+            errf(err, "%s has %zu bytes, expected %zu", p, len,
+                 32 + nr * 16 + 2 * tot * sizeof(float));
+            goto out;
+        }
+        const float *mm = (const float *)(b + 32 + nr * 16), *vv = mm + tot;
+        for (size_t i = 0; i < nr; i++) {
+            piece_t *pc = &pieces[npieces + (int)i];
+            if (pc->r.off + pc->r.n > mt.num_params) {
+                closedir(d);
+                errf(err, "%s: range [%llu, +%llu) outside the model", p,
+                     (unsigned long long)pc->r.off, (unsigned long long)pc->r.n);
+                goto out;
+            }
+            pc->m = mm;
+            pc->v = vv;
+            mm += pc->r.n;
+            vv += pc->r.n;
+        }
+        npieces += (int)nr;
+    }
+    closedir(d);
+    /* Coverage: every requested element exactly once. */
+    for (int i = 0; i < nranges; i++) {
+        uint64_t a = ranges[i].off, z = a + ranges[i].n, covered = 0;
+        for (int k = 0; k < npieces; k++) {
+            uint64_t lo = pieces[k].r.off > a ? pieces[k].r.off : a;
+            uint64_t hi = pieces[k].r.off + pieces[k].r.n < z ? pieces[k].r.off + pieces[k].r.n : z;
+            covered += hi > lo ? hi - lo : 0;
+        }
+        if (covered != ranges[i].n) {
+            errf(err,
+                 "%s: optimizer state for parameters [%llu, %llu) is %s (files missing or "
+                 "overlapping)",
+                 path, (unsigned long long)a, (unsigned long long)z,
+                 covered < ranges[i].n ? "incomplete" : "duplicated");
+            goto out;
+        }
+    }
+    /* Everything checked: copy out. */
+    size_t pos = 0;
+    for (int i = 0; i < nranges; i++) {
+        uint64_t a = ranges[i].off, z = a + ranges[i].n;
+        for (int k = 0; k < npieces; k++) {
+            uint64_t lo = pieces[k].r.off > a ? pieces[k].r.off : a;
+            uint64_t hi = pieces[k].r.off + pieces[k].r.n < z ? pieces[k].r.off + pieces[k].r.n : z;
+            if (hi > lo) {
+                memcpy(m + pos + (lo - a), pieces[k].m + (lo - pieces[k].r.off),
+                       (hi - lo) * sizeof(float));
+                memcpy(v + pos + (lo - a), pieces[k].v + (lo - pieces[k].r.off),
+                       (hi - lo) * sizeof(float));
+            }
+        }
+        pos += ranges[i].n;
+    }
+    memcpy(params, model + sizeof hdr + sizeof mt, mt.num_params * sizeof(float));
+    *meta_p = mt;
+    rc = 0;
+out:
+    for (int i = 0; i < nfiles; i++) {
+        free(files[i]);
+    }
+    free(files);
+    free(pieces);
+    free(model);
+    return rc;
+}

@@ -1,0 +1,70 @@
+/*
+ * ckpt.h — sharded, atomic, checksummed training checkpoints that reload at another data-parallel
+ * size (resharding).
+ *
+ * Layout of one checkpoint, a directory DIR/step_NNNNNNNN:
+ *   model.bin        written by rank 0: header, then every parameter (num_params fp32)
+ *   optim_RRRRR.bin  written by every rank that owns optimizer state: header, the ranges it owns
+ *                    ((offset, length) in parameter-buffer elements), then AdamW m and v for them
+ * Every file ends with an FNV-1a 64 checksum of everything before it. The ranges are slices of the
+ * flat parameter layout, so a reader with another dp (or another ZeRO stage) reads the pieces of
+ * its own slices from whichever files hold them.
+ *
+ * Atomicity: files are written into DIR/step_NNNNNNNN.tmp, each fsync'ed; after a barrier rank 0
+ * renames the directory to its final name, fsyncs DIR, then replaces DIR/latest (a one-line file,
+ * via rename) and deletes checkpoints beyond the newest `keep`. A crash at any point leaves the
+ * previous checkpoints intact and `latest` naming a complete one.
+ *
+ * Loading reads and verifies every file it needs (sizes, headers, checksums, model shape, coverage
+ * of the requested ranges) into temporary memory first and copies into the caller's buffers only
+ * when all of it is good: a refused checkpoint changes nothing.
+ *
+ * Errors: 0 or -1 with a sentence in err (CKPT_ERR_LEN bytes) naming the file and the problem.
+ */
+#ifndef TEMPO_TRAINER_CKPT_H
+#define TEMPO_TRAINER_CKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "trainer/data.h"
+
+#define CKPT_ERR_LEN 512
+
+/* What a checkpoint records besides the tensors. */
+typedef struct {
+    int32_t n_layer, n_head, channels, max_seq_len, vocab_size;
+    uint64_t num_params;
+    int64_t step;          /* optimizer steps completed */
+    int32_t dp, zero;      /* layout at save time (informational: loading reshards) */
+    loader_state_t loader; /* data position and shuffle state (the only RNG state of a run) */
+} ckpt_meta_t;
+
+/* One owned range of the flat parameter layout. */
+typedef struct {
+    uint64_t off, n;
+} ckpt_range_t;
+
+/*
+ * Write this rank's part of the checkpoint for step meta->step under dir (collective over the
+ * ranks: barrier is called between writing and publishing). params: the full parameter buffer
+ * (read by rank 0 only); ranges/nranges: the optimizer ranges this rank owns, with m and v packed
+ * in range order (nranges = 0: this rank writes no optimizer file). keep: checkpoints to keep.
+ */
+int ckpt_save(const char *dir, const ckpt_meta_t *meta, const float *params,
+              const ckpt_range_t *ranges, int nranges, const float *m, const float *v, int keep,
+              int rank, int (*barrier)(void *), void *barrier_arg, char *err);
+
+/* The path of the newest complete checkpoint under dir (from DIR/latest) into path (4096 bytes),
+ * or -1 if there is none. */
+int ckpt_latest(const char *dir, char *path, char *err);
+
+/*
+ * Load the checkpoint at path (a step_NNNNNNNN directory): check its model shape against want
+ * (fields n_layer .. num_params), then fill meta_p, the full params (num_params) and m, v for the
+ * given ranges packed in range order. Nothing is written to the outputs unless everything checks.
+ */
+int ckpt_load(const char *path, const ckpt_meta_t *want, ckpt_meta_t *meta_p, float *params,
+              const ckpt_range_t *ranges, int nranges, float *m, float *v, char *err);
+
+#endif /* TEMPO_TRAINER_CKPT_H */

@@ -1,0 +1,80 @@
+/*
+ * dist.h — the trainer's communication backend: one small interface that tempo (dist_tempo.c) and
+ * MPI implement, so the training loop never names a library.
+ *
+ * What it is. The data-parallel group of the job and the few things a data-parallel trainer asks of
+ * it: sums of a few doubles (loss, gradient norm, timers), a barrier, and the synchronization of
+ * the gradient "groups" of one flat gradient buffer (contiguous ranges that backward finishes one by
+ * one, last layer first), in one of two modes fixed at registration:
+ *   DIST_ALLREDUCE       every rank ends with the mean over ranks of every group (ZeRO 0);
+ *   DIST_REDUCE_SCATTER  rank r ends with the mean of slice r of every group (group g's n elements
+ *                        are dp slices of n / dp; ZeRO 1 and 2), and the parameters' slices are
+ *                        gathered back with params_gather (every rank ends with every slice).
+ * A group is posted as soon as it is ready (overlapping the rest of backward) and waited for just
+ * before it is used, so the next forward waits only for the layer it is about to run.
+ *
+ * What it is not: a model of parallelism beyond data parallel (tensor and pipeline groups come with
+ * their own communicators later), or a place for the optimizer.
+ *
+ * Errors: functions return 0 or -1; after -1 dist_error() says what failed in words (the backend's
+ * own message included). A failure of a collective is fatal for the job: the caller reports it and
+ * calls dist_abort().
+ */
+#ifndef TEMPO_TRAINER_DIST_H
+#define TEMPO_TRAINER_DIST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { DIST_ALLREDUCE = 0, DIST_REDUCE_SCATTER = 1 } dist_mode_t;
+
+/* One gradient group: a contiguous range of the gradient (and parameter) buffer. */
+typedef struct {
+    size_t off, n;    /* elements */
+    int layer;        /* forward index of its consumer (0 = first to run): its priority */
+    const char *name; /* for logs and traces */
+} dist_group_t;
+
+typedef struct {
+    dist_mode_t mode;
+    const char *compress; /* compressor spec for gradients, NULL or "none": uncompressed */
+    const char *sched;    /* "tic", "tac" or "fifo" (the priority policy) */
+    size_t bucket_bytes;  /* fusion of all-reduce mode; 0: the backend's default */
+} dist_grad_opts_t;
+
+/* Traffic and waiting since the last dist_counters_take(). */
+typedef struct {
+    double bytes_sent;   /* payload bytes this rank sent (compressed size when compressed) */
+    double wait_s;       /* time spent blocked in grads_wait/params_wait (exposed communication) */
+} dist_counters_t;
+
+typedef struct dist dist_t;
+
+struct dist {
+    const char *backend; /* "tempo" or "mpi" */
+    int rank, size;
+    void *impl;
+
+    int (*sum_f64)(dist_t *d, double *x, int n); /* in place, blocking, same order on every rank */
+    int (*barrier)(dist_t *d);
+    /* Register the gradient groups of grads (and, for DIST_REDUCE_SCATTER, params); once. */
+    int (*grads_register)(dist_t *d, float *grads, float *params, const dist_group_t *groups,
+                          int ngroups, const dist_grad_opts_t *opts);
+    /* Start an iteration's gradients: sync = 0 for a micro-step that keeps them local. */
+    int (*grads_begin)(dist_t *d, int sync);
+    int (*grads_ready)(dist_t *d, int g); /* group g's gradients are final for this micro-step */
+    int (*grads_wait)(dist_t *d, int g);  /* group g is synchronized (no-op if nothing posted) */
+    int (*params_gather)(dist_t *d, int g); /* post the all-gather of group g's parameter slices */
+    int (*params_wait)(dist_t *d, int g);
+    void (*counters_take)(dist_t *d, dist_counters_t *c_p);
+    const char *(*describe)(dist_t *d); /* one line: transport, compressor, policy, buckets */
+    const char *(*error)(dist_t *d);
+    void (*abort)(dist_t *d);
+    int (*destroy)(dist_t *d);
+};
+
+/* Join the job (tempo-run, mpirun or srun) with the named backend ("tempo" or "mpi"). NULL with a
+ * message in err (256 bytes) if the backend is unknown, not built, or the job cannot be joined. */
+dist_t *dist_open(const char *backend, char *err);
+
+#endif /* TEMPO_TRAINER_DIST_H */

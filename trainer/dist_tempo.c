@@ -1,0 +1,368 @@
+/*
+ * dist_tempo.c — the trainer's communication backend on tempo (public API only).
+ *
+ * DIST_ALLREDUCE: the groups are registered with a tempo bucketer (one tensor per group, its layer
+ * the group's forward index), which fuses them into buckets, posts each bucket as a scheduled
+ * all-reduce (TEMPO_AVG) with the policy's priority as soon as backward has finished it, compresses
+ * float32 buckets with the compressor of the spec, and waits per group.
+ * DIST_REDUCE_SCATTER: each group is its own scheduled in-place reduce-scatter (TEMPO_AVG, same
+ * priority and compressor; rank r's slice lands at off + r * n/dp), and parameters come back with a
+ * scheduled in-place all-gather per group whose priority is its forward index, so the first layer's
+ * parameters arrive first.
+ *
+ * Bytes sent are estimated from the algorithms' traffic (a ring moves 2(p-1)/p of an all-reduce's
+ * bytes per rank, (p-1)/p of a reduce-scatter's or all-gather's), times the compressor's measured
+ * ratio of encoded bytes to fp32 bytes over the same interval; tempo has no per-request counters.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tempo.h"
+#include "trainer/dist.h"
+
+typedef struct {
+    tempo_comm_t comm;
+    char err[512];
+    char desc[512];
+    dist_mode_t mode;
+    float *grads, *params;
+    dist_group_t *groups;
+    int ngroups;
+    int sync;
+    tempo_bucketer_t bk;
+    tempo_compressor_t qc;
+    tempo_request_t *rs, *ag; /* (ngroups) posted requests, NULL when none */
+    double wait_s;
+    double raw_bytes;       /* uncompressible traffic since the last take (all-gathers) */
+    double grad_bytes;      /* fp32 gradient traffic before compression */
+    tempo_compressor_stats_t q0;
+} tdist_t;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int fail(dist_t *d, const char *what, tempo_status_t st)
+{
+    tdist_t *t = d->impl;
+    snprintf(t->err, sizeof t->err, "%s: %s (%s)", what, tempo_last_error(t->comm),
+             tempo_status_name(st));
+    return -1;
+}
+
+static int t_sum_f64(dist_t *d, double *x, int n)
+{
+    tdist_t *t = d->impl;
+    tempo_status_t st = tempo_allreduce(t->comm, x, x, (size_t)n, TEMPO_FLOAT64, TEMPO_SUM);
+    return st == TEMPO_OK ? 0 : fail(d, "all-reduce of statistics", st);
+}
+
+static int t_barrier(dist_t *d)
+{
+    tdist_t *t = d->impl;
+    tempo_status_t st = tempo_barrier(t->comm);
+    return st == TEMPO_OK ? 0 : fail(d, "barrier", st);
+}
+
+static int parse_sched(const char *s, tempo_sched_t *p)
+{
+    if (!s || !strcmp(s, "tic")) {
+        *p = TEMPO_SCHED_TIC;
+    } else if (!strcmp(s, "tac")) {
+        *p = TEMPO_SCHED_TAC;
+    } else if (!strcmp(s, "fifo")) {
+        *p = TEMPO_SCHED_FIFO;
+    } else {
+        return -1;
+    }
+    return 0;
+}
+
+static int t_grads_register(dist_t *d, float *grads, float *params, const dist_group_t *groups,
+                            int ngroups, const dist_grad_opts_t *o)
+{
+    tdist_t *t = d->impl;
+    tempo_status_t st;
+    tempo_sched_t sched;
+    if (parse_sched(o->sched, &sched)) {
+        snprintf(t->err, sizeof t->err, "unknown scheduling policy '%s' (tic, tac or fifo)",
+                 o->sched);
+        return -1;
+    }
+    t->mode = o->mode;
+    t->grads = grads;
+    t->params = params;
+    t->ngroups = ngroups;
+    t->groups = calloc((size_t)ngroups, sizeof(*t->groups));
+    t->rs = calloc((size_t)ngroups, sizeof(*t->rs));
+    t->ag = calloc((size_t)ngroups, sizeof(*t->ag));
+    if (!t->groups || !t->rs || !t->ag) {
+        snprintf(t->err, sizeof t->err, "out of memory registering %d gradient groups", ngroups);
+        return -1;
+    }
+    memcpy(t->groups, groups, (size_t)ngroups * sizeof(*groups));
+    if (o->compress && *o->compress && strcmp(o->compress, "none") != 0) {
+        st = tempo_compressor_create(o->compress, &t->qc);
+        if (st != TEMPO_OK) {
+            return fail(d, "--compress", st);
+        }
+        tempo_compressor_stats(t->qc, &t->q0);
+    }
+    if (t->mode == DIST_REDUCE_SCATTER) {
+        for (int g = 0; g < ngroups; g++) {
+            if (groups[g].n % (size_t)d->size) {
+                snprintf(t->err, sizeof t->err,
+                         "ZeRO shards every group in %d equal slices, but group %s has %zu "
+                         "parameters (not a multiple of %d); use --zero 0 or another --dp",
+                         d->size, groups[g].name, groups[g].n, d->size);
+                return -1;
+            }
+        }
+        snprintf(t->desc, sizeof t->desc,
+                 "tempo: per-layer scheduled reduce-scatter + all-gather, policy %s, %s",
+                 o->sched ? o->sched : "tic", t->qc ? tempo_compressor_spec(t->qc) : "uncompressed");
+        return 0;
+    }
+    tempo_tensor_desc_t *td = calloc((size_t)ngroups, sizeof(*td));
+    if (!td) {
+        snprintf(t->err, sizeof t->err, "out of memory registering %d gradient groups", ngroups);
+        return -1;
+    }
+    for (int g = 0; g < ngroups; g++) {
+        td[g] = (tempo_tensor_desc_t){.id = (uint64_t)g + 1, .grad = grads + groups[g].off,
+                                      .count = groups[g].n, .dtype = TEMPO_FLOAT32,
+                                      .layer = groups[g].layer, .name = groups[g].name};
+    }
+    tempo_bucketer_config_t cfg = {0};
+    cfg.field_mask = TEMPO_BUCKETER_OP | TEMPO_BUCKETER_SCHED | TEMPO_BUCKETER_COMPRESSOR;
+    cfg.op = TEMPO_AVG;
+    cfg.sched = sched;
+    cfg.compressor = t->qc;
+    if (o->bucket_bytes) {
+        cfg.field_mask |= TEMPO_BUCKETER_BUCKET_BYTES;
+        cfg.bucket_bytes = o->bucket_bytes;
+    }
+    st = tempo_bucketer_create(t->comm, td, (size_t)ngroups, &cfg, &t->bk);
+    free(td);
+    if (st != TEMPO_OK) {
+        return fail(d, "bucketer", st);
+    }
+    size_t nb = tempo_bucketer_nbuckets(t->bk);
+    int nq = 0;
+    for (size_t i = 0; i < nb; i++) {
+        tempo_bucket_info_t bi;
+        tempo_bucketer_bucket_info(t->bk, i, &bi);
+        nq += bi.compressed;
+    }
+    snprintf(t->desc, sizeof t->desc, "tempo: bucketer, %zu buckets (%d compressed), policy %s, %s",
+             nb, nq, o->sched ? o->sched : "tic",
+             t->qc ? tempo_compressor_spec(t->qc) : "uncompressed");
+    return 0;
+}
+
+static int t_grads_begin(dist_t *d, int sync)
+{
+    tdist_t *t = d->impl;
+    t->sync = sync;
+    if (t->bk) {
+        tempo_status_t st = tempo_bucketer_begin(t->bk, sync);
+        return st == TEMPO_OK ? 0 : fail(d, "bucketer begin", st);
+    }
+    return 0;
+}
+
+static double ring_share(dist_t *d)
+{
+    return d->size > 1 ? (double)(d->size - 1) / d->size : 0.0;
+}
+
+static int t_grads_ready(dist_t *d, int g)
+{
+    tdist_t *t = d->impl;
+    const dist_group_t *gr = &t->groups[g];
+    if (t->bk) {
+        tempo_status_t st = tempo_bucketer_ready(t->bk, (uint64_t)g + 1);
+        if (t->sync) {
+            t->grad_bytes += 2 * ring_share(d) * 4.0 * (double)gr->n;
+        }
+        return st == TEMPO_OK ? 0 : fail(d, "bucketer ready", st);
+    }
+    if (!t->sync) {
+        return 0;
+    }
+    size_t q = gr->n / (size_t)d->size;
+    tempo_attr_t a = {0};
+    a.field_mask = TEMPO_ATTR_PRIORITY | TEMPO_ATTR_TAG | TEMPO_ATTR_NAME;
+    a.priority = gr->layer;
+    a.tag = (uint64_t)g + 1;
+    a.name = gr->name;
+    if (t->qc) {
+        a.field_mask |= TEMPO_ATTR_COMPRESSOR;
+        a.compressor = t->qc;
+    }
+    float *base = t->grads + gr->off;
+    tempo_status_t st = tempo_ireduce_scatter(t->comm, base, base + (size_t)d->rank * q, q,
+                                              TEMPO_FLOAT32, TEMPO_AVG, &a, &t->rs[g]);
+    t->grad_bytes += ring_share(d) * 4.0 * (double)gr->n;
+    return st == TEMPO_OK ? 0 : fail(d, "reduce-scatter of gradients", st);
+}
+
+static int wait_req(dist_t *d, tempo_request_t *r, const char *what)
+{
+    tdist_t *t = d->impl;
+    if (!*r) {
+        return 0;
+    }
+    double t0 = now_s();
+    tempo_status_t st = tempo_wait(r);
+    t->wait_s += now_s() - t0;
+    *r = NULL;
+    return st == TEMPO_OK ? 0 : fail(d, what, st);
+}
+
+static int t_grads_wait(dist_t *d, int g)
+{
+    tdist_t *t = d->impl;
+    if (t->bk) {
+        double t0 = now_s();
+        tempo_status_t st = tempo_bucketer_wait_tensor(t->bk, (uint64_t)g + 1);
+        t->wait_s += now_s() - t0;
+        return st == TEMPO_OK ? 0 : fail(d, "gradient all-reduce", st);
+    }
+    return wait_req(d, &t->rs[g], "reduce-scatter of gradients");
+}
+
+static int t_params_gather(dist_t *d, int g)
+{
+    tdist_t *t = d->impl;
+    const dist_group_t *gr = &t->groups[g];
+    size_t q = gr->n / (size_t)d->size;
+    tempo_attr_t a = {0};
+    a.field_mask = TEMPO_ATTR_PRIORITY | TEMPO_ATTR_TAG | TEMPO_ATTR_NAME;
+    a.priority = gr->layer;
+    a.tag = (uint64_t)t->ngroups + (uint64_t)g + 1;
+    a.name = gr->name;
+    float *base = t->params + gr->off;
+    tempo_status_t st = tempo_iallgather(t->comm, base + (size_t)d->rank * q, base, q,
+                                         TEMPO_FLOAT32, &a, &t->ag[g]);
+    t->raw_bytes += ring_share(d) * 4.0 * (double)gr->n;
+    return st == TEMPO_OK ? 0 : fail(d, "all-gather of parameters", st);
+}
+
+static int t_params_wait(dist_t *d, int g)
+{
+    tdist_t *t = d->impl;
+    return wait_req(d, &t->ag[g], "all-gather of parameters");
+}
+
+static void t_counters_take(dist_t *d, dist_counters_t *c)
+{
+    tdist_t *t = d->impl;
+    double ratio = 1.0;
+    if (t->qc) {
+        tempo_compressor_stats_t q;
+        tempo_compressor_stats(t->qc, &q);
+        uint64_t coords = q.coords - t->q0.coords, out = q.bytes_out - t->q0.bytes_out;
+        /* requests under the compressor's min_bytes run uncompressed and are not counted */
+        if (coords > 0) {
+            ratio = (double)out / (4.0 * (double)coords);
+        }
+        t->q0 = q;
+    }
+    c->bytes_sent = t->raw_bytes + t->grad_bytes * ratio;
+    c->wait_s = t->wait_s;
+    t->raw_bytes = t->grad_bytes = t->wait_s = 0;
+}
+
+static const char *t_describe(dist_t *d)
+{
+    return ((tdist_t *)d->impl)->desc;
+}
+
+static const char *t_error(dist_t *d)
+{
+    return ((tdist_t *)d->impl)->err;
+}
+
+static void t_abort(dist_t *d)
+{
+    tempo_comm_abort(((tdist_t *)d->impl)->comm);
+}
+
+static int t_destroy(dist_t *d)
+{
+    if (!d) {
+        return 0;
+    }
+    tdist_t *t = d->impl;
+    int rc = 0;
+    for (int g = 0; g < t->ngroups; g++) {
+        rc |= wait_req(d, &t->rs[g], "reduce-scatter of gradients");
+        rc |= wait_req(d, &t->ag[g], "all-gather of parameters");
+    }
+    if (t->bk && tempo_bucketer_destroy(t->bk) != TEMPO_OK) {
+        rc = -1;
+    }
+    tempo_compressor_destroy(t->qc);
+    if (tempo_comm_destroy(t->comm) != TEMPO_OK) {
+        rc = -1;
+    }
+    free(t->groups);
+    free(t->rs);
+    free(t->ag);
+    free(t);
+    free(d);
+    return rc ? -1 : 0;
+}
+
+dist_t *dist_open_tempo(char *err);
+dist_t *dist_open_tempo(char *err)
+{
+    dist_t *d = calloc(1, sizeof(*d));
+    tdist_t *t = calloc(1, sizeof(*t));
+    if (!d || !t) {
+        snprintf(err, 256, "out of memory");
+        free(d);
+        free(t);
+        return NULL;
+    }
+    tempo_status_t st = tempo_comm_init_env(&t->comm);
+    if (st != TEMPO_OK) {
+        snprintf(err, 256, "cannot join the job with tempo: %s", tempo_last_error(NULL));
+        free(d);
+        free(t);
+        return NULL;
+    }
+    *d = (dist_t){.backend = "tempo",
+                  .rank = tempo_comm_rank(t->comm),
+                  .size = tempo_comm_size(t->comm),
+                  .impl = t,
+                  .sum_f64 = t_sum_f64,
+                  .barrier = t_barrier,
+                  .grads_register = t_grads_register,
+                  .grads_begin = t_grads_begin,
+                  .grads_ready = t_grads_ready,
+                  .grads_wait = t_grads_wait,
+                  .params_gather = t_params_gather,
+                  .params_wait = t_params_wait,
+                  .counters_take = t_counters_take,
+                  .describe = t_describe,
+                  .error = t_error,
+                  .abort = t_abort,
+                  .destroy = t_destroy};
+    return d;
+}
+
+dist_t *dist_open(const char *backend, char *err)
+{
+    if (!backend || !strcmp(backend, "tempo")) {
+        return dist_open_tempo(err);
+    }
+    snprintf(err, 256, "unknown --backend '%s' (this build has: tempo)", backend);
+    return NULL;
+}

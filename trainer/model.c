@@ -1,0 +1,1424 @@
+/*
+ * model.c — GPT-2 forward and backward on the CPU in fp32 (see model.h for the model and its
+ * contract). The layers follow llm.c's train_gpt2.c: one forward and one hand-written backward
+ * per layer type, every backward accumulating (+=) into its parameter gradients.
+ *
+ * Not here: the optimizer (optim.c), data, communication.
+ *
+ * Kernels
+ *   - matmuls go through one blocked GEMM, C(M, N) += A(M, K) · B(K, N), whose micro-kernel keeps
+ *     an MR x 16 tile of C in vector registers and walks k in order, broadcasting A(i, k) against a
+ *     row of B. The weight of a forward matmul is transposed into a scratch buffer first (B must be
+ *     k-major), and so is dout for the weight gradient (A must be k-contiguous). Three builds of
+ *     the kernel (AVX-512, AVX2+FMA, generic vectors) are picked once per model by CPU features.
+ *   - elementwise and per-row kernels (LayerNorm, GELU, softmax, attention per head) are leaf
+ *     functions compiled for x86-64-v4/v3/baseline (target_clones) and called from OpenMP loops.
+ *   - exp and tanh are short polynomials written here (exp_poly, tanh_exp) so that they vectorize;
+ *     glibc's expf/tanhf do not without -ffast-math. Both are within a few float ulps.
+ *
+ * Determinism: every output element (and every gradient element) is produced by one thread, in
+ * an order fixed by the shapes: GEMM tiles, rows, heads and channel blocks are independent of the
+ * number of threads, and the only reductions across rows (bias and LayerNorm weight gradients,
+ * embedding gradients, the mean loss) run sequentially in row order. So results are bitwise equal
+ * for any OMP_NUM_THREADS on one machine (test_model checks 1 vs 2 vs 3 threads).
+ */
+#include "config.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trainer/model.h"
+
+#ifdef _OPENMP
+#define OMP(x) _Pragma(#x)
+#else
+#define OMP(x)
+#endif
+
+/* Leaf kernels are built for AVX-512, AVX2+FMA and the baseline ISA, picked at load time. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
+#define GPT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define GPT_X86_DISPATCH 1
+#else
+#define GPT_CLONES
+#define GPT_X86_DISPATCH 0
+#endif
+
+#define GPT_LN_EPS 1e-5f
+#define GPT_INIT_STD 0.02
+
+/* ------------------------------------------------------------------------------------------ */
+/* errors                                                                                      */
+
+static _Thread_local char gpt_err[256];
+
+const char *gpt_last_error(void)
+{
+    return gpt_err;
+}
+
+int gpt_fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(gpt_err, sizeof gpt_err, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* random numbers                                                                              */
+
+static uint64_t splitmix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in (0, 1]: 53 random bits, never 0 (Box–Muller takes its log). */
+static double uniform_open0(uint64_t *s)
+{
+    return ((splitmix64(s) >> 11) + 1) * (1.0 / 9007199254740992.0);
+}
+
+uint32_t gpt_random_u32(uint64_t *state)
+{
+    /* xorshift* (https://en.wikipedia.org/wiki/Xorshift#xorshift*), as llm.c's random_u32 */
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    return (uint32_t)((*state * 0x2545F4914F6CDD1DULL) >> 32);
+}
+
+float gpt_random_f32(uint64_t *state)
+{
+    return (gpt_random_u32(state) >> 8) / 16777216.0f;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* parameter table                                                                             */
+
+/* The tensors of one block, in buffer order. */
+enum {
+    P_LN1W,
+    P_LN1B,
+    P_QKVW,
+    P_QKVB,
+    P_ATTPROJW,
+    P_ATTPROJB,
+    P_LN2W,
+    P_LN2B,
+    P_FCW,
+    P_FCB,
+    P_FCPROJW,
+    P_FCPROJB,
+    P_PER_BLOCK
+};
+
+enum { INIT_NORMAL, INIT_RESID, INIT_ZERO, INIT_ONE };
+
+static const struct {
+    const char *name; /* after "h.%d." */
+    int ndim;
+    int rows, cols; /* in units of C (0 means 1) */
+    int init;
+} block_tensors[P_PER_BLOCK] = {
+    {"ln1.w", 1, 1, 0, INIT_ONE},         {"ln1.b", 1, 1, 0, INIT_ZERO},
+    {"attn.qkv.w", 2, 3, 1, INIT_NORMAL}, {"attn.qkv.b", 1, 3, 0, INIT_ZERO},
+    {"attn.proj.w", 2, 1, 1, INIT_RESID}, {"attn.proj.b", 1, 1, 0, INIT_ZERO},
+    {"ln2.w", 1, 1, 0, INIT_ONE},         {"ln2.b", 1, 1, 0, INIT_ZERO},
+    {"mlp.fc.w", 2, 4, 1, INIT_NORMAL},   {"mlp.fc.b", 1, 4, 0, INIT_ZERO},
+    {"mlp.proj.w", 2, 1, 4, INIT_RESID},  {"mlp.proj.b", 1, 1, 0, INIT_ZERO},
+};
+
+/* Pointers to one block's tensors in params or grads. */
+typedef struct {
+    float *ln1w, *ln1b;         /* (C), (C) */
+    float *qkvw, *qkvb;         /* (3C, C), (3C): rows [0, C) q, [C, 2C) k, [2C, 3C) v */
+    float *attprojw, *attprojb; /* (C, C), (C) */
+    float *ln2w, *ln2b;         /* (C), (C) */
+    float *fcw, *fcb;           /* (4C, C), (4C) */
+    float *fcprojw, *fcprojb;   /* (C, 4C), (C) */
+} block_params_t;
+
+/* ------------------------------------------------------------------------------------------ */
+/* activations                                                                                 */
+
+/* One block's saved activations; each is a prefix of a slot sized for (alloc_B, alloc_T). */
+typedef struct {
+    float *ln1;      /* (B, T, C) */
+    float *ln1_mean; /* (B, T) */
+    float *ln1_rstd; /* (B, T) */
+    float *qkv;      /* (B, T, 3C) */
+    float *atty;     /* (B, T, C) attention output, heads side by side, before the projection */
+    float *att;      /* (B, NH, T, T) softmax probabilities; only t2 <= t is written */
+    float *attproj;  /* (B, T, C) */
+    float *res2;     /* (B, T, C) residual stream after attention */
+    float *ln2;      /* (B, T, C) */
+    float *ln2_mean; /* (B, T) */
+    float *ln2_rstd; /* (B, T) */
+    float *fch;      /* (B, T, 4C) */
+    float *fch_gelu; /* (B, T, 4C) */
+    float *fcproj;   /* (B, T, C) */
+    float *res3;     /* (B, T, C) residual stream after the MLP: the block's output */
+} block_acts_t;
+
+typedef struct {
+    int M, N, K;
+    const float *a; /* A(i, k) = a[i * a_rs + k] */
+    size_t a_rs;
+    const float *b; /* B(k, j) = b[k * ldb + j] */
+    size_t ldb;
+    float *c; /* C(i, j) = c[i * ldc + j] */
+    size_t ldc;
+} gemm_t;
+
+typedef void (*gemm_block_fn)(const gemm_t *g, int i0, int i1, int j0, int j1);
+
+struct gpt_work {
+    uint8_t *init;           /* (num_tensors) INIT_* */
+    gemm_block_fn gemm_block; /* the GEMM build for this CPU */
+    const char *gemm_name;
+
+    int alloc_B, alloc_T; /* 0 until gpt_alloc_acts */
+    float *mem;           /* every buffer below */
+    float *encoded;       /* (B, T, C) the block-0 input */
+    block_acts_t *blocks; /* (L) */
+    float *lnf;           /* (B, T, C) */
+    float *lnf_mean;      /* (B, T) */
+    float *lnf_rstd;      /* (B, T) */
+    float *logits;        /* (B, T, V) */
+    float *probs;         /* (B, T, V) softmax of logits; with targets only */
+    float *losses;        /* (B, T) per-position cross-entropy */
+    /* backward: one block at a time */
+    float *dres;    /* (B, T, C) d loss / d residual stream at the current point */
+    float *dln;     /* (B, T, C) d of a LayerNorm output (ln1, ln2 or lnf) */
+    float *dqkv;    /* (B, T, 3C) */
+    float *datty;   /* (B, T, C) */
+    float *dfch;    /* (B, T, 4C) d fch_gelu, then in place d fch */
+    float *dlogits; /* (B, T, V) */
+    float *scratch; /* (scratch_n) transposed matmul operands; per-head attention packs */
+    size_t scratch_n;
+    int *inputs;  /* (B, T) */
+    int *targets; /* (B, T) */
+
+    int fwd_done;   /* layers run by forward: -1 after embed, l + 1 after layer l, L + 1 head */
+    int have_targets;
+    int bwd_next;   /* the next backward call allowed: L head, l layer, -1 embed, -2 done */
+};
+
+/* ------------------------------------------------------------------------------------------ */
+/* vector math that GCC can vectorize                                                           */
+
+/*
+ * e^x to ~1 ulp for x in [-87, 88] (clamped outside: e^-87 ~ 1.6e-38 stands in for 0 in a
+ * softmax). x = n ln2 + r with |r| <= ln2/2, e^r by its degree-7 Taylor polynomial (truncation
+ * error < 6e-9 relative), 2^n built in the exponent bits.
+ */
+static inline float exp_poly(float x)
+{
+    x = x < -87.0f ? -87.0f : x;
+    x = x > 88.0f ? 88.0f : x;
+    const float shifter = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+    float n = (x * 1.44269504088896341f + shifter) - shifter;
+    float r = x - n * 0.693145751953125f; /* ln2 split in two for an exact n * ln2_hi */
+    r = r - n * 1.428606820309417e-06f;
+    float p = 1.0f / 5040.0f;
+    p = p * r + 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    union {
+        int32_t i;
+        float f;
+    } s = {.i = ((int32_t)n + 127) << 23};
+    return p * s.f;
+}
+
+/* tanh(u) = 1 - 2 / (e^{2u} + 1): absolute error ~1e-7 (relative error grows near 0, where GELU
+ * only uses 1 + tanh). */
+static inline float tanh_exp(float u)
+{
+    return 1.0f - 2.0f / (exp_poly(2.0f * u) + 1.0f);
+}
+
+#define GELU_SCALE 0.7978845608028654f /* sqrt(2 / pi) */
+#define GELU_CUBIC 0.044715f
+
+/* ------------------------------------------------------------------------------------------ */
+/* GEMM: C(M, N) += A(M, K) · B(K, N)                                                          */
+
+#define GEMM_MB 48 /* rows of C per task: a multiple of every MR below */
+#define GEMM_NB 64 /* columns of C per task: a multiple of 16 */
+
+typedef float v16f __attribute__((vector_size(64)));
+typedef float v8f __attribute__((vector_size(32)));
+typedef float v4f __attribute__((vector_size(16)));
+
+/*
+ * One build of the GEMM block kernel: C tiles of MR rows x 16 columns held in MR * (16 / VW)
+ * vectors of type VT (VW floats). k runs 0..K-1 in order for every element, so the result does
+ * not depend on the tiling; the last N % 16 columns take a scalar loop with the same order.
+ */
+#define GEMM_BUILD(SUFFIX, TARGET, VT, VW, MR)                                                    \
+    TARGET static void gemm_block_##SUFFIX(const gemm_t *g, int i0, int i1, int j0, int j1)      \
+    {                                                                                            \
+        enum { NV = 16 / (VW) };                                                                 \
+        const size_t ars = g->a_rs, ldb = g->ldb, ldc = g->ldc;                                  \
+        const int K = g->K;                                                                      \
+        int j = j0;                                                                              \
+        for (; j + 16 <= j1; j += 16) {                                                          \
+            for (int i = i0; i < i1; i += (MR)) {                                                \
+                int mr = i1 - i < (MR) ? i1 - i : (MR);                                          \
+                VT acc[MR][NV];                                                                  \
+                memset(acc, 0, sizeof acc);                                                      \
+                const float *a = g->a + (size_t)i * ars, *b = g->b + j;                          \
+                if (mr == (MR)) {                                                                \
+                    for (int k = 0; k < K; k++, b += ldb) {                                      \
+                        VT bv[NV];                                                               \
+                        memcpy(bv, b, sizeof bv);                                                \
+                        for (int r = 0; r < (MR); r++) {                                         \
+                            for (int v = 0; v < NV; v++) {                                       \
+                                acc[r][v] += a[r * ars + k] * bv[v];                             \
+                            }                                                                    \
+                        }                                                                        \
+                    }                                                                            \
+                } else {                                                                         \
+                    for (int k = 0; k < K; k++, b += ldb) {                                      \
+                        VT bv[NV];                                                               \
+                        memcpy(bv, b, sizeof bv);                                                \
+                        for (int r = 0; r < mr; r++) {                                           \
+                            for (int v = 0; v < NV; v++) {                                       \
+                                acc[r][v] += a[r * ars + k] * bv[v];                             \
+                            }                                                                    \
+                        }                                                                        \
+                    }                                                                            \
+                }                                                                                \
+                for (int r = 0; r < mr; r++) {                                                   \
+                    float *c = g->c + (size_t)(i + r) * ldc + j;                                 \
+                    VT cv[NV];                                                                   \
+                    memcpy(cv, c, sizeof cv);                                                    \
+                    for (int v = 0; v < NV; v++) {                                               \
+                        cv[v] += acc[r][v];                                                      \
+                    }                                                                            \
+                    memcpy(c, cv, sizeof cv);                                                    \
+                }                                                                                \
+            }                                                                                    \
+        }                                                                                        \
+        for (; j < j1; j++) {                                                                    \
+            for (int i = i0; i < i1; i++) {                                                      \
+                const float *a = g->a + (size_t)i * ars;                                         \
+                float s = 0.0f;                                                                  \
+                for (int k = 0; k < K; k++) {                                                    \
+                    s += a[k] * g->b[(size_t)k * ldb + j];                                       \
+                }                                                                                \
+                g->c[(size_t)i * ldc + j] += s;                                                  \
+            }                                                                                    \
+        }                                                                                        \
+    }
+
+GEMM_BUILD(generic, , v4f, 4, 3)
+#if GPT_X86_DISPATCH
+GEMM_BUILD(avx2, __attribute__((target("avx2,fma"))), v8f, 8, 6)
+GEMM_BUILD(avx512, __attribute__((target("avx512f,avx512vl,avx2,fma"))), v16f, 16, 8)
+#endif
+
+static void gemm_select(gpt_work_t *w)
+{
+    w->gemm_block = gemm_block_generic;
+    w->gemm_name = "generic";
+#if GPT_X86_DISPATCH
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl")) {
+        w->gemm_block = gemm_block_avx512;
+        w->gemm_name = "avx512";
+    } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        w->gemm_block = gemm_block_avx2;
+        w->gemm_name = "avx2";
+    }
+#endif
+}
+
+/* Tasks of GEMM_MB x GEMM_NB, each done by one thread: the partition depends on M and N only. */
+static void gemm(const gpt_work_t *w, const gemm_t *g)
+{
+    const int mt = (g->M + GEMM_MB - 1) / GEMM_MB, nt = (g->N + GEMM_NB - 1) / GEMM_NB;
+    OMP(omp parallel for collapse(2) schedule(static))
+    for (int jt = 0; jt < nt; jt++) {
+        for (int it = 0; it < mt; it++) {
+            int i1 = (it + 1) * GEMM_MB, j1 = (jt + 1) * GEMM_NB;
+            w->gemm_block(g, it * GEMM_MB, i1 < g->M ? i1 : g->M, jt * GEMM_NB,
+                          j1 < g->N ? j1 : g->N);
+        }
+    }
+}
+
+/* dst(cols, rows) = src(rows, cols)ᵀ, in 32 x 32 blocks. */
+static void transpose(float *dst, const float *src, size_t rows, size_t cols)
+{
+    const size_t TB = 32;
+    const long nrb = (long)((rows + TB - 1) / TB), ncb = (long)((cols + TB - 1) / TB);
+    OMP(omp parallel for collapse(2) schedule(static))
+    for (long rb = 0; rb < nrb; rb++) {
+        for (long cb = 0; cb < ncb; cb++) {
+            size_t r1 = (size_t)rb * TB + TB < rows ? (size_t)rb * TB + TB : rows;
+            size_t c1 = (size_t)cb * TB + TB < cols ? (size_t)cb * TB + TB : cols;
+            for (size_t r = (size_t)rb * TB; r < r1; r++) {
+                for (size_t c = (size_t)cb * TB; c < c1; c++) {
+                    dst[c * rows + r] = src[r * cols + c];
+                }
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* layers, forward and backward                                                                */
+
+/* out = inp · weightᵀ + bias; inp (BT, C), weight (OC, C), bias (OC) or NULL, out (BT, OC). */
+static void matmul_forward(gpt_work_t *w, float *out, const float *inp, const float *weight,
+                           const float *bias, int BT, int C, int OC)
+{
+    float *wt = w->scratch; /* (C, OC) */
+    transpose(wt, weight, (size_t)OC, (size_t)C);
+    OMP(omp parallel for schedule(static))
+    for (int bt = 0; bt < BT; bt++) {
+        float *o = out + (size_t)bt * OC;
+        if (bias) {
+            memcpy(o, bias, (size_t)OC * sizeof(float));
+        } else {
+            memset(o, 0, (size_t)OC * sizeof(float));
+        }
+    }
+    gemm_t g = {BT, OC, C, inp, (size_t)C, wt, (size_t)OC, out, (size_t)OC};
+    gemm(w, &g);
+}
+
+/*
+ * dinp (BT, C) += dout · weight; dweight (OC, C) += doutᵀ · inp; dbias (OC) += Σ_bt dout.
+ * dinp may be NULL (nothing to propagate into).
+ */
+static void matmul_backward(gpt_work_t *w, float *dinp, float *dweight, float *dbias,
+                            const float *dout, const float *inp, const float *weight, int BT,
+                            int C, int OC)
+{
+    if (dinp) {
+        gemm_t g = {BT, C, OC, dout, (size_t)OC, weight, (size_t)C, dinp, (size_t)C};
+        gemm(w, &g);
+    }
+    float *doutt = w->scratch; /* (OC, BT) */
+    transpose(doutt, dout, (size_t)BT, (size_t)OC);
+    gemm_t g = {OC, C, BT, doutt, (size_t)BT, inp, (size_t)C, dweight, (size_t)C};
+    gemm(w, &g);
+    if (dbias) {
+        /* blocks of 64 columns, each summed over all rows in order by one thread */
+        const int nb = (OC + 63) / 64;
+        OMP(omp parallel for schedule(static))
+        for (int ob = 0; ob < nb; ob++) {
+            int o0 = ob * 64, n = OC - o0 < 64 ? OC - o0 : 64;
+            float part[64] = {0};
+            for (int bt = 0; bt < BT; bt++) {
+                const float *d = dout + (size_t)bt * OC + o0;
+                for (int o = 0; o < n; o++) {
+                    part[o] += d[o];
+                }
+            }
+            for (int o = 0; o < n; o++) {
+                dbias[o0 + o] += part[o];
+            }
+        }
+    }
+}
+
+/* LayerNorm of rows [r0, r1): out = (x - mean) * rstd * weight + bias; caches mean, rstd. */
+GPT_CLONES static void layernorm_rows(float *out, float *mean, float *rstd, const float *inp,
+                                      const float *weight, const float *bias, int r0, int r1,
+                                      int C)
+{
+    for (int r = r0; r < r1; r++) {
+        const float *x = inp + (size_t)r * C;
+        float s = 0.0f;
+        OMP(omp simd reduction(+ : s))
+        for (int i = 0; i < C; i++) {
+            s += x[i];
+        }
+        const float m = s / C;
+        float v = 0.0f;
+        OMP(omp simd reduction(+ : v))
+        for (int i = 0; i < C; i++) {
+            float d = x[i] - m;
+            v += d * d;
+        }
+        const float rs = 1.0f / sqrtf(v / C + GPT_LN_EPS);
+        float *o = out + (size_t)r * C;
+        for (int i = 0; i < C; i++) {
+            o[i] = (x[i] - m) * rs * weight[i] + bias[i];
+        }
+        mean[r] = m;
+        rstd[r] = rs;
+    }
+}
+
+#define ROWS_PER_TASK 16
+
+static void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                              const float *weight, const float *bias, int BT, int C)
+{
+    const int nt = (BT + ROWS_PER_TASK - 1) / ROWS_PER_TASK;
+    OMP(omp parallel for schedule(static))
+    for (int t = 0; t < nt; t++) {
+        int r1 = (t + 1) * ROWS_PER_TASK;
+        layernorm_rows(out, mean, rstd, inp, weight, bias, t * ROWS_PER_TASK, r1 < BT ? r1 : BT,
+                       C);
+    }
+}
+
+/* dinp rows [r0, r1) += the LayerNorm input gradient (llm.c's layernorm_backward). */
+GPT_CLONES static void layernorm_dinp_rows(float *dinp, const float *dout, const float *inp,
+                                           const float *weight, const float *mean,
+                                           const float *rstd, int r0, int r1, int C)
+{
+    for (int r = r0; r < r1; r++) {
+        const float *x = inp + (size_t)r * C, *d = dout + (size_t)r * C;
+        const float m = mean[r], rs = rstd[r];
+        float dnorm_mean = 0.0f, dnorm_norm_mean = 0.0f;
+        OMP(omp simd reduction(+ : dnorm_mean, dnorm_norm_mean))
+        for (int i = 0; i < C; i++) {
+            float norm = (x[i] - m) * rs;
+            float dnorm = weight[i] * d[i];
+            dnorm_mean += dnorm;
+            dnorm_norm_mean += dnorm * norm;
+        }
+        dnorm_mean /= C;
+        dnorm_norm_mean /= C;
+        float *di = dinp + (size_t)r * C;
+        for (int i = 0; i < C; i++) {
+            float norm = (x[i] - m) * rs;
+            float dnorm = weight[i] * d[i];
+            di[i] += (dnorm - dnorm_mean - norm * dnorm_norm_mean) * rs;
+        }
+    }
+}
+
+/* dweight, dbias channels [c0, c1) += Σ over all rows, in row order. */
+GPT_CLONES static void layernorm_dparam_cols(float *dweight, float *dbias, const float *dout,
+                                             const float *inp, const float *mean,
+                                             const float *rstd, int BT, int C, int c0, int c1)
+{
+    for (int r = 0; r < BT; r++) {
+        const float *x = inp + (size_t)r * C, *d = dout + (size_t)r * C;
+        const float m = mean[r], rs = rstd[r];
+        for (int i = c0; i < c1; i++) {
+            dweight[i] += (x[i] - m) * rs * d[i];
+            dbias[i] += d[i];
+        }
+    }
+}
+
+static void layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                               const float *inp, const float *weight, const float *mean,
+                               const float *rstd, int BT, int C)
+{
+    const int nt = (BT + ROWS_PER_TASK - 1) / ROWS_PER_TASK, nc = (C + 31) / 32;
+    OMP(omp parallel)
+    {
+        OMP(omp for schedule(static) nowait)
+        for (int t = 0; t < nt; t++) {
+            int r1 = (t + 1) * ROWS_PER_TASK;
+            layernorm_dinp_rows(dinp, dout, inp, weight, mean, rstd, t * ROWS_PER_TASK,
+                                r1 < BT ? r1 : BT, C);
+        }
+        OMP(omp for schedule(static))
+        for (int cb = 0; cb < nc; cb++) {
+            int c1 = (cb + 1) * 32;
+            layernorm_dparam_cols(dweight, dbias, dout, inp, mean, rstd, BT, C, cb * 32,
+                                  c1 < C ? c1 : C);
+        }
+    }
+}
+
+#define ELEMS_PER_TASK 4096
+
+GPT_CLONES static void gelu_chunk(float *out, const float *inp, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        float u = GELU_SCALE * (x + GELU_CUBIC * x * x * x);
+        out[i] = 0.5f * x * (1.0f + tanh_exp(u));
+    }
+}
+
+/* d (in place): d fch_gelu -> d fch. */
+GPT_CLONES static void gelu_backward_chunk(float *d, const float *inp, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        float u = GELU_SCALE * (x + GELU_CUBIC * x * x * x);
+        float t = tanh_exp(u);
+        float local = 0.5f * (1.0f + t) +
+                      x * 0.5f * (1.0f - t * t) * GELU_SCALE * (1.0f + 3.0f * GELU_CUBIC * x * x);
+        d[i] *= local;
+    }
+}
+
+static void gelu_forward(float *out, const float *inp, size_t n)
+{
+    const long nt = (long)((n + ELEMS_PER_TASK - 1) / ELEMS_PER_TASK);
+    OMP(omp parallel for schedule(static))
+    for (long t = 0; t < nt; t++) {
+        size_t i0 = (size_t)t * ELEMS_PER_TASK;
+        gelu_chunk(out + i0, inp + i0, n - i0 < ELEMS_PER_TASK ? n - i0 : ELEMS_PER_TASK);
+    }
+}
+
+static void gelu_backward(float *d, const float *inp, size_t n)
+{
+    const long nt = (long)((n + ELEMS_PER_TASK - 1) / ELEMS_PER_TASK);
+    OMP(omp parallel for schedule(static))
+    for (long t = 0; t < nt; t++) {
+        size_t i0 = (size_t)t * ELEMS_PER_TASK;
+        gelu_backward_chunk(d + i0, inp + i0, n - i0 < ELEMS_PER_TASK ? n - i0 : ELEMS_PER_TASK);
+    }
+}
+
+static void residual_forward(float *out, const float *a, const float *b, size_t n)
+{
+    OMP(omp parallel for simd schedule(static))
+    for (size_t i = 0; i < n; i++) {
+        out[i] = a[i] + b[i];
+    }
+}
+
+/*
+ * Causal self-attention of one (b, h), all T queries. qkv rows are (3C) with q, k, v at 0, C, 2C
+ * and head h at h * hs. K is first packed transposed, kt (hs, T), so the scores of a query are an
+ * axpy over the head dimension (vectorized across t2, no reordered sums).
+ */
+GPT_CLONES static void attention_head_forward(float *atty, float *att, const float *qkv,
+                                              float *kt, int T, int C, int NH, int h)
+{
+    const int hs = C / NH, C3 = 3 * C;
+    const float scale = 1.0f / sqrtf((float)hs);
+    for (int t2 = 0; t2 < T; t2++) {
+        const float *k = qkv + (size_t)t2 * C3 + C + h * hs;
+        for (int i = 0; i < hs; i++) {
+            kt[(size_t)i * T + t2] = k[i];
+        }
+    }
+    for (int t = 0; t < T; t++) {
+        const float *q = qkv + (size_t)t * C3 + h * hs;
+        float *row = att + (size_t)t * T; /* (t + 1) scores, then probabilities */
+        for (int t2 = 0; t2 <= t; t2++) {
+            row[t2] = 0.0f;
+        }
+        for (int i = 0; i < hs; i++) {
+            const float qi = q[i] * scale;
+            const float *ki = kt + (size_t)i * T;
+            for (int t2 = 0; t2 <= t; t2++) {
+                row[t2] += qi * ki[t2];
+            }
+        }
+        float maxv = -INFINITY;
+        for (int t2 = 0; t2 <= t; t2++) {
+            maxv = row[t2] > maxv ? row[t2] : maxv;
+        }
+        float sum = 0.0f;
+        OMP(omp simd reduction(+ : sum))
+        for (int t2 = 0; t2 <= t; t2++) {
+            float e = exp_poly(row[t2] - maxv);
+            row[t2] = e;
+            sum += e;
+        }
+        const float inv = 1.0f / sum;
+        for (int t2 = 0; t2 <= t; t2++) {
+            row[t2] *= inv;
+        }
+        float *out = atty + (size_t)t * C + h * hs;
+        for (int i = 0; i < hs; i++) {
+            out[i] = 0.0f;
+        }
+        for (int t2 = 0; t2 <= t; t2++) {
+            const float *v = qkv + (size_t)t2 * C3 + 2 * C + h * hs;
+            const float p = row[t2];
+            for (int i = 0; i < hs; i++) {
+                out[i] += p * v[i];
+            }
+        }
+    }
+}
+
+/*
+ * Backward of one (b, h): dqkv += the gradients of q, k, v of this head, from datty. att holds
+ * the probabilities P; with dP = dO · Vᵀ, the softmax backward is dS = P ∘ (dP - Σ P ∘ dP), and
+ * dQ = scale dS K, dK = scale dSᵀ Q, dV = Pᵀ dO. vt (hs, T) is V packed transposed; drow (T).
+ */
+GPT_CLONES static void attention_head_backward(float *dqkv, const float *datty, const float *att,
+                                               const float *qkv, float *vt, float *drow, int T,
+                                               int C, int NH, int h)
+{
+    const int hs = C / NH, C3 = 3 * C;
+    const float scale = 1.0f / sqrtf((float)hs);
+    for (int t2 = 0; t2 < T; t2++) {
+        const float *v = qkv + (size_t)t2 * C3 + 2 * C + h * hs;
+        for (int i = 0; i < hs; i++) {
+            vt[(size_t)i * T + t2] = v[i];
+        }
+    }
+    for (int t = 0; t < T; t++) {
+        const float *row = att + (size_t)t * T;
+        const float *dout = datty + (size_t)t * C + h * hs;
+        const float *q = qkv + (size_t)t * C3 + h * hs;
+        float *dq = dqkv + (size_t)t * C3 + h * hs;
+        /* dP = dO · Vᵀ over t2 <= t, and dV(t2) += P(t2) dO */
+        for (int t2 = 0; t2 <= t; t2++) {
+            drow[t2] = 0.0f;
+        }
+        for (int i = 0; i < hs; i++) {
+            const float di = dout[i];
+            const float *vi = vt + (size_t)i * T;
+            for (int t2 = 0; t2 <= t; t2++) {
+                drow[t2] += di * vi[t2];
+            }
+        }
+        for (int t2 = 0; t2 <= t; t2++) {
+            float *dv = dqkv + (size_t)t2 * C3 + 2 * C + h * hs;
+            const float p = row[t2];
+            for (int i = 0; i < hs; i++) {
+                dv[i] += p * dout[i];
+            }
+        }
+        float pd = 0.0f;
+        OMP(omp simd reduction(+ : pd))
+        for (int t2 = 0; t2 <= t; t2++) {
+            pd += row[t2] * drow[t2];
+        }
+        for (int t2 = 0; t2 <= t; t2++) {
+            drow[t2] = row[t2] * (drow[t2] - pd) * scale; /* d of the scaled score */
+        }
+        for (int t2 = 0; t2 <= t; t2++) {
+            const float *k = qkv + (size_t)t2 * C3 + C + h * hs;
+            float *dk = dqkv + (size_t)t2 * C3 + C + h * hs;
+            const float ds = drow[t2];
+            for (int i = 0; i < hs; i++) {
+                dq[i] += ds * k[i];
+                dk[i] += ds * q[i];
+            }
+        }
+    }
+}
+
+/* Per-head tasks: each (b, h) writes only its own columns of atty / dqkv. */
+static void attention_forward(gpt_work_t *w, float *atty, float *att, const float *qkv, int B,
+                              int T, int C, int NH)
+{
+    const int hs = C / NH;
+    OMP(omp parallel for collapse(2) schedule(static))
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            float *kt = w->scratch + ((size_t)b * NH + h) * hs * T;
+            attention_head_forward(atty + (size_t)b * T * C, att + ((size_t)b * NH + h) * T * T,
+                                   qkv + (size_t)b * T * 3 * C, kt, T, C, NH, h);
+        }
+    }
+}
+
+static void attention_backward(gpt_work_t *w, float *dqkv, const float *datty, const float *att,
+                               const float *qkv, int B, int T, int C, int NH)
+{
+    const int hs = C / NH;
+    OMP(omp parallel for collapse(2) schedule(static))
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            size_t task = (size_t)b * NH + h;
+            float *vt = w->scratch + task * hs * T;
+            float *drow = w->scratch + (size_t)B * T * C + task * T;
+            attention_head_backward(dqkv + (size_t)b * T * 3 * C, datty + (size_t)b * T * C,
+                                    att + task * T * T, qkv + (size_t)b * T * 3 * C, vt, drow,
+                                    T, C, NH, h);
+        }
+    }
+}
+
+/*
+ * Rows [r0, r1) of the loss: probs = softmax(logits), loss = logsumexp(logits) - logit[target]
+ * (more accurate than -log(prob) when the target's probability underflows).
+ */
+GPT_CLONES static void crossentropy_rows(float *probs, float *losses, const float *logits,
+                                         const int *targets, int r0, int r1, int V)
+{
+    for (int r = r0; r < r1; r++) {
+        const float *l = logits + (size_t)r * V;
+        float *p = probs + (size_t)r * V;
+        float maxv = -INFINITY;
+        for (int i = 0; i < V; i++) {
+            maxv = l[i] > maxv ? l[i] : maxv;
+        }
+        float sum = 0.0f;
+        OMP(omp simd reduction(+ : sum))
+        for (int i = 0; i < V; i++) {
+            float e = exp_poly(l[i] - maxv);
+            p[i] = e;
+            sum += e;
+        }
+        const float inv = 1.0f / sum;
+        for (int i = 0; i < V; i++) {
+            p[i] *= inv;
+        }
+        losses[r] = logf(sum) + maxv - l[targets[r]];
+    }
+}
+
+/* dlogits rows = (probs - onehot(target)) * scale. */
+GPT_CLONES static void crossentropy_backward_rows(float *dlogits, const float *probs,
+                                                  const int *targets, float scale, int r0, int r1,
+                                                  int V)
+{
+    for (int r = r0; r < r1; r++) {
+        const float *p = probs + (size_t)r * V;
+        float *d = dlogits + (size_t)r * V;
+        for (int i = 0; i < V; i++) {
+            d[i] = p[i] * scale;
+        }
+        d[targets[r]] = (p[targets[r]] - 1.0f) * scale;
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* construction                                                                                */
+
+int gpt_config_check(const gpt_config_t *cfg)
+{
+    if (!cfg) {
+        return gpt_fail("gpt: no configuration");
+    }
+    if (cfg->max_seq_len < 1 || cfg->vocab_size < 1 || cfg->n_layer < 1 || cfg->n_head < 1 ||
+        cfg->channels < 1) {
+        return gpt_fail("gpt: every size must be >= 1 (max_seq_len %d, vocab_size %d, n_layer %d, "
+                    "n_head %d, channels %d)",
+                    cfg->max_seq_len, cfg->vocab_size, cfg->n_layer, cfg->n_head, cfg->channels);
+    }
+    if (cfg->channels % cfg->n_head != 0) {
+        return gpt_fail("gpt: channels (%d) must be a multiple of n_head (%d)", cfg->channels,
+                    cfg->n_head);
+    }
+    /* keep every (rows, cols) product and every offset well inside int / size_t */
+    if (cfg->channels > (1 << 16) || cfg->vocab_size > (1 << 24) || cfg->max_seq_len > (1 << 20) ||
+        cfg->n_layer > (1 << 12)) {
+        return gpt_fail("gpt: configuration too large (channels %d, vocab_size %d, max_seq_len %d, "
+                    "n_layer %d)",
+                    cfg->channels, cfg->vocab_size, cfg->max_seq_len, cfg->n_layer);
+    }
+    return 0;
+}
+
+size_t gpt_num_params(const gpt_config_t *cfg)
+{
+    if (gpt_config_check(cfg) != 0) {
+        return 0;
+    }
+    size_t C = (size_t)cfg->channels;
+    size_t per_block = 12 * C * C + 13 * C; /* qkv 3C²+3C, proj C²+C, fc 4C²+4C, fcproj 4C²+C, 2 LN */
+    return ((size_t)cfg->vocab_size + (size_t)cfg->max_seq_len) * C + cfg->n_layer * per_block +
+           2 * C;
+}
+
+double gpt_flops_per_token(const gpt_config_t *cfg, int T)
+{
+    return 6.0 * (double)gpt_num_params(cfg) +
+           6.0 * cfg->n_layer * (double)cfg->channels * (double)T;
+}
+
+static void add_tensor(gpt_model_t *m, uint8_t *init, int *n, size_t *off, const char *name,
+                       int ndim, size_t rows, size_t cols, int layer, int kind)
+{
+    gpt_tensor_t *t = &m->tensors[*n];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->ndim = ndim;
+    t->shape[0] = rows;
+    t->shape[1] = cols;
+    t->offset = *off;
+    t->size = rows * cols;
+    t->layer = layer;
+    t->decay = ndim == 2;
+    init[*n] = (uint8_t)kind;
+    *off += t->size;
+    (*n)++;
+}
+
+static void build_table(gpt_model_t *m)
+{
+    const gpt_config_t *cfg = &m->cfg;
+    const size_t C = (size_t)cfg->channels;
+    const int L = cfg->n_layer;
+    uint8_t *init = m->work->init;
+    int n = 0;
+    size_t off = 0;
+    char name[GPT_NAME_MAX];
+    m->groups[0].off = off;
+    add_tensor(m, init, &n, &off, "wte", 2, (size_t)cfg->vocab_size, C, -1, INIT_NORMAL);
+    add_tensor(m, init, &n, &off, "wpe", 2, (size_t)cfg->max_seq_len, C, -1, INIT_NORMAL);
+    m->groups[0].n = off - m->groups[0].off;
+    for (int l = 0; l < L; l++) {
+        m->groups[1 + l].off = off;
+        for (int p = 0; p < P_PER_BLOCK; p++) {
+            snprintf(name, sizeof name, "h.%d.%s", l, block_tensors[p].name);
+            size_t rows = (size_t)block_tensors[p].rows * C;
+            size_t cols = block_tensors[p].cols ? (size_t)block_tensors[p].cols * C : 1;
+            add_tensor(m, init, &n, &off, name, block_tensors[p].ndim, rows, cols, l,
+                       block_tensors[p].init);
+        }
+        m->groups[1 + l].n = off - m->groups[1 + l].off;
+    }
+    m->groups[1 + L].off = off;
+    add_tensor(m, init, &n, &off, "lnf.w", 1, C, 1, L, INIT_ONE);
+    add_tensor(m, init, &n, &off, "lnf.b", 1, C, 1, L, INIT_ZERO);
+    m->groups[1 + L].n = off - m->groups[1 + L].off;
+    m->num_tensors = n;
+}
+
+static block_params_t block_view(const gpt_model_t *m, float *base, int l)
+{
+    const gpt_tensor_t *t = &m->tensors[2 + l * P_PER_BLOCK];
+    block_params_t p = {
+        base + t[P_LN1W].offset,     base + t[P_LN1B].offset,     base + t[P_QKVW].offset,
+        base + t[P_QKVB].offset,     base + t[P_ATTPROJW].offset, base + t[P_ATTPROJB].offset,
+        base + t[P_LN2W].offset,     base + t[P_LN2B].offset,     base + t[P_FCW].offset,
+        base + t[P_FCB].offset,      base + t[P_FCPROJW].offset,  base + t[P_FCPROJB].offset,
+    };
+    return p;
+}
+
+#define INIT_CHUNK 65536
+
+void gpt_init_weights(gpt_model_t *m, uint64_t seed)
+{
+    const double resid_std = GPT_INIT_STD / sqrt(2.0 * m->cfg.n_layer);
+    for (int ti = 0; ti < m->num_tensors; ti++) {
+        const gpt_tensor_t *t = &m->tensors[ti];
+        const int kind = m->work->init[ti];
+        float *p = m->params + t->offset;
+        if (kind == INIT_ZERO || kind == INIT_ONE) {
+            for (size_t i = 0; i < t->size; i++) {
+                p[i] = kind == INIT_ONE ? 1.0f : 0.0f;
+            }
+            continue;
+        }
+        const double std = kind == INIT_RESID ? resid_std : GPT_INIT_STD;
+        /* chunks with their own stream (seed, tensor, chunk): thread-count independent */
+        const long nchunks = (long)((t->size + INIT_CHUNK - 1) / INIT_CHUNK);
+        OMP(omp parallel for schedule(static))
+        for (long c = 0; c < nchunks; c++) {
+            uint64_t s = seed ^ ((uint64_t)ti << 40) ^ (uint64_t)c;
+            splitmix64(&s);
+            s ^= 0x6a09e667f3bcc909ULL * (uint64_t)(ti + 1);
+            size_t i0 = (size_t)c * INIT_CHUNK;
+            size_t i1 = i0 + INIT_CHUNK < t->size ? i0 + INIT_CHUNK : t->size;
+            for (size_t i = i0; i < i1; i += 2) {
+                /* Box–Muller: two normals from two uniforms */
+                double r = sqrt(-2.0 * log(uniform_open0(&s)));
+                double a = 6.283185307179586 * uniform_open0(&s);
+                p[i] = (float)(std * r * cos(a));
+                if (i + 1 < i1) {
+                    p[i + 1] = (float)(std * r * sin(a));
+                }
+            }
+        }
+    }
+}
+
+int gpt_create(const gpt_config_t *cfg, uint64_t seed, gpt_model_t **model_p)
+{
+    if (gpt_config_check(cfg) != 0) {
+        return -1;
+    }
+    const int L = cfg->n_layer;
+    gpt_model_t *m = calloc(1, sizeof *m);
+    if (!m) {
+        goto oom;
+    }
+    m->cfg = *cfg;
+    m->num_params = gpt_num_params(cfg);
+    m->num_tensors = 2 + P_PER_BLOCK * L + 2;
+    m->mean_loss = -1.0f;
+    m->work = calloc(1, sizeof *m->work);
+    if (m->work) {
+        m->work->fwd_done = -2;
+        m->work->bwd_next = -2;
+    }
+    m->tensors = calloc((size_t)m->num_tensors, sizeof *m->tensors);
+    m->groups = calloc((size_t)L + 2, sizeof *m->groups);
+    m->params = malloc(m->num_params * sizeof(float));
+    m->grads = calloc(m->num_params, sizeof(float));
+    if (!m->work || !m->tensors || !m->groups || !m->params || !m->grads) {
+        goto oom;
+    }
+    m->work->init = calloc((size_t)m->num_tensors, 1);
+    if (!m->work->init) {
+        goto oom;
+    }
+    build_table(m);
+    gemm_select(m->work);
+    gpt_init_weights(m, seed);
+    *model_p = m;
+    return 0;
+oom:
+    gpt_destroy(m);
+    return gpt_fail("gpt: out of memory for a model of %zu parameters", gpt_num_params(cfg));
+}
+
+static void free_acts(gpt_work_t *w)
+{
+    free(w->mem);
+    free(w->blocks);
+    free(w->inputs);
+    free(w->targets);
+    w->mem = NULL;
+    w->blocks = NULL;
+    w->inputs = w->targets = NULL;
+    w->alloc_B = w->alloc_T = 0;
+}
+
+void gpt_destroy(gpt_model_t *m)
+{
+    if (!m) {
+        return;
+    }
+    if (m->work) {
+        free_acts(m->work);
+        free(m->work->init);
+        free(m->work);
+    }
+    free(m->tensors);
+    free(m->groups);
+    free(m->params);
+    free(m->grads);
+    free(m);
+}
+
+const gpt_tensor_t *gpt_find_tensor(const gpt_model_t *m, const char *name)
+{
+    for (int i = 0; i < m->num_tensors; i++) {
+        if (strcmp(m->tensors[i].name, name) == 0) {
+            return &m->tensors[i];
+        }
+    }
+    return NULL;
+}
+
+gpt_range_t gpt_layer_range(const gpt_model_t *m, int layer)
+{
+    gpt_range_t none = {0, 0};
+    if (layer < -1 || layer > m->cfg.n_layer) {
+        return none;
+    }
+    return m->groups[layer + 1];
+}
+
+/*
+ * Lays the activation buffers out from base (sizes for BT = alloc_B * alloc_T rows) and returns
+ * the number of floats; with base == NULL it only counts, so sizes have one source of truth.
+ */
+static size_t carve_acts(gpt_work_t *w, float *base, size_t L, size_t BT, size_t C, size_t V,
+                         size_t att, size_t scratch)
+{
+    size_t off = 0;
+#define CARVE(ptr, n)                                                                          \
+    do {                                                                                       \
+        (ptr) = base ? base + off : NULL;                                                      \
+        off += (n);                                                                            \
+    } while (0)
+    CARVE(w->encoded, BT * C);
+    for (size_t l = 0; l < L; l++) {
+        block_acts_t *a = &w->blocks[l];
+        CARVE(a->ln1, BT * C);
+        CARVE(a->ln1_mean, BT);
+        CARVE(a->ln1_rstd, BT);
+        CARVE(a->qkv, 3 * BT * C);
+        CARVE(a->atty, BT * C);
+        CARVE(a->att, att);
+        CARVE(a->attproj, BT * C);
+        CARVE(a->res2, BT * C);
+        CARVE(a->ln2, BT * C);
+        CARVE(a->ln2_mean, BT);
+        CARVE(a->ln2_rstd, BT);
+        CARVE(a->fch, 4 * BT * C);
+        CARVE(a->fch_gelu, 4 * BT * C);
+        CARVE(a->fcproj, BT * C);
+        CARVE(a->res3, BT * C);
+    }
+    CARVE(w->lnf, BT * C);
+    CARVE(w->lnf_mean, BT);
+    CARVE(w->lnf_rstd, BT);
+    CARVE(w->logits, BT * V);
+    CARVE(w->probs, BT * V);
+    CARVE(w->losses, BT);
+    CARVE(w->dres, BT * C);
+    CARVE(w->dln, BT * C);
+    CARVE(w->dqkv, 3 * BT * C);
+    CARVE(w->datty, BT * C);
+    CARVE(w->dfch, 4 * BT * C);
+    CARVE(w->dlogits, BT * V);
+    CARVE(w->scratch, scratch);
+#undef CARVE
+    return off;
+}
+
+int gpt_alloc_acts(gpt_model_t *m, int B, int T)
+{
+    const gpt_config_t *cfg = &m->cfg;
+    gpt_work_t *w = m->work;
+    if (B < 1 || T < 1) {
+        return gpt_fail("gpt: batch %d x %d: B and T must be >= 1", B, T);
+    }
+    if (T > cfg->max_seq_len) {
+        return gpt_fail("gpt: sequence length T = %d exceeds the model's max_seq_len = %d", T,
+                    cfg->max_seq_len);
+    }
+    if (w->alloc_B >= B && w->alloc_T >= T) {
+        return 0;
+    }
+    const size_t L = (size_t)cfg->n_layer, C = (size_t)cfg->channels, V = (size_t)cfg->vocab_size;
+    const size_t NH = (size_t)cfg->n_head, BT = (size_t)B * (size_t)T;
+    const size_t maxoc = 4 * C > V ? 4 * C : V;
+    const size_t att = (size_t)B * NH * (size_t)T * (size_t)T;
+    if ((double)B * (double)T > INT_MAX / 2 ||
+        (double)BT * ((double)L * (20.0 * C + (double)NH * T) + 5.0 * V + 20.0 * C) >
+            (double)(SIZE_MAX / 8)) {
+        return gpt_fail("gpt: activations for B = %d, T = %d do not fit in memory", B, T);
+    }
+    size_t scratch = C * maxoc;
+    scratch = BT * maxoc > scratch ? BT * maxoc : scratch;
+    scratch = BT * C + BT * NH > scratch ? BT * C + BT * NH : scratch; /* attention packs */
+    free_acts(w);
+    w->blocks = calloc(L, sizeof *w->blocks);
+    const size_t total = carve_acts(w, NULL, L, BT, C, V, att, scratch); /* sizes only */
+    w->mem = malloc(total * sizeof(float));
+    w->inputs = malloc(BT * sizeof(int));
+    w->targets = malloc(BT * sizeof(int));
+    if (!w->mem || !w->blocks || !w->inputs || !w->targets) {
+        free_acts(w);
+        return gpt_fail("gpt: out of memory for activations (%zu MiB for B = %d, T = %d)",
+                        total * sizeof(float) >> 20, B, T);
+    }
+    carve_acts(w, w->mem, L, BT, C, V, att, scratch);
+    w->scratch_n = scratch;
+    w->alloc_B = B;
+    w->alloc_T = T;
+    m->B = m->T = 0;
+    w->fwd_done = -2;
+    w->bwd_next = -2;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* forward                                                                                     */
+
+int gpt_forward_embed(gpt_model_t *m, const int *inputs, int B, int T)
+{
+    const int V = m->cfg.vocab_size, C = m->cfg.channels;
+    gpt_work_t *w = m->work;
+    if (gpt_alloc_acts(m, B > w->alloc_B ? B : w->alloc_B, T > w->alloc_T ? T : w->alloc_T)) {
+        return -1;
+    }
+    const int BT = B * T;
+    for (int i = 0; i < BT; i++) {
+        if (inputs[i] < 0 || inputs[i] >= V) {
+            return gpt_fail("gpt: input token %d at position %d is outside the vocabulary [0, %d)",
+                        inputs[i], i, V);
+        }
+    }
+    memcpy(w->inputs, inputs, (size_t)BT * sizeof(int));
+    m->B = B;
+    m->T = T;
+    m->mean_loss = -1.0f;
+    w->have_targets = 0;
+    w->bwd_next = -2;
+    const float *wte = m->params + m->tensors[0].offset;
+    const float *wpe = m->params + m->tensors[1].offset;
+    OMP(omp parallel for schedule(static))
+    for (int bt = 0; bt < BT; bt++) {
+        const float *te = wte + (size_t)w->inputs[bt] * C, *pe = wpe + (size_t)(bt % T) * C;
+        float *o = w->encoded + (size_t)bt * C;
+        for (int i = 0; i < C; i++) {
+            o[i] = te[i] + pe[i];
+        }
+    }
+    w->fwd_done = -1;
+    return 0;
+}
+
+int gpt_forward_layer(gpt_model_t *m, int l)
+{
+    gpt_work_t *w = m->work;
+    const int L = m->cfg.n_layer, C = m->cfg.channels, NH = m->cfg.n_head;
+    if (l < 0 || l >= L) {
+        return gpt_fail("gpt: forward of layer %d: the model has layers 0..%d", l, L - 1);
+    }
+    if (w->fwd_done != l - 1) {
+        return gpt_fail("gpt: forward of layer %d out of order (embed and layers 0..%d must come "
+                    "first)",
+                    l, l - 1);
+    }
+    const int B = m->B, T = m->T, BT = B * T;
+    const size_t n = (size_t)BT * C;
+    block_params_t p = block_view(m, m->params, l);
+    block_acts_t *a = &w->blocks[l];
+    const float *res = l == 0 ? w->encoded : w->blocks[l - 1].res3;
+
+    layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, res, p.ln1w, p.ln1b, BT, C);
+    matmul_forward(w, a->qkv, a->ln1, p.qkvw, p.qkvb, BT, C, 3 * C);
+    attention_forward(w, a->atty, a->att, a->qkv, B, T, C, NH);
+    matmul_forward(w, a->attproj, a->atty, p.attprojw, p.attprojb, BT, C, C);
+    residual_forward(a->res2, res, a->attproj, n);
+    layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p.ln2w, p.ln2b, BT, C);
+    matmul_forward(w, a->fch, a->ln2, p.fcw, p.fcb, BT, C, 4 * C);
+    gelu_forward(a->fch_gelu, a->fch, 4 * n);
+    matmul_forward(w, a->fcproj, a->fch_gelu, p.fcprojw, p.fcprojb, BT, 4 * C, C);
+    residual_forward(a->res3, a->res2, a->fcproj, n);
+    w->fwd_done = l;
+    return 0;
+}
+
+int gpt_forward_head(gpt_model_t *m, const int *targets, float *loss_p)
+{
+    gpt_work_t *w = m->work;
+    const int L = m->cfg.n_layer, C = m->cfg.channels, V = m->cfg.vocab_size;
+    if (w->fwd_done != L - 1) {
+        return gpt_fail("gpt: forward of the head before layers 0..%d", L - 1);
+    }
+    const int BT = m->B * m->T;
+    if (targets) {
+        for (int i = 0; i < BT; i++) {
+            if (targets[i] < 0 || targets[i] >= V) {
+                return gpt_fail("gpt: target token %d at position %d is outside the vocabulary "
+                            "[0, %d)",
+                            targets[i], i, V);
+            }
+        }
+        memcpy(w->targets, targets, (size_t)BT * sizeof(int));
+    }
+    const gpt_tensor_t *tl = &m->tensors[m->num_tensors - 2];
+    const float *lnfw = m->params + tl[0].offset, *lnfb = m->params + tl[1].offset;
+    const float *wte = m->params + m->tensors[0].offset;
+    layernorm_forward(w->lnf, w->lnf_mean, w->lnf_rstd, w->blocks[L - 1].res3, lnfw, lnfb, BT, C);
+    matmul_forward(w, w->logits, w->lnf, wte, NULL, BT, C, V);
+    w->fwd_done = L;
+    if (!targets) {
+        w->have_targets = 0;
+        m->mean_loss = -1.0f;
+        if (loss_p) {
+            *loss_p = -1.0f;
+        }
+        return 0;
+    }
+    const int nt = (BT + ROWS_PER_TASK - 1) / ROWS_PER_TASK;
+    OMP(omp parallel for schedule(static))
+    for (int t = 0; t < nt; t++) {
+        int r1 = (t + 1) * ROWS_PER_TASK;
+        crossentropy_rows(w->probs, w->losses, w->logits, w->targets, t * ROWS_PER_TASK,
+                          r1 < BT ? r1 : BT, V);
+    }
+    double sum = 0.0;
+    for (int i = 0; i < BT; i++) {
+        sum += w->losses[i];
+    }
+    m->mean_loss = (float)(sum / BT);
+    w->have_targets = 1;
+    w->bwd_next = L;
+    if (loss_p) {
+        *loss_p = m->mean_loss;
+    }
+    return 0;
+}
+
+int gpt_forward(gpt_model_t *m, const int *inputs, const int *targets, int B, int T,
+                float *loss_p)
+{
+    if (gpt_forward_embed(m, inputs, B, T) != 0) {
+        return -1;
+    }
+    for (int l = 0; l < m->cfg.n_layer; l++) {
+        if (gpt_forward_layer(m, l) != 0) {
+            return -1;
+        }
+    }
+    return gpt_forward_head(m, targets, loss_p);
+}
+
+const float *gpt_logits(const gpt_model_t *m)
+{
+    return m->B > 0 ? m->work->logits : NULL;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* backward                                                                                    */
+
+/* What the backward sequence expects next, for error messages. */
+static const char *bwd_expected(const gpt_model_t *m)
+{
+    static _Thread_local char buf[96];
+    const int next = m->work->bwd_next, L = m->cfg.n_layer;
+    if (next == L) {
+        snprintf(buf, sizeof buf, "gpt_backward_head comes first");
+    } else if (next >= 0) {
+        snprintf(buf, sizeof buf, "layer %d is next", next);
+    } else if (next == -1) {
+        snprintf(buf, sizeof buf, "gpt_backward_embed is next");
+    } else {
+        snprintf(buf, sizeof buf, "no forward with targets since the last backward");
+    }
+    return buf;
+}
+
+void gpt_zero_grad(gpt_model_t *m)
+{
+    memset(m->grads, 0, m->num_params * sizeof(float));
+}
+
+int gpt_backward_head(gpt_model_t *m, float dloss)
+{
+    gpt_work_t *w = m->work;
+    const int L = m->cfg.n_layer, C = m->cfg.channels, V = m->cfg.vocab_size;
+    if (!w->have_targets || w->bwd_next != L) {
+        return gpt_fail("gpt: backward of the head out of order: %s", bwd_expected(m));
+    }
+    const int BT = m->B * m->T;
+    const float scale = dloss / (float)BT;
+    const int nt = (BT + ROWS_PER_TASK - 1) / ROWS_PER_TASK;
+    OMP(omp parallel for schedule(static))
+    for (int t = 0; t < nt; t++) {
+        int r1 = (t + 1) * ROWS_PER_TASK;
+        crossentropy_backward_rows(w->dlogits, w->probs, w->targets, scale, t * ROWS_PER_TASK,
+                                   r1 < BT ? r1 : BT, V);
+    }
+    const gpt_tensor_t *tl = &m->tensors[m->num_tensors - 2];
+    const float *lnfw = m->params + tl[0].offset;
+    float *dlnfw = m->grads + tl[0].offset, *dlnfb = m->grads + tl[1].offset;
+    const float *wte = m->params + m->tensors[0].offset;
+    float *dwte = m->grads + m->tensors[0].offset;
+    const size_t n = (size_t)BT * C;
+    memset(w->dln, 0, n * sizeof(float));
+    matmul_backward(w, w->dln, dwte, NULL, w->dlogits, w->lnf, wte, BT, C, V);
+    memset(w->dres, 0, n * sizeof(float));
+    layernorm_backward(w->dres, dlnfw, dlnfb, w->dln, w->blocks[L - 1].res3, lnfw, w->lnf_mean,
+                       w->lnf_rstd, BT, C);
+    w->bwd_next = L - 1;
+    return 0;
+}
+
+int gpt_backward_layer(gpt_model_t *m, int l)
+{
+    gpt_work_t *w = m->work;
+    const int C = m->cfg.channels, NH = m->cfg.n_head;
+    if (w->bwd_next != l || l < 0) {
+        return gpt_fail("gpt: backward of layer %d out of order: %s", l, bwd_expected(m));
+    }
+    const int B = m->B, T = m->T, BT = B * T;
+    const size_t n = (size_t)BT * C;
+    block_params_t p = block_view(m, m->params, l);
+    block_params_t g = block_view(m, m->grads, l);
+    block_acts_t *a = &w->blocks[l];
+    const float *res = l == 0 ? w->encoded : w->blocks[l - 1].res3;
+
+    /* w->dres = d res3 on entry; the MLP branch */
+    memset(w->dfch, 0, 4 * n * sizeof(float));
+    matmul_backward(w, w->dfch, g.fcprojw, g.fcprojb, w->dres, a->fch_gelu, p.fcprojw, BT, 4 * C,
+                    C);
+    gelu_backward(w->dfch, a->fch, 4 * n);
+    memset(w->dln, 0, n * sizeof(float));
+    matmul_backward(w, w->dln, g.fcw, g.fcb, w->dfch, a->ln2, p.fcw, BT, C, 4 * C);
+    layernorm_backward(w->dres, g.ln2w, g.ln2b, w->dln, a->res2, p.ln2w, a->ln2_mean, a->ln2_rstd,
+                       BT, C);
+    /* w->dres = d res2; the attention branch */
+    memset(w->datty, 0, n * sizeof(float));
+    matmul_backward(w, w->datty, g.attprojw, g.attprojb, w->dres, a->atty, p.attprojw, BT, C, C);
+    memset(w->dqkv, 0, 3 * n * sizeof(float));
+    attention_backward(w, w->dqkv, w->datty, a->att, a->qkv, B, T, C, NH);
+    memset(w->dln, 0, n * sizeof(float));
+    matmul_backward(w, w->dln, g.qkvw, g.qkvb, w->dqkv, a->ln1, p.qkvw, BT, C, 3 * C);
+    layernorm_backward(w->dres, g.ln1w, g.ln1b, w->dln, res, p.ln1w, a->ln1_mean, a->ln1_rstd, BT,
+                       C);
+    /* w->dres = d of the block input */
+    w->bwd_next = l - 1;
+    return 0;
+}
+
+int gpt_backward_embed(gpt_model_t *m)
+{
+    gpt_work_t *w = m->work;
+    const int C = m->cfg.channels;
+    if (w->bwd_next != -1) {
+        return gpt_fail("gpt: backward of the embeddings out of order: %s", bwd_expected(m));
+    }
+    const int B = m->B, T = m->T;
+    float *dwte = m->grads + m->tensors[0].offset, *dwpe = m->grads + m->tensors[1].offset;
+    /* dwpe rows are independent across t; dwte is a scatter-add, in position order */
+    OMP(omp parallel for schedule(static))
+    for (int t = 0; t < T; t++) {
+        float *d = dwpe + (size_t)t * C;
+        for (int b = 0; b < B; b++) {
+            const float *g = w->dres + ((size_t)b * T + t) * C;
+            for (int i = 0; i < C; i++) {
+                d[i] += g[i];
+            }
+        }
+    }
+    for (int bt = 0; bt < B * T; bt++) {
+        float *d = dwte + (size_t)w->inputs[bt] * C;
+        const float *g = w->dres + (size_t)bt * C;
+        for (int i = 0; i < C; i++) {
+            d[i] += g[i];
+        }
+    }
+    w->bwd_next = -2;
+    return 0;
+}
+
+int gpt_backward(gpt_model_t *m, float dloss)
+{
+    if (gpt_backward_head(m, dloss) != 0) {
+        return -1;
+    }
+    for (int l = m->cfg.n_layer - 1; l >= 0; l--) {
+        if (gpt_backward_layer(m, l) != 0) {
+            return -1;
+        }
+    }
+    return gpt_backward_embed(m);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* sampling                                                                                    */
+
+int gpt_sample_next(const float *logits, int V, float temperature, uint64_t *rng_state)
+{
+    int best = 0;
+    for (int i = 1; i < V; i++) {
+        best = logits[i] > logits[best] ? i : best;
+    }
+    if (temperature <= 0.0f) {
+        return best;
+    }
+    /* softmax(logits / temperature) in double; inverse CDF at a uniform draw */
+    double sum = 0.0;
+    for (int i = 0; i < V; i++) {
+        sum += exp((double)(logits[i] - logits[best]) / temperature);
+    }
+    double u = gpt_random_f32(rng_state) * sum, cdf = 0.0;
+    for (int i = 0; i < V; i++) {
+        cdf += exp((double)(logits[i] - logits[best]) / temperature);
+        if (u < cdf) {
+            return i;
+        }
+    }
+    return V - 1; /* rounding */
+}

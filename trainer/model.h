@@ -1,0 +1,167 @@
+/*
+ * model.h — a GPT-2 language model on the CPU in fp32: parameters, forward, backward (the trainer's
+ * model, in the spirit of llm.c's train_gpt2.c).
+ *
+ * Architecture: token + position embedding, L pre-LayerNorm blocks (LayerNorm eps 1e-5; causal
+ * multi-head attention with a fused QKV projection; attention output projection; MLP C -> 4C -> C
+ * with the tanh GELU), a final LayerNorm, and logits = lnf · wteᵀ (the LM head is tied to the token
+ * embedding). The loss is the mean softmax cross-entropy over the B·T positions. No dropout, no
+ * vocabulary padding (Vp = V).
+ *
+ * Not here: the optimizer (optim.h), data loading, anything distributed. The model does not use
+ * tempo; a data-parallel caller hooks its communication between the per-layer calls below.
+ *
+ * Invariants
+ *   - All parameters live in ONE contiguous fp32 buffer (params), the gradients in a second buffer
+ *     of the same layout (grads). The buffer is ordered embeddings (wte, wpe), then block 0's
+ *     tensors, block 1's, ..., then the final LayerNorm, so each "layer group" (-1 embeddings,
+ *     0..L-1 blocks, L final LayerNorm) is one contiguous range, and backward finishes the groups
+ *     in decreasing buffer order: L (after gpt_backward_head), L-1, ..., 0, then -1 (after
+ *     gpt_backward_embed: wte also receives the LM head's gradient, so it is complete only then).
+ *   - Gradients accumulate (+=) across backward calls until gpt_zero_grad().
+ *   - Bitwise deterministic: the same inputs give the same bits from run to run AND for any number
+ *     of OpenMP threads (every output element is computed by one thread in an order fixed by the
+ *     shapes alone). Results may differ in the last bits between CPUs that select a different
+ *     kernel (AVX-512, AVX2+FMA, generic), because FMA contraction and vector widths differ.
+ *
+ * Errors: functions that can fail return 0 or -1; after -1, gpt_last_error() returns a sentence
+ * saying what was wrong (thread-local, valid until the next failing call in the thread).
+ */
+#ifndef TEMPO_TRAINER_MODEL_H
+#define TEMPO_TRAINER_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    int max_seq_len; /* maximum T: rows of the position embedding */
+    int vocab_size;  /* V (256 for byte-level text) */
+    int n_layer;     /* L */
+    int n_head;      /* NH; channels % n_head == 0 */
+    int channels;    /* C */
+} gpt_config_t;
+
+#define GPT_NAME_MAX 32
+
+/* One named view into the parameter (and gradient) buffer. */
+typedef struct {
+    char name[GPT_NAME_MAX]; /* "wte", "wpe", "h.3.ln1.w", "h.3.attn.qkv.w", ..., "lnf.b" */
+    int ndim;                /* 1 or 2 */
+    size_t shape[2];         /* (rows, cols) for 2-D; (n, 1) for 1-D */
+    size_t offset;           /* first element in params / grads */
+    size_t size;             /* elements: shape[0] * shape[1] */
+    int layer;               /* -1 embeddings, 0..L-1 block, L final LayerNorm */
+    int decay;               /* 1 for 2-D tensors (matmul weights, embeddings): weight decay */
+} gpt_tensor_t;
+
+/* A contiguous range [off, off + n) of the parameter buffer. */
+typedef struct {
+    size_t off;
+    size_t n;
+} gpt_range_t;
+
+typedef struct gpt_work gpt_work_t; /* activations and scratch, private to model.c */
+
+typedef struct {
+    gpt_config_t cfg;
+    size_t num_params;
+    float *params;         /* (num_params) fp32, layout described by tensors[] */
+    float *grads;          /* (num_params) fp32, same layout; zeroed at creation */
+    int num_tensors;       /* 2 + 12 L + 2 */
+    gpt_tensor_t *tensors; /* (num_tensors) in buffer order */
+    gpt_range_t *groups;   /* (L + 2): groups[0] embeddings, groups[1 + l] block l, [L + 1] lnf */
+    int B, T;              /* batch and sequence length of the last forward (0 before) */
+    float mean_loss;       /* of the last forward with targets; -1 without targets */
+    gpt_work_t *work;
+} gpt_model_t;
+
+/* The message of the calling thread's last failure ("" if none). */
+const char *gpt_last_error(void);
+
+/* Records a message for gpt_last_error() and returns -1: the trainer's other modules (optim.c)
+ * report their errors through the same channel. */
+int gpt_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* 0 if cfg describes a model this code can build, else -1 (gpt_last_error says why). */
+int gpt_config_check(const gpt_config_t *cfg);
+
+/* Number of parameters of cfg (0 if cfg is invalid). */
+size_t gpt_num_params(const gpt_config_t *cfg);
+
+/*
+ * Training FLOPs per token, llm.c's convention (Kaplan et al. 2020, section 2.1): 6 N for the
+ * weight matmuls (2 forward + 4 backward per parameter; N counts every parameter, including the
+ * tied wte that also serves as the LM head) plus 6 L C T for attention (QKᵀ and AV: 4 C T per token
+ * and layer forward at full length, halved by causality, times 3 for forward + backward).
+ */
+double gpt_flops_per_token(const gpt_config_t *cfg, int T);
+
+/* Allocates a model and initializes its weights from seed (gpt_init_weights). */
+int gpt_create(const gpt_config_t *cfg, uint64_t seed, gpt_model_t **model_p);
+
+/* Frees everything; NULL is a no-op. */
+void gpt_destroy(gpt_model_t *model);
+
+/*
+ * GPT-2 initialization, deterministic in seed: 2-D weights ~ normal(0, 0.02), the two residual
+ * projections (attn.proj.w, mlp.proj.w) ~ normal(0, 0.02 / sqrt(2 L)), biases 0, LayerNorm
+ * weights 1. Each tensor draws from its own stream (seed, tensor index), so a tensor's values do not
+ * depend on the others. Does not touch grads.
+ */
+void gpt_init_weights(gpt_model_t *model, uint64_t seed);
+
+/* The tensor called name, or NULL. */
+const gpt_tensor_t *gpt_find_tensor(const gpt_model_t *model, const char *name);
+
+/* The contiguous parameter range of a layer group: -1 embeddings, 0..L-1 block, L final LN. */
+gpt_range_t gpt_layer_range(const gpt_model_t *model, int layer);
+
+/*
+ * Sizes the activations for batches of up to B sequences of up to T tokens (T <= max_seq_len).
+ * Called implicitly by the first forward; a later forward may use any B' <= B and T' <= T.
+ */
+int gpt_alloc_acts(gpt_model_t *model, int B, int T);
+
+/*
+ * Forward. inputs and targets are (B, T) token ids in [0, V). gpt_forward runs gpt_forward_embed,
+ * gpt_forward_layer(0..L-1) and gpt_forward_head; a caller may run them itself to wait for a layer's
+ * parameters before its forward. With targets, *loss_p (if loss_p is not NULL) is the mean
+ * cross-entropy and backward is allowed; with targets == NULL only the logits are computed and
+ * *loss_p is -1. inputs and targets are copied (the caller's arrays may be reused at once).
+ */
+int gpt_forward_embed(gpt_model_t *model, const int *inputs, int B, int T);
+int gpt_forward_layer(gpt_model_t *model, int l);
+int gpt_forward_head(gpt_model_t *model, const int *targets, float *loss_p);
+int gpt_forward(gpt_model_t *model, const int *inputs, const int *targets, int B, int T,
+                float *loss_p);
+
+/* The logits of the last forward: (B, T, V), row (b, t) at (b * T + t) * V; NULL before any. */
+const float *gpt_logits(const gpt_model_t *model);
+
+/* grads = 0. */
+void gpt_zero_grad(gpt_model_t *model);
+
+/*
+ * Backward of the last forward (which must have had targets), accumulating into grads. dloss is
+ * the derivative of the caller's objective by this forward's mean loss: 1 for one batch, 1/n for
+ * the mean over n micro-batches of gradient accumulation. gpt_backward runs gpt_backward_head,
+ * gpt_backward_layer(L-1..0) and gpt_backward_embed; between the calls, group l's gradients
+ * (gpt_layer_range(l)) are final: L after the head, l after gpt_backward_layer(l), -1 after
+ * gpt_backward_embed. The calls must come in that order.
+ */
+int gpt_backward_head(gpt_model_t *model, float dloss);
+int gpt_backward_layer(gpt_model_t *model, int l);
+int gpt_backward_embed(gpt_model_t *model);
+int gpt_backward(gpt_model_t *model, float dloss);
+
+/* xorshift* (llm.c's sampler RNG): the next 32 random bits and a float in [0, 1). */
+uint32_t gpt_random_u32(uint64_t *state);
+float gpt_random_f32(uint64_t *state);
+
+/*
+ * A token drawn from softmax(logits / temperature) over V entries (one row of gpt_logits()), using
+ * and advancing *rng_state; temperature <= 0 picks the argmax (first on ties).
+ */
+int gpt_sample_next(const float *logits, int V, float temperature, uint64_t *rng_state);
+
+#endif /* TEMPO_TRAINER_MODEL_H */

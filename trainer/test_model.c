@@ -1,0 +1,794 @@
+/*
+ * test_model.c — the trainer's GPT-2 model and AdamW (trainer/model.c, trainer/optim.c):
+ *   golden      against PyTorch (tests/golden/gpt_small.bin, written by make_gpt_golden.py): one
+ *               forward/backward from the same weights and batch (logits and loss within 1e-4,
+ *               every gradient tensor within 1e-3), then 5 AdamW steps with global-norm clipping
+ *               and the warm-up/cosine schedule (every loss within 1e-4, final parameters close)
+ *   fd          finite differences on a tiny random model whose shapes hit every edge path of the
+ *               kernels (columns not a multiple of 16, rows not a multiple of the tile height,
+ *               odd head size): central differences per coordinate and along a random direction
+ *   determinism two runs, and runs with 1, 2 and 3 OpenMP threads, give the same bits
+ *   accumulate  two backward passes with dloss 1/2 equal one with dloss 1
+ *   layout      the tensor table and the per-layer ranges tile the buffer, in order
+ *   adamw       a slice-by-slice update equals the whole-buffer update bitwise, and one element
+ *               follows an independent double-precision AdamW; schedule, clip factor, sum of
+ *               squares
+ *   errors      bad configurations, T > max_seq_len, tokens outside the vocabulary, backward out
+ *               of order: -1 and a message that says so
+ *   sampling    argmax at temperature 0, frequencies of a known distribution
+ *
+ * Error measure for the golden comparisons: max_i |ours_i - ref_i| / max_i |ref_i| over a tensor,
+ * i.e. relative to the tensor's scale. Elementwise relative errors are meaningless for entries
+ * that are zero up to rounding (a gradient of 1e-9 computed as 3e-9 by either side), while an
+ * error relative to the largest entry is what changes training; the worst element is printed.
+ *
+ * Random inputs are seeded (TEMPO_TEST_SEED replays; the seed is printed).
+ *
+ * "test_model --bench [L NH C T B iters]" times forward + backward instead (tokens/s).
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "tests/tap.h"
+#include "trainer/model.h"
+#include "trainer/optim.h"
+
+static uint64_t seed;
+
+static uint64_t rand64(uint64_t *s)
+{
+    uint64_t x = *s;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *s = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+
+/* Uniform in [-1, 1). */
+static float randf(uint64_t *s)
+{
+    return (float)((rand64(s) >> 40) / 8388608.0 - 1.0);
+}
+
+/* max |a - b| / max |b| over n elements; *worst_p the index of the largest |a - b|. */
+static double rel_err(const float *a, const float *b, size_t n, size_t *worst_p)
+{
+    double maxd = 0, maxb = 0;
+    size_t worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]);
+        if (d > maxd || isnan(d)) {
+            maxd = isnan(d) ? INFINITY : d;
+            worst = i;
+        }
+        maxb = fmax(maxb, fabs(b[i]));
+    }
+    if (worst_p) {
+        *worst_p = worst;
+    }
+    return maxb > 0 ? maxd / maxb : maxd;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* golden                                                                                      */
+
+typedef struct {
+    int B, T, nsteps, warmup, total;
+    gpt_config_t cfg;
+    size_t n;
+    float max_lr, min_lr, beta1, beta2, eps, wd, clip;
+    float *params, *logits, *grads, *losses, *final;
+    float loss;
+    int *x, *y;
+} golden_t;
+
+static void golden_free(golden_t *g)
+{
+    free(g->params);
+    free(g->logits);
+    free(g->grads);
+    free(g->losses);
+    free(g->final);
+    free(g->x);
+    free(g->y);
+}
+
+static int read_exact(FILE *f, void *p, size_t size, size_t count)
+{
+    return fread(p, size, count, f) == count;
+}
+
+static int golden_load(const char *path, golden_t *g)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        tap_diag("cannot open %s", path);
+        return -1;
+    }
+    int32_t h[256];
+    int ok = read_exact(f, h, sizeof(int32_t), 256);
+    if (!ok || h[0] != 20250721 || h[1] != 1) {
+        tap_diag("%s: bad header (magic %d, version %d)", path, ok ? h[0] : -1, ok ? h[1] : -1);
+        fclose(f);
+        return -1;
+    }
+    memset(g, 0, sizeof *g);
+    g->B = h[2];
+    g->T = h[3];
+    g->cfg = (gpt_config_t){h[4], h[5], h[6], h[7], h[8]};
+    g->n = (size_t)h[9];
+    g->nsteps = h[10];
+    g->warmup = h[11];
+    g->total = h[12];
+    float *fl[7] = {&g->max_lr, &g->min_lr, &g->beta1, &g->beta2, &g->eps, &g->wd, &g->clip};
+    for (int i = 0; i < 7; i++) {
+        memcpy(fl[i], &h[16 + i], sizeof(float));
+    }
+    const size_t BT = (size_t)g->B * g->T, V = (size_t)g->cfg.vocab_size;
+    g->params = malloc(g->n * sizeof(float));
+    g->grads = malloc(g->n * sizeof(float));
+    g->final = malloc(g->n * sizeof(float));
+    g->logits = malloc(BT * V * sizeof(float));
+    g->losses = malloc((size_t)g->nsteps * sizeof(float));
+    g->x = malloc(BT * sizeof(int));
+    g->y = malloc(BT * sizeof(int));
+    ok = g->params && g->grads && g->final && g->logits && g->losses && g->x && g->y &&
+         read_exact(f, g->params, sizeof(float), g->n) && read_exact(f, g->x, sizeof(int), BT) &&
+         read_exact(f, g->y, sizeof(int), BT) && read_exact(f, g->logits, sizeof(float), BT * V) &&
+         read_exact(f, &g->loss, sizeof(float), 1) && read_exact(f, g->grads, sizeof(float), g->n) &&
+         read_exact(f, g->losses, sizeof(float), (size_t)g->nsteps) &&
+         read_exact(f, g->final, sizeof(float), g->n) && fgetc(f) == EOF;
+    fclose(f);
+    if (!ok) {
+        tap_diag("%s: truncated or longer than its header says", path);
+        golden_free(g);
+        return -1;
+    }
+    return 0;
+}
+
+static void test_golden(void)
+{
+    char path[4096];
+    const char *top = getenv("top_srcdir");
+    snprintf(path, sizeof path, "%s/tests/golden/gpt_small.bin", top ? top : ".");
+    golden_t g;
+    if (!TAP_OK(golden_load(path, &g) == 0, "golden: load %s", path)) {
+        return;
+    }
+    const gpt_config_t *cfg = &g.cfg;
+    tap_diag("golden: L %d NH %d C %d V %d maxT %d, B %d T %d, %zu params", cfg->n_layer,
+             cfg->n_head, cfg->channels, cfg->vocab_size, cfg->max_seq_len, g.B, g.T, g.n);
+    gpt_model_t *m = NULL;
+    if (!TAP_OK(gpt_create(cfg, 1, &m) == 0, "golden: create (%s)", gpt_last_error())) {
+        golden_free(&g);
+        return;
+    }
+    TAP_EQ_UINT(m->num_params, g.n, "golden: parameter count matches PyTorch's");
+    if (m->num_params != g.n) {
+        gpt_destroy(m);
+        golden_free(&g);
+        return;
+    }
+    memcpy(m->params, g.params, g.n * sizeof(float));
+
+    /* forward: logits and loss */
+    float loss = 0;
+    TAP_OK(gpt_forward(m, g.x, g.y, g.B, g.T, &loss) == 0, "golden: forward");
+    const size_t nlog = (size_t)g.B * g.T * cfg->vocab_size;
+    size_t w;
+    double e = rel_err(gpt_logits(m), g.logits, nlog, &w);
+    if (!TAP_OK(e <= 1e-4, "golden: logits within 1e-4 (error %.2e)", e)) {
+        tap_diag("  worst logit %zu: %.8g vs %.8g", w, gpt_logits(m)[w], g.logits[w]);
+    }
+    double el = fabs((double)loss - g.loss) / fabs(g.loss);
+    TAP_OK(el <= 1e-4, "golden: loss %.7f vs %.7f (error %.2e) within 1e-4", loss, g.loss, el);
+
+    /* backward: every tensor */
+    gpt_zero_grad(m);
+    TAP_OK(gpt_backward(m, 1.0f) == 0, "golden: backward");
+    double worst_t = 0;
+    int bad = 0;
+    for (int ti = 0; ti < m->num_tensors; ti++) {
+        const gpt_tensor_t *t = &m->tensors[ti];
+        double et = rel_err(m->grads + t->offset, g.grads + t->offset, t->size, &w);
+        worst_t = fmax(worst_t, et);
+        bad += !(et <= 1e-3);
+        tap_diag("  grad %-16s error %.2e  worst [%zu] %+.6e vs %+.6e", t->name, et, w,
+                 m->grads[t->offset + w], g.grads[t->offset + w]);
+    }
+    TAP_OK(bad == 0, "golden: all %d gradient tensors within 1e-3 (worst %.2e)", m->num_tensors,
+           worst_t);
+    /* the key bias does not change the loss: its gradient is rounding noise on both sides */
+    double kb = 0, qkvb_max = 0;
+    for (int l = 0; l < cfg->n_layer; l++) {
+        char name[GPT_NAME_MAX];
+        snprintf(name, sizeof name, "h.%d.attn.qkv.b", l);
+        const gpt_tensor_t *t = gpt_find_tensor(m, name);
+        for (size_t i = 0; i < t->size; i++) {
+            double gi = fabs(m->grads[t->offset + i]);
+            qkvb_max = fmax(qkvb_max, gi);
+            kb = i >= (size_t)cfg->channels && i < 2 * (size_t)cfg->channels ? fmax(kb, gi) : kb;
+        }
+    }
+    TAP_OK(kb <= 1e-5 * qkvb_max, "golden: key-bias gradients are ~0 (%.1e of the qkv bias's)",
+           kb / qkvb_max);
+
+    /* training: 5 AdamW steps with clipping and the schedule */
+    adamw_cfg_t oc = {g.beta1, g.beta2, g.eps, g.wd};
+    float *mm = calloc(g.n, sizeof(float)), *vv = calloc(g.n, sizeof(float));
+    double worst_l = 0;
+    int ok = mm && vv;
+    for (int step = 0; step < g.nsteps && ok; step++) {
+        gpt_zero_grad(m);
+        ok = gpt_forward(m, g.x, g.y, g.B, g.T, &loss) == 0 && gpt_backward(m, 1.0f) == 0;
+        double norm = sqrt(grad_sumsq(m->grads, g.n));
+        float scale = clip_scale(norm, g.clip);
+        float lr = lr_schedule(step, g.warmup, g.total, g.max_lr, g.min_lr);
+        ok = ok && adamw_step(m, m->params, m->grads, mm, vv, 0, g.n, step + 1, &oc, lr,
+                              scale) == 0;
+        double es = fabs((double)loss - g.losses[step]) / fabs(g.losses[step]);
+        worst_l = fmax(worst_l, es);
+        tap_diag("  step %d: loss %.7f vs %.7f (error %.2e), grad norm %.4f, clip %.4f, lr %.3e",
+                 step, loss, g.losses[step], es, norm, scale, lr);
+    }
+    TAP_OK(ok && worst_l <= 1e-4, "golden: %d training losses within 1e-4 (worst %.2e)", g.nsteps,
+           worst_l);
+    /*
+     * Final parameters, per tensor, against how far PyTorch moved the tensor (its values are much
+     * larger than 5 steps of lr): the RMS difference within 1e-3 of the RMS update, and no element
+     * off by 5 % of the largest update. Elements whose gradient is ~0 get Adam steps of up to ±lr
+     * from rounding noise (m / sqrt(v) of noise), so single elements can differ by more than the
+     * RMS bound on another CPU; a wrong formula moves them all. The key bias (elements [C, 2C) of
+     * attn.qkv.b) is left out: adding a constant to every score of a softmax row changes nothing,
+     * so its gradient is exactly 0 (checked ~0 above) and its Adam steps are all noise.
+     */
+    double worst_rms = 0, worst_max = 0;
+    const size_t C = (size_t)cfg->channels;
+    bad = 0;
+    for (int ti = 0; ti < m->num_tensors; ti++) {
+        const gpt_tensor_t *t = &m->tensors[ti];
+        const int qkvb = strstr(t->name, ".attn.qkv.b") != NULL;
+        double maxd = 0, maxmove = 0, sd = 0, sm = 0;
+        for (size_t i = t->offset; i < t->offset + t->size; i++) {
+            if (qkvb && i - t->offset >= C && i - t->offset < 2 * C) {
+                continue;
+            }
+            double d = (double)m->params[i] - g.final[i], mv = (double)g.final[i] - g.params[i];
+            maxd = fmax(maxd, fabs(d));
+            maxmove = fmax(maxmove, fabs(mv));
+            sd += d * d;
+            sm += mv * mv;
+        }
+        double erms = sqrt(sd / sm), emax = maxd / maxmove;
+        worst_rms = fmax(worst_rms, erms);
+        worst_max = fmax(worst_max, emax);
+        if (!(erms <= 5e-4 && emax <= 5e-2)) {
+            bad++;
+            tap_diag("  params %-16s after %d steps: RMS diff %.2e, max diff %.2e of the update",
+                     t->name, g.nsteps, erms, emax);
+        }
+    }
+    TAP_OK(bad == 0,
+           "golden: final parameters: RMS difference within 5e-4 of the RMS update (worst %.2e), "
+           "max within 5e-2 of the max update (worst %.2e)",
+           worst_rms, worst_max);
+    free(mm);
+    free(vv);
+    gpt_destroy(m);
+    golden_free(&g);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* finite differences                                                                          */
+
+static void fill_random(gpt_model_t *m, uint64_t *s, float scale)
+{
+    for (size_t i = 0; i < m->num_params; i++) {
+        m->params[i] = scale * randf(s);
+    }
+    /* LayerNorm weights around 1 */
+    for (int ti = 0; ti < m->num_tensors; ti++) {
+        const gpt_tensor_t *t = &m->tensors[ti];
+        size_t len = strlen(t->name);
+        if (strstr(t->name, "ln") && len > 2 && strcmp(t->name + len - 2, ".w") == 0) {
+            for (size_t i = 0; i < t->size; i++) {
+                m->params[t->offset + i] += 1.0f;
+            }
+        }
+    }
+}
+
+static void random_tokens(int *tok, int n, int V, uint64_t *s)
+{
+    for (int i = 0; i < n; i++) {
+        tok[i] = (int)(rand64(s) % (uint64_t)V);
+    }
+}
+
+static double loss_at(gpt_model_t *m, const int *x, const int *y, int B, int T)
+{
+    float loss = 0;
+    gpt_forward(m, x, y, B, T, &loss);
+    return loss;
+}
+
+static void test_fd(void)
+{
+    /* C = 20: 16 + 4 tail columns, 3C = 60, V = 37; BT = 21 rows; head size 5 */
+    const gpt_config_t cfg = {9, 37, 2, 4, 20};
+    const int B = 3, T = 7, BT = B * T;
+    gpt_model_t *m = NULL;
+    if (!TAP_OK(gpt_create(&cfg, 7, &m) == 0, "fd: create")) {
+        return;
+    }
+    uint64_t s = (seed ^ 0xfd) | 1;
+    fill_random(m, &s, 0.3f);
+    int x[21], y[21];
+    random_tokens(x, BT, cfg.vocab_size, &s);
+    random_tokens(y, BT, cfg.vocab_size, &s);
+    float loss;
+    gpt_zero_grad(m);
+    int ok = gpt_forward(m, x, y, B, T, &loss) == 0 && gpt_backward(m, 1.0f) == 0;
+    TAP_OK(ok, "fd: forward/backward of a %d-parameter model", (int)m->num_params);
+    float *grad = malloc(m->num_params * sizeof(float));
+    memcpy(grad, m->grads, m->num_params * sizeof(float));
+
+    /*
+     * Central differences with h = 1e-2 on the largest-gradient element of every tensor and two
+     * random ones. In fp32 the loss (~3.6) carries ~4e-7 of rounding, so the difference quotient
+     * is good to ~2e-5 absolute plus an O(h²) truncation term: |fd - g| <= 2e-2 |g| + 1e-4.
+     */
+    const float h = 1e-2f;
+    double worst = 0;
+    int bad = 0, checked = 0;
+    for (int ti = 0; ti < m->num_tensors; ti++) {
+        const gpt_tensor_t *t = &m->tensors[ti];
+        size_t pick[3] = {0, rand64(&s) % t->size, rand64(&s) % t->size};
+        for (size_t i = 0; i < t->size; i++) {
+            pick[0] = fabsf(grad[t->offset + i]) > fabsf(grad[t->offset + pick[0]]) ? i : pick[0];
+        }
+        for (int k = 0; k < 3; k++) {
+            size_t i = t->offset + pick[k];
+            float p0 = m->params[i];
+            m->params[i] = p0 + h;
+            double lp = loss_at(m, x, y, B, T);
+            m->params[i] = p0 - h;
+            double lm = loss_at(m, x, y, B, T);
+            m->params[i] = p0;
+            double fd = (lp - lm) / (2.0 * h), g = grad[i];
+            double err = fabs(fd - g) / (2e-2 * fabs(g) + 1e-4);
+            worst = fmax(worst, err);
+            checked++;
+            if (!(err <= 1.0)) {
+                bad++;
+                tap_diag("  %s[%zu]: backward %+.6e, finite difference %+.6e", t->name,
+                         pick[k], g, fd);
+            }
+        }
+    }
+    TAP_OK(bad == 0, "fd: %d coordinates, worst error %.2f of the bound", checked, worst);
+
+    /* along a random unit direction d: (L(p + h d) - L(p - h d)) / 2h = g · d */
+    float *p0 = malloc(m->num_params * sizeof(float)), *d = malloc(m->num_params * sizeof(float));
+    memcpy(p0, m->params, m->num_params * sizeof(float));
+    double dn = 0, gd = 0;
+    for (size_t i = 0; i < m->num_params; i++) {
+        d[i] = randf(&s);
+        dn += (double)d[i] * d[i];
+    }
+    dn = sqrt(dn);
+    for (size_t i = 0; i < m->num_params; i++) {
+        d[i] = (float)(d[i] / dn);
+        gd += (double)grad[i] * d[i];
+    }
+    for (size_t i = 0; i < m->num_params; i++) {
+        m->params[i] = p0[i] + h * d[i];
+    }
+    double lp = loss_at(m, x, y, B, T);
+    for (size_t i = 0; i < m->num_params; i++) {
+        m->params[i] = p0[i] - h * d[i];
+    }
+    double lm = loss_at(m, x, y, B, T);
+    double fd = (lp - lm) / (2.0 * h);
+    TAP_OK(fabs(fd - gd) <= 2e-2 * fabs(gd) + 1e-4,
+           "fd: directional derivative %+.6e vs g·d %+.6e", fd, gd);
+    free(p0);
+    free(d);
+    free(grad);
+    gpt_destroy(m);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* determinism, accumulation, layout                                                           */
+
+typedef struct {
+    float loss;
+    float *logits, *grads;
+} run_t;
+
+static int run_once(const gpt_config_t *cfg, const int *x, const int *y, int B, int T, run_t *r)
+{
+    gpt_model_t *m = NULL;
+    if (gpt_create(cfg, 42, &m) != 0) {
+        return -1;
+    }
+    size_t nl = (size_t)B * T * cfg->vocab_size;
+    r->logits = malloc(nl * sizeof(float));
+    r->grads = malloc(m->num_params * sizeof(float));
+    int ok = gpt_forward(m, x, y, B, T, &r->loss) == 0 && gpt_backward(m, 1.0f) == 0;
+    memcpy(r->logits, gpt_logits(m), nl * sizeof(float));
+    memcpy(r->grads, m->grads, m->num_params * sizeof(float));
+    gpt_destroy(m);
+    return ok ? 0 : -1;
+}
+
+static void test_determinism(void)
+{
+    const gpt_config_t cfg = {40, 256, 2, 4, 64};
+    const int B = 3, T = 37, BT = B * T;
+    const size_t n = gpt_num_params(&cfg), nl = (size_t)BT * cfg.vocab_size;
+    int *x = malloc(BT * sizeof(int)), *y = malloc(BT * sizeof(int));
+    uint64_t s = (seed ^ 0xde7) | 1;
+    random_tokens(x, BT, cfg.vocab_size, &s);
+    random_tokens(y, BT, cfg.vocab_size, &s);
+    run_t a, b;
+    TAP_OK(run_once(&cfg, x, y, B, T, &a) == 0 && run_once(&cfg, x, y, B, T, &b) == 0,
+           "determinism: two runs");
+    TAP_OK(a.loss == b.loss && !memcmp(a.logits, b.logits, nl * sizeof(float)) &&
+               !memcmp(a.grads, b.grads, n * sizeof(float)),
+           "determinism: two runs give the same loss, logits and gradients bitwise");
+    free(b.logits);
+    free(b.grads);
+#ifdef _OPENMP
+    const int saved = omp_get_max_threads();
+    for (int nt = 1; nt <= 3; nt++) {
+        omp_set_num_threads(nt);
+        run_t c;
+        int ok = run_once(&cfg, x, y, B, T, &c) == 0;
+        TAP_OK(ok && c.loss == a.loss && !memcmp(c.logits, a.logits, nl * sizeof(float)) &&
+                   !memcmp(c.grads, a.grads, n * sizeof(float)),
+               "determinism: %d thread%s give the same bits as %d", nt, nt > 1 ? "s" : "", saved);
+        free(c.logits);
+        free(c.grads);
+    }
+    omp_set_num_threads(saved);
+#else
+    tap_skip("built without OpenMP", "determinism across thread counts");
+#endif
+
+    /* gradient accumulation: two backward passes with dloss 1/2 = one with dloss 1 */
+    gpt_model_t *m = NULL;
+    if (gpt_create(&cfg, 42, &m) == 0) {
+        float loss;
+        int ok = gpt_forward(m, x, y, B, T, &loss) == 0 && gpt_backward(m, 0.5f) == 0 &&
+                 gpt_forward(m, x, y, B, T, &loss) == 0 && gpt_backward(m, 0.5f) == 0;
+        double e = rel_err(m->grads, a.grads, n, NULL);
+        TAP_OK(ok && e <= 1e-6, "accumulate: 2 x dloss 1/2 = dloss 1 (error %.2e)", e);
+        gpt_zero_grad(m);
+        float maxg = 0;
+        for (size_t i = 0; i < n; i++) {
+            maxg = fmaxf(maxg, fabsf(m->grads[i]));
+        }
+        TAP_OK(maxg == 0.0f, "accumulate: gpt_zero_grad clears the gradients");
+        /* layer by layer through the public per-layer calls: the same bits as gpt_forward */
+        ok = gpt_forward_embed(m, x, B, T) == 0;
+        for (int l = 0; l < cfg.n_layer; l++) {
+            ok = ok && gpt_forward_layer(m, l) == 0;
+        }
+        ok = ok && gpt_forward_head(m, y, &loss) == 0 && gpt_backward_head(m, 1.0f) == 0;
+        for (int l = cfg.n_layer - 1; l >= 0; l--) {
+            ok = ok && gpt_backward_layer(m, l) == 0;
+        }
+        ok = ok && gpt_backward_embed(m) == 0;
+        TAP_OK(ok && loss == a.loss && !memcmp(m->grads, a.grads, n * sizeof(float)),
+               "per-layer calls give gpt_forward/gpt_backward's bits");
+        gpt_destroy(m);
+    }
+    free(a.logits);
+    free(a.grads);
+    free(x);
+    free(y);
+}
+
+static void test_layout(void)
+{
+    const gpt_config_t cfg = {16, 256, 3, 2, 8};
+    gpt_model_t *m = NULL;
+    if (!TAP_OK(gpt_create(&cfg, 3, &m) == 0, "layout: create")) {
+        return;
+    }
+    const size_t C = 8;
+    TAP_EQ_UINT(m->num_params, (256 + 16) * C + 3 * (12 * C * C + 13 * C) + 2 * C,
+                "layout: parameter count");
+    TAP_EQ_INT(m->num_tensors, 2 + 12 * 3 + 2, "layout: tensor count");
+    int ok = 1;
+    size_t off = 0;
+    for (int ti = 0; ti < m->num_tensors; ti++) {
+        const gpt_tensor_t *t = &m->tensors[ti];
+        gpt_range_t r = gpt_layer_range(m, t->layer);
+        ok &= t->offset == off && t->size == t->shape[0] * t->shape[1];
+        ok &= t->offset >= r.off && t->offset + t->size <= r.off + r.n;
+        ok &= t->decay == (t->ndim == 2);
+        off += t->size;
+    }
+    TAP_OK(ok && off == m->num_params, "layout: tensors tile the buffer in order, inside their "
+                                       "layer's range, decay on 2-D only");
+    off = 0;
+    ok = 1;
+    for (int l = -1; l <= cfg.n_layer; l++) {
+        gpt_range_t r = gpt_layer_range(m, l);
+        ok &= r.off == off && r.n > 0;
+        off += r.n;
+    }
+    TAP_OK(ok && off == m->num_params, "layout: layer ranges -1..L are contiguous and in order");
+    const gpt_tensor_t *t = gpt_find_tensor(m, "h.1.attn.qkv.w");
+    TAP_OK(t && t->layer == 1 && t->shape[0] == 3 * C && t->shape[1] == C && t->decay,
+           "layout: h.1.attn.qkv.w is (3C, C) in layer 1 with decay");
+    t = gpt_find_tensor(m, "lnf.b");
+    TAP_OK(t && t->layer == 3 && t->ndim == 1 && !t->decay && t->offset + C == m->num_params,
+           "layout: lnf.b is last, 1-D, no decay");
+    /* initialization: std 0.02, residual projections 0.02 / sqrt(2L), LN weights 1, biases 0 */
+    double s2 = 0;
+    const gpt_tensor_t *wte = gpt_find_tensor(m, "wte"), *pr = gpt_find_tensor(m, "h.2.mlp.proj.w");
+    for (size_t i = 0; i < wte->size; i++) {
+        s2 += (double)m->params[wte->offset + i] * m->params[wte->offset + i];
+    }
+    double std1 = sqrt(s2 / wte->size);
+    s2 = 0;
+    for (size_t i = 0; i < pr->size; i++) {
+        s2 += (double)m->params[pr->offset + i] * m->params[pr->offset + i];
+    }
+    double std2 = sqrt(s2 / pr->size) * sqrt(6.0);
+    const gpt_tensor_t *lw = gpt_find_tensor(m, "h.0.ln2.w"), *fb = gpt_find_tensor(m, "h.0.mlp.fc.b");
+    TAP_OK(fabs(std1 - 0.02) < 0.001 && fabs(std2 - 0.02) < 0.003 &&
+               m->params[lw->offset] == 1.0f && m->params[fb->offset + 5] == 0.0f,
+           "layout: init std %.4f (wte), %.4f (mlp.proj x sqrt(2L)), LN 1, biases 0", std1, std2);
+    gpt_model_t *m2 = NULL;
+    if (gpt_create(&cfg, 3, &m2) == 0) {
+        TAP_OK(!memcmp(m->params, m2->params, m->num_params * sizeof(float)),
+               "layout: the same seed gives the same weights");
+        gpt_init_weights(m2, 4);
+        TAP_OK(memcmp(m->params, m2->params, m->num_params * sizeof(float)) != 0,
+               "layout: another seed gives other weights");
+        gpt_destroy(m2);
+    }
+    gpt_destroy(m);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* optimizer                                                                                   */
+
+static void test_adamw(void)
+{
+    const gpt_config_t cfg = {16, 64, 2, 2, 16};
+    gpt_model_t *m = NULL;
+    if (!TAP_OK(gpt_create(&cfg, 5, &m) == 0, "adamw: create")) {
+        return;
+    }
+    const size_t n = m->num_params;
+    uint64_t s = (seed ^ 0xada) | 1;
+    float *p0 = malloc(n * sizeof(float)), *g = malloc(n * sizeof(float));
+    float *pa = malloc(n * sizeof(float)), *ma = calloc(n, sizeof(float));
+    float *va = calloc(n, sizeof(float)), *pb = malloc(n * sizeof(float));
+    float *mb = calloc(n, sizeof(float)), *vb = calloc(n, sizeof(float));
+    for (size_t i = 0; i < n; i++) {
+        p0[i] = randf(&s);
+        g[i] = 0.1f * randf(&s);
+    }
+    memcpy(pa, p0, n * sizeof(float));
+    memcpy(pb, p0, n * sizeof(float));
+    const adamw_cfg_t oc = {0.9f, 0.95f, 1e-8f, 0.1f};
+    /* slices that cut tensors in the middle */
+    const size_t cuts[] = {0, 7, 1000, n / 2 + 3, n - 1, n};
+    int ok = 1;
+    for (int t = 1; t <= 3; t++) {
+        ok &= adamw_step(m, pa, g, ma, va, 0, n, t, &oc, 1e-2f, 0.5f) == 0;
+        for (int c = 0; c + 1 < 6; c++) {
+            size_t lo = cuts[c], hi = cuts[c + 1];
+            ok &= adamw_step(m, pb + lo, g + lo, mb + lo, vb + lo, lo, hi, t, &oc, 1e-2f, 0.5f) ==
+                  0;
+        }
+    }
+    TAP_OK(ok && !memcmp(pa, pb, n * sizeof(float)) && !memcmp(ma, mb, n * sizeof(float)) &&
+               !memcmp(va, vb, n * sizeof(float)),
+           "adamw: 5 slices = the whole buffer, bitwise (3 steps)");
+    /* an independent double-precision AdamW on one decayed and one non-decayed element */
+    const gpt_tensor_t *w2 = gpt_find_tensor(m, "h.1.mlp.fc.w"), *b1 = gpt_find_tensor(m, "h.1.ln1.b");
+    size_t idx[2] = {w2->offset + 17, b1->offset + 3};
+    double worst = 0;
+    for (int k = 0; k < 2; k++) {
+        size_t i = idx[k];
+        double p = p0[i], mm = 0, vv = 0, gi = (double)g[i] * 0.5, wd = k == 0 ? 0.1 : 0.0;
+        for (int t = 1; t <= 3; t++) {
+            p *= 1.0 - 1e-2 * wd;
+            mm = 0.9 * mm + 0.1 * gi;
+            vv = 0.95 * vv + 0.05 * gi * gi;
+            double mhat = mm / (1 - pow(0.9, t)), vhat = vv / (1 - pow(0.95, t));
+            p -= 1e-2 * mhat / (sqrt(vhat) + 1e-8);
+        }
+        worst = fmax(worst, fabs(p - pa[i]) / fabs(p));
+    }
+    TAP_OK(worst < 1e-5, "adamw: matches a double-precision AdamW with and without decay (%.1e)",
+           worst);
+    TAP_OK(adamw_step(m, pa, g, ma, va, 0, n + 1, 1, &oc, 1e-3f, 1.0f) == -1,
+           "adamw: a slice past the buffer is refused");
+    TAP_CONTAINS(gpt_last_error(), "not inside", "adamw: ... with a message");
+    TAP_OK(adamw_step(m, pa, g, ma, va, 0, n, 0, &oc, 1e-3f, 1.0f) == -1,
+           "adamw: step 0 is refused");
+
+    /* schedule: warm-up (step + 1) / warmup, cosine, min_lr at the end */
+    TAP_EQ_DBL(lr_schedule(0, 4, 20, 1e-3f, 1e-4f), (float)(1e-3f * 1 / 4.0), "lr: first warm-up step");
+    TAP_EQ_DBL(lr_schedule(3, 4, 20, 1e-3f, 1e-4f), 1e-3f, "lr: last warm-up step is max_lr");
+    TAP_EQ_DBL(lr_schedule(4, 4, 20, 1e-3f, 1e-4f), 1e-3f, "lr: decay starts at max_lr");
+    TAP_OK(fabs(lr_schedule(12, 4, 20, 1e-3f, 1e-4f) - 5.5e-4) < 1e-9, "lr: halfway is the mean");
+    TAP_EQ_DBL(lr_schedule(20, 4, 20, 1e-3f, 1e-4f), 1e-4f, "lr: min_lr at the end");
+    /* clip factor and sum of squares */
+    TAP_EQ_DBL(clip_scale(0.5, 1.0f), 1.0f, "clip: below max_norm is 1");
+    TAP_EQ_DBL(clip_scale(4.0, 1.0f), 1.0f / (4.0f + 1e-6f), "clip: 1 / (norm + 1e-6)");
+    for (size_t i = 0; i < n; i++) {
+        g[i] = (float)((i % 7) - 3);
+    }
+    double want = 0;
+    for (size_t i = 0; i < n; i++) {
+        want += (double)g[i] * g[i];
+    }
+    TAP_EQ_DBL(grad_sumsq(g, n), want, "grad_sumsq: exact on small integers");
+    free(p0);
+    free(g);
+    free(pa);
+    free(ma);
+    free(va);
+    free(pb);
+    free(mb);
+    free(vb);
+    gpt_destroy(m);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* errors and sampling                                                                         */
+
+static void test_errors(void)
+{
+    gpt_model_t *m = NULL;
+    gpt_config_t bad = {16, 256, 2, 3, 64};
+    TAP_OK(gpt_create(&bad, 1, &m) == -1 && m == NULL, "errors: C %% NH != 0 is refused");
+    TAP_CONTAINS(gpt_last_error(), "multiple of n_head", "errors: ... saying so");
+    bad = (gpt_config_t){16, 256, 0, 4, 64};
+    TAP_OK(gpt_create(&bad, 1, &m) == -1, "errors: n_layer 0 is refused");
+    TAP_CONTAINS(gpt_last_error(), "n_layer 0", "errors: ... naming the field");
+    TAP_EQ_UINT(gpt_num_params(&bad), 0, "errors: no parameter count for a bad config");
+
+    const gpt_config_t cfg = {8, 16, 1, 2, 8};
+    if (!TAP_OK(gpt_create(&cfg, 1, &m) == 0, "errors: create a small model")) {
+        return;
+    }
+    int x[2 * 9] = {0}, y[2 * 9] = {0};
+    TAP_OK(gpt_alloc_acts(m, 2, 9) == -1, "errors: T 9 > max_seq_len 8 is refused");
+    TAP_CONTAINS(gpt_last_error(), "exceeds the model's max_seq_len", "errors: ... saying so");
+    TAP_OK(gpt_forward(m, x, y, 2, 9, NULL) == -1, "errors: ... by forward too");
+    x[3] = 16;
+    TAP_OK(gpt_forward(m, x, y, 2, 8, NULL) == -1, "errors: token 16 with V = 16 is refused");
+    TAP_CONTAINS(gpt_last_error(), "outside the vocabulary", "errors: ... saying so");
+    x[3] = 1;
+    float loss = 0;
+    TAP_OK(gpt_forward(m, x, NULL, 2, 8, &loss) == 0 && loss == -1.0f,
+           "errors: forward without targets gives logits and loss -1");
+    TAP_OK(gpt_backward(m, 1.0f) == -1, "errors: backward after a forward without targets");
+    TAP_CONTAINS(gpt_last_error(), "no forward with targets", "errors: ... saying so");
+    TAP_OK(gpt_forward(m, x, y, 2, 8, &loss) == 0 && gpt_backward_layer(m, 0) == -1,
+           "errors: a layer's backward before the head's");
+    TAP_CONTAINS(gpt_last_error(), "gpt_backward_head comes first", "errors: ... saying so");
+    TAP_OK(gpt_forward_embed(m, x, 1, 4) == 0 && gpt_forward_head(m, y, &loss) == -1,
+           "errors: the head's forward before the layers'");
+    TAP_OK(gpt_forward(m, x, y, 1, 4, &loss) == 0 && loss > 0,
+           "errors: a smaller batch (1 x 4) than allocated works");
+    gpt_destroy(m);
+    gpt_destroy(NULL);
+}
+
+static void test_sampling(void)
+{
+    const float logits[4] = {0.0f, logf(2.0f), logf(3.0f), logf(4.0f)}; /* p = i+1 / 10 */
+    uint64_t rng = 1337;
+    TAP_EQ_INT(gpt_sample_next(logits, 4, 0.0f, &rng), 3, "sample: temperature 0 is the argmax");
+    int counts[4] = {0};
+    const int N = 100000;
+    for (int i = 0; i < N; i++) {
+        counts[gpt_sample_next(logits, 4, 1.0f, &rng)]++;
+    }
+    double worst = 0;
+    for (int i = 0; i < 4; i++) {
+        double p = (i + 1) / 10.0, z = (counts[i] - N * p) / sqrt(N * p * (1 - p));
+        worst = fmax(worst, fabs(z));
+    }
+    TAP_OK(worst < 4.5, "sample: frequencies of p = (.1, .2, .3, .4) within 4.5 sigma (%.2f)",
+           worst);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+/* Forward + backward throughput of one configuration (not a test). */
+static int bench(int argc, char **argv)
+{
+    gpt_config_t cfg = {128, 256, 4, 4, 128};
+    int B = 8, iters = 10;
+    if (argc >= 7) {
+        cfg = (gpt_config_t){atoi(argv[5]), 256, atoi(argv[2]), atoi(argv[3]), atoi(argv[4])};
+        B = atoi(argv[6]);
+        iters = argc >= 8 ? atoi(argv[7]) : iters;
+    }
+    const int T = cfg.max_seq_len, BT = B * T;
+    gpt_model_t *m = NULL;
+    if (gpt_create(&cfg, 1, &m) != 0) {
+        fprintf(stderr, "%s\n", gpt_last_error());
+        return 1;
+    }
+    int *x = malloc(BT * sizeof(int)), *y = malloc(BT * sizeof(int));
+    uint64_t s = 99;
+    random_tokens(x, BT, cfg.vocab_size, &s);
+    random_tokens(y, BT, cfg.vocab_size, &s);
+    float loss;
+    gpt_forward(m, x, y, B, T, &loss); /* warm-up, allocation */
+    gpt_backward(m, 1.0f);
+    double best = 1e30, tf = 0, tb = 0;
+    for (int i = 0; i < iters; i++) {
+        double t0 = now();
+        gpt_forward(m, x, y, B, T, &loss);
+        double t1 = now();
+        gpt_backward(m, 1.0f);
+        double t2 = now();
+        if (t2 - t0 < best) {
+            best = t2 - t0;
+            tf = t1 - t0;
+            tb = t2 - t1;
+        }
+    }
+#ifdef _OPENMP
+    int threads = omp_get_max_threads();
+#else
+    int threads = 1;
+#endif
+    printf("L %d NH %d C %d T %d B %d, %zu params, %d thread(s): best of %d: fwd %.1f ms, "
+           "bwd %.1f ms, %.0f tokens/s, %.1f GFLOP/s\n",
+           cfg.n_layer, cfg.n_head, cfg.channels, T, B, m->num_params, threads, iters,
+           tf * 1e3, tb * 1e3, BT / best, gpt_flops_per_token(&cfg, T) * BT / best / 1e9);
+    free(x);
+    free(y);
+    gpt_destroy(m);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "--bench") == 0) {
+        return bench(argc, argv);
+    }
+    const char *env = getenv("TEMPO_TEST_SEED");
+    seed = env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL);
+    tap_diag("seed %llu (TEMPO_TEST_SEED replays it)", (unsigned long long)seed);
+    test_golden();
+    test_fd();
+    test_determinism();
+    test_layout();
+    test_adamw();
+    test_errors();
+    test_sampling();
+    return tap_done();
+}

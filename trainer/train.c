@@ -1,0 +1,765 @@
+/*
+ * train.c — tempo-train: trains a GPT (model.h) on a text corpus or llm.c token shards (data.h),
+ * data parallel over the job's ranks (dist.h: tempo by default), with ZeRO 0, 1 or 2, gradient
+ * accumulation, bucketed priority-scheduled and optionally compressed gradient synchronization.
+ *
+ * One step = --accum micro-batches of --batch sequences per rank, then one AdamW update:
+ *   ZeRO 0  gradients accumulate locally; on the last micro-batch backward hands each finished layer
+ *           group to the bucketer (all-reduce, mean over ranks); every rank updates every parameter.
+ *   ZeRO 1  the same, but each group is reduce-scattered: rank r keeps the mean of slice r of every
+ *           group, updates only that slice (its AdamW moments are 1/dp of the model), and the slices
+ *           are all-gathered back per group; the next forward waits for each group just before it
+ *           runs.
+ *   ZeRO 2  as 1, but every micro-batch is reduce-scattered and accumulated into a sharded gradient
+ *           (the full-size gradient buffer is only backward's scratch).
+ * The mean gradient over ranks equals the single-rank gradient of the global batch (dp * batch
+ * sequences): the loader gives rank r rows [r*B, (r+1)*B) of every global batch.
+ *
+ * Output: a line per step (loss, tokens/s, step time split into compute and exposed communication,
+ * estimated bytes sent), validation loss every --val-every steps, a sample at the end, and in --out:
+ * loss.csv and loss.png (gnuplot or matplotlib, when installed). --dump writes step 0's loss and
+ * gradients for the layout tests (tests/trainer).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "trainer/ckpt.h"
+#include "trainer/data.h"
+#include "trainer/dist.h"
+#include "trainer/model.h"
+#include "trainer/optim.h"
+
+typedef struct {
+    const char *data, *backend, *compress, *sched, *out, *dump, *resume;
+    int dp, zero, layers, heads, channels, context, batch, accum, steps, warmup, val_every;
+    int ckpt_every, ckpt_keep;
+    int val_batches, sample, threads, quiet;
+    double lr, min_lr_frac, wd, clip, beta1, beta2, val_frac;
+    uint64_t seed;
+} opts_t;
+
+static dist_t *D;
+
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "tempo-train: rank %d: ", D ? D->rank : 0);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    if (D && D->size > 1) {
+        D->abort(D);
+    }
+    exit(1);
+}
+
+#define DIST_CHECK(call, what)                                                                     \
+    do {                                                                                           \
+        if ((call) != 0) {                                                                         \
+            die("%s: %s", what, D->error(D));                                                      \
+        }                                                                                          \
+    } while (0)
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+        "usage: tempo-run -n N tempo-train [options]    (or tempo-train alone for one rank)\n"
+        "Trains a GPT-2-style model on the CPU, data parallel over the job's N ranks.\n"
+        "\n"
+        "Data\n"
+        "  --data PATH         text file, directory of text files, or llm.c .bin shards (glob)\n"
+        "                      [/usr/share/games/fortunes]; bytes are tokens (vocabulary 256)\n"
+        "  --val-frac F        share of tokens held out at the end for validation [0.1]\n"
+        "Model\n"
+        "  --layers L --heads H --channels C --context T   [4 4 128 128]\n"
+        "Optimization\n"
+        "  --batch B           sequences per rank per micro-batch [8]\n"
+        "  --accum K           micro-batches per step (gradient accumulation) [1]\n"
+        "  --steps N           optimizer steps [200]\n"
+        "  --lr X              peak learning rate [1e-3]; linear warm-up over --warmup steps [20],\n"
+        "                      then cosine decay to --min-lr-frac of the peak [0.1] at --steps\n"
+        "  --wd X              AdamW weight decay of 2-D tensors [0.1]; --beta1 [0.9] --beta2 [0.95]\n"
+        "  --clip X            global gradient-norm clipping, 0 = off [1.0]\n"
+        "  --seed N            weights and data order [1337]\n"
+        "Parallelism and communication\n"
+        "  --dp N              data-parallel ranks: must equal the job size [job size]\n"
+        "  --zero S            0: all-reduce; 1: shard AdamW state (reduce-scatter + all-gather);\n"
+        "                      2: also shard gradients [0]\n"
+        "  --compress SPEC     gradient compressor, e.g. alq:bits=3, qsgd:bits=4, powersgd:rank=2,\n"
+        "                      none [none] (see tempo-info -q)\n"
+        "  --sched P           priority policy: tic, tac, fifo [tic]\n"
+        "  --backend B         communication backend: tempo [tempo]\n"
+        "Output\n"
+        "  --val-every N       validation loss every N steps and at the end [25]\n"
+        "  --val-batches N     at most N validation batches per evaluation [8]\n"
+        "  --sample N          tokens to sample at the end, 0 = none [200]\n"
+        "  --out DIR           write DIR/loss.csv and DIR/loss.png [tempo-train-out]\n"
+        "  --dump FILE         after step 0's gradient synchronization, write its loss and the full\n"
+        "                      gradient to FILE (rank 0; for tests) and stop\n"
+        "Checkpoints (in --out/ckpt; sharded, atomic, checksummed; load at any --dp and --zero)\n"
+        "  --ckpt-every N      save every N steps and after the last, 0 = never [0]\n"
+        "  --ckpt-keep K       keep the newest K checkpoints [2]\n"
+        "  --resume WHAT       'latest' (the newest in --out/ckpt) or a step_NNNNNNNN directory;\n"
+        "                      continues to --steps with the same losses as an uninterrupted run\n"
+        "  --threads N         OpenMP threads per rank [OMP_NUM_THREADS or cores / ranks]\n"
+        "  --quiet             no per-step lines\n"
+        "  -h, --help          this text\n"
+        "Each step line: loss (mean over the global batch), tokens/s (global), step time split into\n"
+        "compute and exposed communication (time blocked waiting for gradients or parameters), and\n"
+        "the bytes this rank sent (estimated from the algorithms' traffic and the compression ratio).\n"
+        "TEMPO_TRACE=FILE.%%r.json records the timeline (tempo-trace merge joins the ranks).\n");
+}
+
+static double parse_num(const char *name, const char *s, double lo, double hi)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= lo && v <= hi)) {
+        die("%s: '%s' is not a number in [%g, %g]", name, s, lo, hi);
+    }
+    return v;
+}
+
+static void parse(int argc, char **argv, opts_t *o)
+{
+    *o = (opts_t){.data = "/usr/share/games/fortunes", .backend = "tempo", .compress = "none",
+                  .sched = "tic", .out = "tempo-train-out", .dp = 0, .zero = 0, .layers = 4,
+                  .heads = 4, .channels = 128, .context = 128, .batch = 8, .accum = 1,
+                  .steps = 200, .warmup = 20, .val_every = 25, .val_batches = 8, .sample = 200,
+                  .lr = 1e-3, .min_lr_frac = 0.1, .wd = 0.1, .clip = 1.0, .beta1 = 0.9,
+                  .beta2 = 0.95, .val_frac = 0.1, .seed = 1337, .ckpt_keep = 2};
+    enum { O_DATA = 256, O_VALF, O_LAYERS, O_HEADS, O_CH, O_CTX, O_BATCH, O_ACCUM, O_STEPS, O_LR,
+           O_WARM, O_MINLR, O_WD, O_B1, O_B2, O_CLIP, O_SEED, O_DP, O_ZERO, O_COMP, O_SCHED,
+           O_BACK, O_VEVERY, O_VB, O_SAMPLE, O_OUT, O_DUMP, O_THR, O_QUIET, O_CKE, O_CKK,
+           O_RESUME };
+    static const struct option lo[] = {
+        {"data", 1, 0, O_DATA},       {"val-frac", 1, 0, O_VALF},   {"layers", 1, 0, O_LAYERS},
+        {"heads", 1, 0, O_HEADS},     {"channels", 1, 0, O_CH},     {"context", 1, 0, O_CTX},
+        {"batch", 1, 0, O_BATCH},     {"accum", 1, 0, O_ACCUM},     {"steps", 1, 0, O_STEPS},
+        {"lr", 1, 0, O_LR},           {"warmup", 1, 0, O_WARM},     {"min-lr-frac", 1, 0, O_MINLR},
+        {"wd", 1, 0, O_WD},           {"beta1", 1, 0, O_B1},        {"beta2", 1, 0, O_B2},
+        {"clip", 1, 0, O_CLIP},       {"seed", 1, 0, O_SEED},       {"dp", 1, 0, O_DP},
+        {"zero", 1, 0, O_ZERO},       {"compress", 1, 0, O_COMP},   {"sched", 1, 0, O_SCHED},
+        {"backend", 1, 0, O_BACK},    {"val-every", 1, 0, O_VEVERY}, {"val-batches", 1, 0, O_VB},
+        {"sample", 1, 0, O_SAMPLE},   {"out", 1, 0, O_OUT},         {"dump", 1, 0, O_DUMP},
+        {"threads", 1, 0, O_THR},     {"quiet", 0, 0, O_QUIET},     {"help", 0, 0, 'h'},
+        {"ckpt-every", 1, 0, O_CKE},  {"ckpt-keep", 1, 0, O_CKK},   {"resume", 1, 0, O_RESUME},
+        {0, 0, 0, 0}};
+    int c;
+    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+        switch (c) {
+        case O_DATA: o->data = optarg; break;
+        case O_VALF: o->val_frac = parse_num("--val-frac", optarg, 0, 0.9); break;
+        case O_LAYERS: o->layers = (int)parse_num("--layers", optarg, 1, 256); break;
+        case O_HEADS: o->heads = (int)parse_num("--heads", optarg, 1, 256); break;
+        case O_CH: o->channels = (int)parse_num("--channels", optarg, 1, 16384); break;
+        case O_CTX: o->context = (int)parse_num("--context", optarg, 1, 65536); break;
+        case O_BATCH: o->batch = (int)parse_num("--batch", optarg, 1, 1 << 20); break;
+        case O_ACCUM: o->accum = (int)parse_num("--accum", optarg, 1, 1 << 20); break;
+        case O_STEPS: o->steps = (int)parse_num("--steps", optarg, 0, 1e9); break;
+        case O_LR: o->lr = parse_num("--lr", optarg, 0, 10); break;
+        case O_WARM: o->warmup = (int)parse_num("--warmup", optarg, 0, 1e9); break;
+        case O_MINLR: o->min_lr_frac = parse_num("--min-lr-frac", optarg, 0, 1); break;
+        case O_WD: o->wd = parse_num("--wd", optarg, 0, 10); break;
+        case O_B1: o->beta1 = parse_num("--beta1", optarg, 0, 0.999999); break;
+        case O_B2: o->beta2 = parse_num("--beta2", optarg, 0, 0.999999); break;
+        case O_CLIP: o->clip = parse_num("--clip", optarg, 0, 1e9); break;
+        case O_SEED: o->seed = (uint64_t)parse_num("--seed", optarg, 0, 1e18); break;
+        case O_DP: o->dp = (int)parse_num("--dp", optarg, 1, 1 << 20); break;
+        case O_ZERO: o->zero = (int)parse_num("--zero", optarg, 0, 2); break;
+        case O_COMP: o->compress = optarg; break;
+        case O_SCHED: o->sched = optarg; break;
+        case O_BACK: o->backend = optarg; break;
+        case O_VEVERY: o->val_every = (int)parse_num("--val-every", optarg, 0, 1e9); break;
+        case O_VB: o->val_batches = (int)parse_num("--val-batches", optarg, 1, 1e9); break;
+        case O_SAMPLE: o->sample = (int)parse_num("--sample", optarg, 0, 1e6); break;
+        case O_OUT: o->out = optarg; break;
+        case O_DUMP: o->dump = optarg; break;
+        case O_THR: o->threads = (int)parse_num("--threads", optarg, 1, 1024); break;
+        case O_QUIET: o->quiet = 1; break;
+        case O_CKE: o->ckpt_every = (int)parse_num("--ckpt-every", optarg, 0, 1e9); break;
+        case O_CKK: o->ckpt_keep = (int)parse_num("--ckpt-keep", optarg, 1, 1e6); break;
+        case O_RESUME: o->resume = optarg; break;
+        case 'h': usage(stdout); exit(0);
+        default: usage(stderr); exit(2);
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "tempo-train: unexpected argument '%s' (see --help)\n", argv[optind]);
+        exit(2);
+    }
+}
+
+typedef struct {
+    gpt_model_t *m;
+    int ngroups;          /* L + 2 */
+    dist_group_t *groups; /* groups[g] = model group g - 1 (embeddings first) */
+    char (*names)[32];
+    int zero, dp, rank;
+    size_t shard_n;       /* elements of this rank's shard (ZeRO 1/2), or num_params */
+    size_t *shard_off;    /* (ngroups) offset of group g's slice in the shard arrays */
+    float *m1, *m2;       /* AdamW moments, (shard_n) */
+    float *gshard;        /* ZeRO 2: accumulated gradient slices, (shard_n) */
+    int params_pending;   /* ZeRO 1/2: all-gathers posted, not yet waited */
+} trainer_t;
+
+static size_t slice_n(const trainer_t *t, int g)
+{
+    return t->zero ? t->groups[g].n / (size_t)t->dp : t->groups[g].n;
+}
+
+static size_t slice_off(const trainer_t *t, int g) /* in the parameter buffer */
+{
+    return t->groups[g].off + (t->zero ? (size_t)t->rank * slice_n(t, g) : 0);
+}
+
+static void trainer_setup(trainer_t *t, gpt_model_t *m, const opts_t *o)
+{
+    memset(t, 0, sizeof(*t));
+    t->m = m;
+    t->zero = o->zero;
+    t->dp = D->size;
+    t->rank = D->rank;
+    int L = m->cfg.n_layer;
+    t->ngroups = L + 2;
+    t->groups = calloc((size_t)t->ngroups, sizeof(*t->groups));
+    t->names = calloc((size_t)t->ngroups, sizeof(*t->names));
+    t->shard_off = calloc((size_t)t->ngroups, sizeof(size_t));
+    if (!t->groups || !t->names || !t->shard_off) {
+        die("out of memory");
+    }
+    for (int g = 0; g < t->ngroups; g++) {
+        gpt_range_t r = gpt_layer_range(m, g - 1);
+        if (g == 0) {
+            snprintf(t->names[g], 32, "embeddings");
+        } else if (g <= L) {
+            snprintf(t->names[g], 32, "h.%d", g - 1);
+        } else {
+            snprintf(t->names[g], 32, "lnf");
+        }
+        t->groups[g] = (dist_group_t){.off = r.off, .n = r.n, .layer = g, .name = t->names[g]};
+    }
+    dist_grad_opts_t go = {.mode = o->zero ? DIST_REDUCE_SCATTER : DIST_ALLREDUCE,
+                           .compress = o->compress, .sched = o->sched};
+    DIST_CHECK(D->grads_register(D, m->grads, m->params, t->groups, t->ngroups, &go),
+               "gradient synchronization");
+    for (int g = 0; g < t->ngroups; g++) {
+        t->shard_off[g] = t->shard_n;
+        t->shard_n += slice_n(t, g);
+    }
+    t->m1 = calloc(t->shard_n, sizeof(float));
+    t->m2 = calloc(t->shard_n, sizeof(float));
+    t->gshard = o->zero == 2 ? calloc(t->shard_n, sizeof(float)) : NULL;
+    if (!t->m1 || !t->m2 || (o->zero == 2 && !t->gshard)) {
+        die("out of memory for optimizer state (%zu floats)", t->shard_n);
+    }
+}
+
+/* ZeRO 1/2: wait for the parameters of group g (posted after the last update). */
+static void wait_params(trainer_t *t, int g)
+{
+    if (t->params_pending) {
+        DIST_CHECK(D->params_wait(D, g), "parameters");
+    }
+}
+
+static void wait_all_params(trainer_t *t)
+{
+    for (int g = 0; g < t->ngroups; g++) {
+        wait_params(t, g);
+    }
+    t->params_pending = 0;
+}
+
+/* Forward of one micro-batch, waiting for each group's parameters just before it runs. */
+static float forward(trainer_t *t, const int *x, const int *y, int B, int T)
+{
+    gpt_model_t *m = t->m;
+    int L = m->cfg.n_layer;
+    float loss = 0;
+    wait_params(t, 0);
+    if (gpt_forward_embed(m, x, B, T)) {
+        die("forward: %s", gpt_last_error());
+    }
+    for (int l = 0; l < L; l++) {
+        wait_params(t, l + 1);
+        if (gpt_forward_layer(m, l)) {
+            die("forward: %s", gpt_last_error());
+        }
+    }
+    wait_params(t, L + 1);
+    t->params_pending = 0;
+    if (gpt_forward_head(m, y, &loss)) {
+        die("forward: %s", gpt_last_error());
+    }
+    return loss;
+}
+
+/* Backward of the last forward, handing each finished group to the backend. */
+static void backward(trainer_t *t, float dloss)
+{
+    gpt_model_t *m = t->m;
+    int L = m->cfg.n_layer;
+    if (gpt_backward_head(m, dloss)) {
+        die("backward: %s", gpt_last_error());
+    }
+    DIST_CHECK(D->grads_ready(D, L + 1), "gradients");
+    for (int l = L - 1; l >= 0; l--) {
+        if (gpt_backward_layer(m, l)) {
+            die("backward: %s", gpt_last_error());
+        }
+        DIST_CHECK(D->grads_ready(D, l + 1), "gradients");
+    }
+    if (gpt_backward_embed(m)) {
+        die("backward: %s", gpt_last_error());
+    }
+    DIST_CHECK(D->grads_ready(D, 0), "gradients");
+}
+
+/* This rank's synchronized gradient slice of group g. */
+static const float *grad_slice(const trainer_t *t, int g)
+{
+    return t->gshard ? t->gshard + t->shard_off[g] : t->m->grads + slice_off(t, g);
+}
+
+/* ZeRO 1/2: every rank's slices of buf (laid out like the parameters) gathered in place, using the
+ * parameter all-gather on a temporary swap (for dumps only). */
+static void gather_full(trainer_t *t, float *buf)
+{
+    gpt_model_t *m = t->m;
+    float *saved = m->params;
+    float *tmp = malloc(m->num_params * sizeof(float));
+    if (!tmp) {
+        die("out of memory");
+    }
+    memcpy(tmp, saved, m->num_params * sizeof(float));
+    memcpy(saved, buf, m->num_params * sizeof(float)); /* registered buffer: params */
+    for (int g = 0; g < t->ngroups; g++) {
+        DIST_CHECK(D->params_gather(D, g), "gather");
+        DIST_CHECK(D->params_wait(D, g), "gather");
+    }
+    memcpy(buf, saved, m->num_params * sizeof(float));
+    memcpy(saved, tmp, m->num_params * sizeof(float));
+    free(tmp);
+}
+
+static void dump_step0(trainer_t *t, const char *path, double loss)
+{
+    gpt_model_t *m = t->m;
+    float *g = malloc(m->num_params * sizeof(float));
+    if (!g) {
+        die("out of memory");
+    }
+    memcpy(g, m->grads, m->num_params * sizeof(float));
+    if (t->zero) {
+        for (int k = 0; k < t->ngroups; k++) {
+            memcpy(g + slice_off(t, k), grad_slice(t, k), slice_n(t, k) * sizeof(float));
+        }
+        gather_full(t, g);
+    }
+    if (D->rank == 0) {
+        FILE *f = fopen(path, "wb");
+        double hdr[2] = {loss, (double)m->num_params};
+        if (!f || fwrite(hdr, sizeof hdr, 1, f) != 1 ||
+            fwrite(g, sizeof(float), m->num_params, f) != m->num_params || fclose(f) != 0) {
+            die("cannot write %s: %s", path, strerror(errno));
+        }
+    }
+    free(g);
+}
+
+static double evaluate(trainer_t *t, loader_t *ld, const opts_t *o, int *x, int *y)
+{
+    wait_all_params(t);
+    int nb = loader_val_batches(ld);
+    nb = nb < o->val_batches ? nb : o->val_batches;
+    double s = 0;
+    for (int i = 0; i < nb; i++) {
+        loader_val_batch(ld, i, x, y);
+        float loss;
+        if (gpt_forward(t->m, x, y, o->batch, o->context, &loss)) {
+            die("validation: %s", gpt_last_error());
+        }
+        s += loss;
+    }
+    double v[2] = {s, (double)nb};
+    DIST_CHECK(D->sum_f64(D, v, 2), "validation loss");
+    return v[1] > 0 ? v[0] / v[1] : NAN;
+}
+
+static void sample(trainer_t *t, const opts_t *o)
+{
+    wait_all_params(t);
+    if (D->rank != 0 || o->sample <= 0) {
+        return;
+    }
+    int T = o->context, n = 1;
+    int *ctx = calloc((size_t)T + (size_t)o->sample, sizeof(int));
+    if (!ctx) {
+        die("out of memory");
+    }
+    ctx[0] = '\n';
+    uint64_t rng = o->seed ^ 0x5eed5eedull;
+    for (int i = 0; i < o->sample; i++) {
+        int start = n > T ? n - T : 0, len = n - start;
+        if (gpt_forward(t->m, ctx + start, NULL, 1, len, NULL)) {
+            die("sample: %s", gpt_last_error());
+        }
+        const float *lg = gpt_logits(t->m) + (size_t)(len - 1) * (size_t)t->m->cfg.vocab_size;
+        ctx[n++] = gpt_sample_next(lg, t->m->cfg.vocab_size, 1.0f, &rng);
+    }
+    size_t need = data_detokenize(ctx + 1, (size_t)n - 1, NULL, 0) + 1;
+    char *txt = malloc(need);
+    if (txt) {
+        data_detokenize(ctx + 1, (size_t)n - 1, txt, need);
+        printf("sample (%d tokens):\n%s\n", o->sample, txt);
+        free(txt);
+    }
+    free(ctx);
+}
+
+/* The optimizer ranges this rank owns, in shard order (ZeRO 0: rank 0 owns everything). */
+static int owned_ranges(const trainer_t *t, ckpt_range_t *r)
+{
+    if (!t->zero) {
+        r[0] = (ckpt_range_t){0, t->m->num_params};
+        return 1;
+    }
+    for (int g = 0; g < t->ngroups; g++) {
+        r[g] = (ckpt_range_t){slice_off(t, g), slice_n(t, g)};
+    }
+    return t->ngroups;
+}
+
+static int barrier_cb(void *arg)
+{
+    (void)arg;
+    return D->barrier(D);
+}
+
+static ckpt_meta_t model_meta(const gpt_model_t *m)
+{
+    ckpt_meta_t mt;
+    memset(&mt, 0, sizeof mt);
+    mt.n_layer = m->cfg.n_layer;
+    mt.n_head = m->cfg.n_head;
+    mt.channels = m->cfg.channels;
+    mt.max_seq_len = m->cfg.max_seq_len;
+    mt.vocab_size = m->cfg.vocab_size;
+    mt.num_params = m->num_params;
+    return mt;
+}
+
+static void save_ckpt(trainer_t *t, const opts_t *o, loader_t *ld, int step)
+{
+    wait_all_params(t);
+    ckpt_meta_t mt = model_meta(t->m);
+    mt.step = step;
+    mt.dp = t->dp;
+    mt.zero = t->zero;
+    loader_get_state(ld, &mt.loader);
+    ckpt_range_t *r = calloc((size_t)t->ngroups, sizeof(*r));
+    if (!r) {
+        die("out of memory");
+    }
+    int nr = owned_ranges(t, r);
+    if (!t->zero && t->rank != 0) {
+        nr = 0; /* replicated state: rank 0 writes it */
+    }
+    char dir[4096], err[CKPT_ERR_LEN];
+    snprintf(dir, sizeof dir, "%s/ckpt", o->out);
+    double t0 = now_s();
+    if (ckpt_save(dir, &mt, t->m->params, r, nr, t->m1, t->m2, o->ckpt_keep, t->rank, barrier_cb,
+                  NULL, err)) {
+        die("checkpoint: %s", err);
+    }
+    if (t->rank == 0) {
+        printf("checkpoint: %s/step_%08d (%.0f ms)\n", dir, step, (now_s() - t0) * 1e3);
+        fflush(stdout);
+    }
+    free(r);
+}
+
+/* Load --resume into the model, the optimizer shards and the loader; returns the step to start. */
+static int load_ckpt(trainer_t *t, const opts_t *o, loader_t *ld)
+{
+    char path[4096], err[CKPT_ERR_LEN], dir[4096];
+    snprintf(dir, sizeof dir, "%s/ckpt", o->out);
+    if (!strcmp(o->resume, "latest")) {
+        if (ckpt_latest(dir, path, err)) {
+            die("--resume latest: %s", err);
+        }
+    } else {
+        snprintf(path, sizeof path, "%s", o->resume);
+    }
+    ckpt_meta_t want = model_meta(t->m), got;
+    ckpt_range_t *r = calloc((size_t)t->ngroups, sizeof(*r));
+    if (!r) {
+        die("out of memory");
+    }
+    int nr = owned_ranges(t, r);
+    if (ckpt_load(path, &want, &got, t->m->params, r, nr, t->m1, t->m2, err)) {
+        die("--resume: %s; nothing was loaded (older checkpoints in %s are untouched)", err, dir);
+    }
+    char lerr[DATA_ERR_LEN];
+    if (loader_set_state(ld, &got.loader, lerr)) {
+        die("--resume %s: data position: %s", path, lerr);
+    }
+    free(r);
+    if (t->rank == 0) {
+        printf("resumed from %s: step %lld (saved at dp %d, ZeRO %d)\n", path,
+               (long long)got.step, got.dp, got.zero);
+    }
+    return (int)got.step;
+}
+
+static void plot(const char *dir)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && if command -v gnuplot >/dev/null 2>&1; then gnuplot -e \""
+             "set terminal pngcairo size 900,540; set output 'loss.png'; set datafile separator ',';"
+             "set xlabel 'step'; set ylabel 'loss'; set key autotitle columnhead;"
+             "plot 'loss.csv' using 1:2 with lines title 'train', '' using 1:3 with linespoints "
+             "title 'validation'\" 2>/dev/null; elif [ -x /usr/bin/python3 ]; then "
+             "/usr/bin/python3 -c \"import csv,matplotlib; matplotlib.use('Agg');"
+             "import matplotlib.pyplot as p; r=list(csv.DictReader(open('loss.csv')));"
+             "p.plot([int(a['step']) for a in r],[float(a['loss']) for a in r],label='train');"
+             "v=[a for a in r if a['val_loss']];"
+             "p.plot([int(a['step']) for a in v],[float(a['val_loss']) for a in v],'o-',"
+             "label='validation'); p.xlabel('step'); p.ylabel('loss'); p.legend();"
+             "p.savefig('loss.png',dpi=100)\" 2>/dev/null; fi",
+             dir);
+    int rc = system(cmd);
+    struct stat st;
+    char png[4096];
+    snprintf(png, sizeof png, "%s/loss.png", dir);
+    if (rc == 0 && stat(png, &st) == 0) {
+        printf("loss curve: %s/loss.csv, %s\n", dir, png);
+    } else {
+        printf("loss curve: %s/loss.csv (no PNG: install gnuplot or python3-matplotlib)\n", dir);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    opts_t o;
+    parse(argc, argv, &o);
+    char err[DATA_ERR_LEN];
+    D = dist_open(o.backend, err);
+    if (!D) {
+        fprintf(stderr, "tempo-train: %s\n", err);
+        return 1;
+    }
+    if (o.dp && o.dp != D->size) {
+        die("--dp %d but the job has %d ranks (run with tempo-run -n %d)", o.dp, D->size, o.dp);
+    }
+#ifdef _OPENMP
+    int threads = o.threads;
+    if (!threads) {
+        threads = getenv("OMP_NUM_THREADS") ? omp_get_max_threads()
+                                            : (int)(sysconf(_SC_NPROCESSORS_ONLN) / D->size);
+    }
+    omp_set_num_threads(threads > 0 ? threads : 1);
+#endif
+    gpt_config_t cfg = {.max_seq_len = o.context, .vocab_size = DATA_BYTE_VOCAB,
+                        .n_layer = o.layers, .n_head = o.heads, .channels = o.channels};
+    gpt_model_t *m;
+    if (gpt_config_check(&cfg) || gpt_create(&cfg, o.seed, &m)) {
+        die("model: %s", gpt_last_error());
+    }
+    loader_t *ld = loader_open(o.data, DATA_BYTE_VOCAB, o.context, o.batch, D->rank, D->size,
+                               o.seed, o.val_frac, err);
+    if (!ld) {
+        die("data: %s", err);
+    }
+    if (gpt_alloc_acts(m, o.batch, o.context)) {
+        die("model: %s", gpt_last_error());
+    }
+    trainer_t t;
+    trainer_setup(&t, m, &o);
+    loader_info_t li;
+    loader_info(ld, &li);
+    size_t tokens_step = (size_t)o.batch * (size_t)o.context * (size_t)o.accum * (size_t)D->size;
+    double flops_tok = gpt_flops_per_token(&cfg, o.context);
+    FILE *csv = NULL;
+    if (D->rank == 0) {
+        printf("tempo-train: %d rank(s), backend %s, ZeRO %d; %s\n", D->size, D->backend, o.zero,
+               D->describe(D));
+        printf("model: %d layers, %d heads, %d channels, context %d, vocabulary %d: %zu "
+               "parameters\n",
+               o.layers, o.heads, o.channels, o.context, cfg.vocab_size, m->num_params);
+        printf("data: %s: %zu tokens in %d file(s), %zu train / %zu validation; %zu tokens per "
+               "step (%d x %d x %d accum x %d ranks)\n",
+               o.data, li.tokens, li.nfiles, li.train_tokens, li.val_tokens, tokens_step, o.batch,
+               o.context, o.accum, D->size);
+        if (!o.dump) {
+            if (mkdir(o.out, 0777) != 0 && errno != EEXIST) {
+                die("cannot create --out %s: %s", o.out, strerror(errno));
+            }
+            char p[4096];
+            snprintf(p, sizeof p, "%s/loss.csv", o.out);
+            struct stat sb;
+            int append = o.resume && stat(p, &sb) == 0;
+            if (!(csv = fopen(p, append ? "a" : "w"))) {
+                die("cannot write %s: %s", p, strerror(errno));
+            }
+            if (!append) {
+                fprintf(csv, "step,loss,val_loss,lr,tokens_per_s,step_ms,compute_ms,comm_ms,"
+                             "bytes_sent\n");
+            }
+        }
+        fflush(stdout);
+    }
+    int *x = malloc((size_t)o.batch * (size_t)o.context * sizeof(int));
+    int *y = malloc((size_t)o.batch * (size_t)o.context * sizeof(int));
+    if (!x || !y) {
+        die("out of memory");
+    }
+    adamw_cfg_t ac = {.beta1 = (float)o.beta1, .beta2 = (float)o.beta2, .eps = 1e-8f,
+                      .weight_decay = (float)o.wd};
+    double first_val = NAN, last_val = NAN, t_run = now_s();
+    int start = o.resume ? load_ckpt(&t, &o, ld) : 0;
+    if (o.val_every > 0 && !o.dump) {
+        first_val = evaluate(&t, ld, &o, x, y);
+        if (D->rank == 0) {
+            printf("step %4d | val loss %.4f\n", start, first_val);
+        }
+    }
+    for (int s = start; s < o.steps; s++) {
+        double t0 = now_s(), loss_sum = 0;
+        if (o.zero != 2) {
+            gpt_zero_grad(m);
+        }
+        for (int k = 0; k < o.accum; k++) {
+            int sync = o.zero == 2 || k == o.accum - 1;
+            loader_next_train(ld, x, y);
+            DIST_CHECK(D->grads_begin(D, sync), "gradients");
+            if (o.zero == 2) {
+                gpt_zero_grad(m); /* backward's scratch: this micro-batch only */
+            }
+            loss_sum += forward(&t, x, y, o.batch, o.context);
+            backward(&t, 1.0f / (float)o.accum);
+            if (o.zero == 2) {
+                for (int g = 0; g < t.ngroups; g++) {
+                    DIST_CHECK(D->grads_wait(D, g), "gradients");
+                    float *dst = t.gshard + t.shard_off[g];
+                    const float *src = m->grads + slice_off(&t, g);
+                    size_t n = slice_n(&t, g);
+                    for (size_t i = 0; i < n; i++) {
+                        dst[i] = k ? dst[i] + src[i] : src[i];
+                    }
+                }
+            }
+        }
+        double sq = 0;
+        for (int g = 0; g < t.ngroups; g++) {
+            DIST_CHECK(D->grads_wait(D, g), "gradients");
+            sq += grad_sumsq(grad_slice(&t, g), slice_n(&t, g));
+        }
+        double red[2] = {loss_sum, o.zero ? sq : 0};
+        DIST_CHECK(D->sum_f64(D, red, 2), "loss");
+        double loss = red[0] / ((double)o.accum * D->size);
+        double norm = sqrt(o.zero ? red[1] : sq);
+        if (o.dump) {
+            dump_step0(&t, o.dump, loss);
+            break;
+        }
+        float scale = clip_scale(norm, (float)o.clip);
+        float lr = lr_schedule(s, o.warmup, o.steps, (float)o.lr, (float)(o.lr * o.min_lr_frac));
+        for (int g = 0; g < t.ngroups; g++) {
+            size_t off = slice_off(&t, g), n = slice_n(&t, g), so = t.shard_off[g];
+            if (adamw_step(m, m->params + off, grad_slice(&t, g), t.m1 + so, t.m2 + so, off,
+                           off + n, s + 1, &ac, lr, scale)) {
+                die("optimizer: %s", gpt_last_error());
+            }
+        }
+        if (o.zero) {
+            for (int g = 0; g < t.ngroups; g++) {
+                DIST_CHECK(D->params_gather(D, g), "parameters");
+            }
+            t.params_pending = 1;
+        }
+        double dt = now_s() - t0;
+        dist_counters_t cn;
+        D->counters_take(D, &cn);
+        double tm[3] = {dt, cn.wait_s, cn.bytes_sent};
+        DIST_CHECK(D->sum_f64(D, tm, 3), "timers");
+        double step_s = tm[0] / D->size, comm_s = tm[1] / D->size, bytes = tm[2] / D->size;
+        int last = s == o.steps - 1;
+        double val = NAN;
+        if (o.val_every > 0 && ((s + 1) % o.val_every == 0 || last)) {
+            val = evaluate(&t, ld, &o, x, y);
+            last_val = val;
+        }
+        if (D->rank == 0) {
+            double tps = (double)tokens_step / step_s;
+            if (!o.quiet) {
+                printf("step %4d/%d | loss %.4f | lr %.2e | norm %.3f | %8.0f tok/s %5.1f GFLOP/s "
+                       "| %7.1f ms (compute %.1f, comm %.1f) | sent %.2f MB",
+                       s + 1, o.steps, loss, lr, norm, tps, tps * flops_tok * 1e-9, step_s * 1e3,
+                       (step_s - comm_s) * 1e3, comm_s * 1e3, bytes * 1e-6);
+                if (!isnan(val)) {
+                    printf(" | val loss %.4f", val);
+                }
+                printf("\n");
+                fflush(stdout);
+            }
+            fprintf(csv, "%d,%.17g,", s + 1, loss);
+            if (!isnan(val)) {
+                fprintf(csv, "%.17g", val);
+            }
+            fprintf(csv, ",%.6e,%.1f,%.3f,%.3f,%.3f,%.0f\n", lr, tps, step_s * 1e3,
+                     (step_s - comm_s) * 1e3, comm_s * 1e3, bytes);
+            fflush(csv);
+        }
+        if (o.ckpt_every > 0 && ((s + 1) % o.ckpt_every == 0 || last)) {
+            save_ckpt(&t, &o, ld, s + 1);
+        }
+    }
+    if (!o.dump) {
+        sample(&t, &o);
+        if (D->rank == 0) {
+            fclose(csv);
+            printf("validation loss: %.4f at start, %.4f at the end (%d steps, %.1f s)\n",
+                   first_val, last_val, o.steps, now_s() - t_run);
+            plot(o.out);
+        }
+    }
+    wait_all_params(&t);
+    int rc = D->destroy(D) ? 1 : 0;
+    D = NULL;
+    loader_close(ld);
+    gpt_destroy(m);
+    free(x);
+    free(y);
+    free(t.groups);
+    free(t.names);
+    free(t.shard_off);
+    free(t.m1);
+    free(t.m2);
+    free(t.gshard);
+    return rc;
+}
