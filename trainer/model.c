@@ -11,16 +11,20 @@
  *     row of B. The weight of a forward matmul is transposed into a scratch buffer first (B must be
  *     k-major), and so is dout for the weight gradient (A must be k-contiguous). Three builds of
  *     the kernel (AVX-512, AVX2+FMA, generic vectors) are picked once per model by CPU features.
- *   - elementwise and per-row kernels (LayerNorm, GELU, softmax, attention per head) are leaf
- *     functions compiled for x86-64-v4/v3/baseline (target_clones) and called from OpenMP loops.
- *   - exp and tanh are short polynomials written here (exp_poly, tanh_exp) so that they vectorize;
- *     glibc's expf/tanhf do not without -ffast-math. Both are within a few float ulps.
+ *   - attention runs one (batch, head) per task, its four products (Q Kᵀ, P V, and in backward
+ *     dO Vᵀ, Pᵀ dO, dS K, dSᵀ Q) on the same GEMM kernel over causal row blocks.
+ *   - elementwise and per-row kernels (LayerNorm, GELU, softmax) are leaf functions compiled for
+ *     x86-64-v4/v3/baseline (target_clones) and called from OpenMP loops.
+ *   - exp is a short polynomial written here (exp_poly, within 2 ulps) so that softmax and GELU
+ *     vectorize; glibc's expf and tanhf do not without -ffast-math.
  *
  * Determinism: every output element (and every gradient element) is produced by one thread, in
  * an order fixed by the shapes: GEMM tiles, rows, heads and channel blocks are independent of the
  * number of threads, and the only reductions across rows (bias and LayerNorm weight gradients,
  * embedding gradients, the mean loss) run sequentially in row order. So results are bitwise equal
- * for any OMP_NUM_THREADS on one machine (test_model checks 1 vs 2 vs 3 threads).
+ * for any OMP_NUM_THREADS on one machine (test_model checks 1 vs 2 vs 3 threads). The AVX-512 and
+ * AVX2 GEMMs give the same bits too (both fuse multiply-adds in the same k order); the generic one
+ * and the per-ISA builds of the row kernels may differ in the last bits.
  */
 #include "config.h"
 
@@ -157,10 +161,10 @@ typedef struct {
     float *ln1_rstd; /* (B, T) */
     float *qkv;      /* (B, T, 3C) */
     float *atty;     /* (B, T, C) attention output, heads side by side, before the projection */
-    float *att;      /* (B, NH, T, T) softmax probabilities; only t2 <= t is written */
-    float *attproj;  /* (B, T, C) */
-    float *res2;     /* (B, T, C) residual stream after attention */
-    float *ln2;      /* (B, T, C) */
+    float *att;     /* (B, NH, T, T) probabilities P, 0 above the diagonal; backward leaves dSᵀ */
+    float *attproj; /* (B, T, C) */
+    float *res2;    /* (B, T, C) residual stream after attention */
+    float *ln2;     /* (B, T, C) */
     float *ln2_mean; /* (B, T) */
     float *ln2_rstd; /* (B, T) */
     float *fch;      /* (B, T, 4C) */
@@ -182,7 +186,7 @@ typedef struct {
 typedef void (*gemm_block_fn)(const gemm_t *g, int i0, int i1, int j0, int j1);
 
 struct gpt_work {
-    uint8_t *init;           /* (num_tensors) INIT_* */
+    uint8_t *init;            /* (num_tensors) INIT_* */
     gemm_block_fn gemm_block; /* the GEMM build for this CPU */
     const char *gemm_name;
 
@@ -208,9 +212,9 @@ struct gpt_work {
     int *inputs;  /* (B, T) */
     int *targets; /* (B, T) */
 
-    int fwd_done;   /* layers run by forward: -1 after embed, l + 1 after layer l, L + 1 head */
+    int fwd_done; /* forward progress: -2 none, -1 embed, l after layer l, L after the head */
     int have_targets;
-    int bwd_next;   /* the next backward call allowed: L head, l layer, -1 embed, -2 done */
+    int bwd_next; /* the next backward call allowed: L head, l layer, -1 embed, -2 done */
 };
 
 /* ------------------------------------------------------------------------------------------ */
@@ -244,13 +248,6 @@ static inline float exp_poly(float x)
     return p * s.f;
 }
 
-/* tanh(u) = 1 - 2 / (e^{2u} + 1): absolute error ~1e-7 (relative error grows near 0, where GELU
- * only uses 1 + tanh). */
-static inline float tanh_exp(float u)
-{
-    return 1.0f - 2.0f / (exp_poly(2.0f * u) + 1.0f);
-}
-
 #define GELU_SCALE 0.7978845608028654f /* sqrt(2 / pi) */
 #define GELU_CUBIC 0.044715f
 
@@ -269,61 +266,61 @@ typedef float v4f __attribute__((vector_size(16)));
  * vectors of type VT (VW floats). k runs 0..K-1 in order for every element, so the result does
  * not depend on the tiling; the last N % 16 columns take a scalar loop with the same order.
  */
-#define GEMM_BUILD(SUFFIX, TARGET, VT, VW, MR)                                                    \
-    TARGET static void gemm_block_##SUFFIX(const gemm_t *g, int i0, int i1, int j0, int j1)      \
-    {                                                                                            \
-        enum { NV = 16 / (VW) };                                                                 \
-        const size_t ars = g->a_rs, ldb = g->ldb, ldc = g->ldc;                                  \
-        const int K = g->K;                                                                      \
-        int j = j0;                                                                              \
-        for (; j + 16 <= j1; j += 16) {                                                          \
-            for (int i = i0; i < i1; i += (MR)) {                                                \
-                int mr = i1 - i < (MR) ? i1 - i : (MR);                                          \
-                VT acc[MR][NV];                                                                  \
-                memset(acc, 0, sizeof acc);                                                      \
-                const float *a = g->a + (size_t)i * ars, *b = g->b + j;                          \
-                if (mr == (MR)) {                                                                \
-                    for (int k = 0; k < K; k++, b += ldb) {                                      \
-                        VT bv[NV];                                                               \
-                        memcpy(bv, b, sizeof bv);                                                \
-                        for (int r = 0; r < (MR); r++) {                                         \
-                            for (int v = 0; v < NV; v++) {                                       \
-                                acc[r][v] += a[r * ars + k] * bv[v];                             \
-                            }                                                                    \
-                        }                                                                        \
-                    }                                                                            \
-                } else {                                                                         \
-                    for (int k = 0; k < K; k++, b += ldb) {                                      \
-                        VT bv[NV];                                                               \
-                        memcpy(bv, b, sizeof bv);                                                \
-                        for (int r = 0; r < mr; r++) {                                           \
-                            for (int v = 0; v < NV; v++) {                                       \
-                                acc[r][v] += a[r * ars + k] * bv[v];                             \
-                            }                                                                    \
-                        }                                                                        \
-                    }                                                                            \
-                }                                                                                \
-                for (int r = 0; r < mr; r++) {                                                   \
-                    float *c = g->c + (size_t)(i + r) * ldc + j;                                 \
-                    VT cv[NV];                                                                   \
-                    memcpy(cv, c, sizeof cv);                                                    \
-                    for (int v = 0; v < NV; v++) {                                               \
-                        cv[v] += acc[r][v];                                                      \
-                    }                                                                            \
-                    memcpy(c, cv, sizeof cv);                                                    \
-                }                                                                                \
-            }                                                                                    \
-        }                                                                                        \
-        for (; j < j1; j++) {                                                                    \
-            for (int i = i0; i < i1; i++) {                                                      \
-                const float *a = g->a + (size_t)i * ars;                                         \
-                float s = 0.0f;                                                                  \
-                for (int k = 0; k < K; k++) {                                                    \
-                    s += a[k] * g->b[(size_t)k * ldb + j];                                       \
-                }                                                                                \
-                g->c[(size_t)i * ldc + j] += s;                                                  \
-            }                                                                                    \
-        }                                                                                        \
+#define GEMM_BUILD(SUFFIX, TARGET, VT, VW, MR)                                              \
+    TARGET static void gemm_block_##SUFFIX(const gemm_t *g, int i0, int i1, int j0, int j1) \
+    {                                                                                       \
+        enum { NV = 16 / (VW) };                                                            \
+        const size_t ars = g->a_rs, ldb = g->ldb, ldc = g->ldc;                             \
+        const int K = g->K;                                                                 \
+        int j = j0;                                                                         \
+        for (; j + 16 <= j1; j += 16) {                                                     \
+            for (int i = i0; i < i1; i += (MR)) {                                           \
+                int mr = i1 - i < (MR) ? i1 - i : (MR);                                     \
+                VT acc[MR][NV];                                                             \
+                memset(acc, 0, sizeof acc);                                                 \
+                const float *a = g->a + (size_t)i * ars, *b = g->b + j;                     \
+                if (mr == (MR)) {                                                           \
+                    for (int k = 0; k < K; k++, b += ldb) {                                 \
+                        VT bv[NV];                                                          \
+                        memcpy(bv, b, sizeof bv);                                           \
+                        for (int r = 0; r < (MR); r++) {                                    \
+                            for (int v = 0; v < NV; v++) {                                  \
+                                acc[r][v] += a[r * ars + k] * bv[v];                        \
+                            }                                                               \
+                        }                                                                   \
+                    }                                                                       \
+                } else {                                                                    \
+                    for (int k = 0; k < K; k++, b += ldb) {                                 \
+                        VT bv[NV];                                                          \
+                        memcpy(bv, b, sizeof bv);                                           \
+                        for (int r = 0; r < mr; r++) {                                      \
+                            for (int v = 0; v < NV; v++) {                                  \
+                                acc[r][v] += a[r * ars + k] * bv[v];                        \
+                            }                                                               \
+                        }                                                                   \
+                    }                                                                       \
+                }                                                                           \
+                for (int r = 0; r < mr; r++) {                                              \
+                    float *c = g->c + (size_t)(i + r) * ldc + j;                            \
+                    VT cv[NV];                                                              \
+                    memcpy(cv, c, sizeof cv);                                               \
+                    for (int v = 0; v < NV; v++) {                                          \
+                        cv[v] += acc[r][v];                                                 \
+                    }                                                                       \
+                    memcpy(c, cv, sizeof cv);                                               \
+                }                                                                           \
+            }                                                                               \
+        }                                                                                   \
+        for (; j < j1; j++) {                                                               \
+            for (int i = i0; i < i1; i++) {                                                 \
+                const float *a = g->a + (size_t)i * ars;                                    \
+                float s = 0.0f;                                                             \
+                for (int k = 0; k < K; k++) {                                               \
+                    s += a[k] * g->b[(size_t)k * ldb + j];                                  \
+                }                                                                           \
+                g->c[(size_t)i * ldc + j] += s;                                             \
+            }                                                                               \
+        }                                                                                   \
     }
 
 GEMM_BUILD(generic, , v4f, 4, 3)
@@ -348,6 +345,36 @@ static void gemm_select(gpt_work_t *w)
 #endif
 }
 
+const char *gpt_gemm_name(const gpt_model_t *m)
+{
+    return m->work->gemm_name;
+}
+
+int gpt_set_gemm(gpt_model_t *m, const char *name)
+{
+    gpt_work_t *w = m->work;
+    if (strcmp(name, "generic") == 0) {
+        w->gemm_block = gemm_block_generic;
+        w->gemm_name = "generic";
+        return 0;
+    }
+#if GPT_X86_DISPATCH
+    if (strcmp(name, "avx2") == 0 && __builtin_cpu_supports("avx2") &&
+        __builtin_cpu_supports("fma")) {
+        w->gemm_block = gemm_block_avx2;
+        w->gemm_name = "avx2";
+        return 0;
+    }
+    if (strcmp(name, "avx512") == 0 && __builtin_cpu_supports("avx512f") &&
+        __builtin_cpu_supports("avx512vl")) {
+        w->gemm_block = gemm_block_avx512;
+        w->gemm_name = "avx512";
+        return 0;
+    }
+#endif
+    return gpt_fail("gpt: GEMM build \"%s\" is unknown or not supported by this CPU", name);
+}
+
 /* Tasks of GEMM_MB x GEMM_NB, each done by one thread: the partition depends on M and N only. */
 static void gemm(const gpt_work_t *w, const gemm_t *g)
 {
@@ -362,22 +389,50 @@ static void gemm(const gpt_work_t *w, const gemm_t *g)
     }
 }
 
-/* dst(cols, rows) = src(rows, cols)ᵀ, in 32 x 32 blocks. */
-static void transpose(float *dst, const float *src, size_t rows, size_t cols)
+/*
+ * dst(c, r) = src(r, c) for source rows [r0, r1) and columns [0, cols); row strides lds and ldd.
+ * Strips of 8 source rows, written as runs of 8 contiguous floats: a square tile with
+ * power-of-two strides would map all its lines onto a few cache sets.
+ */
+static void transpose_rows(float *dst, size_t ldd, const float *src, size_t lds, size_t r0,
+                           size_t r1, size_t cols)
 {
-    const size_t TB = 32;
-    const long nrb = (long)((rows + TB - 1) / TB), ncb = (long)((cols + TB - 1) / TB);
-    OMP(omp parallel for collapse(2) schedule(static))
-    for (long rb = 0; rb < nrb; rb++) {
-        for (long cb = 0; cb < ncb; cb++) {
-            size_t r1 = (size_t)rb * TB + TB < rows ? (size_t)rb * TB + TB : rows;
-            size_t c1 = (size_t)cb * TB + TB < cols ? (size_t)cb * TB + TB : cols;
-            for (size_t r = (size_t)rb * TB; r < r1; r++) {
-                for (size_t c = (size_t)cb * TB; c < c1; c++) {
-                    dst[c * rows + r] = src[r * cols + c];
-                }
+    for (size_t rs = r0; rs < r1; rs += 8) {
+        const size_t re = rs + 8 < r1 ? rs + 8 : r1;
+        for (size_t c = 0; c < cols; c++) {
+            for (size_t r = rs; r < re; r++) {
+                dst[c * ldd + r] = src[r * lds + c];
             }
         }
+    }
+}
+
+/* dst (cols, rows) = src (rows, cols)ᵀ, strips of 8 rows in parallel. */
+static void transpose(float *dst, const float *src, size_t rows, size_t cols)
+{
+    const long ns = (long)((rows + 7) / 8);
+    OMP(omp parallel for schedule(static))
+    for (long st = 0; st < ns; st++) {
+        size_t r0 = (size_t)st * 8;
+        transpose_rows(dst, rows, src, cols, r0, r0 + 8 < rows ? r0 + 8 : rows, cols);
+    }
+}
+
+/* C(M, N) += A(M, K) · B(K, N) on the calling thread (inside a parallel task). */
+static void gemm_serial(const gpt_work_t *w, int M, int N, int K, const float *a, size_t a_rs,
+                        const float *b, size_t ldb, float *c, size_t ldc)
+{
+    if (M > 0 && N > 0 && K > 0) {
+        gemm_t g = {M, N, K, a, a_rs, b, ldb, c, ldc};
+        w->gemm_block(&g, 0, M, 0, N);
+    }
+}
+
+/* Zeroes rows [0, rows) x columns [0, cols) of a matrix with row stride ld. */
+static void zero_rows(float *x, size_t ld, size_t rows, size_t cols)
+{
+    for (size_t r = 0; r < rows; r++) {
+        memset(x + r * ld, 0, cols * sizeof(float));
     }
 }
 
@@ -408,8 +463,8 @@ static void matmul_forward(gpt_work_t *w, float *out, const float *inp, const fl
  * dinp may be NULL (nothing to propagate into).
  */
 static void matmul_backward(gpt_work_t *w, float *dinp, float *dweight, float *dbias,
-                            const float *dout, const float *inp, const float *weight, int BT,
-                            int C, int OC)
+                            const float *dout, const float *inp, const float *weight, int BT, int C,
+                            int OC)
 {
     if (dinp) {
         gemm_t g = {BT, C, OC, dout, (size_t)OC, weight, (size_t)C, dinp, (size_t)C};
@@ -441,8 +496,7 @@ static void matmul_backward(gpt_work_t *w, float *dinp, float *dweight, float *d
 
 /* LayerNorm of rows [r0, r1): out = (x - mean) * rstd * weight + bias; caches mean, rstd. */
 GPT_CLONES static void layernorm_rows(float *out, float *mean, float *rstd, const float *inp,
-                                      const float *weight, const float *bias, int r0, int r1,
-                                      int C)
+                                      const float *weight, const float *bias, int r0, int r1, int C)
 {
     for (int r = r0; r < r1; r++) {
         const float *x = inp + (size_t)r * C;
@@ -477,8 +531,7 @@ static void layernorm_forward(float *out, float *mean, float *rstd, const float 
     OMP(omp parallel for schedule(static))
     for (int t = 0; t < nt; t++) {
         int r1 = (t + 1) * ROWS_PER_TASK;
-        layernorm_rows(out, mean, rstd, inp, weight, bias, t * ROWS_PER_TASK, r1 < BT ? r1 : BT,
-                       C);
+        layernorm_rows(out, mean, rstd, inp, weight, bias, t * ROWS_PER_TASK, r1 < BT ? r1 : BT, C);
     }
 }
 
@@ -511,8 +564,8 @@ GPT_CLONES static void layernorm_dinp_rows(float *dinp, const float *dout, const
 
 /* dweight, dbias channels [c0, c1) += Σ over all rows, in row order. */
 GPT_CLONES static void layernorm_dparam_cols(float *dweight, float *dbias, const float *dout,
-                                             const float *inp, const float *mean,
-                                             const float *rstd, int BT, int C, int c0, int c1)
+                                             const float *inp, const float *mean, const float *rstd,
+                                             int BT, int C, int c0, int c1)
 {
     for (int r = 0; r < BT; r++) {
         const float *x = inp + (size_t)r * C, *d = dout + (size_t)r * C;
@@ -548,12 +601,18 @@ static void layernorm_backward(float *dinp, float *dweight, float *dbias, const 
 
 #define ELEMS_PER_TASK 4096
 
+/*
+ * GELU, tanh form: gelu(x) = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x³), evaluated as
+ * x σ(2u) with σ(z) = 1 / (1 + e^-z) (the same function, since 1 + tanh(u) = 2 σ(2u), without the
+ * cancellation of 1 + tanh(u) for x << 0). gelu'(x) = σ + 2 x σ (1 - σ) sqrt(2/pi) (1 + 3 0.044715
+ * x²), with 1 - σ = e^-2u σ.
+ */
 GPT_CLONES static void gelu_chunk(float *out, const float *inp, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
         float u = GELU_SCALE * (x + GELU_CUBIC * x * x * x);
-        out[i] = 0.5f * x * (1.0f + tanh_exp(u));
+        out[i] = x / (1.0f + exp_poly(-2.0f * u));
     }
 }
 
@@ -563,9 +622,10 @@ GPT_CLONES static void gelu_backward_chunk(float *d, const float *inp, size_t n)
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
         float u = GELU_SCALE * (x + GELU_CUBIC * x * x * x);
-        float t = tanh_exp(u);
-        float local = 0.5f * (1.0f + t) +
-                      x * 0.5f * (1.0f - t * t) * GELU_SCALE * (1.0f + 3.0f * GELU_CUBIC * x * x);
+        float e = exp_poly(-2.0f * u);
+        float sg = 1.0f / (1.0f + e);
+        float local =
+            sg + 2.0f * x * sg * (e * sg) * GELU_SCALE * (1.0f + 3.0f * GELU_CUBIC * x * x);
         d[i] *= local;
     }
 }
@@ -599,34 +659,19 @@ static void residual_forward(float *out, const float *a, const float *b, size_t 
 }
 
 /*
- * Causal self-attention of one (b, h), all T queries. qkv rows are (3C) with q, k, v at 0, C, 2C
- * and head h at h * hs. K is first packed transposed, kt (hs, T), so the scores of a query are an
- * axpy over the head dimension (vectorized across t2, no reordered sums).
+ * Attention, one (b, h) per task, as GEMMs on the calling thread. Queries come in blocks of ATT_RB
+ * rows; rows [i0, i1) see only keys < i1, so each block's GEMMs stop there (causality halves the
+ * work). P is stored with zeros above the diagonal, so the products that run past a row's last
+ * key add exact zeros. Head h's q, k, v are columns [h hs, (h + 1) hs) of qkv's three C-wide
+ * parts, rows strided by 3C; the scale 1/sqrt(hs) is applied inside the softmax.
  */
-GPT_CLONES static void attention_head_forward(float *atty, float *att, const float *qkv,
-                                              float *kt, int T, int C, int NH, int h)
+#define ATT_RB 64
+
+/* P = causal softmax of scale * S, in place over a head's (T, T) scores; 0 for t2 > t. */
+GPT_CLONES static void softmax_causal(float *att, int T, float scale)
 {
-    const int hs = C / NH, C3 = 3 * C;
-    const float scale = 1.0f / sqrtf((float)hs);
-    for (int t2 = 0; t2 < T; t2++) {
-        const float *k = qkv + (size_t)t2 * C3 + C + h * hs;
-        for (int i = 0; i < hs; i++) {
-            kt[(size_t)i * T + t2] = k[i];
-        }
-    }
     for (int t = 0; t < T; t++) {
-        const float *q = qkv + (size_t)t * C3 + h * hs;
-        float *row = att + (size_t)t * T; /* (t + 1) scores, then probabilities */
-        for (int t2 = 0; t2 <= t; t2++) {
-            row[t2] = 0.0f;
-        }
-        for (int i = 0; i < hs; i++) {
-            const float qi = q[i] * scale;
-            const float *ki = kt + (size_t)i * T;
-            for (int t2 = 0; t2 <= t; t2++) {
-                row[t2] += qi * ki[t2];
-            }
-        }
+        float *row = att + (size_t)t * T;
         float maxv = -INFINITY;
         for (int t2 = 0; t2 <= t; t2++) {
             maxv = row[t2] > maxv ? row[t2] : maxv;
@@ -634,7 +679,7 @@ GPT_CLONES static void attention_head_forward(float *atty, float *att, const flo
         float sum = 0.0f;
         OMP(omp simd reduction(+ : sum))
         for (int t2 = 0; t2 <= t; t2++) {
-            float e = exp_poly(row[t2] - maxv);
+            float e = exp_poly((row[t2] - maxv) * scale);
             row[t2] = e;
             sum += e;
         }
@@ -642,81 +687,106 @@ GPT_CLONES static void attention_head_forward(float *atty, float *att, const flo
         for (int t2 = 0; t2 <= t; t2++) {
             row[t2] *= inv;
         }
-        float *out = atty + (size_t)t * C + h * hs;
-        for (int i = 0; i < hs; i++) {
-            out[i] = 0.0f;
+        for (int t2 = t + 1; t2 < T; t2++) {
+            row[t2] = 0.0f;
+        }
+    }
+}
+
+/* dS = P ∘ (dP - Σ_t2 P ∘ dP) * scale, in place over dP (ds), for t2 <= t; 0 above. */
+GPT_CLONES static void softmax_causal_backward(float *ds, const float *att, int T, float scale)
+{
+    for (int t = 0; t < T; t++) {
+        const float *p = att + (size_t)t * T;
+        float *d = ds + (size_t)t * T;
+        float pd = 0.0f;
+        OMP(omp simd reduction(+ : pd))
+        for (int t2 = 0; t2 <= t; t2++) {
+            pd += p[t2] * d[t2];
         }
         for (int t2 = 0; t2 <= t; t2++) {
-            const float *v = qkv + (size_t)t2 * C3 + 2 * C + h * hs;
-            const float p = row[t2];
-            for (int i = 0; i < hs; i++) {
-                out[i] += p * v[i];
-            }
+            d[t2] = p[t2] * (d[t2] - pd) * scale;
+        }
+        for (int t2 = t + 1; t2 < T; t2++) {
+            d[t2] = 0.0f;
         }
     }
 }
 
 /*
- * Backward of one (b, h): dqkv += the gradients of q, k, v of this head, from datty. att holds
- * the probabilities P; with dP = dO · Vᵀ, the softmax backward is dS = P ∘ (dP - Σ P ∘ dP), and
- * dQ = scale dS K, dK = scale dSᵀ Q, dV = Pᵀ dO. vt (hs, T) is V packed transposed; drow (T).
+ * atty (T, C) columns of head h = P V with P = softmax(Q Kᵀ / sqrt(hs)) causal; att (T, T) keeps
+ * P. qkv (T, 3C) of one sequence; kt (hs, T) scratch for K transposed.
  */
-GPT_CLONES static void attention_head_backward(float *dqkv, const float *datty, const float *att,
-                                               const float *qkv, float *vt, float *drow, int T,
-                                               int C, int NH, int h)
+static void attention_head_forward(const gpt_work_t *w, float *atty, float *att, const float *qkv,
+                                   float *kt, int T, int C, int NH, int h)
 {
-    const int hs = C / NH, C3 = 3 * C;
-    const float scale = 1.0f / sqrtf((float)hs);
-    for (int t2 = 0; t2 < T; t2++) {
-        const float *v = qkv + (size_t)t2 * C3 + 2 * C + h * hs;
-        for (int i = 0; i < hs; i++) {
-            vt[(size_t)i * T + t2] = v[i];
-        }
+    const int hs = C / NH;
+    const size_t C3 = 3 * (size_t)C;
+    const float *q = qkv + h * hs, *k = qkv + C + h * hs, *v = qkv + 2 * C + h * hs;
+    float *out = atty + h * hs;
+    transpose_rows(kt, (size_t)T, k, C3, 0, (size_t)T, (size_t)hs);
+    for (int i0 = 0; i0 < T; i0 += ATT_RB) {
+        const int i1 = i0 + ATT_RB < T ? i0 + ATT_RB : T;
+        zero_rows(att + (size_t)i0 * T, (size_t)T, (size_t)(i1 - i0), (size_t)i1);
+        gemm_serial(w, i1 - i0, i1, hs, q + i0 * C3, C3, kt, (size_t)T, att + (size_t)i0 * T,
+                    (size_t)T);
     }
-    for (int t = 0; t < T; t++) {
-        const float *row = att + (size_t)t * T;
-        const float *dout = datty + (size_t)t * C + h * hs;
-        const float *q = qkv + (size_t)t * C3 + h * hs;
-        float *dq = dqkv + (size_t)t * C3 + h * hs;
-        /* dP = dO · Vᵀ over t2 <= t, and dV(t2) += P(t2) dO */
-        for (int t2 = 0; t2 <= t; t2++) {
-            drow[t2] = 0.0f;
-        }
-        for (int i = 0; i < hs; i++) {
-            const float di = dout[i];
-            const float *vi = vt + (size_t)i * T;
-            for (int t2 = 0; t2 <= t; t2++) {
-                drow[t2] += di * vi[t2];
-            }
-        }
-        for (int t2 = 0; t2 <= t; t2++) {
-            float *dv = dqkv + (size_t)t2 * C3 + 2 * C + h * hs;
-            const float p = row[t2];
-            for (int i = 0; i < hs; i++) {
-                dv[i] += p * dout[i];
-            }
-        }
-        float pd = 0.0f;
-        OMP(omp simd reduction(+ : pd))
-        for (int t2 = 0; t2 <= t; t2++) {
-            pd += row[t2] * drow[t2];
-        }
-        for (int t2 = 0; t2 <= t; t2++) {
-            drow[t2] = row[t2] * (drow[t2] - pd) * scale; /* d of the scaled score */
-        }
-        for (int t2 = 0; t2 <= t; t2++) {
-            const float *k = qkv + (size_t)t2 * C3 + C + h * hs;
-            float *dk = dqkv + (size_t)t2 * C3 + C + h * hs;
-            const float ds = drow[t2];
-            for (int i = 0; i < hs; i++) {
-                dq[i] += ds * k[i];
-                dk[i] += ds * q[i];
-            }
-        }
+    softmax_causal(att, T, 1.0f / sqrtf((float)hs));
+    zero_rows(out, (size_t)C, (size_t)T, (size_t)hs);
+    for (int i0 = 0; i0 < T; i0 += ATT_RB) {
+        const int i1 = i0 + ATT_RB < T ? i0 + ATT_RB : T;
+        gemm_serial(w, i1 - i0, hs, i1, att + (size_t)i0 * T, (size_t)T, v, C3,
+                    out + (size_t)i0 * C, (size_t)C);
     }
 }
 
-/* Per-head tasks: each (b, h) writes only its own columns of atty / dqkv. */
+/*
+ * Backward of one (b, h): dqkv (T, 3C) += dQ, dK, dV of head h, from datty (T, C) and P in att
+ * (T, T), which this overwrites (it holds dSᵀ afterwards). With dP = dO Vᵀ and
+ * dS = P ∘ (dP - rowsum(P ∘ dP)) / sqrt(hs): dV = Pᵀ dO, dQ = dS K, dK = dSᵀ Q.
+ * buf (T, T) and vt (hs, T) are scratch.
+ */
+static void attention_head_backward(const gpt_work_t *w, float *dqkv, const float *datty,
+                                    float *att, const float *qkv, float *buf, float *vt, int T,
+                                    int C, int NH, int h)
+{
+    const int hs = C / NH;
+    const size_t C3 = 3 * (size_t)C, Tz = (size_t)T;
+    const float *q = qkv + h * hs, *k = qkv + C + h * hs, *v = qkv + 2 * C + h * hs;
+    const float *dout = datty + h * hs;
+    float *dq = dqkv + h * hs, *dk = dqkv + C + h * hs, *dv = dqkv + 2 * C + h * hs;
+
+    /* dV = Pᵀ dO: row t2 sums over queries t >= t2 (Pᵀ is 0 below t2) */
+    transpose_rows(buf, Tz, att, Tz, 0, Tz, Tz);
+    for (int i0 = 0; i0 < T; i0 += ATT_RB) {
+        const int i1 = i0 + ATT_RB < T ? i0 + ATT_RB : T;
+        gemm_serial(w, i1 - i0, hs, T - i0, buf + (size_t)i0 * T + i0, Tz, dout + (size_t)i0 * C,
+                    (size_t)C, dv + i0 * C3, C3);
+    }
+    /* dP = dO Vᵀ (keys < i1 per block), then dS in place */
+    transpose_rows(vt, Tz, v, C3, 0, Tz, (size_t)hs);
+    for (int i0 = 0; i0 < T; i0 += ATT_RB) {
+        const int i1 = i0 + ATT_RB < T ? i0 + ATT_RB : T;
+        zero_rows(buf + (size_t)i0 * T, Tz, (size_t)(i1 - i0), (size_t)i1);
+        gemm_serial(w, i1 - i0, i1, hs, dout + (size_t)i0 * C, (size_t)C, vt, Tz,
+                    buf + (size_t)i0 * T, Tz);
+    }
+    softmax_causal_backward(buf, att, T, 1.0f / sqrtf((float)hs));
+    /* dQ = dS K */
+    for (int i0 = 0; i0 < T; i0 += ATT_RB) {
+        const int i1 = i0 + ATT_RB < T ? i0 + ATT_RB : T;
+        gemm_serial(w, i1 - i0, hs, i1, buf + (size_t)i0 * T, Tz, k, C3, dq + i0 * C3, C3);
+    }
+    /* dK = dSᵀ Q, with dSᵀ in att (P is no longer needed) */
+    transpose_rows(att, Tz, buf, Tz, 0, Tz, Tz);
+    for (int i0 = 0; i0 < T; i0 += ATT_RB) {
+        const int i1 = i0 + ATT_RB < T ? i0 + ATT_RB : T;
+        gemm_serial(w, i1 - i0, hs, T - i0, att + (size_t)i0 * T + i0, Tz, q + i0 * C3, C3,
+                    dk + i0 * C3, C3);
+    }
+}
+
+/* Per-head tasks: each (b, h) writes only its own columns of atty / dqkv and its own scratch. */
 static void attention_forward(gpt_work_t *w, float *atty, float *att, const float *qkv, int B,
                               int T, int C, int NH)
 {
@@ -724,26 +794,26 @@ static void attention_forward(gpt_work_t *w, float *atty, float *att, const floa
     OMP(omp parallel for collapse(2) schedule(static))
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
-            float *kt = w->scratch + ((size_t)b * NH + h) * hs * T;
-            attention_head_forward(atty + (size_t)b * T * C, att + ((size_t)b * NH + h) * T * T,
-                                   qkv + (size_t)b * T * 3 * C, kt, T, C, NH, h);
+            const size_t task = (size_t)b * NH + h;
+            attention_head_forward(w, atty + (size_t)b * T * C, att + task * T * T,
+                                   qkv + (size_t)b * T * 3 * C, w->scratch + task * hs * T, T, C,
+                                   NH, h);
         }
     }
 }
 
-static void attention_backward(gpt_work_t *w, float *dqkv, const float *datty, const float *att,
+static void attention_backward(gpt_work_t *w, float *dqkv, const float *datty, float *att,
                                const float *qkv, int B, int T, int C, int NH)
 {
     const int hs = C / NH;
+    float *bufs = w->scratch + (size_t)B * T * C; /* (B, NH, T, T) */
     OMP(omp parallel for collapse(2) schedule(static))
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
-            size_t task = (size_t)b * NH + h;
-            float *vt = w->scratch + task * hs * T;
-            float *drow = w->scratch + (size_t)B * T * C + task * T;
-            attention_head_backward(dqkv + (size_t)b * T * 3 * C, datty + (size_t)b * T * C,
-                                    att + task * T * T, qkv + (size_t)b * T * 3 * C, vt, drow,
-                                    T, C, NH, h);
+            const size_t task = (size_t)b * NH + h;
+            attention_head_backward(w, dqkv + (size_t)b * T * 3 * C, datty + (size_t)b * T * C,
+                                    att + task * T * T, qkv + (size_t)b * T * 3 * C,
+                                    bufs + task * T * T, w->scratch + task * hs * T, T, C, NH, h);
         }
     }
 }
@@ -803,19 +873,20 @@ int gpt_config_check(const gpt_config_t *cfg)
     if (cfg->max_seq_len < 1 || cfg->vocab_size < 1 || cfg->n_layer < 1 || cfg->n_head < 1 ||
         cfg->channels < 1) {
         return gpt_fail("gpt: every size must be >= 1 (max_seq_len %d, vocab_size %d, n_layer %d, "
-                    "n_head %d, channels %d)",
-                    cfg->max_seq_len, cfg->vocab_size, cfg->n_layer, cfg->n_head, cfg->channels);
+                        "n_head %d, channels %d)",
+                        cfg->max_seq_len, cfg->vocab_size, cfg->n_layer, cfg->n_head,
+                        cfg->channels);
     }
     if (cfg->channels % cfg->n_head != 0) {
         return gpt_fail("gpt: channels (%d) must be a multiple of n_head (%d)", cfg->channels,
-                    cfg->n_head);
+                        cfg->n_head);
     }
     /* keep every (rows, cols) product and every offset well inside int / size_t */
     if (cfg->channels > (1 << 16) || cfg->vocab_size > (1 << 24) || cfg->max_seq_len > (1 << 20) ||
         cfg->n_layer > (1 << 12)) {
         return gpt_fail("gpt: configuration too large (channels %d, vocab_size %d, max_seq_len %d, "
-                    "n_layer %d)",
-                    cfg->channels, cfg->vocab_size, cfg->max_seq_len, cfg->n_layer);
+                        "n_layer %d)",
+                        cfg->channels, cfg->vocab_size, cfg->max_seq_len, cfg->n_layer);
     }
     return 0;
 }
@@ -826,7 +897,8 @@ size_t gpt_num_params(const gpt_config_t *cfg)
         return 0;
     }
     size_t C = (size_t)cfg->channels;
-    size_t per_block = 12 * C * C + 13 * C; /* qkv 3C²+3C, proj C²+C, fc 4C²+4C, fcproj 4C²+C, 2 LN */
+    size_t per_block =
+        12 * C * C + 13 * C; /* qkv 3C²+3C, proj C²+C, fc 4C²+4C, fcproj 4C²+C, 2 LN */
     return ((size_t)cfg->vocab_size + (size_t)cfg->max_seq_len) * C + cfg->n_layer * per_block +
            2 * C;
 }
@@ -889,10 +961,10 @@ static block_params_t block_view(const gpt_model_t *m, float *base, int l)
 {
     const gpt_tensor_t *t = &m->tensors[2 + l * P_PER_BLOCK];
     block_params_t p = {
-        base + t[P_LN1W].offset,     base + t[P_LN1B].offset,     base + t[P_QKVW].offset,
-        base + t[P_QKVB].offset,     base + t[P_ATTPROJW].offset, base + t[P_ATTPROJB].offset,
-        base + t[P_LN2W].offset,     base + t[P_LN2B].offset,     base + t[P_FCW].offset,
-        base + t[P_FCB].offset,      base + t[P_FCPROJW].offset,  base + t[P_FCPROJB].offset,
+        base + t[P_LN1W].offset, base + t[P_LN1B].offset,     base + t[P_QKVW].offset,
+        base + t[P_QKVB].offset, base + t[P_ATTPROJW].offset, base + t[P_ATTPROJB].offset,
+        base + t[P_LN2W].offset, base + t[P_LN2B].offset,     base + t[P_FCW].offset,
+        base + t[P_FCB].offset,  base + t[P_FCPROJW].offset,  base + t[P_FCPROJB].offset,
     };
     return p;
 }
@@ -1031,10 +1103,10 @@ static size_t carve_acts(gpt_work_t *w, float *base, size_t L, size_t BT, size_t
                          size_t att, size_t scratch)
 {
     size_t off = 0;
-#define CARVE(ptr, n)                                                                          \
-    do {                                                                                       \
-        (ptr) = base ? base + off : NULL;                                                      \
-        off += (n);                                                                            \
+#define CARVE(ptr, n)                     \
+    do {                                  \
+        (ptr) = base ? base + off : NULL; \
+        off += (n);                       \
     } while (0)
     CARVE(w->encoded, BT * C);
     for (size_t l = 0; l < L; l++) {
@@ -1081,7 +1153,7 @@ int gpt_alloc_acts(gpt_model_t *m, int B, int T)
     }
     if (T > cfg->max_seq_len) {
         return gpt_fail("gpt: sequence length T = %d exceeds the model's max_seq_len = %d", T,
-                    cfg->max_seq_len);
+                        cfg->max_seq_len);
     }
     if (w->alloc_B >= B && w->alloc_T >= T) {
         return 0;
@@ -1097,7 +1169,7 @@ int gpt_alloc_acts(gpt_model_t *m, int B, int T)
     }
     size_t scratch = C * maxoc;
     scratch = BT * maxoc > scratch ? BT * maxoc : scratch;
-    scratch = BT * C + BT * NH > scratch ? BT * C + BT * NH : scratch; /* attention packs */
+    scratch = BT * C + att > scratch ? BT * C + att : scratch; /* attention: packs, (T, T) each */
     free_acts(w);
     w->blocks = calloc(L, sizeof *w->blocks);
     const size_t total = carve_acts(w, NULL, L, BT, C, V, att, scratch); /* sizes only */
@@ -1126,6 +1198,9 @@ int gpt_forward_embed(gpt_model_t *m, const int *inputs, int B, int T)
 {
     const int V = m->cfg.vocab_size, C = m->cfg.channels;
     gpt_work_t *w = m->work;
+    if (B < 1 || T < 1) {
+        return gpt_fail("gpt: batch %d x %d: B and T must be >= 1", B, T);
+    }
     if (gpt_alloc_acts(m, B > w->alloc_B ? B : w->alloc_B, T > w->alloc_T ? T : w->alloc_T)) {
         return -1;
     }
@@ -1133,7 +1208,7 @@ int gpt_forward_embed(gpt_model_t *m, const int *inputs, int B, int T)
     for (int i = 0; i < BT; i++) {
         if (inputs[i] < 0 || inputs[i] >= V) {
             return gpt_fail("gpt: input token %d at position %d is outside the vocabulary [0, %d)",
-                        inputs[i], i, V);
+                            inputs[i], i, V);
         }
     }
     memcpy(w->inputs, inputs, (size_t)BT * sizeof(int));
@@ -1165,8 +1240,8 @@ int gpt_forward_layer(gpt_model_t *m, int l)
     }
     if (w->fwd_done != l - 1) {
         return gpt_fail("gpt: forward of layer %d out of order (embed and layers 0..%d must come "
-                    "first)",
-                    l, l - 1);
+                        "first)",
+                        l, l - 1);
     }
     const int B = m->B, T = m->T, BT = B * T;
     const size_t n = (size_t)BT * C;
@@ -1200,8 +1275,8 @@ int gpt_forward_head(gpt_model_t *m, const int *targets, float *loss_p)
         for (int i = 0; i < BT; i++) {
             if (targets[i] < 0 || targets[i] >= V) {
                 return gpt_fail("gpt: target token %d at position %d is outside the vocabulary "
-                            "[0, %d)",
-                            targets[i], i, V);
+                                "[0, %d)",
+                                targets[i], i, V);
             }
         }
         memcpy(w->targets, targets, (size_t)BT * sizeof(int));
@@ -1240,8 +1315,7 @@ int gpt_forward_head(gpt_model_t *m, const int *targets, float *loss_p)
     return 0;
 }
 
-int gpt_forward(gpt_model_t *m, const int *inputs, const int *targets, int B, int T,
-                float *loss_p)
+int gpt_forward(gpt_model_t *m, const int *inputs, const int *targets, int B, int T, float *loss_p)
 {
     if (gpt_forward_embed(m, inputs, B, T) != 0) {
         return -1;

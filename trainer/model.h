@@ -21,8 +21,9 @@
  *   - Gradients accumulate (+=) across backward calls until gpt_zero_grad().
  *   - Bitwise deterministic: the same inputs give the same bits from run to run AND for any number
  *     of OpenMP threads (every output element is computed by one thread in an order fixed by the
- *     shapes alone). Results may differ in the last bits between CPUs that select a different
- *     kernel (AVX-512, AVX2+FMA, generic), because FMA contraction and vector widths differ.
+ *     shapes alone). Results may differ in the last bits between CPUs of different ISA levels
+ *     (x86-64-v4, v3, baseline), whose builds of the row kernels differ in vector width and FMA
+ *     use; the matmuls themselves give the same bits with AVX-512 and AVX2+FMA.
  *
  * Errors: functions that can fail return 0 or -1; after -1, gpt_last_error() returns a sentence
  * saying what was wrong (thread-local, valid until the next failing call in the thread).
@@ -105,8 +106,8 @@ void gpt_destroy(gpt_model_t *model);
 /*
  * GPT-2 initialization, deterministic in seed: 2-D weights ~ normal(0, 0.02), the two residual
  * projections (attn.proj.w, mlp.proj.w) ~ normal(0, 0.02 / sqrt(2 L)), biases 0, LayerNorm
- * weights 1. Each tensor draws from its own stream (seed, tensor index), so a tensor's values do not
- * depend on the others. Does not touch grads.
+ * weights 1. Each tensor draws from its own stream (seed, tensor index), so a tensor's values do
+ * not depend on the others. Does not touch grads.
  */
 void gpt_init_weights(gpt_model_t *model, uint64_t seed);
 
@@ -123,9 +124,10 @@ gpt_range_t gpt_layer_range(const gpt_model_t *model, int layer);
 int gpt_alloc_acts(gpt_model_t *model, int B, int T);
 
 /*
- * Forward. inputs and targets are (B, T) token ids in [0, V). gpt_forward runs gpt_forward_embed,
- * gpt_forward_layer(0..L-1) and gpt_forward_head; a caller may run them itself to wait for a layer's
- * parameters before its forward. With targets, *loss_p (if loss_p is not NULL) is the mean
+ * Forward. inputs and targets are (B, T) token ids in [0, V); the layers must run in order 0..L-1
+ * after the embedding and before the head. gpt_forward runs gpt_forward_embed,
+ * gpt_forward_layer(0..L-1) and gpt_forward_head; a caller may run them itself to wait for a
+ * layer's parameters before its forward. With targets, *loss_p (if loss_p is not NULL) is the mean
  * cross-entropy and backward is allowed; with targets == NULL only the logits are computed and
  * *loss_p is -1. inputs and targets are copied (the caller's arrays may be reused at once).
  */
@@ -147,12 +149,20 @@ void gpt_zero_grad(gpt_model_t *model);
  * the mean over n micro-batches of gradient accumulation. gpt_backward runs gpt_backward_head,
  * gpt_backward_layer(L-1..0) and gpt_backward_embed; between the calls, group l's gradients
  * (gpt_layer_range(l)) are final: L after the head, l after gpt_backward_layer(l), -1 after
- * gpt_backward_embed. The calls must come in that order.
+ * gpt_backward_embed. The calls must come in that order, once per forward (backward reuses some
+ * saved activations as scratch). The parameters must not change between forward and backward.
  */
 int gpt_backward_head(gpt_model_t *model, float dloss);
 int gpt_backward_layer(gpt_model_t *model, int l);
 int gpt_backward_embed(gpt_model_t *model);
 int gpt_backward(gpt_model_t *model, float dloss);
+
+/*
+ * The GEMM build in use ("avx512", "avx2" or "generic"; picked by CPU features at creation), and
+ * a way to force one, for tests and benchmarks: -1 if the name is unknown or this CPU lacks it.
+ */
+const char *gpt_gemm_name(const gpt_model_t *model);
+int gpt_set_gemm(gpt_model_t *model, const char *name);
 
 /* xorshift* (llm.c's sampler RNG): the next 32 random bits and a float in [0, 1). */
 uint32_t gpt_random_u32(uint64_t *state);

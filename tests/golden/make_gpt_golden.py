@@ -49,7 +49,8 @@ TRAIN = dict(nsteps=5, warmup=2, total=5, max_lr=1e-3, min_lr=1e-4, beta1=0.9, b
              eps=1e-8, weight_decay=0.1, grad_clip=1.0)
 TEXT = (b"First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n\n"
         b"First Citizen:\nYou are all resolved rather to die than to famish?\n\nAll:\nResolved. "
-        b"resolved.\n\nFirst Citizen:\nFirst, you know Caius Marcius is chief enemy to the people.\n")
+        b"resolved.\n\nFirst Citizen:\nFirst, you know Caius Marcius is chief enemy to the "
+        b"people.\n")
 
 
 class Block(nn.Module):
