@@ -207,7 +207,8 @@ struct gpt_work {
     float *datty;   /* (B, T, C) */
     float *dfch;    /* (B, T, 4C) d fch_gelu, then in place d fch */
     float *dlogits; /* (B, T, V) */
-    float *scratch; /* (scratch_n) transposed matmul operands; per-head attention packs */
+    float *scratch; /* transposed matmul operands, or attention's K/V packs (B, NH, hs, T) and,
+                       in backward, (B, NH, T, T) per-head buffers */
     size_t scratch_n;
     int *inputs;  /* (B, T) */
     int *targets; /* (B, T) */
