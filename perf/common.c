@@ -19,6 +19,7 @@
  * JSON file.
  */
 #include "perf/common.h"
+#include "perf/util.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -145,30 +146,6 @@ static int launcher_rank(void)
     return -1;
 }
 
-/* "8", "64K", "128M", "1G" (powers of 1024). 0 on success. */
-static int parse_size(const char *s, size_t *size_p)
-{
-    if (s == NULL || *s < '0' || *s > '9')
-        return -1;
-    errno = 0;
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno != 0)
-        return -1;
-    unsigned long long mult = 1;
-    switch (*end) {
-    case '\0': break;
-    case 'k': case 'K': mult = 1ull << 10; end++; break;
-    case 'm': case 'M': mult = 1ull << 20; end++; break;
-    case 'g': case 'G': mult = 1ull << 30; end++; break;
-    default: return -1;
-    }
-    if (*end != '\0' || v > (unsigned long long)SIZE_MAX / mult)
-        return -1;
-    *size_p = (size_t)(v * mult);
-    return 0;
-}
-
 static int parse_int(const char *s, long lo, long hi, long *v_p)
 {
     if (s == NULL || *s == '\0')
@@ -211,17 +188,17 @@ static int parse_args(int argc, char **argv, perf_params_t *p, char *msg, size_t
                          "host memory, no aggregation)", c, optarg);
             break;
         case 'b':
-            if (parse_size(optarg, &p->minbytes) != 0)
+            if (perf_parse_size(optarg, &p->minbytes) != 0)
                 snprintf(msg, msglen, "-b %s: not a size (digits with an optional K, M or G)",
                          optarg);
             break;
         case 'e':
-            if (parse_size(optarg, &p->maxbytes) != 0)
+            if (perf_parse_size(optarg, &p->maxbytes) != 0)
                 snprintf(msg, msglen, "-e %s: not a size (digits with an optional K, M or G)",
                          optarg);
             break;
         case 'i':
-            if (parse_size(optarg, &p->stepbytes) != 0 || p->stepbytes == 0)
+            if (perf_parse_size(optarg, &p->stepbytes) != 0 || p->stepbytes == 0)
                 snprintf(msg, msglen, "-i %s: not a positive size", optarg);
             break;
         case 'f':
@@ -325,29 +302,6 @@ static void format_time(char *buf, size_t len, double us)
         snprintf(buf, len, "%7.2f", us);
 }
 
-static void json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            fprintf(f, "\\%c", ch);
-        else if (ch < 0x20)
-            fprintf(f, "\\u%04x", ch);
-        else
-            fputc(ch, f);
-    }
-    fputc('"', f);
-}
-
-static void json_number(FILE *f, double x)
-{
-    if (isfinite(x))
-        fprintf(f, "%.6g", x);
-    else
-        fputs("null", f);
-}
-
 static void json_group(FILE *f, const perf_group_t *g)
 {
     if (!g->valid) {
@@ -355,11 +309,11 @@ static void json_group(FILE *f, const perf_group_t *g)
         return;
     }
     fputs("{\"time_us\":", f);
-    json_number(f, g->time_us);
+    perf_json_num(f, g->time_us);
     fputs(",\"algbw\":", f);
-    json_number(f, g->algbw);
+    perf_json_num(f, g->algbw);
     fputs(",\"busbw\":", f);
-    json_number(f, g->busbw);
+    perf_json_num(f, g->busbw);
     if (g->wrong < 0)
         fputs(",\"wrong\":null}", f);
     else
@@ -371,29 +325,29 @@ static int write_json(FILE *f, const char *prog, const char *backend, int nranks
                       long long out_of_bounds, double avg_busbw)
 {
     fputs("{\n\"program\":", f);
-    json_string(f, prog);
+    perf_json_str(f, prog);
     fputs(",\n\"backend\":", f);
-    json_string(f, backend);
+    perf_json_str(f, backend);
     fprintf(f, ",\n\"nranks\":%d,\n\"params\":{\"minbytes\":%zu,\"maxbytes\":%zu,\"stepbytes\":%zu,"
             "\"stepfactor\":%ld,\"iters\":%d,\"warmup_iters\":%d,\"check\":%d,\"datatype\":",
             nranks, p->minbytes, p->maxbytes, p->stepbytes, p->stepfactor, p->iters, p->warmup,
             p->check);
-    json_string(f, p->all_dtypes ? "all" : perf_dtype_name(p->dtype));
+    perf_json_str(f, p->all_dtypes ? "all" : perf_dtype_name(p->dtype));
     fputs(",\"op\":", f);
-    json_string(f, p->all_ops ? "all" : perf_op_name(p->op));
+    perf_json_str(f, p->all_ops ? "all" : perf_op_name(p->op));
     fprintf(f, ",\"root\":%d,\"blocking\":%d,\"average\":%d,\"algorithm\":", p->root, p->blocking,
             p->average);
     if (p->algorithm != NULL)
-        json_string(f, p->algorithm);
+        perf_json_str(f, p->algorithm);
     else
         fputs("null", f);
     fputs("},\n\"results\":[", f);
     for (size_t k = 0; k < nrows; k++) {
         const perf_row_t *r = &rows[k];
         fprintf(f, "%s\n{\"size\":%zu,\"count\":%zu,\"type\":", k ? "," : "", r->size, r->count);
-        json_string(f, perf_dtype_name(r->dtype));
+        perf_json_str(f, perf_dtype_name(r->dtype));
         fputs(",\"redop\":", f);
-        json_string(f, r->redop);
+        perf_json_str(f, r->redop);
         fprintf(f, ",\"root\":%d,\"out_of_place\":", r->root);
         json_group(f, &r->group[0]);
         fputs(",\"in_place\":", f);
@@ -401,7 +355,7 @@ static int write_json(FILE *f, const char *prog, const char *backend, int nranks
         fputc('}', f);
     }
     fprintf(f, "\n],\n\"out_of_bounds\":%lld,\n\"average_bus_bandwidth\":", out_of_bounds);
-    json_number(f, avg_busbw);
+    perf_json_num(f, avg_busbw);
     fputs("\n}\n", f);
     return ferror(f) ? -1 : 0;
 }

@@ -24,27 +24,13 @@ while [ $# -gt 0 ]; do
     *) echo "compress.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
 done
-if [ "$(id -u)" != 0 ]; then
-    echo "compress.sh: needs root to create network namespaces (run as root or with sudo)" >&2
-    exit 77
-fi
-here=$(cd "$(dirname "$0")" && pwd)
-find_prog() {
-    for d in "$here" "$here/../perf" .; do
-        [ -x "$d/$1" ] && { echo "$d/$1"; return; }
-    done
-    command -v "$1"
-}
-netns=$(find_prog netns-run)
-bench=$(find_prog qcoll_bench)
-if [ -z "$netns" ] || [ -z "$bench" ]; then
-    echo "compress.sh: netns-run or qcoll_bench not found (build first: make)" >&2
-    exit 1
-fi
+# netns-run checks for root (exit 77) and finds qcoll_bench beside itself.
+netns="$(dirname "$0")/netns-run"
+[ -x "$netns" ] || netns=netns-run
 status=0
 for rate in $rates; do
     echo "### $hosts hosts at $rate, $bytes per rank"
-    "$netns" -H "$hosts" -r "$rate" -- "$bench" -b "$bytes" -R "$rounds" "$@" | sed -n 's/^\[0\] //p'
+    "$netns" -0 -H "$hosts" -r "$rate" -- qcoll_bench -b "$bytes" -R "$rounds" "$@"
     rc=$?
     [ $rc -ne 0 ] && status=$rc
 done

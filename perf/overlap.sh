@@ -28,23 +28,9 @@ while [ $# -gt 0 ]; do
     *) echo "overlap.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
 done
-if [ "$(id -u)" != 0 ]; then
-    echo "overlap.sh: needs root to create network namespaces (run as root or with sudo)" >&2
-    exit 77
-fi
-here=$(cd "$(dirname "$0")" && pwd)
-find_prog() {
-    for d in "$here" "$here/../perf" .; do
-        [ -x "$d/$1" ] && { echo "$d/$1"; return; }
-    done
-    command -v "$1"
-}
-netns=$(find_prog netns-run)
-bench=$(find_prog overlap_bench)
-if [ -z "$netns" ] || [ -z "$bench" ]; then
-    echo "overlap.sh: netns-run or overlap_bench not found (build first: make)" >&2
-    exit 1
-fi
+# netns-run checks for root (exit 77) and finds overlap_bench beside itself.
+netns="$(dirname "$0")/netns-run"
+[ -x "$netns" ] || netns=netns-run
 [ -n "$outdir" ] && mkdir -p "$outdir"
 status=0
 for scenario in "uniform 1.0" "vgg 1.0" "uniform 0.2"; do
@@ -55,8 +41,8 @@ for scenario in "uniform 1.0" "vgg 1.0" "uniform 0.2"; do
     json=
     [ -n "$outdir" ] && json="-J $outdir/overlap_${profile}_$ratio.json"
     # shellcheck disable=SC2086
-    "$netns" -H "$hosts" -r "$rate" -- "$bench" -p "$profile" -r "$ratio" -R "$rounds" $json "$@" |
-        sed -n 's/^\[0\] //p' | grep -v '^# round'
+    "$netns" -0 -H "$hosts" -r "$rate" -- overlap_bench -p "$profile" -r "$ratio" -R "$rounds" \
+        $json "$@"
     rc=$?
     [ $rc -ne 0 ] && status=$rc
 done

@@ -42,6 +42,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "perf/util.h"
 #include "tempo.h"
 
 #define MAX_LAYERS 64
@@ -331,28 +332,6 @@ static void usage(void)
         "rank's per-iteration means.\n");
 }
 
-static int parse_size_arg(const char *s, size_t *out)
-{
-    char *e;
-    errno = 0;
-    double v = strtod(s, &e);
-    if (e == s || errno || v <= 0) {
-        return -1;
-    }
-    if (*e == 'K' || *e == 'k') {
-        v *= 1024, e++;
-    } else if (*e == 'M' || *e == 'm') {
-        v *= 1024 * 1024, e++;
-    } else if (*e == 'G' || *e == 'g') {
-        v *= 1024.0 * 1024 * 1024, e++;
-    }
-    if (*e) {
-        return -1;
-    }
-    *out = (size_t)v;
-    return 0;
-}
-
 static int parse_args(int argc, char **argv, opts_t *o)
 {
     *o = (opts_t){.profile = "uniform", .ratio = 1.0, .layer_bytes = 1 << 20,
@@ -382,15 +361,15 @@ static int parse_args(int argc, char **argv, opts_t *o)
             o->ratio = atof(v);
             bad = !(o->ratio > 0);
         } else if (!strcmp(a, "--layer-bytes")) {
-            bad = parse_size_arg(v, &o->layer_bytes);
+            bad = perf_parse_size(v, &o->layer_bytes) || o->layer_bytes == 0;
         } else if (!strcmp(a, "--total-bytes")) {
-            bad = parse_size_arg(v, &o->total_bytes);
+            bad = perf_parse_size(v, &o->total_bytes) || o->total_bytes == 0;
         } else if (!strcmp(a, "--bucket-bytes")) {
-            bad = parse_size_arg(v, &o->bucket_bytes);
+            bad = perf_parse_size(v, &o->bucket_bytes) || o->bucket_bytes == 0;
         } else if (!strcmp(a, "--chunk-bytes")) {
-            bad = parse_size_arg(v, &o->chunk_bytes);
+            bad = perf_parse_size(v, &o->chunk_bytes) || o->chunk_bytes == 0;
         } else if (!strcmp(a, "--credit-bytes")) {
-            bad = parse_size_arg(v, &o->credit_bytes);
+            bad = perf_parse_size(v, &o->credit_bytes) || o->credit_bytes == 0;
         } else if (!strcmp(a, "--policies")) {
             o->npolicies = 0;
             char buf[64];

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "perf/util.h"
 #include "tempo.h"
 
 #define MAX_SPECS 32
@@ -56,25 +57,6 @@ static void usage(FILE *f)
             "  -w WARMUP  untimed rounds first (default 1; adaptive levels are fitted there)\n"
             "  -J FILE    also write the table as JSON\n"
             "  -h         this help\n");
-}
-
-static int parse_bytes(const char *s, size_t *out)
-{
-    char *end;
-    double v = strtod(s, &end);
-    double m = 1;
-    if (*end == 'K' || *end == 'k') {
-        m = 1024, end++;
-    } else if (*end == 'M' || *end == 'm') {
-        m = 1048576, end++;
-    } else if (*end == 'G' || *end == 'g') {
-        m = 1073741824, end++;
-    }
-    if (end == s || *end || !(v > 0)) {
-        return -1;
-    }
-    *out = (size_t)(v * m);
-    return 0;
 }
 
 static int check(tempo_status_t st, tempo_comm_t comm, const char *what)
@@ -128,7 +110,7 @@ int main(int argc, char **argv)
     while ((c = getopt(argc, argv, "b:c:R:w:J:h")) != -1) {
         switch (c) {
         case 'b':
-            if (parse_bytes(optarg, &bytes) || bytes < 4) {
+            if (perf_parse_size(optarg, &bytes) || bytes < 4) {
                 fprintf(stderr, "qcoll_bench: -b %s: expected a byte count like 64M\n", optarg);
                 return 2;
             }

@@ -27,6 +27,7 @@
  * Uses only include/tempo.h. Needs no communicator: run it directly.
  */
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -34,6 +35,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "perf/util.h"
 #include "tempo.h"
 
 #define NV_BUCKET 8192  /* coordinates per bucket of the normalized variance */
@@ -258,82 +260,59 @@ static void usage(void)
         "says so). Exit status: 0, or 2 for a usage error, bad data or a compressor error.\n");
 }
 
-static int parse_count(const char *s, size_t *out)
-{
-    char *e;
-    errno = 0;
-    double v = strtod(s, &e);
-    if (e == s || errno || !(v >= 1)) {
-        return -1;
-    }
-    if (*e == 'K' || *e == 'k') {
-        v *= 1024, e++;
-    } else if (*e == 'M' || *e == 'm') {
-        v *= 1024 * 1024, e++;
-    } else if (*e == 'G' || *e == 'g') {
-        v *= 1024.0 * 1024 * 1024, e++;
-    }
-    if (*e || v > 1e12) {
-        return -1;
-    }
-    *out = (size_t)v;
-    return 0;
-}
-
 static int parse_args(int argc, char **argv, opts_t *o)
 {
     *o = (opts_t){.count = 16u << 20, .reps = 5, .seed = 1};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define OPT(s, l) (!strcmp(a, s) || !strcmp(a, l))
-        if (OPT("-h", "--help")) {
-            usage();
-            exit(0);
-        }
-        if (!(OPT("-c", "--spec") || OPT("-n", "--count") || OPT("-r", "--reps") ||
-              OPT("-f", "--file") || OPT("-s", "--seed") || OPT("-J", "--json"))) {
-            fprintf(stderr, "quant_bench: unknown option %s (see --help)\n", a);
-            return -1;
-        }
-        if (!v) {
-            fprintf(stderr, "quant_bench: %s needs a value (see --help)\n", a);
-            return -1;
-        }
-        i++;
+    static const struct option lo[] = {{"spec", 1, 0, 'c'}, {"count", 1, 0, 'n'},
+                                       {"reps", 1, 0, 'r'}, {"file", 1, 0, 'f'},
+                                       {"seed", 1, 0, 's'}, {"json", 1, 0, 'J'},
+                                       {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    int c;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":c:n:r:f:s:J:h", lo, NULL)) != -1) {
+        const char *v = optarg;
+        char *e = NULL;
         int bad = 0;
-        if (OPT("-c", "--spec")) {
+        switch (c) {
+        case 'h': usage(); exit(0);
+        case 'c':
             if (o->nspecs == MAX_SPECS) {
                 fprintf(stderr, "quant_bench: at most %d specs\n", MAX_SPECS);
                 return -1;
             }
             bad = !*v;
             o->specs[o->nspecs++] = v;
-        } else if (OPT("-n", "--count")) {
-            bad = parse_count(v, &o->count);
+            break;
+        case 'n':
+            bad = perf_parse_size(v, &o->count) || o->count == 0;
             o->count_set = 1;
-        } else if (OPT("-r", "--reps")) {
-            char *e;
-            long r = strtol(v, &e, 10);
-            bad = *e || r < 1 || r > 100000;
-            o->reps = (int)r;
-        } else if (OPT("-f", "--file")) {
-            o->file = v;
-        } else if (OPT("-s", "--seed")) {
-            char *e;
+            break;
+        case 'r':
+            o->reps = (int)strtol(v, &e, 10);
+            bad = *e || o->reps < 1 || o->reps > 100000;
+            break;
+        case 'f': o->file = v; break;
+        case 's':
             errno = 0;
             o->seed = strtoull(v, &e, 0);
             bad = *e || errno || e == v;
-        } else if (OPT("-J", "--json")) {
-            o->json = v;
-        } else {
-            fprintf(stderr, "quant_bench: unknown option %s (see --help)\n", a);
+            break;
+        case 'J': o->json = v; break;
+        case ':':
+            fprintf(stderr, "quant_bench: -%c needs a value (see --help)\n", optopt);
+            return -1;
+        default:
+            fprintf(stderr, "quant_bench: unknown option %s (see --help)\n", argv[optind - 1]);
             return -1;
         }
         if (bad) {
-            fprintf(stderr, "quant_bench: bad value '%s' for %s (see --help)\n", v, a);
+            fprintf(stderr, "quant_bench: bad value '%s' for -%c (see --help)\n", v, c);
             return -1;
         }
-#undef OPT
+    }
+    if (optind < argc) {
+        fprintf(stderr, "quant_bench: unexpected argument '%s' (see --help)\n", argv[optind]);
+        return -1;
     }
     return 0;
 }
@@ -448,30 +427,6 @@ out:
     tempo_compressor_destroy(qc);
 }
 
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\') {
-            fprintf(f, "\\%c", *s);
-        } else if ((unsigned char)*s < 0x20) {
-            fprintf(f, "\\u%04x", (unsigned char)*s);
-        } else {
-            fputc(*s, f);
-        }
-    }
-    fputc('"', f);
-}
-
-static void json_num(FILE *f, double x)
-{
-    if (isfinite(x)) {
-        fprintf(f, "%.6g", x);
-    } else {
-        fprintf(f, "null");
-    }
-}
-
 static int write_json(const char *path, const row_t *rows, int n)
 {
     FILE *f = fopen(path, "w");
@@ -483,25 +438,20 @@ static int write_json(const char *path, const row_t *rows, int n)
     for (int i = 0; i < n; i++) {
         const row_t *r = &rows[i];
         fprintf(f, "  {\"spec\": ");
-        json_str(f, r->spec);
+        perf_json_str(f, r->spec);
         fprintf(f, ", \"canonical\": ");
-        json_str(f, r->canon);
+        perf_json_str(f, r->canon);
         if (r->unsupported) {
             fprintf(f, ", \"unsupported\": ");
-            json_str(f, r->note);
+            perf_json_str(f, r->note);
         } else {
-            fprintf(f, ", \"bits_per_coord\": ");
-            json_num(f, r->bits);
-            fprintf(f, ", \"encode_gbps\": ");
-            json_num(f, r->enc_gbps);
-            fprintf(f, ", \"decode_gbps\": ");
-            json_num(f, r->dec_gbps);
-            fprintf(f, ", \"first_ms\": ");
-            json_num(f, r->first_ms);
-            fprintf(f, ", \"norm_var\": ");
-            json_num(f, r->nvar);
+            perf_json_field(f, "bits_per_coord", r->bits);
+            perf_json_field(f, "encode_gbps", r->enc_gbps);
+            perf_json_field(f, "decode_gbps", r->dec_gbps);
+            perf_json_field(f, "first_ms", r->first_ms);
+            perf_json_field(f, "norm_var", r->nvar);
             fprintf(f, ", \"convention\": ");
-            json_str(f, r->conv);
+            perf_json_str(f, r->conv);
             if (r->nlevels) {
                 fprintf(f, ", \"levels\": [");
                 for (size_t k = 0; k < r->nlevels; k++) {

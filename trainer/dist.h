@@ -9,7 +9,7 @@
  *   DIST_ALLREDUCE       every rank ends with the mean over ranks of every group (ZeRO 0);
  *   DIST_REDUCE_SCATTER  rank r ends with the mean of slice r of every group (group g's n elements
  *                        are dp slices of n / dp; ZeRO 1 and 2), and the parameters' slices are
- *                        gathered back with params_gather (every rank ends with every slice).
+ *                        gathered back with gather (every rank ends with every slice).
  * A group is posted as soon as it is ready (overlapping the rest of backward) and waited for just
  * before it is used, so the next forward waits only for the layer it is about to run.
  *
@@ -45,7 +45,7 @@ typedef struct {
 /* Traffic and waiting since the last dist_counters_take(). */
 typedef struct {
     double bytes_sent;   /* payload bytes this rank sent (compressed size when compressed) */
-    double wait_s;       /* time spent blocked in grads_wait/params_wait (exposed communication) */
+    double wait_s;       /* time spent blocked in grads_wait/gather_wait (exposed communication) */
 } dist_counters_t;
 
 typedef struct dist dist_t;
@@ -57,15 +57,18 @@ struct dist {
 
     int (*sum_f64)(dist_t *d, double *x, int n); /* in place, blocking, same order on every rank */
     int (*barrier)(dist_t *d);
-    /* Register the gradient groups of grads (and, for DIST_REDUCE_SCATTER, params); once. */
-    int (*grads_register)(dist_t *d, float *grads, float *params, const dist_group_t *groups,
-                          int ngroups, const dist_grad_opts_t *opts);
+    /* Register the gradient groups of grads; once. */
+    int (*grads_register)(dist_t *d, float *grads, const dist_group_t *groups, int ngroups,
+                          const dist_grad_opts_t *opts);
     /* Start an iteration's gradients: sync = 0 for a micro-step that keeps them local. */
     int (*grads_begin)(dist_t *d, int sync);
     int (*grads_ready)(dist_t *d, int g); /* group g's gradients are final for this micro-step */
     int (*grads_wait)(dist_t *d, int g);  /* group g is synchronized (no-op if nothing posted) */
-    int (*params_gather)(dist_t *d, int g); /* post the all-gather of group g's parameter slices */
-    int (*params_wait)(dist_t *d, int g);
+    /* DIST_REDUCE_SCATTER: post the in-place all-gather of group g's dp slices of buf (laid out
+     * like the parameters: the parameters after an update, or a gradient for a dump); one at a
+     * time per group, until gather_wait. */
+    int (*gather)(dist_t *d, int g, float *buf);
+    int (*gather_wait)(dist_t *d, int g);
     void (*counters_take)(dist_t *d, dist_counters_t *c_p);
     const char *(*describe)(dist_t *d); /* one line: transport, compressor, policy, buckets */
     const char *(*error)(dist_t *d);

@@ -27,7 +27,7 @@ typedef struct {
     char err[512];
     char desc[512];
     dist_mode_t mode;
-    float *grads, *params;
+    float *grads;
     dist_group_t *groups;
     int ngroups;
     int sync;
@@ -83,8 +83,8 @@ static int parse_sched(const char *s, tempo_sched_t *p)
     return 0;
 }
 
-static int t_grads_register(dist_t *d, float *grads, float *params, const dist_group_t *groups,
-                            int ngroups, const dist_grad_opts_t *o)
+static int t_grads_register(dist_t *d, float *grads, const dist_group_t *groups, int ngroups,
+                            const dist_grad_opts_t *o)
 {
     tdist_t *t = d->impl;
     tempo_status_t st;
@@ -96,7 +96,6 @@ static int t_grads_register(dist_t *d, float *grads, float *params, const dist_g
     }
     t->mode = o->mode;
     t->grads = grads;
-    t->params = params;
     t->ngroups = ngroups;
     t->groups = calloc((size_t)ngroups, sizeof(*t->groups));
     t->rs = calloc((size_t)ngroups, sizeof(*t->rs));
@@ -237,7 +236,7 @@ static int t_grads_wait(dist_t *d, int g)
     return wait_req(d, &t->rs[g], "reduce-scatter of gradients");
 }
 
-static int t_params_gather(dist_t *d, int g)
+static int t_gather(dist_t *d, int g, float *buf)
 {
     tdist_t *t = d->impl;
     const dist_group_t *gr = &t->groups[g];
@@ -247,17 +246,17 @@ static int t_params_gather(dist_t *d, int g)
     a.priority = gr->layer;
     a.tag = (uint64_t)t->ngroups + (uint64_t)g + 1;
     a.name = gr->name;
-    float *base = t->params + gr->off;
+    float *base = buf + gr->off;
     tempo_status_t st = tempo_iallgather(t->comm, base + (size_t)d->rank * q, base, q,
                                          TEMPO_FLOAT32, &a, &t->ag[g]);
     t->raw_bytes += ring_share(d) * 4.0 * (double)gr->n;
-    return st == TEMPO_OK ? 0 : fail(d, "all-gather of parameters", st);
+    return st == TEMPO_OK ? 0 : fail(d, "all-gather of slices", st);
 }
 
-static int t_params_wait(dist_t *d, int g)
+static int t_gather_wait(dist_t *d, int g)
 {
     tdist_t *t = d->impl;
-    return wait_req(d, &t->ag[g], "all-gather of parameters");
+    return wait_req(d, &t->ag[g], "all-gather of slices");
 }
 
 static void t_counters_take(dist_t *d, dist_counters_t *c)
@@ -303,7 +302,7 @@ static int t_destroy(dist_t *d)
     int rc = 0;
     for (int g = 0; g < t->ngroups; g++) {
         rc |= wait_req(d, &t->rs[g], "reduce-scatter of gradients");
-        rc |= wait_req(d, &t->ag[g], "all-gather of parameters");
+        rc |= wait_req(d, &t->ag[g], "all-gather of slices");
     }
     if (t->bk && tempo_bucketer_destroy(t->bk) != TEMPO_OK) {
         rc = -1;
@@ -348,8 +347,8 @@ dist_t *dist_open_tempo(char *err)
                   .grads_begin = t_grads_begin,
                   .grads_ready = t_grads_ready,
                   .grads_wait = t_grads_wait,
-                  .params_gather = t_params_gather,
-                  .params_wait = t_params_wait,
+                  .gather = t_gather,
+                  .gather_wait = t_gather_wait,
                   .counters_take = t_counters_take,
                   .describe = t_describe,
                   .error = t_error,

@@ -263,7 +263,7 @@ static void trainer_setup(trainer_t *t, gpt_model_t *m, const opts_t *o)
     }
     dist_grad_opts_t go = {.mode = o->zero ? DIST_REDUCE_SCATTER : DIST_ALLREDUCE,
                            .compress = o->compress, .sched = o->sched};
-    DIST_CHECK(D->grads_register(D, m->grads, m->params, t->groups, t->ngroups, &go),
+    DIST_CHECK(D->grads_register(D, m->grads, t->groups, t->ngroups, &go),
                "gradient synchronization");
     for (int g = 0; g < t->ngroups; g++) {
         t->shard_off[g] = t->shard_n;
@@ -281,7 +281,7 @@ static void trainer_setup(trainer_t *t, gpt_model_t *m, const opts_t *o)
 static void wait_params(trainer_t *t, int g)
 {
     if (t->params_pending) {
-        DIST_CHECK(D->params_wait(D, g), "parameters");
+        DIST_CHECK(D->gather_wait(D, g), "parameters");
     }
 }
 
@@ -344,25 +344,13 @@ static const float *grad_slice(const trainer_t *t, int g)
     return t->gshard ? t->gshard + t->shard_off[g] : t->m->grads + slice_off(t, g);
 }
 
-/* ZeRO 1/2: every rank's slices of buf (laid out like the parameters) gathered in place, using the
- * parameter all-gather on a temporary swap (for dumps only). */
+/* ZeRO 1/2: every rank's slices of buf (laid out like the parameters) gathered in place. */
 static void gather_full(trainer_t *t, float *buf)
 {
-    gpt_model_t *m = t->m;
-    float *saved = m->params;
-    float *tmp = malloc(m->num_params * sizeof(float));
-    if (!tmp) {
-        die("out of memory");
-    }
-    memcpy(tmp, saved, m->num_params * sizeof(float));
-    memcpy(saved, buf, m->num_params * sizeof(float)); /* registered buffer: params */
     for (int g = 0; g < t->ngroups; g++) {
-        DIST_CHECK(D->params_gather(D, g), "gather");
-        DIST_CHECK(D->params_wait(D, g), "gather");
+        DIST_CHECK(D->gather(D, g, buf), "gather");
+        DIST_CHECK(D->gather_wait(D, g), "gather");
     }
-    memcpy(buf, saved, m->num_params * sizeof(float));
-    memcpy(saved, tmp, m->num_params * sizeof(float));
-    free(tmp);
 }
 
 static void dump_step0(trainer_t *t, const char *path, double loss)
@@ -698,7 +686,7 @@ int main(int argc, char **argv)
         }
         if (o.zero) {
             for (int g = 0; g < t.ngroups; g++) {
-                DIST_CHECK(D->params_gather(D, g), "parameters");
+                DIST_CHECK(D->gather(D, g, m->params), "parameters");
             }
             t.params_pending = 1;
         }

@@ -29,42 +29,33 @@ fp16c3 3 TEMPO_SCHED=tic TEMPO_COMPRESS=fp16:min=0
 fp16tac2 2 TEMPO_SCHED=tac TEMPO_COMPRESS=fp16:min=0 TEMPO_HOST_ID=%r
 trace4 4 TEMPO_SCHED=tic TEMPO_TRACE=TRACEDIR/trace.%r.json
 "
-nl=$(printf '%s\n' "$launches" | grep -c .)
-ng=$(echo $groups | wc -w)
-# + 2: the trace check and the merge
-echo "1..$((nl * (1 + ng) + 2))"
-
-printf '%s\n' $groups >"$tmp/groups"
-num=0
-printf '%s\n' "$launches" | while read -r label n envs; do
-    [ -n "$label" ] || continue
-    dir="$tmp/$label"
-    mkdir "$dir" || exit 1
-    envs=$(printf '%s' "$envs" | sed "s|TRACEDIR|$dir|g")
-    cp "$tmp/groups" "$dir/groups"
-    mr_launch "$label" "$n" "$dir" "$envs" "$PROG"
-    if [ "$label" = trace4 ]; then
+# After the traced launch: its files pass `tempo-trace check` and merge into one timeline.
+mr_after() { # LABEL N DIR
+    [ "$1" = trace4 ] || return 0
+    n=$2 dir=$3
+    num=$((num + 1))
+    if [ ! -x /usr/bin/python3 ]; then
+        echo "ok $num - trace files check # SKIP /usr/bin/python3 not found"
         num=$((num + 1))
-        if [ ! -x /usr/bin/python3 ]; then
-            echo "ok $num - trace files check # SKIP /usr/bin/python3 not found"
-            echo "ok $((num + 1)) - trace merge # SKIP /usr/bin/python3 not found"
-            continue
-        fi
-        if out=$("$TRACE_TOOL" check "$dir"/trace.*.json 2>&1); then
-            echo "ok $num - trace files of $n ranks are valid with balanced events"
-        else
-            echo "not ok $num - trace files of $n ranks are valid with balanced events"
-        fi
-        printf '%s\n' "$out" | head -n 12 | cut -c 1-300 | sed 's/^/# /'
-        num=$((num + 1))
-        if mout=$("$TRACE_TOOL" merge -o "$dir/all.json" -n "$n" "$dir/trace.%r.json" 2>&1) &&
-            "$TRACE_TOOL" check "$dir/all.json" >/dev/null 2>&1 &&
-            grep -q '"cat": "comm"' "$dir/all.json" && grep -q '"cat": "queue"' "$dir/all.json" &&
-            grep -q '"name": "iteration"' "$dir/all.json"; then
-            echo "ok $num - merged timeline of $n ranks is valid and has comm, queue and iteration events"
-        else
-            echo "not ok $num - merged timeline of $n ranks is valid and has comm, queue and iteration events"
-        fi
-        printf '%s\n' "$mout" | head -n 5 | cut -c 1-300 | sed 's/^/# /'
+        echo "ok $num - trace merge # SKIP /usr/bin/python3 not found"
+        return 0
     fi
-done
+    if out=$("$TRACE_TOOL" check "$dir"/trace.*.json 2>&1); then
+        echo "ok $num - trace files of $n ranks are valid with balanced events"
+    else
+        echo "not ok $num - trace files of $n ranks are valid with balanced events"
+    fi
+    printf '%s\n' "$out" | head -n 12 | cut -c 1-300 | sed 's/^/# /'
+    num=$((num + 1))
+    if mout=$("$TRACE_TOOL" merge -o "$dir/all.json" -n "$n" "$dir/trace.%r.json" 2>&1) &&
+        "$TRACE_TOOL" check "$dir/all.json" >/dev/null 2>&1 &&
+        grep -q '"cat": "comm"' "$dir/all.json" && grep -q '"cat": "queue"' "$dir/all.json" &&
+        grep -q '"name": "iteration"' "$dir/all.json"; then
+        echo "ok $num - merged timeline of $n ranks is valid and has comm, queue and iteration events"
+    else
+        echo "not ok $num - merged timeline of $n ranks is valid and has comm, queue and iteration events"
+    fi
+    printf '%s\n' "$mout" | head -n 5 | cut -c 1-300 | sed 's/^/# /'
+}
+# + 2: the trace check and the merge
+mr_run "$PROG" "$groups" "$launches" 2

@@ -12,6 +12,12 @@
 # empty), then prints one point for the launch (exit status 0 and an END line from every rank) and
 # one per check group listed in DIR/groups (tests/mr/results.awk). Uses $TR (tempo-run), $srcdir,
 # $guard (hang guard in seconds) and advances $num, the number of the last point printed.
+#
+#   mr_run PROG GROUPS LAUNCHES [EXTRA]
+# the plan line (1..N, with EXTRA points of the caller's own) and every launch "LABEL N ENV..." of
+# LAUNCHES (one per line) with the same check GROUPS; TRACEDIR in ENV becomes the launch's
+# directory. After each launch it calls `mr_after LABEL N DIR` if the caller defines mr_after
+# (which prints the EXTRA points, advancing $num).
 mr_prepare() {
     for _f in "$TR" "$2"; do
         if [ ! -x "$_f" ]; then
@@ -65,4 +71,24 @@ mr_launch() {
     awk -v n="$_n" -v tr="$_label" -v strict=0 -v num="$num" \
         -f "$srcdir/tests/mr/results.awk" "$_dir/groups" $_files
     num=$((num + $(wc -l <"$_dir/groups")))
+}
+
+mr_run() {
+    _rprog=$1 _rgroups=$2 _rlaunches=$3
+    _rnl=$(printf '%s\n' "$_rlaunches" | grep -c .)
+    _rng=$(echo $_rgroups | wc -w)
+    echo "1..$((_rnl * (1 + _rng) + ${4:-0}))"
+    printf '%s\n' $_rgroups >"$tmp/groups"
+    num=0
+    printf '%s\n' "$_rlaunches" | while read -r _rlabel _rn _renvs; do
+        [ -n "$_rlabel" ] || continue
+        _rdir="$tmp/$_rlabel"
+        mkdir "$_rdir" || exit 1
+        _renvs=$(printf '%s' "$_renvs" | sed "s|TRACEDIR|$_rdir|g")
+        cp "$tmp/groups" "$_rdir/groups"
+        mr_launch "$_rlabel" "$_rn" "$_rdir" "$_renvs" "$_rprog"
+        if command -v mr_after >/dev/null 2>&1; then
+            mr_after "$_rlabel" "$_rn" "$_rdir"
+        fi
+    done
 }

@@ -19,16 +19,4 @@ shm4 4
 tcp3 3 TEMPO_HOST_ID=%r
 nothread2 2 TEMPO_PROGRESS_THREAD=0
 "
-nl=$(printf '%s\n' "$launches" | grep -c .)
-ng=$(echo $groups | wc -w)
-echo "1..$((nl * (1 + ng)))"
-
-printf '%s\n' $groups >"$tmp/groups"
-num=0
-printf '%s\n' "$launches" | while read -r label n envs; do
-    [ -n "$label" ] || continue
-    dir="$tmp/$label"
-    mkdir "$dir" || exit 1
-    cp "$tmp/groups" "$dir/groups"
-    mr_launch "$label" "$n" "$dir" "$envs" "$PROG"
-done
+mr_run "$PROG" "$groups" "$launches"

@@ -42,6 +42,18 @@ static void fill(float *x, size_t n, uint64_t seed)
     }
 }
 
+/* ||scale * y - ex|| / ||ex||, y given as floats (yf) or doubles (yd, when yf is NULL). */
+static double rel_err(const float *yf, const double *yd, double scale, const double *ex, size_t n)
+{
+    double e2 = 0, n2 = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = scale * (yf ? (double)yf[i] : yd[i]) - ex[i];
+        e2 += d * d;
+        n2 += ex[i] * ex[i];
+    }
+    return sqrt(e2 / n2);
+}
+
 static uint64_t hash_bytes(const void *p, size_t n)
 {
     const unsigned char *c = p;
@@ -166,12 +178,7 @@ static void check_identical(tempo_comm_t comm, mr_out_t *out, const spec_t *sp)
                       finite ? "finite" : "NOT FINITE");
             if (sp->acc > 0 && call == 2) {
                 exact_sum(ex, count, base);
-                double e2 = 0, n2 = 0;
-                for (size_t i = 0; i < count; i++) {
-                    e2 += (y[i] - ex[i]) * (y[i] - ex[i]);
-                    n2 += ex[i] * ex[i];
-                }
-                double rel = sqrt(e2 / n2);
+                double rel = rel_err(y, NULL, 1.0, ex, count);
                 mr_result(out, "qcoll/accuracy", rel < sp->acc ? "PASS" : "FAIL",
                           "%s %s: relative L2 error %.3g (bound %.3g)", sp->spec,
                           rs ? "reduce-scatter" : "all-reduce", rel, sp->acc);
@@ -226,13 +233,7 @@ static void check_mean(tempo_comm_t comm, mr_out_t *out, const spec_t *sp)
                   "exact sum (bound 4.5)",
                   spec, T, worst);
     } else {
-        double e2 = 0, n2 = 0;
-        for (size_t i = 0; i < n; i++) {
-            double m = s1[i] / T;
-            e2 += (m - ex[i]) * (m - ex[i]);
-            n2 += ex[i] * ex[i];
-        }
-        double rel = sqrt(e2 / n2);
+        double rel = rel_err(NULL, s1, 1.0 / T, ex, n);
         mr_result(out, g, rel < 0.05 ? "PASS" : "FAIL",
                   "%s: mean of %d all-reduces with error feedback, relative error %.4f (bound "
                   "0.05)",
@@ -268,12 +269,7 @@ static void check_lowrank(tempo_comm_t comm, mr_out_t *out)
         }
     }
     tempo_status_t st = run(comm, qc, 0, x, y, n, 11);
-    double e2 = 0, n2 = 0;
-    for (size_t i = 0; i < n; i++) {
-        e2 += (y[i] - ex[i]) * (y[i] - ex[i]);
-        n2 += ex[i] * ex[i];
-    }
-    double rel = sqrt(e2 / n2);
+    double rel = rel_err(y, NULL, 1.0, ex, n);
     mr_result(out, "qcoll/lowrank", st == TEMPO_OK && rel < 1e-4 ? "PASS" : "FAIL",
               "powersgd rank 3 on a sum of rank 2: relative error %.3g (bound 1e-4)%s%s", rel,
               st == TEMPO_OK ? "" : ": ", st == TEMPO_OK ? "" : mr_errtext(comm, st));
