@@ -11,23 +11,14 @@ if [ ! -x "$prog" ]; then
     echo "1..0 # SKIP MPI baseline not built (install libopenmpi-dev openmpi-bin, rerun configure)"
     exit 0
 fi
-mpirun=${MPIRUN:-}
-[ -n "$mpirun" ] || mpirun=$(command -v mpirun 2>/dev/null) || mpirun=""
-if [ -z "$mpirun" ]; then
-    echo "1..0 # SKIP mpirun not found"
+srcdir=${top_srcdir:-$(dirname "$0")/..}
+. "$srcdir/tests/mr/launch.sh"
+if ! mr_mpirun; then
+    echo "1..0 # SKIP $mpi_why"
     exit 0
-fi
-set --
-if "$mpirun" --version 2>&1 | grep -q "Open MPI"; then
-    set -- --oversubscribe --bind-to none --mca btl self,vader
-    [ "$(id -u)" = 0 ] && set -- "$@" --allow-run-as-root
 fi
 limit=""
 command -v timeout >/dev/null 2>&1 && limit="timeout 300"
-if ! $limit "$mpirun" -n 1 "$@" true >/dev/null 2>&1; then
-    echo "1..0 # SKIP $mpirun cannot start processes here"
-    exit 0
-fi
 
 echo "1..2"
 n=0
@@ -49,7 +40,6 @@ check() { # description, then the perf flags
         fails=$((fails + 1))
     fi
 }
-mpi_flags="$*"
 check "all_reduce_perf_mpi -n 2: float sum, 8 B to 64 KiB" -b 8 -e 64K -f 4 -n 2 -w 1
 check "all_reduce_perf_mpi -n 2: every dtype and op, non-blocking" \
     -b 8 -e 4K -f 8 -n 1 -w 0 -d all -o all -z 0

@@ -80,4 +80,18 @@ struct dist {
  * message in err (256 bytes) if the backend is unknown, not built, or the job cannot be joined. */
 dist_t *dist_open(const char *backend, char *err);
 
+/* Shared by the backends: a ring's share of a collective's bytes that each rank sends, (p-1)/p;
+ * and the check that DIST_REDUCE_SCATTER can cut every group in d->size equal slices (0, or -1 with
+ * the reason in err). */
+double dist_ring_share(const dist_t *d);
+int dist_check_slices(const dist_t *d, const dist_group_t *groups, int ngroups, char *err,
+                      size_t len);
+
+/* The backends this build has, e.g. "tempo, mpi". */
+const char *dist_backends(void);
+
+/* The backends behind dist_open (dist_tempo.c; dist_mpi.c when configure found MPI). */
+dist_t *dist_open_tempo(char *err);
+dist_t *dist_open_mpi(char *err);
+
 #endif /* TEMPO_TRAINER_DIST_H */

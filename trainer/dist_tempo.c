@@ -113,14 +113,8 @@ static int t_grads_register(dist_t *d, float *grads, const dist_group_t *groups,
         tempo_compressor_stats(t->qc, &t->q0);
     }
     if (t->mode == DIST_REDUCE_SCATTER) {
-        for (int g = 0; g < ngroups; g++) {
-            if (groups[g].n % (size_t)d->size) {
-                snprintf(t->err, sizeof t->err,
-                         "ZeRO shards every group in %d equal slices, but group %s has %zu "
-                         "parameters (not a multiple of %d); use --zero 0 or another --dp",
-                         d->size, groups[g].name, groups[g].n, d->size);
-                return -1;
-            }
+        if (dist_check_slices(d, groups, ngroups, t->err, sizeof t->err)) {
+            return -1;
         }
         snprintf(t->desc, sizeof t->desc,
                  "tempo: per-layer scheduled reduce-scatter + all-gather, policy %s, %s",
@@ -175,11 +169,6 @@ static int t_grads_begin(dist_t *d, int sync)
     return 0;
 }
 
-static double ring_share(dist_t *d)
-{
-    return d->size > 1 ? (double)(d->size - 1) / d->size : 0.0;
-}
-
 static int t_grads_ready(dist_t *d, int g)
 {
     tdist_t *t = d->impl;
@@ -187,7 +176,7 @@ static int t_grads_ready(dist_t *d, int g)
     if (t->bk) {
         tempo_status_t st = tempo_bucketer_ready(t->bk, (uint64_t)g + 1);
         if (t->sync) {
-            t->grad_bytes += 2 * ring_share(d) * 4.0 * (double)gr->n;
+            t->grad_bytes += 2 * dist_ring_share(d) * 4.0 * (double)gr->n;
         }
         return st == TEMPO_OK ? 0 : fail(d, "bucketer ready", st);
     }
@@ -207,7 +196,7 @@ static int t_grads_ready(dist_t *d, int g)
     float *base = t->grads + gr->off;
     tempo_status_t st = tempo_ireduce_scatter(t->comm, base, base + (size_t)d->rank * q, q,
                                               TEMPO_FLOAT32, TEMPO_AVG, &a, &t->rs[g]);
-    t->grad_bytes += ring_share(d) * 4.0 * (double)gr->n;
+    t->grad_bytes += dist_ring_share(d) * 4.0 * (double)gr->n;
     return st == TEMPO_OK ? 0 : fail(d, "reduce-scatter of gradients", st);
 }
 
@@ -249,7 +238,7 @@ static int t_gather(dist_t *d, int g, float *buf)
     float *base = buf + gr->off;
     tempo_status_t st = tempo_iallgather(t->comm, base + (size_t)d->rank * q, base, q,
                                          TEMPO_FLOAT32, &a, &t->ag[g]);
-    t->raw_bytes += ring_share(d) * 4.0 * (double)gr->n;
+    t->raw_bytes += dist_ring_share(d) * 4.0 * (double)gr->n;
     return st == TEMPO_OK ? 0 : fail(d, "all-gather of slices", st);
 }
 
@@ -319,7 +308,6 @@ static int t_destroy(dist_t *d)
     return rc ? -1 : 0;
 }
 
-dist_t *dist_open_tempo(char *err);
 dist_t *dist_open_tempo(char *err)
 {
     dist_t *d = calloc(1, sizeof(*d));
@@ -355,13 +343,4 @@ dist_t *dist_open_tempo(char *err)
                   .abort = t_abort,
                   .destroy = t_destroy};
     return d;
-}
-
-dist_t *dist_open(const char *backend, char *err)
-{
-    if (!backend || !strcmp(backend, "tempo")) {
-        return dist_open_tempo(err);
-    }
-    snprintf(err, 256, "unknown --backend '%s' (this build has: tempo)", backend);
-    return NULL;
 }

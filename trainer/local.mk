@@ -34,10 +34,17 @@ TESTS += %reldir%/test_data
 # ---- tempo-train
 bin_PROGRAMS += %reldir%/tempo-train
 noinst_HEADERS += %reldir%/dist.h
-%canon_reldir%_tempo_train_SOURCES = %reldir%/train.c %reldir%/dist_tempo.c %reldir%/ckpt.c
+%canon_reldir%_tempo_train_SOURCES = %reldir%/train.c %reldir%/dist.c %reldir%/dist_tempo.c \
+	%reldir%/ckpt.c
 noinst_HEADERS += %reldir%/ckpt.h
 %canon_reldir%_tempo_train_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS)
 %canon_reldir%_tempo_train_LDADD = libtrainer.la libtempo.la -lm
+# --backend mpi (trainer/dist_mpi.c), for comparison, when configure found MPI
+if HAVE_MPI
+%canon_reldir%_tempo_train_SOURCES += %reldir%/dist_mpi.c
+%canon_reldir%_tempo_train_CFLAGS += $(MPI_CFLAGS) -DTRAINER_HAVE_MPI
+%canon_reldir%_tempo_train_LDADD += $(MPI_LIBS)
+endif
 
 # ---- tests across layouts (tests/trainer)
 check_PROGRAMS += tests/trainer/dumpcmp

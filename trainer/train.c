@@ -85,6 +85,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
         "usage: tempo-run -n N tempo-train [options]    (or tempo-train alone for one rank)\n"
+        "       mpirun -n N tempo-train --backend mpi [options]\n"
         "Trains a GPT-2-style model on the CPU, data parallel over the job's N ranks.\n"
         "\n"
         "Data\n"
@@ -109,7 +110,9 @@ static void usage(FILE *f)
         "  --compress SPEC     gradient compressor, e.g. alq:bits=3, qsgd:bits=4, powersgd:rank=2,\n"
         "                      none [none] (see tempo-info -q)\n"
         "  --sched P           priority policy: tic, tac, fifo [tic]\n"
-        "  --backend B         communication backend: tempo [tempo]\n"
+        "  --backend B         communication backend [tempo]; this build has: %s. mpi (launched\n"
+        "                      by mpirun) is plain per-group MPI non-blocking collectives in\n"
+        "                      posted order, uncompressed: a baseline to compare tempo with\n"
         "Output\n"
         "  --val-every N       validation loss every N steps and at the end [25]\n"
         "  --val-batches N     at most N validation batches per evaluation [8]\n"
@@ -128,7 +131,8 @@ static void usage(FILE *f)
         "Each step line: loss (mean over the global batch), tokens/s (global), step time split into\n"
         "compute and exposed communication (time blocked waiting for gradients or parameters), and\n"
         "the bytes this rank sent (estimated from the algorithms' traffic and the compression ratio).\n"
-        "TEMPO_TRACE=FILE.%%r.json records the timeline (tempo-trace merge joins the ranks).\n");
+        "TEMPO_TRACE=FILE.%%r.json records the timeline (tempo-trace merge joins the ranks).\n",
+        dist_backends());
 }
 
 static double parse_num(const char *name, const char *s, double lo, double hi)

@@ -18,6 +18,11 @@
 # LAUNCHES (one per line) with the same check GROUPS; TRACEDIR in ENV becomes the launch's
 # directory. After each launch it calls `mr_after LABEL N DIR` if the caller defines mr_after
 # (which prints the EXTRA points, advancing $num).
+#
+#   mr_mpirun
+# finds mpirun ($MPIRUN, set by make check from configure, else PATH) and checks that it starts a
+# process here; sets $mpirun and $mpi_flags (for Open MPI: oversubscribe, no binding, shared memory,
+# and --allow-run-as-root as root) and returns 0, or sets $mpi_why and returns 1.
 mr_prepare() {
     for _f in "$TR" "$2"; do
         if [ ! -x "$_f" ]; then
@@ -91,4 +96,25 @@ mr_run() {
             mr_after "$_rlabel" "$_rn" "$_rdir"
         fi
     done
+}
+
+mr_mpirun() {
+    mpirun=${MPIRUN:-}
+    [ -n "$mpirun" ] || mpirun=$(command -v mpirun 2>/dev/null) || mpirun=""
+    if [ -z "$mpirun" ]; then
+        mpi_why="mpirun not found"
+        return 1
+    fi
+    mpi_flags=""
+    if "$mpirun" --version 2>&1 | grep -q "Open MPI"; then
+        mpi_flags="--oversubscribe --bind-to none --mca btl self,vader"
+        [ "$(id -u)" = 0 ] && mpi_flags="$mpi_flags --allow-run-as-root"
+    fi
+    _ml=""
+    command -v timeout >/dev/null 2>&1 && _ml="timeout 300"
+    # shellcheck disable=SC2086 # $_ml and $mpi_flags are word lists
+    if ! $_ml "$mpirun" -n 1 $mpi_flags true >/dev/null 2>&1; then
+        mpi_why="$mpirun cannot start processes here"
+        return 1
+    fi
 }

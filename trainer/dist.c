@@ -1,0 +1,57 @@
+/*
+ * dist.c — dist_open (the backend by name) and what the backends share. tempo is always built; mpi when configure found MPI
+ * (TRAINER_HAVE_MPI), so a build without it says so instead of failing at link or run time.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "trainer/dist.h"
+
+#ifdef TRAINER_HAVE_MPI
+#define BACKENDS "tempo, mpi"
+#else
+#define BACKENDS "tempo"
+#endif
+
+const char *dist_backends(void)
+{
+    return BACKENDS;
+}
+
+double dist_ring_share(const dist_t *d)
+{
+    return d->size > 1 ? (double)(d->size - 1) / d->size : 0.0;
+}
+
+int dist_check_slices(const dist_t *d, const dist_group_t *groups, int ngroups, char *err,
+                      size_t len)
+{
+    for (int g = 0; g < ngroups; g++) {
+        if (groups[g].n % (size_t)d->size) {
+            snprintf(err, len,
+                     "ZeRO shards every group in %d equal slices, but group %s has %zu "
+                     "parameters (not a multiple of %d); use --zero 0 or another --dp",
+                     d->size, groups[g].name, groups[g].n, d->size);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+dist_t *dist_open(const char *backend, char *err)
+{
+    if (!backend || !strcmp(backend, "tempo")) {
+        return dist_open_tempo(err);
+    }
+#ifdef TRAINER_HAVE_MPI
+    if (!strcmp(backend, "mpi")) {
+        return dist_open_mpi(err);
+    }
+#endif
+    snprintf(err, 256, "unknown --backend '%s' (this build has: %s%s)", backend, BACKENDS,
+             strcmp(backend, "mpi") ? ""
+                                    : "; mpi needs libopenmpi-dev when configure runs");
+    return NULL;
+}
