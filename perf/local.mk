@@ -93,3 +93,6 @@ bin_PROGRAMS += %reldir%/qcoll_bench %reldir%/quant_bench
 %canon_reldir%_qcoll_bench_SOURCES = %reldir%/qcoll_bench.c
 %canon_reldir%_qcoll_bench_LDADD = libtempo.la -lm
 dist_bin_SCRIPTS += %reldir%/compress.sh
+
+# The trainer's model against PyTorch on the CPU (needs trainer/test_model and python3-torch).
+EXTRA_DIST += %reldir%/model_bench.sh

@@ -49,6 +49,7 @@ typedef struct {
     int val_batches, sample, threads, quiet;
     double lr, min_lr_frac, wd, clip, beta1, beta2, val_frac;
     uint64_t seed;
+    size_t bucket_bytes;
 } opts_t;
 
 static dist_t *D;
@@ -110,6 +111,8 @@ static void usage(FILE *f)
         "  --compress SPEC     gradient compressor, e.g. alq:bits=3, qsgd:bits=4, powersgd:rank=2,\n"
         "                      none [none] (see tempo-info -q)\n"
         "  --sched P           priority policy: tic, tac, fifo [tic]\n"
+        "  --bucket-bytes N    --zero 0: fuse gradients into buckets of up to N bytes (K, M, G)\n"
+        "                      [the library's TEMPO_BUCKET_BYTES]\n"
         "  --backend B         communication backend [tempo]; this build has: %s. mpi (launched\n"
         "                      by mpirun) is plain per-group MPI non-blocking collectives in\n"
         "                      posted order, uncompressed: a baseline to compare tempo with\n"
@@ -129,8 +132,9 @@ static void usage(FILE *f)
         "  --quiet             no per-step lines\n"
         "  -h, --help          this text\n"
         "Each step line: loss (mean over the global batch), tokens/s (global), step time split into\n"
-        "compute and exposed communication (time blocked waiting for gradients or parameters), and\n"
-        "the bytes this rank sent (estimated from the algorithms' traffic and the compression ratio).\n"
+        "compute and exposed communication (time blocked waiting for gradients, parameters or the\n"
+        "step's loss and norm), and the bytes this rank sent (estimated from the algorithms'\n"
+        "traffic and the compression ratio). The run ends with the mean of that split.\n"
         "TEMPO_TRACE=FILE.%%r.json records the timeline (tempo-trace merge joins the ranks).\n",
         dist_backends());
 }
@@ -146,6 +150,27 @@ static double parse_num(const char *name, const char *s, double lo, double hi)
     return v;
 }
 
+/* A byte count with an optional K, M or G suffix (powers of 1024), at least 1 KiB. */
+static size_t parse_bytes(const char *name, const char *s)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    double mul = 1;
+    if (*end == 'K' || *end == 'k') {
+        mul = 1024, end++;
+    } else if (*end == 'M' || *end == 'm') {
+        mul = 1024.0 * 1024, end++;
+    } else if (*end == 'G' || *end == 'g') {
+        mul = 1024.0 * 1024 * 1024, end++;
+    }
+    v *= mul;
+    if (errno || end == s || *end || !(v >= 1024 && v <= 1e12)) {
+        die("%s: '%s' is not a size from 1K to 1000G (suffix K, M or G)", name, s);
+    }
+    return (size_t)v;
+}
+
 static void parse(int argc, char **argv, opts_t *o)
 {
     *o = (opts_t){.data = "/usr/share/games/fortunes", .backend = "tempo", .compress = "none",
@@ -157,7 +182,7 @@ static void parse(int argc, char **argv, opts_t *o)
     enum { O_DATA = 256, O_VALF, O_LAYERS, O_HEADS, O_CH, O_CTX, O_BATCH, O_ACCUM, O_STEPS, O_LR,
            O_WARM, O_MINLR, O_WD, O_B1, O_B2, O_CLIP, O_SEED, O_DP, O_ZERO, O_COMP, O_SCHED,
            O_BACK, O_VEVERY, O_VB, O_SAMPLE, O_OUT, O_DUMP, O_THR, O_QUIET, O_CKE, O_CKK,
-           O_RESUME };
+           O_RESUME, O_BUCKET };
     static const struct option lo[] = {
         {"data", 1, 0, O_DATA},       {"val-frac", 1, 0, O_VALF},   {"layers", 1, 0, O_LAYERS},
         {"heads", 1, 0, O_HEADS},     {"channels", 1, 0, O_CH},     {"context", 1, 0, O_CTX},
@@ -170,6 +195,7 @@ static void parse(int argc, char **argv, opts_t *o)
         {"sample", 1, 0, O_SAMPLE},   {"out", 1, 0, O_OUT},         {"dump", 1, 0, O_DUMP},
         {"threads", 1, 0, O_THR},     {"quiet", 0, 0, O_QUIET},     {"help", 0, 0, 'h'},
         {"ckpt-every", 1, 0, O_CKE},  {"ckpt-keep", 1, 0, O_CKK},   {"resume", 1, 0, O_RESUME},
+        {"bucket-bytes", 1, 0, O_BUCKET},
         {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -206,6 +232,7 @@ static void parse(int argc, char **argv, opts_t *o)
         case O_CKE: o->ckpt_every = (int)parse_num("--ckpt-every", optarg, 0, 1e9); break;
         case O_CKK: o->ckpt_keep = (int)parse_num("--ckpt-keep", optarg, 1, 1e6); break;
         case O_RESUME: o->resume = optarg; break;
+        case O_BUCKET: o->bucket_bytes = parse_bytes("--bucket-bytes", optarg); break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); exit(2);
         }
@@ -266,7 +293,8 @@ static void trainer_setup(trainer_t *t, gpt_model_t *m, const opts_t *o)
         t->groups[g] = (dist_group_t){.off = r.off, .n = r.n, .layer = g, .name = t->names[g]};
     }
     dist_grad_opts_t go = {.mode = o->zero ? DIST_REDUCE_SCATTER : DIST_ALLREDUCE,
-                           .compress = o->compress, .sched = o->sched};
+                           .compress = o->compress, .sched = o->sched,
+                           .bucket_bytes = o->bucket_bytes};
     DIST_CHECK(D->grads_register(D, m->grads, t->groups, t->ngroups, &go),
                "gradient synchronization");
     for (int g = 0; g < t->ngroups; g++) {
@@ -633,6 +661,8 @@ int main(int argc, char **argv)
     adamw_cfg_t ac = {.beta1 = (float)o.beta1, .beta2 = (float)o.beta2, .eps = 1e-8f,
                       .weight_decay = (float)o.wd};
     double first_val = NAN, last_val = NAN, t_run = now_s();
+    double sum_step = 0, sum_comm = 0, sum_bytes = 0; /* steps after this run's first */
+    int nsum = 0;
     int start = o.resume ? load_ckpt(&t, &o, ld) : 0;
     if (o.val_every > 0 && !o.dump) {
         first_val = evaluate(&t, ld, &o, x, y);
@@ -671,8 +701,9 @@ int main(int argc, char **argv)
             DIST_CHECK(D->grads_wait(D, g), "gradients");
             sq += grad_sumsq(grad_slice(&t, g), slice_n(&t, g));
         }
-        double red[2] = {loss_sum, o.zero ? sq : 0};
+        double red[2] = {loss_sum, o.zero ? sq : 0}, t_red = now_s();
         DIST_CHECK(D->sum_f64(D, red, 2), "loss");
+        t_red = now_s() - t_red; /* blocked too: counted as exposed communication */
         double loss = red[0] / ((double)o.accum * D->size);
         double norm = sqrt(o.zero ? red[1] : sq);
         if (o.dump) {
@@ -697,9 +728,15 @@ int main(int argc, char **argv)
         double dt = now_s() - t0;
         dist_counters_t cn;
         D->counters_take(D, &cn);
-        double tm[3] = {dt, cn.wait_s, cn.bytes_sent};
+        double tm[3] = {dt, cn.wait_s + t_red, cn.bytes_sent};
         DIST_CHECK(D->sum_f64(D, tm, 3), "timers");
         double step_s = tm[0] / D->size, comm_s = tm[1] / D->size, bytes = tm[2] / D->size;
+        if (s > start) {
+            sum_step += step_s;
+            sum_comm += comm_s;
+            sum_bytes += bytes;
+            nsum++;
+        }
         int last = s == o.steps - 1;
         double val = NAN;
         if (o.val_every > 0 && ((s + 1) % o.val_every == 0 || last)) {
@@ -735,8 +772,20 @@ int main(int argc, char **argv)
         sample(&t, &o);
         if (D->rank == 0) {
             fclose(csv);
-            printf("validation loss: %.4f at start, %.4f at the end (%d steps, %.1f s)\n",
-                   first_val, last_val, o.steps, now_s() - t_run);
+            if (nsum > 0) {
+                printf("step time, mean of steps %d-%d: %.1f ms = compute %.1f + exposed "
+                       "communication %.1f (%.1f %%); %.0f tokens/s; sent %.2f MB per step\n",
+                       start + 2, o.steps, sum_step / nsum * 1e3, (sum_step - sum_comm) / nsum * 1e3,
+                       sum_comm / nsum * 1e3, 100 * sum_comm / sum_step,
+                       (double)tokens_step * nsum / sum_step, sum_bytes / nsum * 1e-6);
+            }
+            if (o.val_every > 0) {
+                printf("validation loss: %.4f at start, %.4f at the end (%d steps, %.1f s)\n",
+                       first_val, last_val, o.steps, now_s() - t_run);
+            } else {
+                printf("%d steps in %.1f s (no validation: --val-every 0)\n", o.steps - start,
+                       now_s() - t_run);
+            }
             plot(o.out);
         }
     }

@@ -155,9 +155,16 @@ def bench(argv, threads):
         dt = time.perf_counter() - t0
         best = min(best, dt) if it > 0 else best  # the first one warms up
     n = sum(p.numel() for p in model.parameters())
+    blas = "unknown"
+    try:  # the BLAS library this process loaded (Debian's libblas.so.3 is an alternative)
+        with open("/proc/self/maps") as f:
+            libs = {ln.split()[-1] for ln in f if "blas" in ln or "mkl" in ln}
+        blas = ", ".join(sorted(os.path.realpath(p) for p in libs)) or "none loaded"
+    except OSError:
+        pass
     print(f"PyTorch {torch.__version__}: L {L} NH {NH} C {C} T {T} B {B}, {n} params, "
           f"{threads} thread(s): best of {iters}: {dt * 1e3:.1f} ms last, "
-          f"{B * T / best:.0f} tokens/s")
+          f"{B * T / best:.0f} tokens/s; BLAS {blas}")
 
 
 def main():
