@@ -102,7 +102,10 @@ static void usage(FILE *f)
         "  --lr X              peak learning rate [1e-3]; linear warm-up over --warmup steps [20],\n"
         "                      then cosine decay to --min-lr-frac of the peak [0.1] at --steps\n"
         "  --wd X              AdamW weight decay of 2-D tensors [0.1]; --beta1 [0.9] --beta2 [0.95]\n"
-        "  --clip X            global gradient-norm clipping, 0 = off [1.0]\n"
+        "  --clip X            global gradient-norm clipping [1.0]; 0 = off, and then each\n"
+        "                      layer is updated as soon as its own gradients are in, so the next\n"
+        "                      forward waits only for the layer it is about to run (where the\n"
+        "                      priority order of --sched pays off)\n"
         "  --seed N            weights and data order [1337]\n"
         "Parallelism and communication\n"
         "  --dp N              data-parallel ranks: must equal the job size [job size]\n"
@@ -254,6 +257,14 @@ typedef struct {
     float *m1, *m2;       /* AdamW moments, (shard_n) */
     float *gshard;        /* ZeRO 2: accumulated gradient slices, (shard_n) */
     int params_pending;   /* ZeRO 1/2: all-gathers posted, not yet waited */
+    /* --clip 0 (no global norm to wait for): each group is updated as soon as its own gradients
+     * are in. ZeRO 0 defers group g's update to just before its next forward (update_pending);
+     * ZeRO 1/2 update group by group in forward order and post each all-gather at once. */
+    int per_layer;
+    int update_pending;   /* ZeRO 0 per-layer: groups [update_next, ngroups) still to update */
+    int update_next, update_step;
+    float update_lr;
+    adamw_cfg_t ac;
 } trainer_t;
 
 static size_t slice_n(const trainer_t *t, int g)
@@ -309,19 +320,40 @@ static void trainer_setup(trainer_t *t, gpt_model_t *m, const opts_t *o)
     }
 }
 
-/* ZeRO 1/2: wait for the parameters of group g (posted after the last update). */
+/* This rank's synchronized gradient slice of group g. */
+static const float *grad_slice(const trainer_t *t, int g)
+{
+    return t->gshard ? t->gshard + t->shard_off[g] : t->m->grads + slice_off(t, g);
+}
+
+/* AdamW on this rank's slice of group g. */
+static void update_group(trainer_t *t, int g, int step, float lr, float scale)
+{
+    size_t off = slice_off(t, g), n = slice_n(t, g), so = t->shard_off[g];
+    if (adamw_step(t->m, t->m->params + off, grad_slice(t, g), t->m1 + so, t->m2 + so, off,
+                   off + n, step, &t->ac, lr, scale)) {
+        die("optimizer: %s", gpt_last_error());
+    }
+}
+
+/* Group g's parameters are current: ZeRO 1/2 wait for their all-gather (posted after the last
+ * update); ZeRO 0 per-layer waits for the group's gradients and applies its deferred update. */
 static void wait_params(trainer_t *t, int g)
 {
     if (t->params_pending) {
         DIST_CHECK(D->gather_wait(D, g), "parameters");
     }
+    while (t->update_pending && t->update_next <= g) {
+        int k = t->update_next++;
+        DIST_CHECK(D->grads_wait(D, k), "gradients");
+        update_group(t, k, t->update_step, t->update_lr, 1.0f);
+        t->update_pending = t->update_next < t->ngroups;
+    }
 }
 
 static void wait_all_params(trainer_t *t)
 {
-    for (int g = 0; g < t->ngroups; g++) {
-        wait_params(t, g);
-    }
+    wait_params(t, t->ngroups - 1);
     t->params_pending = 0;
 }
 
@@ -368,12 +400,6 @@ static void backward(trainer_t *t, float dloss)
         die("backward: %s", gpt_last_error());
     }
     DIST_CHECK(D->grads_ready(D, 0), "gradients");
-}
-
-/* This rank's synchronized gradient slice of group g. */
-static const float *grad_slice(const trainer_t *t, int g)
-{
-    return t->gshard ? t->gshard + t->shard_off[g] : t->m->grads + slice_off(t, g);
 }
 
 /* ZeRO 1/2: every rank's slices of buf (laid out like the parameters) gathered in place. */
@@ -620,6 +646,9 @@ int main(int argc, char **argv)
     }
     trainer_t t;
     trainer_setup(&t, m, &o);
+    t.ac = (adamw_cfg_t){.beta1 = (float)o.beta1, .beta2 = (float)o.beta2, .eps = 1e-8f,
+                         .weight_decay = (float)o.wd};
+    t.per_layer = o.clip == 0;
     loader_info_t li;
     loader_info(ld, &li);
     size_t tokens_step = (size_t)o.batch * (size_t)o.context * (size_t)o.accum * (size_t)D->size;
@@ -658,8 +687,6 @@ int main(int argc, char **argv)
     if (!x || !y) {
         die("out of memory");
     }
-    adamw_cfg_t ac = {.beta1 = (float)o.beta1, .beta2 = (float)o.beta2, .eps = 1e-8f,
-                      .weight_decay = (float)o.wd};
     double first_val = NAN, last_val = NAN, t_run = now_s();
     double sum_step = 0, sum_comm = 0, sum_bytes = 0; /* steps after this run's first */
     int nsum = 0;
@@ -672,17 +699,14 @@ int main(int argc, char **argv)
     }
     for (int s = start; s < o.steps; s++) {
         double t0 = now_s(), loss_sum = 0;
-        if (o.zero != 2) {
-            gpt_zero_grad(m);
-        }
         for (int k = 0; k < o.accum; k++) {
             int sync = o.zero == 2 || k == o.accum - 1;
             loader_next_train(ld, x, y);
+            loss_sum += forward(&t, x, y, o.batch, o.context); /* applies deferred updates */
             DIST_CHECK(D->grads_begin(D, sync), "gradients");
-            if (o.zero == 2) {
-                gpt_zero_grad(m); /* backward's scratch: this micro-batch only */
+            if (o.zero == 2 || k == 0) {
+                gpt_zero_grad(m); /* ZeRO 2: backward's scratch, this micro-batch only */
             }
-            loss_sum += forward(&t, x, y, o.batch, o.context);
             backward(&t, 1.0f / (float)o.accum);
             if (o.zero == 2) {
                 for (int g = 0; g < t.ngroups; g++) {
@@ -696,8 +720,10 @@ int main(int argc, char **argv)
                 }
             }
         }
+        /* the global gradient norm (clipping) needs every group; per-layer mode skips it */
         double sq = 0;
-        for (int g = 0; g < t.ngroups; g++) {
+        int lazy = t.per_layer && !o.dump;
+        for (int g = 0; g < t.ngroups && !lazy; g++) {
             DIST_CHECK(D->grads_wait(D, g), "gradients");
             sq += grad_sumsq(grad_slice(&t, g), slice_n(&t, g));
         }
@@ -705,26 +731,26 @@ int main(int argc, char **argv)
         DIST_CHECK(D->sum_f64(D, red, 2), "loss");
         t_red = now_s() - t_red; /* blocked too: counted as exposed communication */
         double loss = red[0] / ((double)o.accum * D->size);
-        double norm = sqrt(o.zero ? red[1] : sq);
+        double norm = lazy ? NAN : sqrt(o.zero ? red[1] : sq);
         if (o.dump) {
             dump_step0(&t, o.dump, loss);
             break;
         }
-        float scale = clip_scale(norm, (float)o.clip);
+        float scale = lazy ? 1.0f : clip_scale(norm, (float)o.clip);
         float lr = lr_schedule(s, o.warmup, o.steps, (float)o.lr, (float)(o.lr * o.min_lr_frac));
-        for (int g = 0; g < t.ngroups; g++) {
-            size_t off = slice_off(&t, g), n = slice_n(&t, g), so = t.shard_off[g];
-            if (adamw_step(m, m->params + off, grad_slice(&t, g), t.m1 + so, t.m2 + so, off,
-                           off + n, s + 1, &ac, lr, scale)) {
-                die("optimizer: %s", gpt_last_error());
-            }
+        if (lazy && !o.zero) {
+            t.update_pending = 1, t.update_next = 0, t.update_step = s + 1, t.update_lr = lr;
         }
-        if (o.zero) {
-            for (int g = 0; g < t.ngroups; g++) {
+        for (int g = 0; g < t.ngroups && !t.update_pending; g++) {
+            if (lazy) {
+                DIST_CHECK(D->grads_wait(D, g), "gradients");
+            }
+            update_group(&t, g, s + 1, lr, scale);
+            if (o.zero) {
                 DIST_CHECK(D->gather(D, g, m->params), "parameters");
             }
-            t.params_pending = 1;
         }
+        t.params_pending = o.zero != 0;
         double dt = now_s() - t0;
         dist_counters_t cn;
         D->counters_take(D, &cn);
@@ -746,9 +772,13 @@ int main(int argc, char **argv)
         if (D->rank == 0) {
             double tps = (double)tokens_step / step_s;
             if (!o.quiet) {
-                printf("step %4d/%d | loss %.4f | lr %.2e | norm %.3f | %8.0f tok/s %5.1f GFLOP/s "
+                char nb[32] = "-"; /* per-layer mode computes no global norm */
+                if (!isnan(norm)) {
+                    snprintf(nb, sizeof nb, "%.3f", norm);
+                }
+                printf("step %4d/%d | loss %.4f | lr %.2e | norm %s | %8.0f tok/s %5.1f GFLOP/s "
                        "| %7.1f ms (compute %.1f, comm %.1f) | sent %.2f MB",
-                       s + 1, o.steps, loss, lr, norm, tps, tps * flops_tok * 1e-9, step_s * 1e3,
+                       s + 1, o.steps, loss, lr, nb, tps, tps * flops_tok * 1e-9, step_s * 1e3,
                        (step_s - comm_s) * 1e3, comm_s * 1e3, bytes * 1e-6);
                 if (!isnan(val)) {
                     printf(" | val loss %.4f", val);

@@ -3,8 +3,9 @@
 #   1. step 0: the loss and every gradient of DP=2 and DP=4, each with ZeRO 0, 1 and 2, equal the
 #      single-rank run of the same global batch within 1e-5 (tests/trainer/dumpcmp); also with two
 #      accumulated micro-batches per step;
-#   2. 20 steps at DP=2 ZeRO 1 and DP=4 ZeRO 2 track the single-rank losses within 1e-4, and two
-#      runs of one layout give bitwise the same losses (the CSV holds them exactly, %.17g);
+#   2. 20 steps at DP=2 ZeRO 1 and DP=4 ZeRO 2 track the single-rank losses within 1e-4, also with
+#      --clip 0 (per-layer updates) at DP=2 ZeRO 0 and DP=4 ZeRO 1 with 2 micro-batches; two runs
+#      of one layout give bitwise the same losses (the CSV holds them exactly, %.17g);
 #   3. checkpoints: a run resumed from step 5 of a 10-step run gives bitwise its losses; a
 #      checkpoint written at DP=4 ZeRO 1 resumes at DP=2 and DP=1 with the uninterrupted losses
 #      (within 1e-5: the reduction order changes with the layout); a corrupt and a truncated
@@ -51,7 +52,7 @@ worst() {
 }
 within() { awk -v w="$1" -v t="$2" 'BEGIN {exit !(w != "missing" && w + 0 <= t + 0)}'; }
 
-echo "1..27"
+echo "1..29"
 
 # 1. step 0 against one rank
 train 1 0 "$tmp/ref" --dump "$tmp/ref.bin"
@@ -92,6 +93,17 @@ for cfg in "2 1" "4 2"; do
     w=$(worst "$tmp/a" "$tmp/b" 20)
     within "$w" 1e-4
     point $? "DP=$1 ZeRO $2: 20 losses track one rank's within 1e-4 (worst relative $w)"
+done
+# --clip 0: per-layer updates (ZeRO 0 defers each group's update to its next forward)
+train 1 0 "$tmp/p1" --steps 20 --clip 0
+for cfg in "2 0" "4 1"; do
+    set -- $cfg
+    train "$1" "$2" "$tmp/p$1$2" --steps 20 --clip 0 --accum 2 --batch $((4 / $1))
+    losses "$tmp/p1" >"$tmp/a"
+    losses "$tmp/p$1$2" >"$tmp/b"
+    w=$(worst "$tmp/a" "$tmp/b" 20)
+    within "$w" 1e-4
+    point $? "--clip 0 (per-layer updates), DP=$1 ZeRO $2, 2 micro-batches: 20 losses track one rank's within 1e-4 (worst $w)"
 done
 train 4 2 "$tmp/s42b" --steps 20
 losses "$tmp/s42" >"$tmp/l1"
