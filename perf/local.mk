@@ -96,3 +96,5 @@ dist_bin_SCRIPTS += %reldir%/compress.sh
 
 # The trainer's model against PyTorch on the CPU (needs trainer/test_model and python3-torch).
 EXTRA_DIST += %reldir%/model_bench.sh
+# tempo-train across emulated hosts (root): uncompressed and ALQ, tic and fifo.
+dist_bin_SCRIPTS += %reldir%/train_net.sh

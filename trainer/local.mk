@@ -50,5 +50,5 @@ endif
 check_PROGRAMS += tests/trainer/dumpcmp
 tests_trainer_dumpcmp_SOURCES = tests/trainer/dumpcmp.c
 tests_trainer_dumpcmp_LDADD = -lm
-TESTS += tests/trainer/layouts.sh
-EXTRA_DIST += tests/trainer/layouts.sh
+TESTS += tests/trainer/layouts.sh tests/trainer/compressed.sh
+EXTRA_DIST += tests/trainer/layouts.sh tests/trainer/compressed.sh
