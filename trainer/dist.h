@@ -69,6 +69,10 @@ struct dist {
      * time per group, until gather_wait. */
     int (*gather)(dist_t *d, int g, float *buf);
     int (*gather_wait)(dist_t *d, int g);
+    /* Optional markers around the caller's compute of group g (phase 0 forward, 1 backward): the
+     * timeline's compute spans, and the per-layer times of the tac policy. Spans do not nest. */
+    int (*compute_begin)(dist_t *d, int g, int phase);
+    int (*compute_end)(dist_t *d);
     void (*counters_take)(dist_t *d, dist_counters_t *c_p);
     const char *(*describe)(dist_t *d); /* one line: transport, compressor, policy, buckets */
     const char *(*error)(dist_t *d);

@@ -217,6 +217,18 @@ static int m_gather_wait(dist_t *d, int g)
     return wait_req(d, &((mdist_t *)d->impl)->ag[g], "all-gather of slices");
 }
 
+static int m_compute_begin(dist_t *d, int g, int phase)
+{
+    (void)d, (void)g, (void)phase;
+    return 0; /* MPI has no timeline */
+}
+
+static int m_compute_end(dist_t *d)
+{
+    (void)d;
+    return 0;
+}
+
 static void m_counters_take(dist_t *d, dist_counters_t *c)
 {
     mdist_t *m = d->impl;
@@ -298,6 +310,8 @@ dist_t *dist_open_mpi(char *err)
                   .grads_wait = m_grads_wait,
                   .gather = m_gather,
                   .gather_wait = m_gather_wait,
+                  .compute_begin = m_compute_begin,
+                  .compute_end = m_compute_end,
                   .counters_take = m_counters_take,
                   .describe = m_describe,
                   .error = m_error,

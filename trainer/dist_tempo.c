@@ -6,9 +6,11 @@
  * all-reduce (TEMPO_AVG) with the policy's priority as soon as backward has finished it, compresses
  * float32 buckets with the compressor of the spec, and waits per group.
  * DIST_REDUCE_SCATTER: each group is its own scheduled in-place reduce-scatter (TEMPO_AVG, same
- * priority and compressor; rank r's slice lands at off + r * n/dp), and parameters come back with a
- * scheduled in-place all-gather per group whose priority is its forward index, so the first layer's
- * parameters arrive first.
+ * compressor; rank r's slice lands at off + r * n/dp), and parameters come back with a scheduled
+ * in-place all-gather per group. Priorities: tic gives both the group's forward index, so the
+ * first layer's gradients and parameters go first; fifo gives every request the same priority, so
+ * they run in the order they became posted; tac needs the bucketer's measurements and is refused.
+ * Compute markers go to the bucketer (DIST_ALLREDUCE) or straight to the timeline.
  *
  * Bytes sent are estimated from the algorithms' traffic (a ring moves 2(p-1)/p of an all-reduce's
  * bytes per rank, (p-1)/p of a reduce-scatter's or all-gather's), times the compressor's measured
@@ -38,6 +40,9 @@ typedef struct {
     double raw_bytes;       /* uncompressible traffic since the last take (all-gathers) */
     double grad_bytes;      /* fp32 gradient traffic before compression */
     tempo_compressor_stats_t q0;
+    int fifo;               /* DIST_REDUCE_SCATTER: one priority for all, i.e. posted order */
+    int open_g;             /* DIST_REDUCE_SCATTER: the open compute span's group, or -1 */
+    int open_phase;
 } tdist_t;
 
 static double now_s(void)
@@ -113,6 +118,13 @@ static int t_grads_register(dist_t *d, float *grads, const dist_group_t *groups,
         tempo_compressor_stats(t->qc, &t->q0);
     }
     if (t->mode == DIST_REDUCE_SCATTER) {
+        if (sched == TEMPO_SCHED_TAC) {
+            snprintf(t->err, sizeof t->err,
+                     "--sched tac needs --zero 0 (the bucketer measures the per-layer times it "
+                     "orders by); use tic or fifo with --zero 1 or 2");
+            return -1;
+        }
+        t->fifo = sched == TEMPO_SCHED_FIFO;
         if (dist_check_slices(d, groups, ngroups, t->err, sizeof t->err)) {
             return -1;
         }
@@ -186,7 +198,7 @@ static int t_grads_ready(dist_t *d, int g)
     size_t q = gr->n / (size_t)d->size;
     tempo_attr_t a = {0};
     a.field_mask = TEMPO_ATTR_PRIORITY | TEMPO_ATTR_TAG | TEMPO_ATTR_NAME;
-    a.priority = gr->layer;
+    a.priority = t->fifo ? 0 : gr->layer;
     a.tag = (uint64_t)g + 1;
     a.name = gr->name;
     if (t->qc) {
@@ -232,7 +244,7 @@ static int t_gather(dist_t *d, int g, float *buf)
     size_t q = gr->n / (size_t)d->size;
     tempo_attr_t a = {0};
     a.field_mask = TEMPO_ATTR_PRIORITY | TEMPO_ATTR_TAG | TEMPO_ATTR_NAME;
-    a.priority = gr->layer;
+    a.priority = t->fifo ? 0 : gr->layer;
     a.tag = (uint64_t)t->ngroups + (uint64_t)g + 1;
     a.name = gr->name;
     float *base = buf + gr->off;
@@ -246,6 +258,41 @@ static int t_gather_wait(dist_t *d, int g)
 {
     tdist_t *t = d->impl;
     return wait_req(d, &t->ag[g], "all-gather of slices");
+}
+
+static const char *phase_name(int phase)
+{
+    return phase ? "backward" : "forward";
+}
+
+static int t_compute_begin(dist_t *d, int g, int phase)
+{
+    tdist_t *t = d->impl;
+    tempo_status_t st;
+    if (t->bk) {
+        st = tempo_bucketer_compute_begin(t->bk, t->groups[g].layer,
+                                          phase ? TEMPO_PHASE_BACKWARD : TEMPO_PHASE_FORWARD);
+    } else {
+        char name[64];
+        snprintf(name, sizeof name, "%s %s", phase_name(phase), t->groups[g].name);
+        t->open_g = g, t->open_phase = phase;
+        st = tempo_trace_begin(t->comm, name);
+    }
+    return st == TEMPO_OK ? 0 : fail(d, "compute marker", st);
+}
+
+static int t_compute_end(dist_t *d)
+{
+    tdist_t *t = d->impl;
+    tempo_status_t st;
+    if (t->bk) {
+        st = tempo_bucketer_compute_end(t->bk);
+    } else {
+        char name[64];
+        snprintf(name, sizeof name, "%s %s", phase_name(t->open_phase), t->groups[t->open_g].name);
+        st = tempo_trace_end(t->comm, name);
+    }
+    return st == TEMPO_OK ? 0 : fail(d, "compute marker", st);
 }
 
 static void t_counters_take(dist_t *d, dist_counters_t *c)
@@ -337,6 +384,8 @@ dist_t *dist_open_tempo(char *err)
                   .grads_wait = t_grads_wait,
                   .gather = t_gather,
                   .gather_wait = t_gather_wait,
+                  .compute_begin = t_compute_begin,
+                  .compute_end = t_compute_end,
                   .counters_take = t_counters_take,
                   .describe = t_describe,
                   .error = t_error,

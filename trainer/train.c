@@ -357,6 +357,12 @@ static void wait_all_params(trainer_t *t)
     t->params_pending = 0;
 }
 
+/* Marks group g's compute (phase 0 forward, 1 backward) for the timeline and the tac policy. */
+static void mark(int g, int phase)
+{
+    DIST_CHECK(g >= 0 ? D->compute_begin(D, g, phase) : D->compute_end(D), "compute marker");
+}
+
 /* Forward of one micro-batch, waiting for each group's parameters just before it runs. */
 static float forward(trainer_t *t, const int *x, const int *y, int B, int T)
 {
@@ -364,20 +370,26 @@ static float forward(trainer_t *t, const int *x, const int *y, int B, int T)
     int L = m->cfg.n_layer;
     float loss = 0;
     wait_params(t, 0);
+    mark(0, 0);
     if (gpt_forward_embed(m, x, B, T)) {
         die("forward: %s", gpt_last_error());
     }
+    mark(-1, 0);
     for (int l = 0; l < L; l++) {
         wait_params(t, l + 1);
+        mark(l + 1, 0);
         if (gpt_forward_layer(m, l)) {
             die("forward: %s", gpt_last_error());
         }
+        mark(-1, 0);
     }
     wait_params(t, L + 1);
     t->params_pending = 0;
+    mark(L + 1, 0);
     if (gpt_forward_head(m, y, &loss)) {
         die("forward: %s", gpt_last_error());
     }
+    mark(-1, 0);
     return loss;
 }
 
@@ -386,19 +398,25 @@ static void backward(trainer_t *t, float dloss)
 {
     gpt_model_t *m = t->m;
     int L = m->cfg.n_layer;
+    mark(L + 1, 1);
     if (gpt_backward_head(m, dloss)) {
         die("backward: %s", gpt_last_error());
     }
+    mark(-1, 1);
     DIST_CHECK(D->grads_ready(D, L + 1), "gradients");
     for (int l = L - 1; l >= 0; l--) {
+        mark(l + 1, 1);
         if (gpt_backward_layer(m, l)) {
             die("backward: %s", gpt_last_error());
         }
+        mark(-1, 1);
         DIST_CHECK(D->grads_ready(D, l + 1), "gradients");
     }
+    mark(0, 1);
     if (gpt_backward_embed(m)) {
         die("backward: %s", gpt_last_error());
     }
+    mark(-1, 1);
     DIST_CHECK(D->grads_ready(D, 0), "gradients");
 }
 

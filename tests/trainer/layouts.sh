@@ -5,7 +5,9 @@
 #      accumulated micro-batches per step;
 #   2. 20 steps at DP=2 ZeRO 1 and DP=4 ZeRO 2 track the single-rank losses within 1e-4, also with
 #      --clip 0 (per-layer updates) at DP=2 ZeRO 0 and DP=4 ZeRO 1 with 2 micro-batches; two runs
-#      of one layout give bitwise the same losses (the CSV holds them exactly, %.17g);
+#      of one layout give bitwise the same losses (the CSV holds them exactly, %.17g), and so does
+#      --sched fifo against tic; --sched tac with ZeRO 1 is refused; TEMPO_TRACE gives valid
+#      timelines with every group's forward and backward spans (ZeRO 0 and 1);
 #   3. checkpoints: a run resumed from step 5 of a 10-step run gives bitwise its losses; a
 #      checkpoint written at DP=4 ZeRO 1 resumes at DP=2 and DP=1 with the uninterrupted losses
 #      (within 1e-5: the reduction order changes with the layout); a corrupt and a truncated
@@ -52,7 +54,7 @@ worst() {
 }
 within() { awk -v w="$1" -v t="$2" 'BEGIN {exit !(w != "missing" && w + 0 <= t + 0)}'; }
 
-echo "1..29"
+echo "1..33"
 
 # 1. step 0 against one rank
 train 1 0 "$tmp/ref" --dump "$tmp/ref.bin"
@@ -110,6 +112,43 @@ losses "$tmp/s42" >"$tmp/l1"
 losses "$tmp/s42b" >"$tmp/l2"
 cmp -s "$tmp/l1" "$tmp/l2" && [ -s "$tmp/l1" ]
 point $? "DP=4 ZeRO 2 twice: bitwise the same 20 losses"
+# the order policy changes when requests run, never what they compute
+train 2 1 "$tmp/f21" --steps 20 --sched fifo
+losses "$tmp/f21" >"$tmp/l2"
+losses "$tmp/s21" >"$tmp/l1"
+cmp -s "$tmp/l1" "$tmp/l2" && [ -s "$tmp/l1" ]
+point $? "DP=2 ZeRO 1 with --sched fifo: bitwise the tic run's 20 losses"
+train 2 1 "$tmp/tac" --sched tac
+[ $? != 0 ] && grep -q "sched tac needs --zero 0" "$tmp/tac.log"
+point $? "--sched tac with ZeRO 1 is refused with a clear error"
+
+# timeline: TEMPO_TRACE gives each rank a valid file with the forward and backward spans of every
+# layer group (bucketer markers with ZeRO 0, named spans with ZeRO 1)
+if [ -x /usr/bin/python3 ]; then
+    for z in 0 1; do
+        TEMPO_TRACE="$tmp/tr$z.%r.json"
+        export TEMPO_TRACE
+        train 2 "$z" "$tmp/tr$z" --steps 3 &&
+            /usr/bin/python3 "$srcdir/tools/tempo-trace" check "$tmp/tr$z.0.json" \
+                "$tmp/tr$z.1.json" >"$tmp/trc$z" 2>&1
+        rc=$?
+        unset TEMPO_TRACE
+        if [ $z = 0 ]; then
+            want='"fwd L0" "fwd L3" "bwd L0" "bwd L3"' # 2 layers: groups 0-3
+        else
+            want='"forward embeddings" "forward lnf" "backward embeddings" "backward h.1"'
+        fi
+        eval "set -- $want"
+        for name in "$@"; do
+            [ "$(grep -c "\"name\": \"$name\"" "$tmp/tr$z.1.json")" -ge 3 ] || rc=1
+        done
+        point $rc "ZeRO $z with TEMPO_TRACE: both ranks' timelines valid, compute spans of every group"
+        [ $rc = 0 ] || sed 's/^/#   /' "$tmp/trc$z" "$tmp/tr$z.log" | tail -n 5
+    done
+else
+    ok "# SKIP /usr/bin/python3 not found (tempo-trace check)"
+    ok "# SKIP /usr/bin/python3 not found (tempo-trace check)"
+fi
 
 # 3. checkpoints
 train 2 1 "$tmp/c" --steps 10 --ckpt-every 5 --ckpt-keep 3
