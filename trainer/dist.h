@@ -62,7 +62,10 @@ struct dist {
                           const dist_grad_opts_t *opts);
     /* Start an iteration's gradients: sync = 0 for a micro-step that keeps them local. */
     int (*grads_begin)(dist_t *d, int sync);
-    int (*grads_ready)(dist_t *d, int g); /* group g's gradients are final for this micro-step */
+    /* Group g's gradients are final for this micro-step, in buf: the registered buffer's range
+     * (grads + off) or, with DIST_REDUCE_SCATTER, any buffer of the group's n elements (ZeRO 2's
+     * reused backward buffers), where rank r's mean slice lands at buf + r * n/dp. */
+    int (*grads_ready)(dist_t *d, int g, float *buf);
     int (*grads_wait)(dist_t *d, int g);  /* group g is synchronized (no-op if nothing posted) */
     /* DIST_REDUCE_SCATTER: post the in-place all-gather of group g's dp slices of buf (laid out
      * like the parameters: the parameters after an update, or a gradient for a dump); one at a

@@ -34,6 +34,7 @@ typedef struct {
     int sync;
     MPI_Request *rs, *ag; /* (ngroups) posted requests, MPI_REQUEST_NULL when none */
     float **slice;        /* (ngroups) reduce-scatter outputs (DIST_REDUCE_SCATTER) */
+    float **buf;          /* (ngroups) where group g's last grads_ready had its gradients */
     double wait_s, bytes;
 } mdist_t;
 
@@ -78,7 +79,8 @@ static int m_grads_register(dist_t *d, float *grads, const dist_group_t *groups,
     m->rs = malloc((size_t)ngroups * sizeof(*m->rs));
     m->ag = malloc((size_t)ngroups * sizeof(*m->ag));
     m->slice = calloc((size_t)ngroups, sizeof(*m->slice));
-    if (!m->groups || !m->rs || !m->ag || !m->slice) {
+    m->buf = calloc((size_t)ngroups, sizeof(*m->buf));
+    if (!m->groups || !m->rs || !m->ag || !m->slice || !m->buf) {
         snprintf(m->err, sizeof m->err, "out of memory registering %d gradient groups", ngroups);
         return -1;
     }
@@ -134,14 +136,14 @@ static void scale(float *x, size_t n, float s)
     }
 }
 
-static int m_grads_ready(dist_t *d, int g)
+static int m_grads_ready(dist_t *d, int g, float *buf)
 {
     mdist_t *m = d->impl;
     const dist_group_t *gr = &m->groups[g];
     if (!m->sync || d->size == 1) {
         return 0;
     }
-    float *base = m->grads + gr->off;
+    float *base = m->buf[g] = buf;
     int rc;
     if (m->mode == DIST_REDUCE_SCATTER) {
         int q = (int)(gr->n / (size_t)d->size);
@@ -185,12 +187,12 @@ static int m_grads_wait(dist_t *d, int g)
     float inv = 1.0f / (float)d->size;
     if (m->mode == DIST_REDUCE_SCATTER) {
         size_t q = gr->n / (size_t)d->size;
-        float *dst = m->grads + gr->off + (size_t)d->rank * q;
+        float *dst = m->buf[g] + (size_t)d->rank * q;
         for (size_t i = 0; i < q; i++) {
             dst[i] = m->slice[g][i] * inv;
         }
     } else {
-        scale(m->grads + gr->off, gr->n, inv);
+        scale(m->buf[g], gr->n, inv);
     }
     return 0;
 }
@@ -272,6 +274,7 @@ static int m_destroy(dist_t *d)
     free(m->rs);
     free(m->ag);
     free(m->slice);
+    free(m->buf);
     free(m);
     free(d);
     return rc ? -1 : 0;

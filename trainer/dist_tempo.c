@@ -181,11 +181,16 @@ static int t_grads_begin(dist_t *d, int sync)
     return 0;
 }
 
-static int t_grads_ready(dist_t *d, int g)
+static int t_grads_ready(dist_t *d, int g, float *buf)
 {
     tdist_t *t = d->impl;
     const dist_group_t *gr = &t->groups[g];
     if (t->bk) {
+        if (buf != t->grads + gr->off) {
+            snprintf(t->err, sizeof t->err, "group %s: the bucketer reduces the registered "
+                     "buffer only", gr->name);
+            return -1;
+        }
         tempo_status_t st = tempo_bucketer_ready(t->bk, (uint64_t)g + 1);
         if (t->sync) {
             t->grad_bytes += 2 * dist_ring_share(d) * 4.0 * (double)gr->n;
@@ -205,7 +210,7 @@ static int t_grads_ready(dist_t *d, int g)
         a.field_mask |= TEMPO_ATTR_COMPRESSOR;
         a.compressor = t->qc;
     }
-    float *base = t->grads + gr->off;
+    float *base = buf;
     tempo_status_t st = tempo_ireduce_scatter(t->comm, base, base + (size_t)d->rank * q, q,
                                               TEMPO_FLOAT32, TEMPO_AVG, &a, &t->rs[g]);
     t->grad_bytes += dist_ring_share(d) * 4.0 * (double)gr->n;

@@ -187,6 +187,7 @@ typedef void (*gemm_block_fn)(const gemm_t *g, int i0, int i1, int j0, int j1);
 
 struct gpt_work {
     uint8_t *init;            /* (num_tensors) INIT_* */
+    float **ggrad;            /* (L + 2) where backward writes group g (gpt_set_group_grads) */
     gemm_block_fn gemm_block; /* the GEMM build for this CPU */
     const char *gemm_name;
 
@@ -958,16 +959,23 @@ static void build_table(gpt_model_t *m)
     m->num_tensors = n;
 }
 
-static block_params_t block_view(const gpt_model_t *m, float *base, int l)
+/* Block l's tensors in a buffer whose element 0 is parameter `first` (0: a whole-model buffer). */
+static block_params_t block_view(const gpt_model_t *m, float *base, size_t first, int l)
 {
     const gpt_tensor_t *t = &m->tensors[2 + l * P_PER_BLOCK];
+#define AT(k) (base + (t[k].offset - first))
     block_params_t p = {
-        base + t[P_LN1W].offset, base + t[P_LN1B].offset,     base + t[P_QKVW].offset,
-        base + t[P_QKVB].offset, base + t[P_ATTPROJW].offset, base + t[P_ATTPROJB].offset,
-        base + t[P_LN2W].offset, base + t[P_LN2B].offset,     base + t[P_FCW].offset,
-        base + t[P_FCB].offset,  base + t[P_FCPROJW].offset,  base + t[P_FCPROJB].offset,
+        AT(P_LN1W), AT(P_LN1B), AT(P_QKVW), AT(P_QKVB), AT(P_ATTPROJW), AT(P_ATTPROJB),
+        AT(P_LN2W), AT(P_LN2B), AT(P_FCW),  AT(P_FCB),  AT(P_FCPROJW),  AT(P_FCPROJB),
     };
+#undef AT
     return p;
+}
+
+/* Where backward writes tensor ti of group g. */
+static float *grad_of(const gpt_model_t *m, int g, int ti)
+{
+    return m->work->ggrad[g] + (m->tensors[ti].offset - m->groups[g].off);
 }
 
 #define INIT_CHUNK 65536
@@ -1035,10 +1043,14 @@ int gpt_create(const gpt_config_t *cfg, uint64_t seed, gpt_model_t **model_p)
         goto oom;
     }
     m->work->init = calloc((size_t)m->num_tensors, 1);
-    if (!m->work->init) {
+    m->work->ggrad = calloc((size_t)L + 2, sizeof(float *));
+    if (!m->work->init || !m->work->ggrad) {
         goto oom;
     }
     build_table(m);
+    for (int g = 0; g < L + 2; g++) {
+        m->work->ggrad[g] = m->grads + m->groups[g].off;
+    }
     gemm_select(m->work);
     gpt_init_weights(m, seed);
     *model_p = m;
@@ -1068,6 +1080,7 @@ void gpt_destroy(gpt_model_t *m)
     if (m->work) {
         free_acts(m->work);
         free(m->work->init);
+        free(m->work->ggrad);
         free(m->work);
     }
     free(m->tensors);
@@ -1246,7 +1259,7 @@ int gpt_forward_layer(gpt_model_t *m, int l)
     }
     const int B = m->B, T = m->T, BT = B * T;
     const size_t n = (size_t)BT * C;
-    block_params_t p = block_view(m, m->params, l);
+    block_params_t p = block_view(m, m->params, 0, l);
     block_acts_t *a = &w->blocks[l];
     const float *res = l == 0 ? w->encoded : w->blocks[l - 1].res3;
 
@@ -1356,7 +1369,50 @@ static const char *bwd_expected(const gpt_model_t *m)
 
 void gpt_zero_grad(gpt_model_t *m)
 {
-    memset(m->grads, 0, m->num_params * sizeof(float));
+    if (m->grads) {
+        memset(m->grads, 0, m->num_params * sizeof(float));
+    }
+    for (int g = 0; g < m->cfg.n_layer + 2; g++) {
+        float *p = m->work->ggrad[g];
+        if (p && (!m->grads || p != m->grads + m->groups[g].off)) {
+            memset(p, 0, m->groups[g].n * sizeof(float));
+        }
+    }
+}
+
+int gpt_set_group_grads(gpt_model_t *m, int g, float *buf)
+{
+    if (g < 0 || g > m->cfg.n_layer + 1) {
+        return gpt_fail("gpt_set_group_grads: group %d out of range [0, %d]", g,
+                        m->cfg.n_layer + 1);
+    }
+    if (!buf && !m->grads) {
+        return gpt_fail("gpt_set_group_grads: group %d needs a buffer (the shared gradient "
+                        "buffer was released)", g);
+    }
+    m->work->ggrad[g] = buf ? buf : m->grads + m->groups[g].off;
+    return 0;
+}
+
+void gpt_release_grads(gpt_model_t *m)
+{
+    for (int g = 0; m->grads && g < m->cfg.n_layer + 2; g++) {
+        if (m->work->ggrad[g] == m->grads + m->groups[g].off) {
+            m->work->ggrad[g] = NULL;
+        }
+    }
+    free(m->grads);
+    m->grads = NULL;
+}
+
+/* Group g has somewhere to write its gradients. */
+static int need_grads(const gpt_model_t *m, int g, const char *what)
+{
+    if (!m->work->ggrad[g]) {
+        return gpt_fail("gpt: backward of %s: group %d has no gradient buffer (the shared one was "
+                        "released; gpt_set_group_grads first)", what, g);
+    }
+    return 0;
 }
 
 int gpt_backward_head(gpt_model_t *m, float dloss)
@@ -1365,6 +1421,9 @@ int gpt_backward_head(gpt_model_t *m, float dloss)
     const int L = m->cfg.n_layer, C = m->cfg.channels, V = m->cfg.vocab_size;
     if (!w->have_targets || w->bwd_next != L) {
         return gpt_fail("gpt: backward of the head out of order: %s", bwd_expected(m));
+    }
+    if (need_grads(m, L + 1, "the head") || need_grads(m, 0, "the head")) {
+        return -1;
     }
     const int BT = m->B * m->T;
     const float scale = dloss / (float)BT;
@@ -1377,9 +1436,10 @@ int gpt_backward_head(gpt_model_t *m, float dloss)
     }
     const gpt_tensor_t *tl = &m->tensors[m->num_tensors - 2];
     const float *lnfw = m->params + tl[0].offset;
-    float *dlnfw = m->grads + tl[0].offset, *dlnfb = m->grads + tl[1].offset;
+    float *dlnfw = grad_of(m, L + 1, m->num_tensors - 2);
+    float *dlnfb = grad_of(m, L + 1, m->num_tensors - 1);
     const float *wte = m->params + m->tensors[0].offset;
-    float *dwte = m->grads + m->tensors[0].offset;
+    float *dwte = grad_of(m, 0, 0);
     const size_t n = (size_t)BT * C;
     memset(w->dln, 0, n * sizeof(float));
     matmul_backward(w, w->dln, dwte, NULL, w->dlogits, w->lnf, wte, BT, C, V);
@@ -1397,10 +1457,13 @@ int gpt_backward_layer(gpt_model_t *m, int l)
     if (w->bwd_next != l || l < 0) {
         return gpt_fail("gpt: backward of layer %d out of order: %s", l, bwd_expected(m));
     }
+    if (need_grads(m, l + 1, "a block")) {
+        return -1;
+    }
     const int B = m->B, T = m->T, BT = B * T;
     const size_t n = (size_t)BT * C;
-    block_params_t p = block_view(m, m->params, l);
-    block_params_t g = block_view(m, m->grads, l);
+    block_params_t p = block_view(m, m->params, 0, l);
+    block_params_t g = block_view(m, m->work->ggrad[l + 1], m->groups[l + 1].off, l);
     block_acts_t *a = &w->blocks[l];
     const float *res = l == 0 ? w->encoded : w->blocks[l - 1].res3;
 
@@ -1434,8 +1497,11 @@ int gpt_backward_embed(gpt_model_t *m)
     if (w->bwd_next != -1) {
         return gpt_fail("gpt: backward of the embeddings out of order: %s", bwd_expected(m));
     }
+    if (need_grads(m, 0, "the embeddings")) {
+        return -1;
+    }
     const int B = m->B, T = m->T;
-    float *dwte = m->grads + m->tensors[0].offset, *dwpe = m->grads + m->tensors[1].offset;
+    float *dwte = grad_of(m, 0, 0), *dwpe = grad_of(m, 0, 1);
     /* dwpe rows are independent across t; dwte is a scatter-add, in position order */
     OMP(omp parallel for schedule(static))
     for (int t = 0; t < T; t++) {

@@ -140,8 +140,19 @@ int gpt_forward(gpt_model_t *model, const int *inputs, const int *targets, int B
 /* The logits of the last forward: (B, T, V), row (b, t) at (b * T + t) * V; NULL before any. */
 const float *gpt_logits(const gpt_model_t *model);
 
-/* grads = 0. */
+/* grads = 0 (and every group buffer of gpt_set_group_grads). */
 void gpt_zero_grad(gpt_model_t *model);
+
+/*
+ * Where backward writes group g's gradients (g = 0 embeddings, 1 + l block l, L + 1 final LN):
+ * buf holds the group's n elements in buffer order (buf[i] is the gradient of parameter
+ * groups[g].off + i); NULL goes back to grads + groups[g].off. A caller that never needs the whole
+ * gradient at once (ZeRO 2) points the groups at smaller, reused buffers and frees grads with
+ * gpt_release_grads (grads is NULL afterwards; backward then fails, naming the group, for a group
+ * without a buffer). -1 with gpt_last_error() for a bad group.
+ */
+int gpt_set_group_grads(gpt_model_t *model, int g, float *buf);
+void gpt_release_grads(gpt_model_t *model);
 
 /*
  * Backward of the last forward (which must have had targets), accumulating into grads. dloss is

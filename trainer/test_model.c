@@ -551,6 +551,40 @@ static void test_determinism(void)
         ok = ok && gpt_backward_embed(m) == 0;
         TAP_OK(ok && loss == a.loss && !memcmp(m->grads, a.grads, n * sizeof(float)),
                "per-layer calls give gpt_forward/gpt_backward's bits");
+        /* group buffers (ZeRO 2): the shared buffer released, every group written elsewhere */
+        const int ng = cfg.n_layer + 2;
+        float **gb = calloc((size_t)ng, sizeof(float *));
+        ok = gb != NULL;
+        for (int g = 0; ok && g < ng; g++) {
+            /* NaN-filled: gpt_zero_grad must clear them too */
+            gb[g] = malloc(m->groups[g].n * sizeof(float));
+            ok = gb[g] != NULL;
+            for (size_t i = 0; ok && i < m->groups[g].n; i++) {
+                gb[g][i] = NAN;
+            }
+        }
+        gpt_release_grads(m);
+        ok = ok && m->grads == NULL && gpt_forward(m, x, y, B, T, &loss) == 0;
+        int refused = ok && gpt_backward(m, 1.0f) != 0 &&
+                      strstr(gpt_last_error(), "no gradient buffer") != NULL;
+        TAP_OK(refused, "group buffers: backward with the shared buffer released and no group "
+                        "buffer is refused (%s)", gpt_last_error());
+        for (int g = 0; ok && g < ng; g++) {
+            ok = gpt_set_group_grads(m, g, gb[g]) == 0;
+        }
+        gpt_zero_grad(m);
+        ok = ok && gpt_forward(m, x, y, B, T, &loss) == 0 && gpt_backward(m, 1.0f) == 0;
+        for (int g = 0; ok && g < ng; g++) {
+            ok = !memcmp(gb[g], a.grads + m->groups[g].off, m->groups[g].n * sizeof(float));
+        }
+        TAP_OK(ok, "group buffers: each group's gradients land in its own buffer, bitwise the "
+                   "shared buffer's");
+        TAP_OK(gpt_set_group_grads(m, ng, gb[0]) != 0 && gpt_set_group_grads(m, 0, NULL) != 0,
+               "group buffers: a group out of range, or NULL after release, is refused");
+        for (int g = 0; gb && g < ng; g++) {
+            free(gb[g]);
+        }
+        free(gb);
         gpt_destroy(m);
     }
     free(a.logits);

@@ -110,7 +110,7 @@ static void usage(FILE *f)
         "Parallelism and communication\n"
         "  --dp N              data-parallel ranks: must equal the job size [job size]\n"
         "  --zero S            0: all-reduce; 1: shard AdamW state (reduce-scatter + all-gather);\n"
-        "                      2: also shard gradients [0]\n"
+        "                      2: also shard gradients (no full gradient buffer) [0]\n"
         "  --compress SPEC     gradient compressor, e.g. alq:bits=3, qsgd:bits=4, powersgd:rank=2,\n"
         "                      none [none] (see tempo-info -q)\n"
         "  --sched P           priority policy: tic, tac, fifo [tic]\n"
@@ -246,6 +246,8 @@ static void parse(int argc, char **argv, opts_t *o)
     }
 }
 
+#define NSLOT 2 /* ZeRO 2: block gradient buffers */
+
 typedef struct {
     gpt_model_t *m;
     int ngroups;          /* L + 2 */
@@ -256,6 +258,15 @@ typedef struct {
     size_t *shard_off;    /* (ngroups) offset of group g's slice in the shard arrays */
     float *m1, *m2;       /* AdamW moments, (shard_n) */
     float *gshard;        /* ZeRO 2: accumulated gradient slices, (shard_n) */
+    /* Where group g's gradients are: grads + off, except with ZeRO 2, which never holds the whole
+     * gradient: the embeddings and the final LayerNorm have buffers of their own, and the blocks
+     * take turns in NSLOT slots, a slot being reused only once its last group's reduce-scatter is
+     * in and that group's slice is accumulated into gshard. */
+    float **gbuf;         /* (ngroups) */
+    float *slot[NSLOT], *gemb, *glnf;
+    int slot_owner[NSLOT]; /* the group in the slot, or -1 */
+    unsigned char *pending; /* (ngroups) ZeRO 2: reduce-scatter posted, slice not accumulated */
+    int micro;            /* this micro-batch's index in the step */
     int params_pending;   /* ZeRO 1/2: all-gathers posted, not yet waited */
     /* --clip 0 (no global norm to wait for): each group is updated as soon as its own gradients
      * are in. ZeRO 0 defers group g's update to just before its next forward (update_pending);
@@ -265,6 +276,7 @@ typedef struct {
     int update_next, update_step;
     float update_lr;
     adamw_cfg_t ac;
+    size_t grad_floats;   /* gradient memory: buffers and shard */
 } trainer_t;
 
 static size_t slice_n(const trainer_t *t, int g)
@@ -314,10 +326,78 @@ static void trainer_setup(trainer_t *t, gpt_model_t *m, const opts_t *o)
     }
     t->m1 = calloc(t->shard_n, sizeof(float));
     t->m2 = calloc(t->shard_n, sizeof(float));
-    t->gshard = o->zero == 2 ? calloc(t->shard_n, sizeof(float)) : NULL;
-    if (!t->m1 || !t->m2 || (o->zero == 2 && !t->gshard)) {
+    t->gbuf = calloc((size_t)t->ngroups, sizeof(float *));
+    t->pending = calloc((size_t)t->ngroups, 1);
+    if (!t->m1 || !t->m2 || !t->gbuf || !t->pending) {
         die("out of memory for optimizer state (%zu floats)", t->shard_n);
     }
+    for (int g = 0; g < t->ngroups; g++) {
+        t->gbuf[g] = m->grads + t->groups[g].off;
+    }
+    if (o->zero == 2) {
+        size_t mx = 0;
+        for (int g = 1; g <= L; g++) {
+            mx = t->groups[g].n > mx ? t->groups[g].n : mx;
+        }
+        t->gshard = calloc(t->shard_n, sizeof(float));
+        t->gemb = calloc(t->groups[0].n, sizeof(float));
+        t->glnf = calloc(t->groups[L + 1].n, sizeof(float));
+        int ok = t->gshard && t->gemb && t->glnf;
+        for (int k = 0; k < NSLOT; k++) {
+            ok = ok && (t->slot[k] = calloc(mx, sizeof(float)));
+            t->slot_owner[k] = -1;
+        }
+        if (!ok) {
+            die("out of memory for ZeRO 2's gradient buffers");
+        }
+        t->gbuf[0] = t->gemb;
+        t->gbuf[L + 1] = t->glnf;
+        if (gpt_set_group_grads(m, 0, t->gemb) || gpt_set_group_grads(m, L + 1, t->glnf)) {
+            die("model: %s", gpt_last_error());
+        }
+        gpt_release_grads(m); /* the blocks get a slot just before their backward */
+        t->grad_floats = t->groups[0].n + t->groups[L + 1].n + NSLOT * mx + t->shard_n;
+    } else {
+        t->grad_floats = m->num_params;
+    }
+}
+
+/* ZeRO 2: group g's reduce-scatter is in; add this rank's slice to the step's accumulated one. */
+static void finish_group(trainer_t *t, int g)
+{
+    if (!t->pending[g]) {
+        return;
+    }
+    DIST_CHECK(D->grads_wait(D, g), "gradients");
+    float *dst = t->gshard + t->shard_off[g];
+    const float *src = t->gbuf[g] + (size_t)t->rank * slice_n(t, g);
+    size_t n = slice_n(t, g);
+    for (size_t i = 0; i < n; i++) {
+        dst[i] = t->micro ? dst[i] + src[i] : src[i];
+    }
+    t->pending[g] = 0;
+}
+
+/* ZeRO 2: a zeroed slot for block group g's backward (waiting for the slot's last group). */
+static void take_slot(trainer_t *t, int g)
+{
+    int k = (g - 1) % NSLOT;
+    if (t->slot_owner[k] >= 0) {
+        finish_group(t, t->slot_owner[k]);
+    }
+    memset(t->slot[k], 0, t->groups[g].n * sizeof(float));
+    if (gpt_set_group_grads(t->m, g, t->slot[k])) {
+        die("model: %s", gpt_last_error());
+    }
+    t->gbuf[g] = t->slot[k];
+    t->slot_owner[k] = g;
+}
+
+/* Group g's gradients are final: hand them to the backend. */
+static void grads_ready(trainer_t *t, int g)
+{
+    DIST_CHECK(D->grads_ready(D, g, t->gbuf[g]), "gradients");
+    t->pending[g] = t->zero == 2;
 }
 
 /* This rank's synchronized gradient slice of group g. */
@@ -403,21 +483,24 @@ static void backward(trainer_t *t, float dloss)
         die("backward: %s", gpt_last_error());
     }
     mark(-1, 1);
-    DIST_CHECK(D->grads_ready(D, L + 1), "gradients");
+    grads_ready(t, L + 1);
     for (int l = L - 1; l >= 0; l--) {
+        if (t->zero == 2) {
+            take_slot(t, l + 1);
+        }
         mark(l + 1, 1);
         if (gpt_backward_layer(m, l)) {
             die("backward: %s", gpt_last_error());
         }
         mark(-1, 1);
-        DIST_CHECK(D->grads_ready(D, l + 1), "gradients");
+        grads_ready(t, l + 1);
     }
     mark(0, 1);
     if (gpt_backward_embed(m)) {
         die("backward: %s", gpt_last_error());
     }
     mark(-1, 1);
-    DIST_CHECK(D->grads_ready(D, 0), "gradients");
+    grads_ready(t, 0);
 }
 
 /* ZeRO 1/2: every rank's slices of buf (laid out like the parameters) gathered in place. */
@@ -436,7 +519,9 @@ static void dump_step0(trainer_t *t, const char *path, double loss)
     if (!g) {
         die("out of memory");
     }
-    memcpy(g, m->grads, m->num_params * sizeof(float));
+    if (m->grads) {
+        memcpy(g, m->grads, m->num_params * sizeof(float));
+    }
     if (t->zero) {
         for (int k = 0; k < t->ngroups; k++) {
             memcpy(g + slice_off(t, k), grad_slice(t, k), slice_n(t, k) * sizeof(float));
@@ -678,6 +763,11 @@ int main(int argc, char **argv)
         printf("model: %d layers, %d heads, %d channels, context %d, vocabulary %d: %zu "
                "parameters\n",
                o.layers, o.heads, o.channels, o.context, cfg.vocab_size, m->num_params);
+        printf("memory per rank: parameters %.2f MB, gradients %.2f MB%s, AdamW state %.2f MB\n",
+               4e-6 * (double)m->num_params, 4e-6 * (double)t.grad_floats,
+               o.zero == 2 ? " (a shard and backward buffers for 2 blocks, embeddings and lnf)"
+                           : "",
+               8e-6 * (double)t.shard_n);
         printf("data: %s: %zu tokens in %d file(s), %zu train / %zu validation; %zu tokens per "
                "step (%d x %d x %d accum x %d ranks)\n",
                o.data, li.tokens, li.nfiles, li.train_tokens, li.val_tokens, tokens_step, o.batch,
@@ -725,17 +815,10 @@ int main(int argc, char **argv)
             if (o.zero == 2 || k == 0) {
                 gpt_zero_grad(m); /* ZeRO 2: backward's scratch, this micro-batch only */
             }
+            t.micro = k;
             backward(&t, 1.0f / (float)o.accum);
-            if (o.zero == 2) {
-                for (int g = 0; g < t.ngroups; g++) {
-                    DIST_CHECK(D->grads_wait(D, g), "gradients");
-                    float *dst = t.gshard + t.shard_off[g];
-                    const float *src = m->grads + slice_off(&t, g);
-                    size_t n = slice_n(&t, g);
-                    for (size_t i = 0; i < n; i++) {
-                        dst[i] = k ? dst[i] + src[i] : src[i];
-                    }
-                }
+            for (int g = 0; g < t.ngroups; g++) {
+                finish_group(&t, g); /* ZeRO 2 */
             }
         }
         /* the global gradient norm (clipping) needs every group; per-layer mode skips it */
@@ -850,5 +933,12 @@ int main(int argc, char **argv)
     free(t.m1);
     free(t.m2);
     free(t.gshard);
+    free(t.gbuf);
+    free(t.pending);
+    free(t.gemb);
+    free(t.glnf);
+    for (int k = 0; k < NSLOT; k++) {
+        free(t.slot[k]);
+    }
     return rc;
 }

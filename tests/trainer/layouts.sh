@@ -2,7 +2,7 @@
 # tests/trainer/layouts.sh — tempo-train across data-parallel layouts, on real ranks (tempo-run):
 #   1. step 0: the loss and every gradient of DP=2 and DP=4, each with ZeRO 0, 1 and 2, equal the
 #      single-rank run of the same global batch within 1e-5 (tests/trainer/dumpcmp); also with two
-#      accumulated micro-batches per step;
+#      accumulated micro-batches per step, and ZeRO 2 with 4 blocks reusing its 2 gradient buffers;
 #   2. 20 steps at DP=2 ZeRO 1 and DP=4 ZeRO 2 track the single-rank losses within 1e-4, also with
 #      --clip 0 (per-layer updates) at DP=2 ZeRO 0 and DP=4 ZeRO 1 with 2 micro-batches; two runs
 #      of one layout give bitwise the same losses (the CSV holds them exactly, %.17g), and so does
@@ -54,7 +54,7 @@ worst() {
 }
 within() { awk -v w="$1" -v t="$2" 'BEGIN {exit !(w != "missing" && w + 0 <= t + 0)}'; }
 
-echo "1..33"
+echo "1..35"
 
 # 1. step 0 against one rank
 train 1 0 "$tmp/ref" --dump "$tmp/ref.bin"
@@ -81,6 +81,16 @@ for cfg in "2 2" "4 1" "2 0"; do
     train "$1" "$2" "$tmp/a$1$2" --accum 2 --dump "$tmp/a$1$2.bin" &&
         res=$("$CMP" "$tmp/refa.bin" "$tmp/a$1$2.bin" 1e-5)
     point $? "DP=$1 ZeRO $2 with 2 accumulated micro-batches: step 0 equals one rank's within 1e-5"
+    echo "# $res"
+done
+
+# ZeRO 2 with 4 blocks: the blocks take turns in 2 gradient buffers (a buffer is reused only after
+# its previous block's reduce-scatter is in)
+train 1 0 "$tmp/ref4" --layers 4 --accum 2 --dump "$tmp/ref4.bin"
+for n in 2 4; do
+    train "$n" 2 "$tmp/z4$n" --layers 4 --accum 2 --dump "$tmp/z4$n.bin" &&
+        res=$("$CMP" "$tmp/ref4.bin" "$tmp/z4$n.bin" 1e-5)
+    point $? "DP=$n ZeRO 2, 4 layers in 2 reused buffers, 2 micro-batches: step 0 equals one rank's within 1e-5"
     echo "# $res"
 done
 
