@@ -17,8 +17,6 @@ if ! mr_mpirun; then
     echo "1..0 # SKIP $mpi_why"
     exit 0
 fi
-limit=""
-command -v timeout >/dev/null 2>&1 && limit="timeout 300"
 
 echo "1..2"
 n=0
@@ -27,8 +25,8 @@ check() { # description, then the perf flags
     n=$((n + 1))
     desc=$1
     shift
-    # shellcheck disable=SC2086 # $limit and $mpi_flags are word lists
-    out=$($limit "$mpirun" -n 2 $mpi_flags "$prog" "$@" 2>&1)
+    # shellcheck disable=SC2086 # $mpi_limit and $mpi_flags are word lists
+    out=$($mpi_limit "$mpirun" -n 2 $mpi_flags "$prog" "$@" 2>&1)
     rc=$?
     rows=$(printf '%s\n' "$out" | grep -c '^ *[0-9]')
     if [ $rc -eq 0 ] && [ "$rows" -gt 0 ] &&

@@ -74,7 +74,6 @@ static int m_grads_register(dist_t *d, float *grads, const dist_group_t *groups,
     }
     m->mode = o->mode;
     m->grads = grads;
-    m->ngroups = ngroups;
     m->groups = calloc((size_t)ngroups, sizeof(*m->groups));
     m->rs = malloc((size_t)ngroups * sizeof(*m->rs));
     m->ag = malloc((size_t)ngroups * sizeof(*m->ag));
@@ -84,13 +83,16 @@ static int m_grads_register(dist_t *d, float *grads, const dist_group_t *groups,
         snprintf(m->err, sizeof m->err, "out of memory registering %d gradient groups", ngroups);
         return -1;
     }
+    m->ngroups = ngroups; /* from here on m_destroy walks the arrays */
+    for (int g = 0; g < ngroups; g++) {
+        m->rs[g] = m->ag[g] = MPI_REQUEST_NULL;
+    }
     memcpy(m->groups, groups, (size_t)ngroups * sizeof(*groups));
     if (m->mode == DIST_REDUCE_SCATTER &&
         dist_check_slices(d, groups, ngroups, m->err, sizeof m->err)) {
         return -1;
     }
     for (int g = 0; g < ngroups; g++) {
-        m->rs[g] = m->ag[g] = MPI_REQUEST_NULL;
         if (groups[g].n > (size_t)1 << 30) {
             snprintf(m->err, sizeof m->err, "group %s has %zu elements (MPI counts are int)",
                      groups[g].name, groups[g].n);

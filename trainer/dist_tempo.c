@@ -41,8 +41,7 @@ typedef struct {
     double grad_bytes;      /* fp32 gradient traffic before compression */
     tempo_compressor_stats_t q0;
     int fifo;               /* DIST_REDUCE_SCATTER: one priority for all, i.e. posted order */
-    int open_g;             /* DIST_REDUCE_SCATTER: the open compute span's group, or -1 */
-    int open_phase;
+    char span[64];          /* DIST_REDUCE_SCATTER: the open compute span's name */
 } tdist_t;
 
 static double now_s(void)
@@ -101,7 +100,6 @@ static int t_grads_register(dist_t *d, float *grads, const dist_group_t *groups,
     }
     t->mode = o->mode;
     t->grads = grads;
-    t->ngroups = ngroups;
     t->groups = calloc((size_t)ngroups, sizeof(*t->groups));
     t->rs = calloc((size_t)ngroups, sizeof(*t->rs));
     t->ag = calloc((size_t)ngroups, sizeof(*t->ag));
@@ -109,6 +107,7 @@ static int t_grads_register(dist_t *d, float *grads, const dist_group_t *groups,
         snprintf(t->err, sizeof t->err, "out of memory registering %d gradient groups", ngroups);
         return -1;
     }
+    t->ngroups = ngroups; /* from here on t_destroy walks the arrays */
     memcpy(t->groups, groups, (size_t)ngroups * sizeof(*groups));
     if (o->compress && *o->compress && strcmp(o->compress, "none") != 0) {
         st = tempo_compressor_create(o->compress, &t->qc);
@@ -265,11 +264,6 @@ static int t_gather_wait(dist_t *d, int g)
     return wait_req(d, &t->ag[g], "all-gather of slices");
 }
 
-static const char *phase_name(int phase)
-{
-    return phase ? "backward" : "forward";
-}
-
 static int t_compute_begin(dist_t *d, int g, int phase)
 {
     tdist_t *t = d->impl;
@@ -278,10 +272,9 @@ static int t_compute_begin(dist_t *d, int g, int phase)
         st = tempo_bucketer_compute_begin(t->bk, t->groups[g].layer,
                                           phase ? TEMPO_PHASE_BACKWARD : TEMPO_PHASE_FORWARD);
     } else {
-        char name[64];
-        snprintf(name, sizeof name, "%s %s", phase_name(phase), t->groups[g].name);
-        t->open_g = g, t->open_phase = phase;
-        st = tempo_trace_begin(t->comm, name);
+        snprintf(t->span, sizeof t->span, "%s %s", phase ? "backward" : "forward",
+                 t->groups[g].name);
+        st = tempo_trace_begin(t->comm, t->span);
     }
     return st == TEMPO_OK ? 0 : fail(d, "compute marker", st);
 }
@@ -293,9 +286,7 @@ static int t_compute_end(dist_t *d)
     if (t->bk) {
         st = tempo_bucketer_compute_end(t->bk);
     } else {
-        char name[64];
-        snprintf(name, sizeof name, "%s %s", phase_name(t->open_phase), t->groups[t->open_g].name);
-        st = tempo_trace_end(t->comm, name);
+        st = tempo_trace_end(t->comm, t->span);
     }
     return st == TEMPO_OK ? 0 : fail(d, "compute marker", st);
 }

@@ -632,24 +632,26 @@ GPT_CLONES static void gelu_backward_chunk(float *d, const float *inp, size_t n)
     }
 }
 
-static void gelu_forward(float *out, const float *inp, size_t n)
+/* f over [0, n) in ELEMS_PER_TASK pieces, one task each (elementwise: thread-count independent). */
+static void elementwise(void (*f)(float *, const float *, size_t), float *out, const float *inp,
+                        size_t n)
 {
     const long nt = (long)((n + ELEMS_PER_TASK - 1) / ELEMS_PER_TASK);
     OMP(omp parallel for schedule(static))
     for (long t = 0; t < nt; t++) {
         size_t i0 = (size_t)t * ELEMS_PER_TASK;
-        gelu_chunk(out + i0, inp + i0, n - i0 < ELEMS_PER_TASK ? n - i0 : ELEMS_PER_TASK);
+        f(out + i0, inp + i0, n - i0 < ELEMS_PER_TASK ? n - i0 : ELEMS_PER_TASK);
     }
+}
+
+static void gelu_forward(float *out, const float *inp, size_t n)
+{
+    elementwise(gelu_chunk, out, inp, n);
 }
 
 static void gelu_backward(float *d, const float *inp, size_t n)
 {
-    const long nt = (long)((n + ELEMS_PER_TASK - 1) / ELEMS_PER_TASK);
-    OMP(omp parallel for schedule(static))
-    for (long t = 0; t < nt; t++) {
-        size_t i0 = (size_t)t * ELEMS_PER_TASK;
-        gelu_backward_chunk(d + i0, inp + i0, n - i0 < ELEMS_PER_TASK ? n - i0 : ELEMS_PER_TASK);
-    }
+    elementwise(gelu_backward_chunk, d, inp, n);
 }
 
 static void residual_forward(float *out, const float *a, const float *b, size_t n)

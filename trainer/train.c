@@ -36,6 +36,7 @@
 #include <omp.h>
 #endif
 
+#include "perf/util.h"
 #include "trainer/ckpt.h"
 #include "trainer/data.h"
 #include "trainer/dist.h"
@@ -153,25 +154,14 @@ static double parse_num(const char *name, const char *s, double lo, double hi)
     return v;
 }
 
-/* A byte count with an optional K, M or G suffix (powers of 1024), at least 1 KiB. */
+/* A byte count with an optional K, M or G suffix (perf/util.h's parser), at least 1 KiB. */
 static size_t parse_bytes(const char *name, const char *s)
 {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    double mul = 1;
-    if (*end == 'K' || *end == 'k') {
-        mul = 1024, end++;
-    } else if (*end == 'M' || *end == 'm') {
-        mul = 1024.0 * 1024, end++;
-    } else if (*end == 'G' || *end == 'g') {
-        mul = 1024.0 * 1024 * 1024, end++;
+    size_t v;
+    if (perf_parse_size(s, &v) || v < 1024) {
+        die("%s: '%s' is not a size of at least 1K (suffix K, M or G)", name, s);
     }
-    v *= mul;
-    if (errno || end == s || *end || !(v >= 1024 && v <= 1e12)) {
-        die("%s: '%s' is not a size from 1K to 1000G (suffix K, M or G)", name, s);
-    }
-    return (size_t)v;
+    return v;
 }
 
 static void parse(int argc, char **argv, opts_t *o)

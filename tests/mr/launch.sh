@@ -21,8 +21,9 @@
 #
 #   mr_mpirun
 # finds mpirun ($MPIRUN, set by make check from configure, else PATH) and checks that it starts a
-# process here; sets $mpirun and $mpi_flags (for Open MPI: oversubscribe, no binding, shared memory,
-# and --allow-run-as-root as root) and returns 0, or sets $mpi_why and returns 1.
+# process here; sets $mpirun, $mpi_flags (for Open MPI: oversubscribe, no binding, shared memory,
+# and --allow-run-as-root as root) and $mpi_limit ("timeout 300" where timeout exists) and returns 0,
+# or sets $mpi_why and returns 1.
 mr_prepare() {
     for _f in "$TR" "$2"; do
         if [ ! -x "$_f" ]; then
@@ -110,10 +111,10 @@ mr_mpirun() {
         mpi_flags="--oversubscribe --bind-to none --mca btl self,vader"
         [ "$(id -u)" = 0 ] && mpi_flags="$mpi_flags --allow-run-as-root"
     fi
-    _ml=""
-    command -v timeout >/dev/null 2>&1 && _ml="timeout 300"
-    # shellcheck disable=SC2086 # $_ml and $mpi_flags are word lists
-    if ! $_ml "$mpirun" -n 1 $mpi_flags true >/dev/null 2>&1; then
+    mpi_limit=""
+    command -v timeout >/dev/null 2>&1 && mpi_limit="timeout 300"
+    # shellcheck disable=SC2086 # $mpi_limit and $mpi_flags are word lists
+    if ! $mpi_limit "$mpirun" -n 1 $mpi_flags true >/dev/null 2>&1; then
         mpi_why="$mpirun cannot start processes here"
         return 1
     fi
