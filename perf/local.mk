@@ -74,8 +74,8 @@ dist_bin_SCRIPTS += %reldir%/netns-run %reldir%/overlap.sh
 
 # make check: 2-rank smoke runs of the tempo programs and of the MPI ones (the latter skip when MPI
 # was not built).
-TESTS += %reldir%/smoke_tempo.sh %reldir%/smoke_mpi.sh
-EXTRA_DIST += %reldir%/smoke_mpi.sh %reldir%/smoke_tempo.sh %reldir%/README.md
+TESTS += %reldir%/smoke_tempo.sh %reldir%/smoke_mpi.sh %reldir%/smoke_quant.sh
+EXTRA_DIST += %reldir%/smoke_mpi.sh %reldir%/smoke_tempo.sh %reldir%/smoke_quant.sh %reldir%/README.md
 AM_TESTS_ENVIRONMENT += MPIRUN='$(MPIRUN)'; export MPIRUN;
 
 # make check: the data generator is exact in any reduction order (no MPI, no libtempo needed).

@@ -19,7 +19,9 @@
  * taken; the column is the mean over buckets (the per-bucket normalized variance of the ALQ paper).
  *
  * Level convention: zero=1 is a zero level plus a sign bit (the paper, 2^bits - 1 levels); zero=0
- * is 2^bits signed levels without zero (the ALQ authors' code). Adaptive compressors also show their
+ * is 2^bits signed levels without zero (the ALQ authors' code). "L-inf" marks rows whose buckets are
+ * divided by their largest coordinate (qsgdinf, terngrad, alq/amq with norm=linf); the others divide
+ * by the L2 norm. Adaptive compressors also show their
  * fitted positive levels on a "#   levels:" line.
  *
  * powersgd cannot be encoded locally (its encoding needs the other ranks); its row says so.
@@ -47,7 +49,8 @@ static const char *const default_specs[] = {
     "qsgdinf:bits=3", "nuqsgd:bits=3", "terngrad",    "alq:bits=3",
     "alq-n:bits=3",  "amq:bits=3",     "amq-n:bits=3", "alq:bits=4",
     "alq:bits=3,entropy=rans", "alq:bits=3,entropy=zstd", "qsgd:bits=3,zero=1",
-    "alq:bits=3,zero=1", "sign",       "topk:ratio=0.01", "randk:ratio=0.01",
+    "alq:bits=3,zero=1", "alq:bits=3,norm=linf", "alq-n:bits=3,norm=linf", "sign",
+    "topk:ratio=0.01", "randk:ratio=0.01",
 };
 #define N_DEFAULT (sizeof(default_specs) / sizeof(default_specs[0]))
 
@@ -58,6 +61,7 @@ typedef struct {
     int count_set;
     int reps;
     const char *file;
+    size_t skip;
     uint64_t seed;
     const char *json;
 } opts_t;
@@ -139,8 +143,9 @@ static void gaussian(float *v, size_t n, uint64_t seed)
     }
 }
 
-/* Raw little-endian float32; *n_p: coordinates read (at most max when max > 0). */
-static float *read_file(const char *path, size_t max, size_t *n_p)
+/* Raw little-endian float32 after skip header bytes; *n_p: coordinates read (at most max when
+ * max > 0). */
+static float *read_file(const char *path, size_t skip, size_t max, size_t *n_p)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
@@ -152,18 +157,25 @@ static float *read_file(const char *path, size_t max, size_t *n_p)
         exit(2);
     }
     long size = ftell(f);
-    rewind(f);
     if (size < 0) {
         fprintf(stderr, "quant_bench: cannot size %s: %s\n", path, strerror(errno));
         exit(2);
     }
-    if (size == 0) {
-        fprintf(stderr, "quant_bench: %s is empty\n", path);
+    if ((size_t)size <= skip) {
+        fprintf(stderr, "quant_bench: %s: no data after %zu bytes (size %ld)\n", path, skip,
+                size);
         exit(2);
     }
+    if (fseek(f, (long)skip, SEEK_SET) != 0) {
+        fprintf(stderr, "quant_bench: cannot seek in %s: %s\n", path, strerror(errno));
+        exit(2);
+    }
+    size -= (long)skip;
     if (size % 4) {
-        fprintf(stderr, "quant_bench: %s: size %ld is not a multiple of 4 (raw float32 expected)\n",
-                path, size);
+        fprintf(stderr,
+                "quant_bench: %s: %ld bytes after the skipped %zu are not a multiple of 4 (raw "
+                "float32 expected)\n",
+                path, size, skip);
         exit(2);
     }
     size_t n = (size_t)size / 4;
@@ -218,14 +230,16 @@ static const char *with_bucket(const char *spec)
 
 static const char *convention(const char *canon, const tempo_compressor_kind_t *k)
 {
+    int linf = strstr(canon, "norm=linf") || !strcmp(k->name, "qsgdinf");
     if (strstr(canon, "zero=1")) {
-        return "zero+sign (paper)";
+        return linf ? "zero+sign (paper), L-inf" : "zero+sign (paper)";
     }
     if (!strcmp(k->name, "terngrad")) {
-        return "ternary {-1,0,1}";
+        return "ternary {-1,0,1}, L-inf";
     }
     if (strstr(k->params, "bits=")) {
-        return "2^b signed, no zero (authors' code)";
+        return linf ? "2^b signed, no zero (authors' code), L-inf"
+                    : "2^b signed, no zero (authors' code)";
     }
     return "-";
 }
@@ -239,13 +253,16 @@ static void usage(void)
         "  -c, --spec SPEC        compressor spec, e.g. alq:bits=3,entropy=rans (repeatable); without\n"
         "                         -c: none, fp16, bf16, qsgd, qsgdinf, nuqsgd, terngrad, alq, alq-n,\n"
         "                         amq, amq-n (3 bits), alq:bits=4, alq with entropy=rans and zstd,\n"
-        "                         qsgd and alq with zero=1, sign, topk and randk (ratio 0.01), all with\n"
-        "                         bucket=8192 where the compressor takes a bucket\n"
+        "                         qsgd and alq with zero=1, alq and alq-n with norm=linf, sign, topk\n"
+        "                         and randk (ratio 0.01), all with bucket=8192 where the compressor\n"
+        "                         takes a bucket\n"
         "  -n, --count N          float32 coordinates (K, M, G suffixes: powers of 2) [16M]; with -f,\n"
         "                         only the first N of the file\n"
         "  -r, --reps N           timed encodes and decodes per spec; medians shown [5]\n"
         "  -f, --file FILE        gradients: raw little-endian float32 (count = size / 4) instead of\n"
         "                         N(0,1) coordinates\n"
+        "  -k, --skip BYTES       with -f: header bytes before the data [0] (16 for a gradient written\n"
+        "                         by tempo-train --dump)\n"
         "  -s, --seed N           seed of the N(0,1) data [1]\n"
         "  -J, --json FILE        also write the results as a JSON array of objects\n"
         "  -h, --help             this text\n"
@@ -254,7 +271,8 @@ static void usage(void)
         "ms (adaptive compressors fit their levels there); nvar = mean over full buckets of 8192 of\n"
         "||Q(b)-b||^2 / ||b||^2 from the first encode of a fresh compressor (no error-feedback\n"
         "residual yet); conv = level convention (zero=0: 2^bits signed levels without zero, the ALQ\n"
-        "authors' code; zero=1: zero level and sign bit, the paper). Encodes reuse key 1 (adaptive\n"
+        "authors' code; zero=1: zero level and sign bit, the paper; 'L-inf' where buckets are divided\n"
+        "by their largest coordinate: qsgdinf, terngrad, norm=linf). Encodes reuse key 1 (adaptive\n"
         "levels are fitted at call 0 and kept: the next refit is at call 100). Canonical specs and\n"
         "adaptive levels follow the table on '#' lines. powersgd cannot be encoded locally (the row\n"
         "says so). Exit status: 0, or 2 for a usage error, bad data or a compressor error.\n");
@@ -265,11 +283,12 @@ static int parse_args(int argc, char **argv, opts_t *o)
     *o = (opts_t){.count = 16u << 20, .reps = 5, .seed = 1};
     static const struct option lo[] = {{"spec", 1, 0, 'c'}, {"count", 1, 0, 'n'},
                                        {"reps", 1, 0, 'r'}, {"file", 1, 0, 'f'},
+                                       {"skip", 1, 0, 'k'},
                                        {"seed", 1, 0, 's'}, {"json", 1, 0, 'J'},
                                        {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     int c;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":c:n:r:f:s:J:h", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":c:n:r:f:k:s:J:h", lo, NULL)) != -1) {
         const char *v = optarg;
         char *e = NULL;
         int bad = 0;
@@ -292,6 +311,11 @@ static int parse_args(int argc, char **argv, opts_t *o)
             bad = *e || o->reps < 1 || o->reps > 100000;
             break;
         case 'f': o->file = v; break;
+        case 'k':
+            errno = 0;
+            o->skip = (size_t)strtoull(v, &e, 10);
+            bad = *e || errno || e == v || *v == '-';
+            break;
         case 's':
             errno = 0;
             o->seed = strtoull(v, &e, 0);
@@ -492,7 +516,7 @@ int main(int argc, char **argv)
     size_t n = o.count;
     float *v;
     if (o.file) {
-        v = read_file(o.file, o.count_set ? o.count : 0, &n);
+        v = read_file(o.file, o.skip, o.count_set ? o.count : 0, &n);
     } else {
         v = xmalloc(n * sizeof(float));
         gaussian(v, n, o.seed);
@@ -501,7 +525,7 @@ int main(int argc, char **argv)
     printf("# quant_bench: %zu float32 coordinates (%.1f MiB), single thread\n", n,
            (double)n * 4 / (1 << 20));
     if (o.file) {
-        printf("# data: %s (raw little-endian float32)\n", o.file);
+        printf("# data: %s (raw little-endian float32 after %zu header bytes)\n", o.file, o.skip);
     } else {
         printf("# data: i.i.d. N(0,1) (Gaussian buckets), seed %llu\n", (unsigned long long)o.seed);
     }

@@ -445,16 +445,10 @@ static size_t lev_encode(const tempo__qctx_t *c, const float *in, size_t count, 
     return (size_t)(body - o) + got;
 }
 
-size_t tempo__qlev_encode_l2(const tempo__qctx_t *c, const float *in, size_t count, void *out);
-size_t tempo__qlev_encode_l2(const tempo__qctx_t *c, const float *in, size_t count, void *out)
+size_t tempo__qlev_encode(const tempo__qctx_t *c, const float *in, size_t count, void *out);
+size_t tempo__qlev_encode(const tempo__qctx_t *c, const float *in, size_t count, void *out)
 {
-    return lev_encode(c, in, count, out, 0);
-}
-
-size_t tempo__qlev_encode_linf(const tempo__qctx_t *c, const float *in, size_t count, void *out);
-size_t tempo__qlev_encode_linf(const tempo__qctx_t *c, const float *in, size_t count, void *out)
-{
-    return lev_encode(c, in, count, out, 1);
+    return lev_encode(c, in, count, out, c->p->norm == TEMPO__QNORM_LINF);
 }
 
 /* ---------------------------------------------------------------------------------------------- */

@@ -24,8 +24,7 @@ size_t tempo__qcast_encode(const tempo__qctx_t *c, const float *in, size_t count
 tempo_status_t tempo__qcast_decode(const tempo__qctx_t *c, const void *in, size_t len, size_t count,
                                    float *out, int accumulate);
 size_t tempo__qlev_bound(const tempo__qparams_t *p, size_t count);
-size_t tempo__qlev_encode_l2(const tempo__qctx_t *c, const float *in, size_t count, void *out);
-size_t tempo__qlev_encode_linf(const tempo__qctx_t *c, const float *in, size_t count, void *out);
+size_t tempo__qlev_encode(const tempo__qctx_t *c, const float *in, size_t count, void *out);
 tempo_status_t tempo__qlev_decode(const tempo__qctx_t *c, const void *in, size_t len, size_t count,
                                   float *out, int accumulate);
 #define QKIND_DECL(k)                                                                              \
@@ -47,10 +46,16 @@ static void d_none(tempo__qparams_t *p)
     (void)p;
 }
 
+static void d_linf(tempo__qparams_t *p)
+{
+    p->norm = TEMPO__QNORM_LINF;
+}
+
 static void d_terngrad(tempo__qparams_t *p)
 {
     p->bits = 2;
     p->zero = 1;
+    p->norm = TEMPO__QNORM_LINF;
 }
 
 static void d_normal(tempo__qparams_t *p)
@@ -71,7 +76,7 @@ static size_t psgd_bound(const tempo__qparams_t *p, size_t count)
 }
 
 #define LEVEL_PARAMS (TEMPO__QP_BITS | TEMPO__QP_BUCKET | TEMPO__QP_ZERO | TEMPO__QP_ENTROPY | TEMPO__QP_EF)
-#define ADAPTIVE_PARAMS (LEVEL_PARAMS | TEMPO__QP_MODEL | TEMPO__QP_REFIT)
+#define ADAPTIVE_PARAMS (LEVEL_PARAMS | TEMPO__QP_MODEL | TEMPO__QP_REFIT | TEMPO__QP_NORM)
 
 const tempo__qkind_t tempo__qkinds[] = {
     {"none", "no compression", 0, TEMPO__QAGG_SUM, 1, 0, d_none, tempo__qcast_bound,
@@ -81,28 +86,28 @@ const tempo__qkind_t tempo__qkinds[] = {
     {"bf16", "cast to bfloat16 (round to nearest even)", 0, TEMPO__QAGG_SUM, 0, 0, d_none,
      tempo__qcast_bound, tempo__qcast_encode, tempo__qcast_decode},
     {"qsgd", "QSGD: L2 norm per bucket, evenly spaced levels, stochastic rounding", LEVEL_PARAMS,
-     TEMPO__QAGG_TWO_PHASE, 1, 0, d_none, tempo__qlev_bound, tempo__qlev_encode_l2,
+     TEMPO__QAGG_TWO_PHASE, 1, 0, d_none, tempo__qlev_bound, tempo__qlev_encode,
      tempo__qlev_decode},
     {"qsgdinf", "QSGDinf: L-inf norm per bucket, evenly spaced levels", LEVEL_PARAMS,
-     TEMPO__QAGG_TWO_PHASE, 1, 0, d_none, tempo__qlev_bound, tempo__qlev_encode_linf,
+     TEMPO__QAGG_TWO_PHASE, 1, 0, d_linf, tempo__qlev_bound, tempo__qlev_encode,
      tempo__qlev_decode},
     {"nuqsgd", "NUQSGD: L2 norm per bucket, levels ±mul^k", LEVEL_PARAMS | TEMPO__QP_MUL,
-     TEMPO__QAGG_TWO_PHASE, 1, 0, d_none, tempo__qlev_bound, tempo__qlev_encode_l2,
+     TEMPO__QAGG_TWO_PHASE, 1, 0, d_none, tempo__qlev_bound, tempo__qlev_encode,
      tempo__qlev_decode},
     {"terngrad", "TernGrad: L-inf norm per bucket, levels {-1, 0, 1}; clip=1 clips at 2.5 std",
      TEMPO__QP_BUCKET | TEMPO__QP_CLIP | TEMPO__QP_ENTROPY | TEMPO__QP_EF, TEMPO__QAGG_TWO_PHASE, 1,
-     0, d_terngrad, tempo__qlev_bound, tempo__qlev_encode_linf, tempo__qlev_decode},
+     0, d_terngrad, tempo__qlev_bound, tempo__qlev_encode, tempo__qlev_decode},
     {"alq", "ALQ: adaptive levels by coordinate descent, mixture model of the largest buckets",
      ADAPTIVE_PARAMS, TEMPO__QAGG_TWO_PHASE, 1, 1, d_none, tempo__qlev_bound,
-     tempo__qlev_encode_l2, tempo__qlev_decode},
+     tempo__qlev_encode, tempo__qlev_decode},
     {"alq-n", "ALQ-N: adaptive levels by coordinate descent, truncated normal model",
      ADAPTIVE_PARAMS, TEMPO__QAGG_TWO_PHASE, 1, 1, d_normal, tempo__qlev_bound,
-     tempo__qlev_encode_l2, tempo__qlev_decode},
+     tempo__qlev_encode, tempo__qlev_decode},
     {"amq", "AMQ: adaptive levels ±p^k, p by gradient descent, mixture model", ADAPTIVE_PARAMS,
-     TEMPO__QAGG_TWO_PHASE, 1, 1, d_none, tempo__qlev_bound, tempo__qlev_encode_l2,
+     TEMPO__QAGG_TWO_PHASE, 1, 1, d_none, tempo__qlev_bound, tempo__qlev_encode,
      tempo__qlev_decode},
     {"amq-n", "AMQ-N: adaptive levels ±p^k, truncated normal model", ADAPTIVE_PARAMS,
-     TEMPO__QAGG_TWO_PHASE, 1, 1, d_normal, tempo__qlev_bound, tempo__qlev_encode_l2,
+     TEMPO__QAGG_TWO_PHASE, 1, 1, d_normal, tempo__qlev_bound, tempo__qlev_encode,
      tempo__qlev_decode},
     {"sign", "scaled sign per bucket (EF-signSGD)", TEMPO__QP_BUCKET | TEMPO__QP_EF,
      TEMPO__QAGG_GATHER, 0, 0, tempo__qsign_defaults, tempo__qsign_bound, tempo__qsign_encode,
@@ -132,6 +137,7 @@ static const qparam_t qparams[] = {
     {"bits", TEMPO__QP_BITS, "bits per level index, 1..8 (2..8 with zero=1)"},
     {"bucket", TEMPO__QP_BUCKET, "coordinates per normalized bucket"},
     {"zero", TEMPO__QP_ZERO, "0: 2^bits levels without zero (authors' code); 1: zero level + sign"},
+    {"norm", TEMPO__QP_NORM, "l2 (the paper) | linf: what each bucket is divided by"},
     {"mul", TEMPO__QP_MUL, "level multiplier p in (0, 1)"},
     {"clip", TEMPO__QP_CLIP, "1: clip at 2.5 standard deviations"},
     {"dist", TEMPO__QP_MODEL, "mixture model: largest-norm buckets kept"},
@@ -276,6 +282,11 @@ static tempo_status_t apply(const char *spec, tempo__qparams_t *p, const char *k
             return bad_value(spec, key, v, "expected an unsigned integer");
         }
         p->seed = s;
+    } else if (!strcmp(key, "norm")) {
+        if (strcmp(v, "l2") && strcmp(v, "linf")) {
+            return bad_value(spec, key, v, "expected l2 or linf");
+        }
+        p->norm = !strcmp(v, "l2") ? TEMPO__QNORM_L2 : TEMPO__QNORM_LINF;
     } else if (!strcmp(key, "entropy")) {
         if (!strcmp(v, "none")) {
             p->entropy = TEMPO__QENT_NONE;
@@ -390,6 +401,10 @@ void tempo__qspec_format(const tempo__qparams_t *p, char *buf, size_t len)
     }
     if (k->params & TEMPO__QP_ZERO) {
         ADD("%czero=%d", sep, p->zero);
+        sep = ',';
+    }
+    if (k->params & TEMPO__QP_NORM) {
+        ADD("%cnorm=%s", sep, p->norm == TEMPO__QNORM_LINF ? "linf" : "l2");
         sep = ',';
     }
     if (k->params & TEMPO__QP_MUL) {
@@ -575,18 +590,20 @@ void tempo__qstats_compute(const tempo__qparams_t *p, const float *x, size_t cou
     size_t d = p->bucket;
     for (size_t b0 = 0; b0 < count; b0 += d) {
         size_t n = TEMPO_MIN(d, count - b0);
-        double s2 = 0, s = 0;
+        double s2 = 0, s = 0, mx = 0;
         for (size_t i = 0; i < n; i++) {
             s += x[b0 + i];
             s2 += (double)x[b0 + i] * x[b0 + i];
+            mx = TEMPO_MAX(mx, fabs((double)x[b0 + i]));
         }
-        double norm = sqrt(s2);
-        if (!(norm > 0) || !isfinite(norm)) {
+        double norm = p->norm == TEMPO__QNORM_LINF ? mx : sqrt(s2);
+        if (!(norm > 0) || !isfinite(norm) || !isfinite(s2)) {
             continue;
         }
-        /* normalized coordinates: sum r = s / norm, sum r^2 = 1 */
+        /* normalized coordinates: sum r = s / norm, sum r^2 = s2 / norm^2 (1 for L2) */
         double mean = s / norm / (double)n;
-        double var = n > 1 ? (1.0 - (double)n * mean * mean) / (double)(n - 1) : 0;
+        double r2 = p->norm == TEMPO__QNORM_LINF ? s2 / (norm * norm) : 1.0;
+        double var = n > 1 ? (r2 - (double)n * mean * mean) / (double)(n - 1) : 0;
         var = var > 0 ? var : 0;
         o[0] += (double)n;
         o[1] += s / norm;

@@ -104,6 +104,8 @@ typedef struct tempo__qparams {
     int kind;             /* index into tempo__qkinds[] */
     int bits;             /* level kinds: bits per level index (1..8) */
     size_t bucket;        /* coordinates per normalized bucket */
+    tempo__qnorm_t norm;  /* level kinds: what a bucket is divided by (qsgdinf, terngrad: L-inf;
+                           * alq/amq: norm=l2 (default, the paper) or norm=linf) */
     int zero;             /* level convention: 0 = 2^bits signed levels, no zero (the ALQ authors'
                            * code); 1 = a zero level and a sign bit (the paper): 2^bits - 1 levels */
     double mul;           /* nuqsgd: level multiplier p (levels ±p^k) */
@@ -156,7 +158,8 @@ enum {
     TEMPO__QP_RATIO = 1u << 7,
     TEMPO__QP_RANK = 1u << 8,
     TEMPO__QP_ENTROPY = 1u << 9,
-    TEMPO__QP_REFIT = 1u << 10
+    TEMPO__QP_REFIT = 1u << 10,
+    TEMPO__QP_NORM = 1u << 11
 };
 
 typedef struct tempo__qkind {
@@ -209,8 +212,8 @@ double tempo__qlevels_coord_var(const float *lv, int nl, double r);
 /* Level fitting (fit.c)                                                                          */
 /* ---------------------------------------------------------------------------------------------- */
 
-/** Statistics of one bucket: its L2 norm, and mean and (unbiased) standard deviation of its
- *  normalized coordinates v_i / ||v||_2. */
+/** Statistics of one bucket: its norm (the compressor's: L2, or L-inf with norm=linf), and mean
+ *  and (unbiased) standard deviation of its normalized coordinates v_i / norm. */
 typedef struct tempo__qbstat {
     double norm, mean, std;
 } tempo__qbstat_t;

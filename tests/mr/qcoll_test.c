@@ -125,6 +125,7 @@ static const spec_t specs[] = {
     {"amq:bits=3,bucket=8192,min=0", 2.6, 1, 0, 1},
     {"amq-n:bits=3,bucket=8192,min=0,zero=1", 0, 1, 0, 1},
     {"alq:bits=3,bucket=8192,min=0,entropy=rans", 2.1, 1, 0, 1},
+    {"alq:bits=3,bucket=8192,min=0,norm=linf", 0.8, 1, 0, 1}, /* partial buckets scale by max */
     {"qsgdinf:bits=4,bucket=512,min=0,entropy=zstd", 0, 1, 0, 1},
     {"sign:min=0", 0, 0, 1, 1},
     {"topk:ratio=0.05,min=0", 0, 0, 1, 1},

@@ -10,6 +10,10 @@
  *   identity   a bucket of 8192 Gaussian coordinates, all below 1/7 after L2 normalization, on
  *              qsgd's table ±{1/7, 3/7, 5/7, 1}: the expected normalized variance is exactly
  *              d/49 - 1 = 166.18, and 50 draws average within 1 % of it
+ *   norm=linf  ALQ, ALQ-N and AMQ-N with L-inf normalization, 3 bits, 16 Gaussian buckets of 8192:
+ *              the measured normalized variance is below QSGDinf's (the same normalization on
+ *              evenly spaced levels, a table the fit could have chosen), and ALQ-N's is within 5 %
+ *              of the variance its model predicted for the fitted table
  *   packing    b-bit packing round trips for b = 1..8 and odd lengths
  *   codec      bounds, a cap below the bound, malformed messages (length, an index outside a
  *              zero-convention table) refused without touching the output, specs parsed into their
@@ -148,6 +152,73 @@ static void check_identity(void)
     tempo_compressor_destroy(qc);
 }
 
+/* Mean over buckets of ||Q(b) - b||^2 / ||b||^2 for one encode of x (nb buckets of d) by spec. */
+static double bucket_nvar(const char *spec, const float *x, size_t d, size_t nb, double *fit_p)
+{
+    tempo_compressor_t qc;
+    if (tempo_compressor_create(spec, &qc) != TEMPO_OK) {
+        return NAN;
+    }
+    size_t n = d * nb, cap = tempo_compressor_bound(qc, n), len;
+    void *enc = malloc(cap);
+    float *y = malloc(n * sizeof(float));
+    double sum = NAN;
+    if (tempo_compressor_encode(qc, 1, x, n, enc, cap, &len) == TEMPO_OK &&
+        tempo_compressor_decode(qc, 1, enc, len, n, y) == TEMPO_OK) {
+        sum = 0;
+        for (size_t b = 0; b < nb; b++) {
+            double e2 = 0, n2 = 0;
+            for (size_t i = b * d; i < (b + 1) * d; i++) {
+                e2 += ((double)y[i] - x[i]) * ((double)y[i] - x[i]);
+                n2 += (double)x[i] * x[i];
+            }
+            sum += e2 / n2;
+        }
+        sum /= (double)nb;
+    }
+    if (fit_p) { /* the fitted table's model variance (internal state of key 1) */
+        *fit_p = qc->nkeys == 1 ? qc->keys[0]->fit_var : NAN;
+    }
+    free(enc);
+    free(y);
+    tempo_compressor_destroy(qc);
+    return sum;
+}
+
+static void check_linf_levels(void)
+{
+    enum { D = 8192, NB = 16 };
+    tempo__rng_t g;
+    tempo__rng_seed(&g, seed, 15);
+    float *x = malloc((size_t)D * NB * sizeof(float));
+    gauss_fill(x, (size_t)D * NB, &g);
+    double qinf = bucket_nvar("qsgdinf:bits=3,bucket=8192,min=0", x, D, NB, NULL);
+    const char *adaptive[] = {"alq:bits=3,norm=linf,bucket=8192,min=0",
+                              "alq-n:bits=3,norm=linf,bucket=8192,min=0",
+                              "amq-n:bits=3,norm=linf,bucket=8192,min=0"};
+    for (size_t i = 0; i < TEMPO_ARRAY_SIZE(adaptive); i++) {
+        double fit = NAN, v = bucket_nvar(adaptive[i], x, D, NB, &fit);
+        TAP_OK(v < qinf, "%s: normalized variance %.4f below qsgdinf's %.4f on %d Gaussian "
+               "buckets of %d", adaptive[i], v, qinf, NB, D);
+        if (i == 1) {
+            /* the model predicts E||Q(b)-b||^2 / max^2; in units of ||b||^2 that is fit / (d
+             * E[r^2]) with r = b_i / max, which the buckets give */
+            double r2 = 0;
+            for (size_t b = 0; b < NB; b++) {
+                double mx = 0, n2 = 0;
+                for (size_t j = b * D; j < (b + 1) * D; j++) {
+                    mx = fmax(mx, fabs(x[j]));
+                    n2 += (double)x[j] * x[j];
+                }
+                r2 += n2 / (mx * mx) / NB;
+            }
+            TAP_OK(fabs(fit / r2 / v - 1) < 0.05,
+                   "%s: measured %.4f, the model predicted %.4f", adaptive[i], v, fit / r2);
+        }
+    }
+    free(x);
+}
+
 static void check_packing(void)
 {
     tempo__rng_t g;
@@ -253,7 +324,15 @@ static void check_codec(void)
     TAP_CONTAINS(tempo_last_error(NULL), "bits=3,bucket=8192", "the message lists qsgd's");
     TAP_EQ_INT(tempo_compressor_create("alq:refit=0;50;40", &bad), TEMPO_ERR_INVALID,
                "a refit schedule that does not increase");
+    TAP_EQ_INT(tempo_compressor_create("alq:norm=l1", &bad), TEMPO_ERR_INVALID, "norm=l1");
+    TAP_CONTAINS(tempo_last_error(NULL), "expected l2 or linf", "the message gives the choices");
+    TAP_EQ_INT(tempo_compressor_create("qsgd:norm=linf", &bad), TEMPO_ERR_INVALID,
+               "qsgd takes no norm (qsgdinf is its L-inf form)");
     TAP_OK(bad == NULL, "no compressor on failure");
+    tempo_compressor_create("amq-n:norm=linf,bucket=64", &qc);
+    TAP_CONTAINS(tempo_compressor_spec(qc), "amq-n:bits=3,bucket=64,zero=0,norm=linf,",
+                 "canonical spec with norm");
+    tempo_compressor_destroy(qc);
 }
 
 int main(void)
@@ -266,11 +345,13 @@ int main(void)
         "qsgd:bits=3,bucket=64",       "qsgd:bits=3,zero=1,bucket=64", "qsgdinf:bits=2,bucket=64",
         "nuqsgd:bits=3,bucket=64",     "terngrad:bucket=64",           "alq:bits=3,bucket=64",
         "alq-n:bits=3,zero=1,bucket=64", "amq:bits=3,bucket=64",      "amq-n:bits=4,bucket=64",
+        "alq:bits=3,norm=linf,bucket=64", "amq-n:bits=3,zero=1,norm=linf,bucket=64",
     };
     for (size_t i = 0; i < TEMPO_ARRAY_SIZE(specs); i++) {
         check_moments(specs[i], 64, 100000);
     }
     check_identity();
+    check_linf_levels();
     check_packing();
     check_exact_levels();
     check_codec();
