@@ -55,7 +55,7 @@ static void d_terngrad(tempo__qparams_t *p)
 {
     p->bits = 2;
     p->zero = 1;
-    p->norm = TEMPO__QNORM_LINF;
+    d_linf(p);
 }
 
 static void d_normal(tempo__qparams_t *p)

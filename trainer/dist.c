@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "trainer/dist.h"
@@ -42,16 +43,36 @@ int dist_check_slices(const dist_t *d, const dist_group_t *groups, int ngroups, 
 
 dist_t *dist_open(const char *backend, char *err)
 {
+    int (*open)(dist_t *, char *) = NULL;
     if (!backend || !strcmp(backend, "tempo")) {
-        return dist_open_tempo(err);
+        open = dist_open_tempo;
     }
 #ifdef TRAINER_HAVE_MPI
-    if (!strcmp(backend, "mpi")) {
-        return dist_open_mpi(err);
+    if (backend && !strcmp(backend, "mpi")) {
+        open = dist_open_mpi;
     }
 #endif
-    snprintf(err, 256, "unknown --backend '%s' (this build has: %s%s)", backend, BACKENDS,
-             strcmp(backend, "mpi") ? ""
-                                    : "; mpi needs libopenmpi-dev when configure runs");
-    return NULL;
+    if (!open) {
+        snprintf(err, 256, "unknown --backend '%s' (this build has: %s%s)", backend, BACKENDS,
+                 strcmp(backend, "mpi") ? ""
+                                        : "; mpi needs libopenmpi-dev when configure runs");
+        return NULL;
+    }
+    dist_t *d = calloc(1, sizeof(*d));
+    if (!d) {
+        snprintf(err, 256, "out of memory");
+        return NULL;
+    }
+    if (open(d, err) != 0) {
+        free(d);
+        return NULL;
+    }
+    return d;
+}
+
+int dist_close(dist_t *d)
+{
+    int rc = d->destroy(d);
+    free(d);
+    return rc;
 }

@@ -80,7 +80,7 @@ struct dist {
     const char *(*describe)(dist_t *d); /* one line: transport, compressor, policy, buckets */
     const char *(*error)(dist_t *d);
     void (*abort)(dist_t *d);
-    int (*destroy)(dist_t *d);
+    int (*destroy)(dist_t *d); /* leave the job, free impl (not d: callers use dist_close) */
 };
 
 /* Join the job (tempo-run, mpirun or srun) with the named backend ("tempo" or "mpi"). NULL with a
@@ -97,8 +97,14 @@ int dist_check_slices(const dist_t *d, const dist_group_t *groups, int ngroups, 
 /* The backends this build has, e.g. "tempo, mpi". */
 const char *dist_backends(void);
 
-/* The backends behind dist_open (dist_tempo.c; dist_mpi.c when configure found MPI). */
-dist_t *dist_open_tempo(char *err);
-dist_t *dist_open_mpi(char *err);
+/* Leave the job and free d (the backend's destroy, then d itself): 0, or -1 if the backend
+ * reported an error while shutting down. */
+int dist_close(dist_t *d);
+
+/* The backends behind dist_open (dist_tempo.c; dist_mpi.c when configure found MPI): fill the
+ * zeroed *d (and its impl) or return -1 with the reason in err (256 bytes). Their destroy frees
+ * only what they allocated; dist_close frees d. */
+int dist_open_tempo(dist_t *d, char *err);
+int dist_open_mpi(dist_t *d, char *err);
 
 #endif /* TEMPO_TRAINER_DIST_H */

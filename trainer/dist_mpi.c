@@ -278,26 +278,21 @@ static int m_destroy(dist_t *d)
     free(m->slice);
     free(m->buf);
     free(m);
-    free(d);
     return rc ? -1 : 0;
 }
 
-dist_t *dist_open_mpi(char *err)
+int dist_open_mpi(dist_t *d, char *err)
 {
-    dist_t *d = calloc(1, sizeof(*d));
     mdist_t *m = calloc(1, sizeof(*m));
-    if (!d || !m) {
+    if (!m) {
         snprintf(err, 256, "out of memory");
-        free(d);
-        free(m);
-        return NULL;
+        return -1;
     }
     int rank = 0, size = 1;
     if (MPI_Init(NULL, NULL) != MPI_SUCCESS) {
         snprintf(err, 256, "cannot join the job with MPI (MPI_Init failed; launch with mpirun)");
-        free(d);
         free(m);
-        return NULL;
+        return -1;
     }
     /* errors come back as codes and are reported in words, not as MPI's default abort */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -322,5 +317,5 @@ dist_t *dist_open_mpi(char *err)
                   .error = m_error,
                   .abort = m_abort,
                   .destroy = m_destroy};
-    return d;
+    return 0;
 }

@@ -347,26 +347,21 @@ static int t_destroy(dist_t *d)
     free(t->rs);
     free(t->ag);
     free(t);
-    free(d);
     return rc ? -1 : 0;
 }
 
-dist_t *dist_open_tempo(char *err)
+int dist_open_tempo(dist_t *d, char *err)
 {
-    dist_t *d = calloc(1, sizeof(*d));
     tdist_t *t = calloc(1, sizeof(*t));
-    if (!d || !t) {
+    if (!t) {
         snprintf(err, 256, "out of memory");
-        free(d);
-        free(t);
-        return NULL;
+        return -1;
     }
     tempo_status_t st = tempo_comm_init_env(&t->comm);
     if (st != TEMPO_OK) {
         snprintf(err, 256, "cannot join the job with tempo: %s", tempo_last_error(NULL));
-        free(d);
         free(t);
-        return NULL;
+        return -1;
     }
     *d = (dist_t){.backend = "tempo",
                   .rank = tempo_comm_rank(t->comm),
@@ -387,5 +382,5 @@ dist_t *dist_open_tempo(char *err)
                   .error = t_error,
                   .abort = t_abort,
                   .destroy = t_destroy};
-    return d;
+    return 0;
 }

@@ -913,7 +913,7 @@ int main(int argc, char **argv)
         }
     }
     wait_all_params(&t);
-    int rc = D->destroy(D) ? 1 : 0;
+    int rc = dist_close(D) ? 1 : 0;
     D = NULL;
     loader_close(ld);
     gpt_destroy(m);
