@@ -85,6 +85,10 @@ for trs in $(find . -name '*.trs'); do
     skipped=$((skipped + s))
     if [ "$f" -gt 0 ]; then
         echo "FAILED: ${trs%.trs} (log: ${trs%.trs}.log)"
+        # the failed checks and the diagnostics that follow them, so a failure is readable from
+        # the CI output alone
+        grep -A6 '^not ok' "${trs%.trs}.log" 2>/dev/null | grep -v '^\(PASS\|FAIL\|SKIP\):' |
+            head -40 | sed 's/^/    /' || true
     fi
 done
 if [ "$passed" -eq 0 ] && [ "$status" -eq 0 ]; then

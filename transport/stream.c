@@ -172,6 +172,20 @@ int tempo__stream_progress_send(tempo__stream_t *s)
             n++;
         }
         ssize_t w = n ? s->ops->writev(s->pipe, iov, n) : 0;
+        if (w < 0 && s->state != STREAM_BYE) {
+            /* The peer may have said why before its connection went: a peer that aborts or
+             * leaves with our data unread resets the connection, and the reset can reach this
+             * send before its abort notice or goodbye, still unread in the pipe, is seen. Read
+             * all that is there first (a reset pipe gets nothing new), so the error says what
+             * the peer said. */
+            int r;
+            do {
+                r = tempo__stream_progress_recv(s);
+            } while (r > 0 && s->state == STREAM_OPEN);
+            if (r == -1 || s->state == STREAM_FAILED) {
+                return -1;
+            }
+        }
         if (w < 0) {
             if (s->state == STREAM_BYE) {
                 /* The peer left; what we still had for it goes nowhere. */

@@ -205,6 +205,9 @@ check "a program that is not executable gives 126" \
     eval 'rc_is 126 && err_has "cannot run .*: Permission denied$"'
 
 # ---------------------------------------------------------------------------- signals
+# The background job truncates out only once it runs, so out is emptied here first: otherwise
+# wait_ready could count the previous test's "ready" lines and signal tempo-run before it started.
+: >"$tmp/out"
 t0=$(date +%s)
 "$TR" -n 2 sh -c 'trap "echo caught TERM; kill \$p; exit 0" TERM
     sleep 600 & p=$!; echo ready; wait $p' >"$tmp/out" 2>"$tmp/err" </dev/null &
@@ -218,6 +221,7 @@ check "SIGTERM to tempo-run is forwarded to every rank" \
         grep -q -F "[1] caught TERM" "$tmp/out" &&
         err_has "^tempo-run: forwarding signal 15 \(Terminated\) to ranks 0,1$"'
 
+: >"$tmp/out"
 t0=$(date +%s)
 "$TR" -n 2 sh -c 'echo ready; exec sleep 600' >"$tmp/out" 2>"$tmp/err" </dev/null &
 pid=$!

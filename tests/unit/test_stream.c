@@ -15,7 +15,9 @@
  * pending and later transfers, and never crash, also when mutated at random; a goodbye marks the
  * peer left, fails pending and later receives with TEMPO_ERR_REMOTE while messages sent before it
  * are still delivered, and the end of the stream after it is clean; an end of stream without
- * goodbye, in a message or between messages, and a write error fail the world; cancelling a
+ * goodbye, in a message or between messages, and a write error fail the world, unless an abort
+ * notice or goodbye is unread in the pipe (a reset that overtook it), which is then what the
+ * error reports; cancelling a
  * half-sent message, a queued one, a posted receive, a receive in progress and a receive bound to a
  * half-arrived message keeps the stream in sync.
  */
@@ -591,6 +593,40 @@ static void test_eof_and_errors(void)
     TAP_CONTAINS(p.w[0]->failmsg, "rank 1 (host hostB, pid 4101) broke the connection",
                  "  message: %s", p.w[0]->failmsg);
     pair_fini(&p);
+
+    /* A peer that aborts or leaves with our data unread resets the connection (tcp), and the
+     * reset can fail our next write while its notice is still unread: the error must say what
+     * the peer said, not "broke the connection". */
+    for (int bye = 0; bye < 2; bye++) {
+        const char *what = bye ? "goodbye" : "abort notice";
+        pair_init(&p, 4096, 64, 64);
+        if (bye) {
+            tempo__stream_send_bye(&p.s[1]);
+        } else {
+            tempo__stream_send_abort(&p.s[1]);
+        }
+        for (int i = 0; i < 100 && !tempo__stream_send_idle(&p.s[1]); i++) {
+            tempo__stream_progress_send(&p.s[1]);
+        }
+        int queued = tempo__stream_send_idle(&p.s[1]) && p.ch[1].len > 0;
+        p.end[0].werr = ECONNRESET;
+        xsend(&p, 0, &x, 5, buf, sizeof(buf));
+        tempo__stream_progress_send(&p.s[0]);
+        TAP_OK(queued && x.complete && x.status == TEMPO_ERR_REMOTE, "a write reset with an "
+               "unread %s: the send fails with TEMPO_ERR_REMOTE", what);
+        if (bye) {
+            char why[512];
+            tempo__xfer_error(p.w[0], &x, why, sizeof(why));
+            TAP_OK(p.w[0]->peers[1].left && p.w[0]->failed == TEMPO_OK,
+                   "  the peer is marked as left and the world does not fail");
+            TAP_CONTAINS(why, "rank 1 (host hostB, pid 4101) has left", "  error: %s", why);
+        } else {
+            TAP_EQ_INT(p.w[0]->failed, TEMPO_ERR_REMOTE, "  the world fails");
+            TAP_CONTAINS(p.w[0]->failmsg, "rank 1 (host hostB, pid 4101) aborted the job",
+                         "  message: %s", p.w[0]->failmsg);
+        }
+        pair_fini(&p);
+    }
 }
 
 /* ------------------------------------------------------------------------------------------ */
