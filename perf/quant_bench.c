@@ -19,10 +19,10 @@
  * taken; the column is the mean over buckets (the per-bucket normalized variance of the ALQ paper).
  *
  * Level convention: zero=1 is a zero level plus a sign bit (the paper, 2^bits - 1 levels); zero=0
- * is 2^bits signed levels without zero (the ALQ authors' code). "L-inf" marks rows whose buckets are
- * divided by their largest coordinate (qsgdinf, terngrad, alq/amq with norm=linf); the others divide
- * by the L2 norm. Adaptive compressors also show their
- * fitted positive levels on a "#   levels:" line.
+ * is 2^bits signed levels without zero (the ALQ authors' code). "L-inf" marks rows whose buckets
+ * are divided by their largest coordinate (qsgdinf, terngrad, alq/amq with norm=linf); the others
+ * divide by the L2 norm. Adaptive compressors also show their fitted positive levels on a
+ * "#   levels:" line.
  *
  * powersgd cannot be encoded locally (its encoding needs the other ranks); its row says so.
  *
@@ -72,7 +72,7 @@ typedef struct {
     int unsupported;     /* encode answered TEMPO_ERR_UNSUPPORTED */
     char note[256];      /* why, when unsupported */
     double bits, enc_gbps, dec_gbps, first_ms, nvar;
-    const char *conv;
+    char conv[64];
     float levels[MAX_LEVELS];
     size_t nlevels;      /* positive levels shown (adaptive compressors) */
 } row_t;
@@ -228,20 +228,16 @@ static const char *with_bucket(const char *spec)
     return s;
 }
 
-static const char *convention(const char *canon, const tempo_compressor_kind_t *k)
+/* The row's level convention into buf (see the conv column in usage). */
+static void convention(const char *canon, const tempo_compressor_kind_t *k, char *buf, size_t len)
 {
-    int linf = strstr(canon, "norm=linf") || !strcmp(k->name, "qsgdinf");
-    if (strstr(canon, "zero=1")) {
-        return linf ? "zero+sign (paper), L-inf" : "zero+sign (paper)";
-    }
-    if (!strcmp(k->name, "terngrad")) {
-        return "ternary {-1,0,1}, L-inf";
-    }
-    if (strstr(k->params, "bits=")) {
-        return linf ? "2^b signed, no zero (authors' code), L-inf"
-                    : "2^b signed, no zero (authors' code)";
-    }
-    return "-";
+    int tern = !strcmp(k->name, "terngrad");
+    int linf = tern || !strcmp(k->name, "qsgdinf") || strstr(canon, "norm=linf");
+    const char *base = strstr(canon, "zero=1")        ? "zero+sign (paper)"
+                       : tern                         ? "ternary {-1,0,1}"
+                       : strstr(k->params, "bits=")   ? "2^b signed, no zero (authors' code)"
+                                                      : "-";
+    snprintf(buf, len, "%s%s", base, linf ? ", L-inf" : "");
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -367,7 +363,7 @@ static void bench_one(const char *spec, const float *v, size_t n, int reps, row_
 {
     memset(r, 0, sizeof(*r));
     snprintf(r->spec, sizeof(r->spec), "%s", spec);
-    r->conv = "-";
+    snprintf(r->conv, sizeof(r->conv), "-");
     tempo_compressor_kind_t kind;
     tempo_compressor_t qc;
     tempo_status_t st = tempo_compressor_create(spec, &qc);
@@ -376,7 +372,7 @@ static void bench_one(const char *spec, const float *v, size_t n, int reps, row_
     }
     snprintf(r->canon, sizeof(r->canon), "%s", tempo_compressor_spec(qc));
     if (find_kind(spec, &kind)) {
-        r->conv = convention(r->canon, &kind);
+        convention(r->canon, &kind, r->conv, sizeof(r->conv));
     }
     size_t cap = tempo_compressor_bound(qc, n), len = 0;
     unsigned char *enc = xmalloc(cap);

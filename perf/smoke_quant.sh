@@ -10,7 +10,7 @@ if [ ! -x "$prog" ]; then
     exit 0
 fi
 py=$(command -v python3 || true)
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/smoke_quant.XXXXXX") || exit 1
+tmp=$(mktemp -d) || exit 1 # under $TMPDIR, else /tmp
 trap 'rm -rf "$tmp"' EXIT
 
 echo "1..4"

@@ -378,10 +378,13 @@ static void pack_groups(const uint8_t *k, size_t ngroups, int b, uint8_t *out)
 /* Indices are staged QSTAGE at a time (a multiple of 8, so each flush starts on a byte). */
 #define QSTAGE 4096
 
-static size_t lev_encode(const tempo__qctx_t *c, const float *in, size_t count, void *out,
-                         int linf)
+/* Every level kind: each bucket is divided by its L2 or L-inf norm (p->norm), its coordinates are
+ * rounded stochastically between adjacent levels, and the indices are packed (or entropy-coded). */
+size_t tempo__qlev_encode(const tempo__qctx_t *c, const float *in, size_t count, void *out);
+size_t tempo__qlev_encode(const tempo__qctx_t *c, const float *in, size_t count, void *out)
 {
     const tempo__qparams_t *p = c->p;
+    const int linf = p->norm == TEMPO__QNORM_LINF;
     size_t nb = nbuckets(p, count), d = p->bucket;
     int b = p->bits;
     ltab_t t;
@@ -443,12 +446,6 @@ static size_t lev_encode(const tempo__qctx_t *c, const float *in, size_t count, 
         got = packed;
     }
     return (size_t)(body - o) + got;
-}
-
-size_t tempo__qlev_encode(const tempo__qctx_t *c, const float *in, size_t count, void *out);
-size_t tempo__qlev_encode(const tempo__qctx_t *c, const float *in, size_t count, void *out)
-{
-    return lev_encode(c, in, count, out, c->p->norm == TEMPO__QNORM_LINF);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
