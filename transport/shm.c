@@ -496,13 +496,16 @@ tempo_status_t tempo__shm_region_create(struct tempo_comm *comm, size_t size,
     }
     tempo__shm_region_t r;
     memset(&r, 0, sizeof(r));
-    snprintf(r.name, sizeof(r.name), "/tempo-%016llx-c%d", (unsigned long long)w->job_uuid,
-             comm->ctx);
+    /* Communicators that share a context id have disjoint members (sibling splits of a split), so
+     * the context id and the creator's world rank name a region that no other live communicator's
+     * region has, at any depth of splitting. */
+    snprintf(r.name, sizeof(r.name), "/tempo-%016llx-c%d-r%d", (unsigned long long)w->job_uuid,
+             comm->ctx, comm->ranks[0]);
     r.size = size;
     uint64_t deadline = tempo__deadline_after(w->timeout_s);
     TEMPO_CHECK(shm_open_collective(w, comm->ranks, comm->size, comm->rank, r.name, size,
-                                    0x10000u | ((uint32_t)comm->ctx << 4), NULL, NULL, deadline,
-                                    &r.base));
+                                    0x80000000u | ((uint32_t)comm->ctx << 4), NULL, NULL,
+                                    deadline, &r.base));
     *region_p = r;
     return TEMPO_OK;
 }

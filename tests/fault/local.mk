@@ -10,7 +10,8 @@ TEMPO_FAULT_TESTS = \
 	%reldir%/fault_leave \
 	%reldir%/fault_timeout \
 	%reldir%/fault_invalid \
-	%reldir%/fault_bootstrap
+	%reldir%/fault_bootstrap \
+	%reldir%/fault_split
 
 check_PROGRAMS += $(TEMPO_FAULT_TESTS)
 TESTS += $(TEMPO_FAULT_TESTS)
@@ -26,6 +27,8 @@ noinst_HEADERS += %reldir%/job.h
 %canon_reldir%_fault_invalid_LDADD = libtempo.la
 %canon_reldir%_fault_bootstrap_SOURCES = %reldir%/fault_bootstrap.c
 %canon_reldir%_fault_bootstrap_LDADD = libtempo.la
+%canon_reldir%_fault_split_SOURCES = %reldir%/fault_split.c
+%canon_reldir%_fault_split_LDADD = libtempo.la
 
 # A rank killed while 20 scheduled requests are in flight (tests/fault/fault_sched.c).
 check_PROGRAMS += %reldir%/fault_sched
