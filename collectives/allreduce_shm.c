@@ -54,11 +54,23 @@ typedef struct {
     char pad[TEMPO_CACHELINE - sizeof(uint64_t)];
 } flag_t;
 
+/* The signature of a rank's operation j (tempo__sig_t: what every rank must agree on), in slot
+ * j & 1, written before the operation's first counter is published. Every rank compares all of
+ * them before it reads any peer's data, so ranks whose calls differ fail (core/check.c) instead
+ * of folding mismatched buffers. Two slots suffice: a rank starts operation j + 2 only after
+ * every rank finished j. */
+typedef struct {
+    _Atomic uint64_t opno[2]; /* j + 1 once sig[j & 1] holds operation j's signature */
+    tempo__sig_t sig[2];
+    char pad[TEMPO_CACHELINE - 2 * sizeof(uint64_t) - 2 * sizeof(tempo__sig_t)];
+} sigs_t;
+
 typedef struct {
     flag_t small; /* small operations published */
     flag_t in;    /* segments copied in */
     flag_t red;   /* segments reduced */
     flag_t done;  /* segments copied out */
+    sigs_t sigs;  /* operation signatures */
 } ctl_t;
 
 struct tempo__shm_coll {
@@ -73,6 +85,7 @@ struct tempo__shm_coll {
     const void **srcs; /* (n) scratch: the operands of a fold */
     uint64_t nsmall;   /* small operations started (same on every rank) */
     uint64_t nseg;     /* segments started (same on every rank) */
+    uint64_t nops;     /* operations started (same on every rank) */
     uint32_t ticket_next, ticket_now;
 };
 
@@ -82,6 +95,8 @@ typedef struct {
     int started;
     int small;
     uint64_t k; /* small: operation number */
+    uint64_t opno; /* operation number among all of the region's */
+    int checked;   /* the peers' signatures were compared */
     size_t esize;
     size_t seg_elems; /* elements per segment */
     size_t nseg;
@@ -189,6 +204,33 @@ static tempo_status_t wait_for(tempo__op_t *op, int q, size_t field, uint64_t wa
     return TEMPO_INPROGRESS;
 }
 
+static void publish_sig(tempo__op_t *op, shm_op_t *so)
+{
+    sigs_t *g = &so->sc->ctl[so->sc->me].sigs;
+    g->sig[so->opno & 1] = op->sig;
+    atomic_store_explicit(&g->opno[so->opno & 1], so->opno + 1, memory_order_release);
+}
+
+/* Every peer has published its first counter of this operation: compare their signatures with
+ * this rank's before touching their data. */
+static tempo_status_t check_sigs(tempo__op_t *op, shm_op_t *so)
+{
+    tempo__shm_coll_t *sc = so->sc;
+    unsigned slot = (unsigned)(so->opno & 1);
+    for (int q = 0; q < sc->n && !so->checked; q++) {
+        sigs_t *g = &sc->ctl[q].sigs;
+        if (q == sc->me) {
+            continue;
+        }
+        int same_op = atomic_load_explicit(&g->opno[slot], memory_order_acquire) == so->opno + 1;
+        if (!same_op || !tempo__sig_equal(&g->sig[slot], &op->sig)) {
+            return tempo__op_mismatch(op, q, &g->sig[slot]);
+        }
+    }
+    so->checked = 1;
+    return TEMPO_OK;
+}
+
 static tempo_status_t progress_small(tempo__op_t *op, shm_op_t *so)
 {
     tempo__shm_coll_t *sc = so->sc;
@@ -196,6 +238,7 @@ static tempo_status_t progress_small(tempo__op_t *op, shm_op_t *so)
     if (q >= 0) {
         return wait_for(op, q, offsetof(ctl_t, small), so->k + 1);
     }
+    TEMPO_CHECK(check_sigs(op, so));
     for (int r = 0; r < sc->n; r++) {
         sc->srcs[r] = small_slot(sc, r, so->k);
     }
@@ -253,6 +296,9 @@ static tempo_status_t progress_staged(tempo__op_t *op, shm_op_t *so)
             if (q < 0 && g >= 2) {
                 q = lagging(sc, offsetof(ctl_t, done), g - 1);
                 f = offsetof(ctl_t, done), want = g - 1;
+            }
+            if (q < 0 && !so->checked) {
+                TEMPO_CHECK(check_sigs(op, so));
             }
             if (q < 0) {
                 size_t boff, bcnt;
@@ -317,6 +363,8 @@ static tempo_status_t shm_progress(tempo__op_t *op)
             return TEMPO_INPROGRESS; /* an earlier shared-memory operation is still running */
         }
         so->started = 1;
+        so->opno = sc->nops++;
+        publish_sig(op, so);
         if (so->small) {
             so->k = sc->nsmall++;
             memcpy(small_slot(sc, sc->me, so->k), op->sendbuf, op->count * so->esize);

@@ -24,6 +24,8 @@
 
 struct tempo_request; /* public name of tempo__op_t */
 
+tempo_status_t tempo__barrier_dissemination_start(tempo__op_t *op);
+
 /* ---------------------------------------------------------------------------------------------- */
 /* Errors                                                                                         */
 /* ---------------------------------------------------------------------------------------------- */
@@ -392,13 +394,20 @@ static tempo_status_t post_locked(struct tempo_comm *c, const args_t *a, const t
     }
     if (scheduled) {
         op->lane = 1;
-    } else if (a->coll != TEMPO__COLL_SEND && a->coll != TEMPO__COLL_RECV) {
-        op->seq = c->next_seq++ & ~TEMPO_SEQ_SCHED;
+    } else {
+        if (a->coll != TEMPO__COLL_SEND && a->coll != TEMPO__COLL_RECV) {
+            op->seq = c->next_seq++ & ~TEMPO_SEQ_SCHED;
+        }
+        tempo__op_sign(op);
     }
     *op_p = op;
     tempo__world_t *w = c->world;
     if (w->failed != TEMPO_OK) {
         op->status = tempo__op_fail(op, w->failed, "%s", w->failmsg);
+        return op->status;
+    }
+    if (c->failed != TEMPO_OK) {
+        op->status = tempo__op_fail(op, c->failed, "%s", c->failmsg);
         return op->status;
     }
     /* The algorithm is chosen (and a forced one validated) even when there is nothing to move, so
@@ -409,8 +418,27 @@ static tempo_status_t post_locked(struct tempo_comm *c, const args_t *a, const t
         /* Chunks choose their own algorithm by size unless one was forced. */
         return tempo__sq_post(op, forced ? algo->name : NULL, name, chunk_bytes);
     }
-    int trivial = a->coll != TEMPO__COLL_BARRIER ? a->count == 0 : c->size == 1;
+    int empty = a->coll != TEMPO__COLL_BARRIER && a->count == 0;
+    int trivial = c->size == 1 && (empty || a->coll == TEMPO__COLL_BARRIER);
+    if (st == TEMPO_OK && empty && !trivial && a->coll != TEMPO__COLL_SEND &&
+        a->coll != TEMPO__COLL_RECV) {
+        /* Nothing to move, but the ranks must still agree on the call: a dissemination barrier
+         * carries its signature to every rank, so a rank that passed another count (or called
+         * something else) finds the difference instead of leaving this one waiting for it. */
+        st = tempo__barrier_dissemination_start(op);
+        if (st != TEMPO_OK) {
+            return tempo__op_error(op, st);
+        }
+        op->algo = "none (count 0)";
+        return tempo__op_start(op);
+    }
+    trivial |= empty;
     if (st == TEMPO_OK && trivial) {
+        tempo__op_accepted(op);
+        if (c->failed != TEMPO_OK) {
+            op->status = tempo__op_fail(op, c->failed, "%s", c->failmsg);
+            return op->status;
+        }
         op->status = TEMPO_OK;
         return TEMPO_OK;
     }
@@ -436,11 +464,20 @@ static tempo_status_t run(struct tempo_comm *c, const args_t *a, const tempo_att
     if (!c) {
         return tempo__err(TEMPO_ERR_INVALID, "%s: comm is NULL", tempo__coll_name(a->coll));
     }
+    tempo__world_t *w = c->world;
     tempo_status_t st = validate(c, a);
     if (st != TEMPO_OK) {
+        int scheduled = attr && (attr->field_mask & TEMPO_ATTR_PRIORITY);
+        if (a->coll != TEMPO__COLL_SEND && a->coll != TEMPO__COLL_RECV && !scheduled) {
+            /* The rejected call still is this rank's call under its sequence number: a peer
+             * that waits for it learns why (core/check.c) instead of pairing it with our next
+             * call. */
+            pthread_mutex_lock(&w->lock);
+            tempo__comm_rejected(c, c->next_seq++ & ~TEMPO_SEQ_SCHED, tempo__errmsg());
+            pthread_mutex_unlock(&w->lock);
+        }
         return comm_err(c, st);
     }
-    tempo__world_t *w = c->world;
     pthread_mutex_lock(&w->lock);
     tempo__op_t *op = NULL;
     st = post_locked(c, a, attr, &op);
@@ -816,6 +853,9 @@ tempo_status_t tempo_comm_split(tempo_comm_t comm, int color, int key, tempo_com
         goto out;
     }
     pthread_mutex_lock(&w->lock);
+    /* Every member of comm numbers its splits alike, so the new communicator's uid is the same
+     * on all its members and differs from every other communicator's. */
+    uint32_t split_no = comm->nsplits++;
     int base = 0, ncolors = 0;
     for (int i = 0; i < n; i++) {
         base = TEMPO_MAX(base, all[i].next_ctx);
@@ -858,6 +898,9 @@ tempo_status_t tempo_comm_split(tempo_comm_t comm, int color, int key, tempo_com
     struct tempo_comm *nc = NULL;
     st = tempo__comm_create(w, colors, m, my_new, base + my_index, &nc);
     if (st == TEMPO_OK) {
+        int32_t salt[2] = {(int32_t)split_no, color};
+        nc->uid = tempo__hash64(salt, sizeof(salt), comm->uid);
+        tempo__comm_ready(nc);
         st = coll_setup(nc);
         if (st != TEMPO_OK) {
             tempo__comm_free(nc);

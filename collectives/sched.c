@@ -93,9 +93,11 @@ static tempo_status_t sched_progress(tempo__op_t *op)
             s->local_next = 0;
             uint64_t tag =
                 s->p2p_tag ? s->p2p_tag : tempo__tag_coll(c->ctx, op->seq, (unsigned)s->cur);
+            const tempo__sig_t *sig = op->sig.valid ? &op->sig : NULL;
             for (int pass = 0; pass < 2; pass++) { /* receives first, then sends */
                 for (int i = first; i < end; i++) {
                     tempo__sact_t *a = &s->acts[i];
+                    a->x.sig = sig;
                     if (a->skip_empty && is_transfer(a->kind) && a->bytes == 0) {
                         a->x.complete = 1;
                         a->x.status = TEMPO_OK;
@@ -120,6 +122,9 @@ static tempo_status_t sched_progress(tempo__op_t *op)
             if (!a->x.complete) {
                 op->wait_peer = a->peer;
                 return TEMPO_INPROGRESS;
+            }
+            if (a->x.sig_differs) {
+                return tempo__op_mismatch(op, a->peer, &a->x.remote_sig);
             }
             if (a->x.status != TEMPO_OK) {
                 char why[TEMPO_ERRMSG_LEN];

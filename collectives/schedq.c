@@ -313,6 +313,10 @@ static tempo_status_t coord_fail(tempo__sq_t *sq, tempo_status_t st, const char 
     va_end(ap);
     sq->nstart = 0;
     (void)send_batch(sq, -1, MSG_FAIL, (uint16_t)(-st), text, strlen(text) + 1);
+    if (st == TEMPO_ERR_INVALID) { /* ranks disagree: this communicator only */
+        tempo__comm_fail(sq->comm, st, text);
+        return st;
+    }
     return tempo__world_fail(W(sq), st, "%s", text);
 }
 
@@ -402,6 +406,20 @@ static const char *ent_desc(const post_ent_t *e, char *buf, size_t len)
     return buf;
 }
 
+/* A posted request's call as the core's agreement checks see it. */
+static tempo__sig_t ent_sig(const post_ent_t *e)
+{
+    tempo__sig_t g;
+    memset(&g, 0, sizeof(g));
+    g.valid = 1;
+    g.coll = e->coll;
+    g.count = e->count;
+    g.dtype = e->dtype;
+    g.root = -1;
+    g.redop = e->coll == TEMPO__COLL_ALLGATHER ? 0 : (uint8_t)(e->redop + 1);
+    return g;
+}
+
 static const char *key_name(const post_ent_t *e, char *buf, size_t len)
 {
     if (e->name[0]) {
@@ -432,17 +450,16 @@ static tempo_status_t coord_report(tempo__sq_t *sq, int from, const post_ent_t *
         tempo__list_push_back(&sq->keys, &k->link);
     } else if (k->sig.coll != e->coll || k->sig.count != e->count || k->sig.dtype != e->dtype ||
                (e->coll != TEMPO__COLL_ALLGATHER && k->sig.redop != e->redop)) {
-        char nm[96], a[96], b[96], who[160];
+        char nm[96], d[256];
         int first = 0;
         while (first < n && !k->posted[first]) {
             first++;
         }
-        return coord_fail(
-            sq, TEMPO_ERR_INVALID,
-            "scheduled request %s does not match across ranks: %s posted %s, rank %d posted %s",
-            key_name(&k->sig, nm, sizeof(nm)),
-            tempo__peer_desc(W(sq), tempo__wrank(sq->comm, from), who, sizeof(who)),
-            ent_desc(e, a, sizeof(a)), first, ent_desc(&k->sig, b, sizeof(b)));
+        tempo__sig_t mine = ent_sig(&k->sig), theirs = ent_sig(e);
+        tempo__sig_diff(sq->comm, first, &mine, from, &theirs, d, sizeof(d));
+        return coord_fail(sq, TEMPO_ERR_INVALID,
+                          "ranks disagree on scheduled request %s: %s", key_name(&k->sig, nm,
+                          sizeof(nm)), d);
     }
     if (k->posted[from]) {
         char nm[96], who[160];
@@ -638,6 +655,7 @@ static tempo_status_t start_local(tempo__sq_t *sq, const start_ent_t *se)
     k->nchunks = se->nchunks;
     k->name = req->name;
     k->t_post_ns = req->t_post_ns;
+    tempo__op_sign(k);
     r->kids[se->chunk] = k;
     if (r->started++ == 0) {
         req->t_start_ns = tempo__now_ns();
@@ -784,7 +802,11 @@ static void handle(tempo__sq_t *sq, rx_t *rx)
         if (st >= 0 || st <= TEMPO_ERR_LAST) {
             st = TEMPO_ERR_REMOTE;
         }
-        tempo__world_fail(w, st, "%s", text);
+        if (st == TEMPO_ERR_INVALID) {
+            tempo__comm_fail(sq->comm, st, text);
+        } else {
+            tempo__world_fail(w, st, "%s", text);
+        }
         return;
     }
     if (bad) {

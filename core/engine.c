@@ -80,6 +80,9 @@ size_t tempo__coll_bytes(int coll, tempo_dtype_t dtype, size_t count, int n)
 tempo_status_t tempo__op_error(tempo__op_t *op, tempo_status_t st)
 {
     snprintf(op->errmsg, sizeof(op->errmsg), "%s", tempo__errmsg());
+    if (op->sig.valid && !op->is_parent && op->comm->failed == TEMPO_OK) {
+        tempo__comm_rejected(op->comm, op->seq, op->errmsg); /* peers learn why it never ran */
+    }
     op->status = st;
     return st;
 }
@@ -175,6 +178,9 @@ void tempo__engine_remove_poller(tempo__poller_t *p)
 int tempo__engine_progress(tempo__world_t *w)
 {
     int events = w->tl_progress ? w->tl_progress(w) : 0;
+    if (TEMPO_UNLIKELY(!tempo__list_empty(&w->notes))) {
+        events += tempo__notes_handle(w);
+    }
     tempo__list_t *pos, *tmp;
     tempo__list_for_each_safe (pos, tmp, &w->pollers) {
         tempo__poller_t *p = tempo__container_of(pos, tempo__poller_t, link);
@@ -188,6 +194,8 @@ int tempo__engine_progress(tempo__world_t *w)
         tempo_status_t st;
         if (TEMPO_UNLIKELY(w->failed != TEMPO_OK)) {
             st = tempo__op_fail(op, w->failed, "%s", w->failmsg);
+        } else if (TEMPO_UNLIKELY(op->comm->failed != TEMPO_OK)) {
+            st = tempo__op_fail(op, op->comm->failed, "%s", op->comm->failmsg);
         } else {
             st = op->progress(op);
         }
@@ -200,6 +208,9 @@ int tempo__engine_progress(tempo__world_t *w)
         w->op_events = 0;
         if (!now) {
             now = tempo__now_ns();
+        }
+        if (op->wait_peer >= 0 && op->sig.valid) {
+            tempo__op_probe(op, now);
         }
         if (TEMPO_UNLIKELY(now > op->deadline)) {
             op_timeout(op);
@@ -218,6 +229,11 @@ tempo_status_t tempo__op_start(tempo__op_t *op)
     tempo__world_t *w = op->comm->world;
     if (w->failed != TEMPO_OK) {
         op->status = tempo__op_fail(op, w->failed, "%s", w->failmsg);
+        return op->status;
+    }
+    tempo__op_accepted(op);
+    if (op->comm->failed != TEMPO_OK) {
+        op->status = tempo__op_fail(op, op->comm->failed, "%s", op->comm->failmsg);
         return op->status;
     }
     op->deadline = tempo__deadline_after(w->timeout_s);

@@ -9,6 +9,7 @@ libtempo_core_la_SOURCES += \
 	%reldir%/bootstrap.c \
 	%reldir%/world.c \
 	%reldir%/engine.c \
+	%reldir%/check.c \
 	%reldir%/trace.c
 noinst_HEADERS += \
 	%reldir%/tempo_int.h \

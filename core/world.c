@@ -32,6 +32,9 @@ tempo_status_t tempo__world_create(int rank, int size, const tempo__peer_info_t 
     w->next_ctx = 1;
     tempo__list_init(&w->active);
     tempo__list_init(&w->free_ops);
+    tempo__list_init(&w->comms);
+    tempo__list_init(&w->notes);
+    tempo__list_init(&w->parked);
     for (int r = 0; r < size; r++) {
         w->peers[r].info = table[r];
         w->peers[r].info.hostname[sizeof(w->peers[r].info.hostname) - 1] = '\0';
@@ -62,6 +65,13 @@ void tempo__world_destroy(tempo__world_t *w, int graceful)
     }
     for (size_t i = 0; i < TEMPO_ARRAY_SIZE(w->scratch); i++) {
         tempo__free_aligned(w->scratch[i].p);
+    }
+    for (tempo__list_t *l = &w->notes; l; l = l == &w->notes ? &w->parked : NULL) {
+        while (!tempo__list_empty(l)) {
+            tempo__list_t *e = l->next;
+            tempo__list_remove(e);
+            tempo__free(e); /* the link is the first member of a note */
+        }
     }
     while (!tempo__list_empty(&w->free_ops)) {
         tempo__list_t *e = w->free_ops.next;
@@ -116,13 +126,22 @@ tempo_status_t tempo__comm_create(tempo__world_t *w, const int *ranks, int size,
         tempo__free(c);
         return TEMPO_ERR_NOMEM;
     }
+    c->recent = tempo__calloc(2 * TEMPO_SIG_HISTORY, sizeof(*c->recent), "call history");
+    if (!c->recent) {
+        tempo__free(c->ranks);
+        tempo__free(c);
+        return TEMPO_ERR_NOMEM;
+    }
+    c->prej = c->recent + TEMPO_SIG_HISTORY;
     memcpy(c->ranks, ranks, sizeof(int) * (size_t)size);
     c->world = w;
     c->size = size;
     c->rank = my_rank;
     c->ctx = ctx;
     c->all_local = 1;
+    c->uid = w->job_uuid;
     tempo__list_init(&c->ops);
+    tempo__list_push_back(&w->comms, &c->wlink);
     for (int i = 0; i < size; i++) {
         c->all_local &= w->peers[ranks[i]].local;
     }
@@ -140,6 +159,8 @@ int tempo__comm_free(struct tempo_comm *c)
     if (c->coll_free) {
         c->coll_free(c);
     }
+    tempo__list_remove(&c->wlink);
+    tempo__free(c->recent);
     tempo__free(c->ranks);
     tempo__free(c);
     return --w->ncomms;

@@ -74,6 +74,21 @@ const char *tempo__coll_name(int coll);
 typedef struct tempo__op tempo__op_t;
 typedef tempo_status_t (*tempo__op_progress_fn_t)(tempo__op_t *op);
 
+/** What every rank of a communicator must agree on for one collective call: its signature. It
+ *  travels in the header of every collective message (transport/stream.h) and in the shared-memory
+ *  all-reduce's control words, and answers probes (core/check.c), so that ranks that called
+ *  different things fail with TEMPO_ERR_INVALID saying what differs instead of computing garbage or
+ *  timing out. Fields that do not apply to the collective are 0 (redop) or -1 (root). Plain data,
+ *  the same layout on every rank (it is sent as is). */
+typedef struct tempo__sig {
+    uint64_t count; /* the caller's count (per rank block where tempo.h says so) */
+    int32_t root;   /* broadcast, reduce: the root's comm rank; else -1 */
+    uint8_t coll;   /* tempo__coll_t */
+    uint8_t dtype;  /* tempo_dtype_t */
+    uint8_t redop;  /* reductions: tempo_op_t + 1; else 0 */
+    uint8_t valid;  /* 1: a collective's signature; 0: none (point-to-point, control) */
+} tempo__sig_t;
+
 /* A compressor as the engine sees it: quant/ fills this in as the first member of struct
  * tempo_compressor, so that collectives can run a compressed request without including quant/. */
 typedef struct tempo__qhook {
@@ -92,6 +107,9 @@ struct tempo__op {
     int coll;              /* tempo__coll_t */
     uint32_t seq;          /* per-communicator sequence number (tags use it) */
     const char *algo;      /* algorithm name, for logs */
+    tempo__sig_t sig;      /* collectives: what every rank must agree on (a chunk: its request's) */
+    uint64_t probe_ns;     /* when to probe the peer it waits for (core/check.c), 0: not yet armed */
+    uint32_t probe_gap_ms; /* the gap before the next probe (doubles up to a limit) */
 
     /* Arguments, as the caller gave them (meaning per collective, see tempo.h). */
     const void *sendbuf;
@@ -148,6 +166,10 @@ typedef struct tempo__world {
     tempo_status_t failed; /* TEMPO_OK while healthy */
     char failmsg[TEMPO_ERRMSG_LEN];
 
+    tempo__list_t comms;    /* live communicators (tempo_comm.wlink) */
+    tempo__list_t notes;    /* control notes from peers, handled after transport progress */
+    tempo__list_t parked;   /* notes for communicators not created here yet (core/check.c) */
+    int nparked;
     tempo__list_t active;   /* running operations, in posting order */
     tempo__list_t free_ops; /* recycled operation objects */
     int ncomms;             /* live communicators */
@@ -182,6 +204,9 @@ typedef struct tempo__world {
     int (*tl_progress)(struct tempo__world *w);              /* returns the number of events */
     void (*tl_idle)(struct tempo__world *w, int timeout_ms); /* sleep until I/O or the timeout */
     void (*tl_close)(struct tempo__world *w, int graceful);
+    /** Queue a control note (copied) to world rank peer on its data connection, after what was
+     *  sent to it before; best effort (a peer that is gone gets nothing). */
+    void (*tl_note)(struct tempo__world *w, int peer, const void *data, size_t len);
 } tempo__world_t;
 
 /** Highest context id (15 bits; bit 15 of the tag's context field marks point-to-point). */
@@ -214,6 +239,22 @@ static inline uint64_t tempo__tag_ctrl(int ctx, unsigned kind)
 /* Communicators                                                                                  */
 /* ---------------------------------------------------------------------------------------------- */
 
+/** Largest control note between the cores of two ranks (core/check.c), bytes. */
+#define TEMPO_NOTE_MAX 1024
+
+/** Signatures of the last TEMPO_SIG_HISTORY collectives of a communicator are kept to answer
+ *  probes for calls that already completed here (a count-0 call completes at once). */
+#define TEMPO_SIG_HISTORY 64
+
+/** One collective call remembered by a communicator (core/check.c). */
+typedef struct tempo__recent {
+    uint32_t seq;
+    int32_t who;      /* recent: 1 (this rank made the call); prej: the peer's comm rank + 1; 0: empty */
+    int32_t rejected; /* recent: the call was rejected here */
+    tempo__sig_t sig; /* recent and not rejected before it was signed: its signature */
+    char why[128];    /* rejected: why */
+} tempo__recent_t;
+
 struct tempo_comm {
     tempo__world_t *world;
     int rank; /* in this communicator */
@@ -223,6 +264,19 @@ struct tempo_comm {
     uint32_t next_seq; /* sequence number of the next collective */
     int all_local;     /* every member is on this host */
     tempo__list_t ops; /* operations not yet released (running or not waited for) */
+    tempo__list_t wlink; /* on world->comms */
+    uint64_t uid;        /* the same on every member, different for every communicator of the job
+                          * (the world's: the job's; a split's: from its parent's uid, the split's
+                          * number on the parent and the color), even when context ids repeat */
+    uint32_t nsplits;    /* splits of this communicator so far (every member counts them) */
+
+    /* Agreement checks (core/check.c). */
+    struct tempo__recent *recent; /* (TEMPO_SIG_HISTORY) this rank's recent calls, by seq */
+    struct tempo__recent *prej;   /* (TEMPO_SIG_HISTORY) calls peers told us they rejected */
+    tempo_status_t failed;  /* TEMPO_OK, or why every operation on it now fails (ranks disagreed
+                             * on a collective: its sequence can no longer be trusted) */
+    char failmsg[TEMPO_ERRMSG_LEN];
+
     char last_error[TEMPO_ERRMSG_LEN];
     void *coll; /* collectives layer state (owned by collectives/) */
     void (*coll_free)(struct tempo_comm *comm);
@@ -322,5 +376,47 @@ tempo_status_t tempo__op_wait_locked(tempo__op_t *op);
  *  outside any operation. */
 tempo_status_t tempo__engine_wait_until(tempo__world_t *w, int (*cond)(void *arg), void *arg,
                                         uint64_t deadline, const char *what);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Agreement checks (core/check.c)                                                                */
+/* ---------------------------------------------------------------------------------------------- */
+
+static inline int tempo__sig_equal(const tempo__sig_t *a, const tempo__sig_t *b)
+{
+    return a->count == b->count && a->root == b->root && a->coll == b->coll &&
+           a->dtype == b->dtype && a->redop == b->redop && a->valid == b->valid;
+}
+
+/** Set op->sig from the call (a chunk's from its request) and remember it under op->seq for
+ *  probes. Point-to-point operations get none. Lock held. */
+void tempo__op_sign(tempo__op_t *op);
+/** Fail c for good (not the job): every running and later operation on it fails with st and msg.
+ *  The caller tells the other members itself. Lock held. */
+void tempo__comm_fail(struct tempo_comm *c, tempo_status_t st, const char *msg);
+/** "count 999 on rank 3, count 1000 on rank 0": what differs between comm rank a's call sa and
+ *  comm rank b's call sb (the words of every disagreement message). */
+void tempo__sig_diff(const struct tempo_comm *c, int a, const tempo__sig_t *sa, int b,
+                     const tempo__sig_t *sb, char *buf, size_t len);
+/** op passed every local check and runs (or completed at once): if a peer said it rejected the
+ *  same call, the ranks disagree and op's communicator fails (op with it). Lock held. */
+void tempo__op_accepted(tempo__op_t *op);
+/** op's call differs from the one comm rank peer made under the same sequence number (theirs):
+ *  fail op and its communicator for good with TEMPO_ERR_INVALID saying what differs and where,
+ *  and tell every other member. Returns TEMPO_ERR_INVALID. Lock held. */
+tempo_status_t tempo__op_mismatch(tempo__op_t *op, int peer, const tempo__sig_t *theirs);
+/** This rank's collective call seq on c was rejected (bad arguments, or it could not start): tell
+ *  the other members, so that a peer that made the call fails with why instead of waiting for
+ *  this rank or pairing the call with its next one. Ranks that all rejected the same call stay
+ *  in step. Lock held. */
+void tempo__comm_rejected(struct tempo_comm *c, uint32_t seq, const char *why);
+/** Engine: op has been waiting on a peer for a while: ask that peer whether it called the same
+ *  collective under op's sequence number (a mismatch that moves no data is found this way). */
+void tempo__op_probe(tempo__op_t *op, uint64_t now);
+/** Transport: a control note from world rank src arrived (copied; handled by the engine). */
+void tempo__note_arrived(tempo__world_t *w, int src, const void *data, size_t len);
+/** c is complete (its uid set): handle the notes its peers sent before it existed here. */
+void tempo__comm_ready(struct tempo_comm *c);
+/** Engine: handle the notes that arrived. Returns the number handled. Lock held. */
+int tempo__notes_handle(tempo__world_t *w);
 
 #endif /* TEMPO_CORE_WORLD_H */

@@ -148,7 +148,12 @@ static void ep_cancel(void *ep, tempo__xfer_t *x)
     tempo__stream_cancel(&((shm_ep_t *)ep)->stream, x);
 }
 
-const tempo__tl_ops_t tempo__shm_ops = {"shm", ep_isend, ep_irecv, ep_cancel};
+static tempo_status_t ep_note(void *ep, const void *data, size_t len)
+{
+    return tempo__stream_send_note(&((shm_ep_t *)ep)->stream, data, len);
+}
+
+const tempo__tl_ops_t tempo__shm_ops = {"shm", ep_isend, ep_irecv, ep_cancel, ep_note};
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Collective creation of a shared object                                                         */

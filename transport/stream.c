@@ -23,6 +23,7 @@
 #define XF_OWNED 1u /* the stream allocated the xfer (and its buffer) */
 #define XF_BYE 2u   /* goodbye message */
 #define XF_ABORT 4u /* abort notice */
+#define XF_NOTE 8u  /* control note */
 
 typedef struct tempo__ux {
     tempo__list_t link;
@@ -30,6 +31,7 @@ typedef struct tempo__ux {
     size_t len;
     size_t got;
     char *data;
+    tempo__sig_t sig;     /* the signature its header carried */
     tempo__xfer_t *bound; /* a receive matched while the message was still arriving */
     int discard;          /* its receive was cancelled: free when complete */
 } tempo__ux_t;
@@ -37,6 +39,18 @@ typedef struct tempo__ux {
 static uintptr_t xflags(const tempo__xfer_t *x)
 {
     return (uintptr_t)x->priv;
+}
+
+/* The receive x expects a collective's message and sig came with it from another call: fail x
+ * with TEMPO_ERR_INVALID, remembering what the peer called. */
+static int sig_differs(tempo__xfer_t *x, const tempo__sig_t *sig)
+{
+    if (!x->sig || !x->sig->valid || !sig->valid || tempo__sig_equal(x->sig, sig)) {
+        return 0;
+    }
+    x->remote_sig = *sig;
+    x->sig_differs = 1;
+    return 1;
 }
 
 static void xfer_done(tempo__xfer_t *x, tempo_status_t st)
@@ -127,6 +141,7 @@ void tempo__stream_broken(tempo__stream_t *s, const char *why)
         s->rx = NULL;
     }
     s->in_payload = 0;
+    s->in_note = 0;
     s->rdst = NULL;
     if (s->rux) {
         /* The unexpected entry is on the list and freed below. */
@@ -150,12 +165,18 @@ int tempo__stream_progress_send(tempo__stream_t *s)
             s->shdr.version = TEMPO_WIRE_VERSION;
             s->shdr.type = (xflags(x) & XF_BYE)     ? TEMPO_WIRE_BYE
                            : (xflags(x) & XF_ABORT) ? TEMPO_WIRE_ABORT
+                           : (xflags(x) & XF_NOTE)  ? TEMPO_WIRE_NOTE
                                                     : TEMPO_WIRE_DATA;
             s->shdr.flags = 0;
             s->shdr.src = (uint32_t)s->world->rank;
             s->shdr.reserved = 0;
             s->shdr.tag = x->tag;
             s->shdr.len = x->len;
+            if (x->sig) {
+                s->shdr.sig = *x->sig;
+            } else {
+                memset(&s->shdr.sig, 0, sizeof(s->shdr.sig));
+            }
             s->shdr_off = 0;
             s->shdr_valid = 1;
         }
@@ -268,6 +289,31 @@ static tempo_status_t send_control(tempo__stream_t *s, uintptr_t flag)
     return TEMPO_OK;
 }
 
+tempo_status_t tempo__stream_send_note(tempo__stream_t *s, const void *data, size_t len)
+{
+    if (s->sent_bye || s->state != STREAM_OPEN || len > TEMPO_WIRE_NOTE_MAX) {
+        return TEMPO_OK; /* nobody to tell (or a caller's bug, caught by the receiver's check) */
+    }
+    tempo__xfer_t *x = tempo__calloc(1, sizeof(*x), "control note");
+    char *buf = x ? tempo__malloc(len ? len : 1, "control note") : NULL;
+    if (!buf) {
+        tempo__free(x);
+        return TEMPO_ERR_NOMEM;
+    }
+    memcpy(buf, data, len);
+    x->peer = s->peer;
+    x->is_send = 1;
+    x->buf = buf;
+    x->len = len;
+    x->priv = (void *)(uintptr_t)(XF_OWNED | XF_NOTE);
+    int was_idle = tempo__list_empty(&s->sendq);
+    tempo__list_push_back(&s->sendq, &x->link);
+    if (was_idle) {
+        tempo__stream_progress_send(s);
+    }
+    return TEMPO_OK;
+}
+
 tempo_status_t tempo__stream_send_bye(tempo__stream_t *s)
 {
     return send_control(s, XF_BYE);
@@ -296,7 +342,8 @@ tempo_status_t tempo__stream_irecv(tempo__stream_t *s, tempo__xfer_t *x)
         if (ux->tag != x->tag || ux->bound || ux->discard) {
             continue;
         }
-        if (ux->len != x->len) {
+        int differs = sig_differs(x, &ux->sig);
+        if (differs || ux->len != x->len) {
             x->remote_len = ux->len;
             if (ux->got == ux->len) {
                 tempo__list_remove(&ux->link);
@@ -380,6 +427,16 @@ void tempo__stream_cancel(tempo__stream_t *s, tempo__xfer_t *x)
     x->status = TEMPO_ERR_ABORTED;
 }
 
+static int sig_valid(const tempo__sig_t *g)
+{
+    static const tempo__sig_t zero;
+    if (!g->valid) {
+        return memcmp(g, &zero, sizeof(zero)) == 0;
+    }
+    return g->valid == 1 && g->coll < TEMPO__COLL_SEND && g->dtype < TEMPO_DTYPE_COUNT &&
+           g->redop <= TEMPO_OP_COUNT && g->root >= -1;
+}
+
 static int header_valid(const tempo__stream_t *s, const tempo__wire_hdr_t *h, char *why, size_t len)
 {
     if (h->magic != TEMPO_WIRE_MAGIC) {
@@ -387,13 +444,17 @@ static int header_valid(const tempo__stream_t *s, const tempo__wire_hdr_t *h, ch
     } else if (h->version != TEMPO_WIRE_VERSION) {
         snprintf(why, len, "speaks wire version %u, this rank %u", h->version, TEMPO_WIRE_VERSION);
     } else if (h->type != TEMPO_WIRE_DATA && h->type != TEMPO_WIRE_BYE &&
-               h->type != TEMPO_WIRE_ABORT) {
+               h->type != TEMPO_WIRE_ABORT && h->type != TEMPO_WIRE_NOTE) {
         snprintf(why, len, "sent a message of unknown type %u", h->type);
     } else if (h->flags || h->reserved) {
         snprintf(why, len, "sent a message header with reserved fields set");
+    } else if (!sig_valid(&h->sig) || (h->sig.valid && h->type != TEMPO_WIRE_DATA)) {
+        snprintf(why, len, "sent a message header with a malformed call signature");
     } else if (h->src != (uint32_t)s->peer) {
         snprintf(why, len, "sent a header claiming to come from rank %u", h->src);
-    } else if (h->len > TEMPO_WIRE_MAX_LEN || (h->type != TEMPO_WIRE_DATA && h->len)) {
+    } else if (h->len > TEMPO_WIRE_MAX_LEN ||
+               (h->type == TEMPO_WIRE_NOTE ? h->len > TEMPO_WIRE_NOTE_MAX
+                                           : h->type != TEMPO_WIRE_DATA && h->len)) {
         snprintf(why, len, "sent a message header with an impossible length %llu",
                  (unsigned long long)h->len);
     } else if ((h->tag >> 63) && ((h->tag >> 32) & 0xffffu) > TEMPO_TAG_CTRL_KINDS) {
@@ -408,7 +469,10 @@ static int header_valid(const tempo__stream_t *s, const tempo__wire_hdr_t *h, ch
 /* A whole payload has arrived. */
 static int finish_payload(tempo__stream_t *s)
 {
-    if (s->rx) {
+    if (s->in_note) {
+        s->in_note = 0;
+        tempo__note_arrived(s->world, s->peer, s->note, (size_t)s->rhdr.len);
+    } else if (s->rx) {
         s->rx->done = s->rx->len;
         xfer_done(s->rx, TEMPO_OK);
     } else if (s->rux) {
@@ -450,7 +514,7 @@ static int start_payload(tempo__stream_t *s)
             continue;
         }
         tempo__list_remove(&x->link);
-        if (x->len != len) {
+        if (sig_differs(x, &s->rhdr.sig) || x->len != len) {
             x->remote_len = len;
             xfer_done(x, TEMPO_ERR_INVALID); /* the payload is discarded */
         } else {
@@ -468,6 +532,7 @@ static int start_payload(tempo__stream_t *s)
     }
     ux->tag = tag;
     ux->len = len;
+    ux->sig = s->rhdr.sig;
     ux->data = data;
     tempo__list_push_back(&s->unexpected, &ux->link);
     s->unexpected_bytes += len;
@@ -595,6 +660,15 @@ int tempo__stream_progress_recv(tempo__stream_t *s)
                 s->shdr_valid = 0;
             }
             events++;
+            continue;
+        }
+        if (s->rhdr.type == TEMPO_WIRE_NOTE) {
+            s->in_payload = 1;
+            s->in_note = 1;
+            s->rleft = (size_t)s->rhdr.len;
+            s->rx = NULL;
+            s->rux = NULL;
+            s->rdst = s->note;
             continue;
         }
         if (start_payload(s) < 0) {

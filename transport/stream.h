@@ -6,7 +6,10 @@
  * A transport supplies a pipe (non-blocking writev and read of bytes) per peer; the stream turns
  * tempo__xfer_t sends and receives into framed messages on it. Every message starts with a
  * tempo__wire_hdr_t, which is validated before use (magic, version, type, flags, sender, length,
- * reserved tag bits); a malformed header fails the job, naming the peer. Payloads of matched
+ * reserved tag bits, signature); a malformed header fails the job, naming the peer. A receive
+ * posted with a signature (tempo__xfer_t.sig) fails with TEMPO_ERR_INVALID and sig_differs set
+ * when the message matched by its tag carries another signature: the ranks called different
+ * collectives under the same sequence number. Payloads of matched
  * receives are read straight into the caller's buffer; others are buffered as unexpected messages
  * until a receive with their tag is posted.
  */
@@ -18,11 +21,13 @@
 #include "transport/transport.h"
 
 #define TEMPO_WIRE_MAGIC 0x4d504d54u /* "TMPM" */
-#define TEMPO_WIRE_VERSION 1
+#define TEMPO_WIRE_VERSION 2
 #define TEMPO_WIRE_DATA 1
 #define TEMPO_WIRE_BYE 2
 #define TEMPO_WIRE_ABORT 3
+#define TEMPO_WIRE_NOTE 4 /* a control note for the core (core/check.c), at most NOTE_MAX bytes */
 #define TEMPO_WIRE_MAX_LEN (1ull << 40) /* 1 TiB: anything larger is a corrupt header */
+#define TEMPO_WIRE_NOTE_MAX TEMPO_NOTE_MAX
 
 typedef struct tempo__wire_hdr {
     uint32_t magic;
@@ -32,7 +37,8 @@ typedef struct tempo__wire_hdr {
     uint32_t src;      /* sender's world rank */
     uint32_t reserved; /* 0 */
     uint64_t tag;
-    uint64_t len; /* payload bytes */
+    uint64_t len;     /* payload bytes */
+    tempo__sig_t sig; /* a collective's message: its call's signature (valid = 1); else zeros */
 } tempo__wire_hdr_t;
 
 /** Pipe result for "the other side closed" (read), distinct from -errno values. */
@@ -72,6 +78,8 @@ typedef struct tempo__stream {
     char *rdst;                /* where they go (NULL: discard) */
     tempo__xfer_t *rx;         /* the matched receive, if any */
     struct tempo__ux *rux;     /* or the unexpected message being filled */
+    int in_note;               /* the payload is a control note, read into note */
+    char note[TEMPO_WIRE_NOTE_MAX];
     tempo__list_t posted;      /* posted receives, in posting order */
     tempo__list_t unexpected;  /* unexpected messages, in arrival order */
     size_t unexpected_bytes;
@@ -101,6 +109,9 @@ void tempo__stream_send_abort(tempo__stream_t *s);
 /** The peer vanished (EOF/error without goodbye, or a protocol violation): fail the job naming it.
  */
 void tempo__stream_broken(tempo__stream_t *s, const char *why);
+/** Queue a control note (len <= TEMPO_WIRE_NOTE_MAX, copied) after everything queued before it.
+ *  Arriving notes are handed to tempo__note_arrived(). */
+tempo_status_t tempo__stream_send_note(tempo__stream_t *s, const void *data, size_t len);
 /** True when nothing is queued for sending. */
 static inline int tempo__stream_send_idle(const tempo__stream_t *s)
 {

@@ -95,7 +95,12 @@ static void ep_cancel(void *ep, tempo__xfer_t *x)
     tempo__stream_cancel(&((tcp_ep_t *)ep)->stream, x);
 }
 
-const tempo__tl_ops_t tempo__tcp_ops = {"tcp", ep_isend, ep_irecv, ep_cancel};
+static tempo_status_t ep_note(void *ep, const void *data, size_t len)
+{
+    return tempo__stream_send_note(&((tcp_ep_t *)ep)->stream, data, len);
+}
+
+const tempo__tl_ops_t tempo__tcp_ops = {"tcp", ep_isend, ep_irecv, ep_cancel, ep_note};
 
 void *tempo__tcp_ep(tcp_tl_t *t, int peer)
 {

@@ -58,6 +58,14 @@ static void tl_idle(tempo__world_t *w, int timeout_ms)
     tempo__tcp_wait(tl->tcp, timeout_ms);
 }
 
+static void tl_note(tempo__world_t *w, int peer, const void *data, size_t len)
+{
+    if (peer >= 0 && peer < w->size && peer != w->rank && w->peers[peer].data_tl &&
+        !w->peers[peer].left) {
+        (void)w->peers[peer].data_tl->note(w->peers[peer].data_ep, data, len);
+    }
+}
+
 static void tl_close(tempo__world_t *w, int graceful)
 {
     tempo__tl_t *tl = w->tl;
@@ -80,6 +88,7 @@ static void tl_close(tempo__world_t *w, int graceful)
     w->tl_progress = NULL;
     w->tl_idle = NULL;
     w->tl_close = NULL;
+    w->tl_note = NULL;
 }
 
 tempo_status_t tempo__tl_setup(tempo__world_t *w, int listen_fd, uint64_t deadline)
@@ -103,6 +112,7 @@ tempo_status_t tempo__tl_setup(tempo__world_t *w, int listen_fd, uint64_t deadli
     w->tl_progress = tl_progress;
     w->tl_idle = tl_idle;
     w->tl_close = tl_close;
+    w->tl_note = tl_note;
     st = tempo__shm_setup(w, deadline, &tl->shm);
     if (st != TEMPO_OK) {
         tl_close(w, 0);
@@ -145,6 +155,7 @@ tempo_status_t tempo__tl_isend(tempo__world_t *w, int peer, uint64_t tag, const 
     x->len = len;
     x->priv = NULL;
     x->remote_len = 0;
+    x->sig_differs = 0;
     if (TEMPO_UNLIKELY(peer < 0 || peer >= w->size || peer == w->rank || !w->peers[peer].data_tl)) {
         return bad_peer(w, peer, x);
     }
@@ -161,6 +172,7 @@ tempo_status_t tempo__tl_irecv(tempo__world_t *w, int peer, uint64_t tag, void *
     x->len = len;
     x->priv = NULL;
     x->remote_len = 0;
+    x->sig_differs = 0;
     if (TEMPO_UNLIKELY(peer < 0 || peer >= w->size || peer == w->rank || !w->peers[peer].data_tl)) {
         return bad_peer(w, peer, x);
     }

@@ -31,7 +31,11 @@ typedef struct tempo__xfer {
     int complete; /* 1 once finished (status valid) */
     tempo_status_t status;
     size_t remote_len; /* receive size mismatch: what the peer sent */
-    void *priv;        /* transport private */
+    const tempo__sig_t *sig; /* collectives: the call's signature, sent with the message and
+                              * compared with what arrives; NULL otherwise */
+    tempo__sig_t remote_sig; /* sig_differs: the signature the peer sent */
+    int sig_differs;         /* a receive failed because the signatures differ */
+    void *priv;              /* transport private */
 } tempo__xfer_t;
 
 typedef struct tempo__tl_ops {
@@ -41,6 +45,8 @@ typedef struct tempo__tl_ops {
     /** Withdraw x (not complete). A partly sent message is finished from a private copy and a
      *  partly received one is discarded, so the stream stays in sync. */
     void (*cancel)(void *ep, tempo__xfer_t *x);
+    /** Queue a control note for the peer's core (tempo__stream_send_note). */
+    tempo_status_t (*note)(void *ep, const void *data, size_t len);
 } tempo__tl_ops_t;
 
 /** Before the rendezvous: open the tcp listening socket for the address family of local (the

@@ -11,7 +11,8 @@ TEMPO_FAULT_TESTS = \
 	%reldir%/fault_timeout \
 	%reldir%/fault_invalid \
 	%reldir%/fault_bootstrap \
-	%reldir%/fault_split
+	%reldir%/fault_split \
+	%reldir%/fault_mismatch
 
 check_PROGRAMS += $(TEMPO_FAULT_TESTS)
 TESTS += $(TEMPO_FAULT_TESTS)
@@ -29,6 +30,8 @@ noinst_HEADERS += %reldir%/job.h
 %canon_reldir%_fault_bootstrap_LDADD = libtempo.la
 %canon_reldir%_fault_split_SOURCES = %reldir%/fault_split.c
 %canon_reldir%_fault_split_LDADD = libtempo.la
+%canon_reldir%_fault_mismatch_SOURCES = %reldir%/fault_mismatch.c
+%canon_reldir%_fault_mismatch_LDADD = libtempo.la
 
 # A rank killed while 20 scheduled requests are in flight (tests/fault/fault_sched.c).
 check_PROGRAMS += %reldir%/fault_sched
