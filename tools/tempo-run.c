@@ -17,6 +17,9 @@
  *   different ranks never interleave mid-line.
  * - One event loop blocks in poll() on the rank pipes and a self-pipe fed by the signal handlers;
  *   the only timeouts are real deadlines (--timeout, --grace). No sleeps, no periodic wakeups.
+ * - tempo-run always returns: ranks still running --grace seconds (default 3) after a forwarded
+ *   SIGINT, SIGTERM or SIGHUP, or after the SIGTERM with which it ends the job (a rank failed,
+ *   --timeout expired), get SIGKILL, and tempo-run names them.
  */
 #include "config.h"
 
@@ -107,7 +110,8 @@ static struct {
     bool have_result;    /* exit_code is final: set by the first failure, timeout or signal */
     int exit_code;
     int64_t timeout_at;  /* CLOCK_MONOTONIC ns; 0: not armed */
-    int64_t kill_at;     /* CLOCK_MONOTONIC ns; valid while ending && !killed */
+    int64_t kill_at;     /* CLOCK_MONOTONIC ns: SIGKILL to the ranks still alive; 0: not armed */
+    int kill_after;      /* the signal whose grace period kill_at ends */
     int nterm;           /* SIGINT/TERM/HUP/QUIT received so far */
 
     /* signals */
@@ -156,8 +160,9 @@ static void usage_full(void)
         "      --no-prefix      pass the ranks' output through unchanged\n"
         "      --timeout SECONDS\n"
         "                       end the job if it still runs after SECONDS\n"
-        "      --grace SECONDS  when ending the job, wait this long after SIGTERM\n"
-        "                       before sending SIGKILL (default 3)\n"
+        "      --grace SECONDS  how long ranks have to stop after a SIGINT, SIGTERM\n"
+        "                       or SIGHUP (forwarded, or sent to end the job)\n"
+        "                       before they get SIGKILL (default 3)\n"
         "  -h, --help           print this help and exit\n"
         "  -V, --version        print the version and exit\n"
         "\n"
@@ -166,7 +171,9 @@ static void usage_full(void)
         "prefixed. Rank 0 reads tempo-run's stdin, the other ranks /dev/null.\n"
         "\n"
         "SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 are forwarded to\n"
-        "every rank still running. When a rank fails, the others get SIGTERM, then\n"
+        "every rank still running; ranks still running --grace seconds after a\n"
+        "forwarded SIGINT, SIGTERM or SIGHUP get SIGKILL, and tempo-run names them.\n"
+        "When a rank fails or --timeout expires, the others get SIGTERM, then\n"
         "SIGKILL after the grace period. A SIGINT, SIGTERM, SIGHUP or SIGQUIT that\n"
         "arrives while the job is ending, or the third one in all, kills the\n"
         "remaining ranks at once. If tempo-run is killed, so are the ranks.\n"
@@ -179,7 +186,9 @@ static void usage_full(void)
         "  126    PROGRAM could not be executed\n"
         "  127    PROGRAM was not found\n"
         "  other  the exit status of the first rank that failed, or 128+S if it\n"
-        "         was killed by signal S (also a signal forwarded by tempo-run)\n",
+        "         was killed by signal S (also a signal forwarded by tempo-run);\n"
+        "         128+S also when ranks outlived a forwarded signal S by --grace\n"
+        "         and were killed\n",
         stdout);
 }
 
@@ -528,13 +537,23 @@ static void relay_read(void)
 
 /* ---------------------------------------------------------------------------- ending the job */
 
+/* Arms the SIGKILL deadline: --grace after sig was sent. An earlier deadline stays. */
+static void arm_kill(int sig)
+{
+    int64_t at = now_ns() + (int64_t)(tr.grace_s * 1e9);
+    if (tr.kill_at == 0 || at < tr.kill_at) {
+        tr.kill_at = at;
+        tr.kill_after = sig;
+    }
+}
+
 /* Sends SIGTERM to every live rank, marks them ended and arms the SIGKILL deadline. Idempotent. */
 static void start_ending(void)
 {
     if (tr.ending)
         return;
     tr.ending = true;
-    tr.kill_at = now_ns() + (int64_t)(tr.grace_s * 1e9);
+    arm_kill(SIGTERM);
     for (int i = 0; i < tr.nranks; i++) {
         tr_rank_t *r = &tr.ranks[i];
         if (!r->alive)
@@ -545,11 +564,15 @@ static void start_ending(void)
     }
 }
 
+/* SIGKILL to every live rank; they are ended by us, so their death is no failure of theirs. */
 static void kill_live(void)
 {
-    for (int i = 0; i < tr.nranks; i++)
-        if (tr.ranks[i].alive)
+    for (int i = 0; i < tr.nranks; i++) {
+        if (tr.ranks[i].alive) {
+            tr.ranks[i].ended = true;
             kill(tr.ranks[i].pid, SIGKILL);
+        }
+    }
     tr.killed = true;
 }
 
@@ -634,6 +657,10 @@ static void on_forward(int sig)
         r->caused |= 1U << sig;
         kill(r->pid, sig);
     }
+    /* A request to stop (not SIGQUIT: a core dump must not be cut short) has --grace to work:
+       ranks that ignore or outlive it are killed then, so tempo-run always returns. */
+    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP)
+        arm_kill(sig);
 }
 
 /* Reads the self-pipe: forwards what should be forwarded, then reaps on SIGCHLD. */
@@ -668,10 +695,14 @@ static void check_deadlines(void)
         set_result(TR_EXIT_TIMEOUT);
         start_ending();
     }
-    if (tr.ending && !tr.killed && now >= tr.kill_at && tr.live > 0) {
+    if (tr.kill_at != 0 && !tr.killed && now >= tr.kill_at && tr.live > 0) {
         int n = format_ranks(rank_is_live);
-        say("rank%s %s still running %g s after SIGTERM; sending SIGKILL", n == 1 ? "" : "s",
-            tr.list, tr.grace_s);
+        const char *after = tr.kill_after == SIGINT   ? "SIGINT"
+                            : tr.kill_after == SIGHUP ? "SIGHUP"
+                                                      : "SIGTERM";
+        say("rank%s %s still running %g s after %s; sending SIGKILL", n == 1 ? "" : "s", tr.list,
+            tr.grace_s, after);
+        set_result(128 + tr.kill_after); /* as if they had died of it; an earlier result stays */
         kill_live();
     }
 }
@@ -682,7 +713,7 @@ static int next_timeout_ms(void)
     int64_t at = 0;
     if (!tr.ending && tr.timeout_at != 0)
         at = tr.timeout_at;
-    if (tr.ending && !tr.killed)
+    if (tr.kill_at != 0 && !tr.killed && (at == 0 || tr.kill_at < at))
         at = tr.kill_at;
     if (at == 0)
         return -1;

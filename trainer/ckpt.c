@@ -10,6 +10,7 @@
  */
 #include "config.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -45,17 +46,25 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
 }
 #define FNV0 1469598103934665603ull
 
-/* A file being written: data goes through stdio, the checksum alongside. */
+/* A file being written: data goes through stdio, the checksum alongside. err: the errno of the
+ * first failure (0 while fine), kept so the report names the cause, not a later call's errno. */
 typedef struct {
     FILE *f;
     uint64_t h;
-    int bad;
+    int err;
 } wfile_t;
+
+static void wfail(wfile_t *w)
+{
+    if (!w->err) {
+        w->err = errno ? errno : EIO;
+    }
+}
 
 static void wput(wfile_t *w, const void *p, size_t n)
 {
-    if (n && fwrite(p, 1, n, w->f) != n) {
-        w->bad = 1;
+    if (n && !w->err && fwrite(p, 1, n, w->f) != n) {
+        wfail(w);
     }
     w->h = fnv(w->h, p, n);
 }
@@ -66,14 +75,23 @@ static int wopen(wfile_t *w, const char *path, char *err)
     return w->f ? 0 : errf(err, "cannot create %s: %s", path, strerror(errno));
 }
 
-/* Append the checksum, flush, fsync and close. */
+/* Append the checksum, flush, fsync and close. A file that could not be written whole is removed
+ * (a disk-full save must not leave a partial file that keeps the disk full). */
 static int wclose(wfile_t *w, const char *path, char *err)
 {
     uint64_t h = w->h;
     wput(w, &h, sizeof h);
-    int bad = w->bad || fflush(w->f) != 0 || fsync(fileno(w->f)) != 0;
-    bad |= fclose(w->f) != 0;
-    return bad ? errf(err, "cannot write %s: %s", path, strerror(errno)) : 0;
+    if (!w->err && (fflush(w->f) != 0 || fsync(fileno(w->f)) != 0)) {
+        wfail(w);
+    }
+    if (fclose(w->f) != 0) {
+        wfail(w);
+    }
+    if (w->err) {
+        unlink(path);
+        return errf(err, "cannot write %s: %s", path, strerror(w->err));
+    }
+    return 0;
 }
 
 static int fsync_dir(const char *dir)
@@ -87,12 +105,12 @@ static int fsync_dir(const char *dir)
     return rc;
 }
 
-/* Remove a checkpoint directory (flat: files only). */
-static void remove_dir(const char *path)
+/* Remove a checkpoint directory (flat: files only). 0 once it is gone. */
+static int remove_dir(const char *path)
 {
     DIR *d = opendir(path);
     if (!d) {
-        return;
+        return errno == ENOENT ? 0 : -1;
     }
     struct dirent *e;
     char p[4096];
@@ -103,7 +121,49 @@ static void remove_dir(const char *path)
         }
     }
     closedir(d);
-    rmdir(path);
+    return rmdir(path) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+/* "step_<digits>.tmp": the directory of a save that has not been published. A complete
+ * checkpoint never has this name (publishing renames it away), so removing one loses nothing. */
+static int is_tmp_name(const char *name)
+{
+    const char *c = name + 5;
+    if (strncmp(name, "step_", 5) || !isdigit((unsigned char)*c)) {
+        return 0;
+    }
+    while (isdigit((unsigned char)*c)) {
+        c++;
+    }
+    return !strcmp(c, ".tmp");
+}
+
+/* Rank 0, before any rank writes: create dir, remove the temporary directories of saves that never
+ * finished (a run killed while saving, or a failed save whose own cleanup failed too), whose space
+ * the new save may need, then create tmp. */
+static int prepare(const char *dir, const char *tmp, char *err)
+{
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        return errf(err, "cannot create checkpoint directory %s: %s", dir, strerror(errno));
+    }
+    DIR *d = opendir(dir);
+    if (!d) {
+        return errf(err, "cannot read checkpoint directory %s: %s", dir, strerror(errno));
+    }
+    struct dirent *e;
+    char p[4096];
+    while ((e = readdir(d))) {
+        if (is_tmp_name(e->d_name)) {
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            remove_dir(p);
+        }
+    }
+    closedir(d);
+    if (mkdir(tmp, 0777) != 0) {
+        return errf(err, "cannot create %s: %s%s", tmp, strerror(errno),
+                    errno == EEXIST ? " (left by an earlier save, and it cannot be removed)" : "");
+    }
+    return 0;
 }
 
 static int cmp_long(const void *a, const void *b)
@@ -141,31 +201,86 @@ static void prune(const char *dir, int keep)
     }
 }
 
+/* Rank 0, once every rank's files are durable: rename tmp to fin, then point latest at it. A
+ * failure before the rename removes tmp; after it, fin is complete and stays. */
+static int publish(const char *dir, const char *tmp, const char *fin, int64_t step, char *err)
+{
+    char p[4096], lat[4096];
+    int bad = fsync_dir(tmp) != 0;
+    if (!bad) {
+        remove_dir(fin); /* the same step saved again (a run resumed from an older checkpoint) */
+        bad = rename(tmp, fin) != 0;
+    }
+    if (bad) {
+        int e = errno;
+        remove_dir(tmp);
+        return errf(err, "cannot publish %s as %s: %s", tmp, fin, strerror(e));
+    }
+    snprintf(p, sizeof p, "%s/latest.tmp", dir);
+    snprintf(lat, sizeof lat, "%s/latest", dir);
+    int e = fsync_dir(dir) != 0 ? errno : 0; /* the rename is durable before latest names it */
+    FILE *f = e ? NULL : fopen(p, "w");
+    if (!e && !f) {
+        e = errno;
+    }
+    if (f && (fprintf(f, "step_%08lld\n", (long long)step) < 0 || fflush(f) != 0 ||
+              fsync(fileno(f)) != 0)) {
+        e = errno ? errno : EIO;
+    }
+    if (f && fclose(f) != 0 && !e) {
+        e = errno;
+    }
+    if (!e && rename(p, lat) != 0) {
+        e = errno;
+    }
+    if (e) {
+        unlink(p);
+        return errf(err,
+                    "%s is complete, but %s cannot be updated: %s (it still names the previous "
+                    "checkpoint)",
+                    fin, lat, strerror(e));
+    }
+    if (fsync_dir(dir) != 0) {
+        return errf(err, "cannot sync %s after updating %s: %s", dir, lat, strerror(errno));
+    }
+    return 0;
+}
+
+/* The verdict on one phase of a save: every rank learns whether any rank failed (rc != 0). */
+static int any_failed(int rc, int (*agree)(void *, int *), void *arg, const char *tmp, char *err,
+                      int *failed_p)
+{
+    *failed_p = rc != 0;
+    if (agree(arg, failed_p)) {
+        *failed_p = 1;
+        return errf(err, "lost contact with the other ranks while saving %s", tmp);
+    }
+    return rc;
+}
+
+/* The return value of a rank whose own part went well when another rank's did not. */
+static int failed_elsewhere(const char *fin, char *err)
+{
+    errf(err, "checkpoint %s not saved: another rank failed (its message says why)", fin);
+    return CKPT_FAILED_ELSEWHERE;
+}
+
 int ckpt_save(const char *dir, const ckpt_meta_t *meta, const float *params,
               const ckpt_range_t *ranges, int nranges, const float *m, const float *v, int keep,
-              int rank, int (*barrier)(void *), void *barrier_arg, char *err)
+              int rank, int (*agree)(void *, int *), void *agree_arg, char *err)
 {
-    char tmp[4096], fin[4096], p[4096];
+    char tmp[4096], fin[4096], mine[2][4096]; /* mine: the files this rank has written whole */
+    int nmine = 0, failed;
     snprintf(tmp, sizeof tmp, "%s/step_%08lld.tmp", dir, (long long)meta->step);
     snprintf(fin, sizeof fin, "%s/step_%08lld", dir, (long long)meta->step);
-    int rc = 0;
+    int rc = rank == 0 ? prepare(dir, tmp, err) : 0;
+    if ((rc = any_failed(rc, agree, agree_arg, tmp, err, &failed)) || failed) {
+        return rc ? CKPT_FAILED_HERE : failed_elsewhere(fin, err);
+    }
     if (rank == 0) {
-        if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
-            rc = errf(err, "cannot create checkpoint directory %s: %s", dir, strerror(errno));
-        } else {
-            remove_dir(tmp); /* a stale one from a crash */
-            if (mkdir(tmp, 0777) != 0) {
-                rc = errf(err, "cannot create %s: %s", tmp, strerror(errno));
-            }
-        }
-    }
-    if (barrier(barrier_arg)) {
-        return errf(err, "barrier before writing checkpoint %s failed", fin);
-    }
-    if (rc == 0 && rank == 0) {
         wfile_t w;
-        snprintf(p, sizeof p, "%s/model.bin", tmp);
-        if ((rc = wopen(&w, p, err)) == 0) {
+        snprintf(mine[nmine], sizeof mine[0], "%s/model.bin", tmp);
+        if ((rc = wopen(&w, mine[nmine], err)) == 0) {
             uint32_t hdr[2] = {MODEL_MAGIC, CKPT_VERSION};
             ckpt_meta_t mt;
             memset(&mt, 0, sizeof mt);
@@ -173,13 +288,14 @@ int ckpt_save(const char *dir, const ckpt_meta_t *meta, const float *params,
             wput(&w, hdr, sizeof hdr);
             wput(&w, &mt, sizeof mt);
             wput(&w, params, meta->num_params * sizeof(float));
-            rc = wclose(&w, p, err);
+            rc = wclose(&w, mine[nmine], err);
+            nmine += rc == 0;
         }
     }
     if (rc == 0 && nranges > 0) {
         wfile_t w;
-        snprintf(p, sizeof p, "%s/optim_%05d.bin", tmp, rank);
-        if ((rc = wopen(&w, p, err)) == 0) {
+        snprintf(mine[nmine], sizeof mine[0], "%s/optim_%05d.bin", tmp, rank);
+        if ((rc = wopen(&w, mine[nmine], err)) == 0) {
             uint32_t hdr[4] = {OPTIM_MAGIC, CKPT_VERSION, (uint32_t)rank, (uint32_t)nranges};
             uint64_t np = meta->num_params;
             int64_t step = meta->step;
@@ -193,38 +309,29 @@ int ckpt_save(const char *dir, const ckpt_meta_t *meta, const float *params,
             }
             wput(&w, m, tot * sizeof(float));
             wput(&w, v, tot * sizeof(float));
-            rc = wclose(&w, p, err);
+            rc = wclose(&w, mine[nmine], err);
+            nmine += rc == 0;
         }
     }
-    /* Every rank's files are durable before the directory is published. A rank that failed still
-     * joins the barrier, and the failure is reported by it; rank 0 publishes only if it did not
-     * fail itself (the caller aborts the job on any rank's failure, leaving the .tmp behind). */
-    if (barrier(barrier_arg)) {
-        return errf(err, "barrier after writing checkpoint %s failed", fin);
+    /* Every rank's files are durable before the directory is published. If any rank failed, the
+     * save is abandoned: each rank removes the files it wrote (a file it failed to write is gone
+     * already), rank 0 the directory, so a full disk is left as it was before the save. */
+    if ((rc = any_failed(rc, agree, agree_arg, tmp, err, &failed)) || failed) {
+        for (int i = 0; i < nmine; i++) {
+            unlink(mine[i]);
+        }
+        if (rank == 0) {
+            remove_dir(tmp);
+        }
+        return rc ? CKPT_FAILED_HERE : failed_elsewhere(fin, err);
     }
-    if (rc || rank != 0) {
-        return rc;
+    rc = rank == 0 ? publish(dir, tmp, fin, meta->step, err) : 0;
+    if ((rc = any_failed(rc, agree, agree_arg, tmp, err, &failed)) || failed) {
+        return rc ? CKPT_FAILED_HERE : failed_elsewhere(fin, err);
     }
-    if (fsync_dir(tmp) != 0) {
-        return errf(err, "cannot sync %s: %s", tmp, strerror(errno));
+    if (rank == 0) {
+        prune(dir, keep);
     }
-    remove_dir(fin); /* the same step saved again */
-    if (rename(tmp, fin) != 0 || fsync_dir(dir) != 0) {
-        return errf(err, "cannot publish %s: %s", fin, strerror(errno));
-    }
-    snprintf(p, sizeof p, "%s/latest.tmp", dir);
-    FILE *f = fopen(p, "w");
-    int bad = !f || fprintf(f, "step_%08lld\n", (long long)meta->step) < 0 || fflush(f) != 0 ||
-              fsync(fileno(f)) != 0;
-    if (f && fclose(f) != 0) {
-        bad = 1;
-    }
-    char lat[4096];
-    snprintf(lat, sizeof lat, "%s/latest", dir);
-    if (bad || rename(p, lat) != 0 || fsync_dir(dir) != 0) {
-        return errf(err, "cannot update %s: %s", lat, strerror(errno));
-    }
-    prune(dir, keep);
     return 0;
 }
 

@@ -13,13 +13,19 @@
  * Atomicity: files are written into DIR/step_NNNNNNNN.tmp, each fsync'ed; after a barrier rank 0
  * renames the directory to its final name, fsyncs DIR, then replaces DIR/latest (a one-line file,
  * via rename) and deletes checkpoints beyond the newest `keep`. A crash at any point leaves the
- * previous checkpoints intact and `latest` naming a complete one.
+ * previous checkpoints intact and `latest` naming a complete one; the next save removes the
+ * DIR/step_*.tmp such a crash leaves (never a complete checkpoint: those have no suffix).
+ *
+ * A failed save (disk full, quota, I/O error) is abandoned by every rank alike: each rank removes
+ * the files it wrote, rank 0 the temporary directory, so the disk is left as before the save and
+ * the next save can succeed once there is space; older checkpoints and `latest` are untouched.
  *
  * Loading reads and verifies every file it needs (sizes, headers, checksums, model shape, coverage
  * of the requested ranges) into temporary memory first and copies into the caller's buffers only
  * when all of it is good: a refused checkpoint changes nothing.
  *
- * Errors: 0 or -1 with a sentence in err (CKPT_ERR_LEN bytes) naming the file and the problem.
+ * Errors: 0 or -1 with a sentence in err (CKPT_ERR_LEN bytes) naming the file and the problem
+ * (ckpt_save: see CKPT_FAILED_*).
  */
 #ifndef TEMPO_TRAINER_CKPT_H
 #define TEMPO_TRAINER_CKPT_H
@@ -45,15 +51,22 @@ typedef struct {
     uint64_t off, n;
 } ckpt_range_t;
 
+#define CKPT_FAILED_HERE (-1)      /* this rank failed; err names the path and the cause */
+#define CKPT_FAILED_ELSEWHERE (-2) /* another rank failed (and reports why); err says so */
+
 /*
  * Write this rank's part of the checkpoint for step meta->step under dir (collective over the
- * ranks: barrier is called between writing and publishing). params: the full parameter buffer
- * (read by rank 0 only); ranges/nranges: the optimizer ranges this rank owns, with m and v packed
- * in range order (nranges = 0: this rank writes no optimizer file). keep: checkpoints to keep.
+ * ranks). params: the full parameter buffer (read by rank 0 only); ranges/nranges: the optimizer
+ * ranges this rank owns, with m and v packed in range order (nranges = 0: this rank writes no
+ * optimizer file). keep: checkpoints to keep. agree(agree_arg, &failed) is collective: it sets
+ * failed (0 or 1) to 1 on every rank if it was 1 on any, and returns 0, or nonzero if the ranks
+ * cannot communicate; ckpt_save calls it three times (after preparing, writing, publishing).
+ * Returns 0 on every rank, or a CKPT_FAILED_* on every rank, with nothing of this save left on
+ * disk (unless only the update of `latest` failed: then the new checkpoint is complete).
  */
 int ckpt_save(const char *dir, const ckpt_meta_t *meta, const float *params,
               const ckpt_range_t *ranges, int nranges, const float *m, const float *v, int keep,
-              int rank, int (*barrier)(void *), void *barrier_arg, char *err);
+              int rank, int (*agree)(void *, int *), void *agree_arg, char *err);
 
 /* The path of the newest complete checkpoint under dir (from DIR/latest) into path (4096 bytes),
  * or -1 if there is none. */

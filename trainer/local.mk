@@ -52,3 +52,6 @@ tests_trainer_dumpcmp_SOURCES = tests/trainer/dumpcmp.c
 tests_trainer_dumpcmp_LDADD = -lm
 TESTS += tests/trainer/layouts.sh tests/trainer/compressed.sh
 EXTRA_DIST += tests/trainer/layouts.sh tests/trainer/compressed.sh
+# checkpoints on a full disk (a small tmpfs the test mounts; skipped where mount is not allowed)
+TESTS += tests/trainer/ckpt_full.sh
+EXTRA_DIST += tests/trainer/ckpt_full.sh

@@ -132,6 +132,10 @@ static void usage(FILE *f)
         "Checkpoints (in --out/ckpt; sharded, atomic, checksummed; load at any --dp and --zero)\n"
         "  --ckpt-every N      save every N steps and after the last, 0 = never [0]\n"
         "  --ckpt-keep K       keep the newest K checkpoints [2]\n"
+        "                      A save that fails (disk full, ...) is a warning naming the file\n"
+        "                      and the cause: its partial files are removed, older checkpoints\n"
+        "                      stay, training goes on and the next save retries; if the save\n"
+        "                      after the last step fails, the run exits with status 1\n"
         "  --resume WHAT       'latest' (the newest in --out/ckpt) or a step_NNNNNNNN directory;\n"
         "                      continues to --steps with the same losses as an uninterrupted run\n"
         "  --threads N         OpenMP threads per rank [OMP_NUM_THREADS or cores / ranks]\n"
@@ -594,10 +598,14 @@ static int owned_ranges(const trainer_t *t, ckpt_range_t *r)
     return t->ngroups;
 }
 
-static int barrier_cb(void *arg)
+/* ckpt_save's agreement: whether any rank failed (a lost rank ends the job, as everywhere). */
+static int agree_cb(void *arg, int *failed)
 {
+    double x = *failed != 0;
     (void)arg;
-    return D->barrier(D);
+    DIST_CHECK(D->sum_f64(D, &x, 1), "checkpoint");
+    *failed = x > 0;
+    return 0;
 }
 
 static ckpt_meta_t model_meta(const gpt_model_t *m)
@@ -613,7 +621,9 @@ static ckpt_meta_t model_meta(const gpt_model_t *m)
     return mt;
 }
 
-static void save_ckpt(trainer_t *t, const opts_t *o, loader_t *ld, int step)
+/* Save a checkpoint after step. A failed save leaves nothing behind (ckpt_save) and is a warning:
+ * training goes on and the next save retries. Returns 0, or -1 if this save failed. */
+static int save_ckpt(trainer_t *t, const opts_t *o, loader_t *ld, int step)
 {
     wait_all_params(t);
     ckpt_meta_t mt = model_meta(t->m);
@@ -632,15 +642,29 @@ static void save_ckpt(trainer_t *t, const opts_t *o, loader_t *ld, int step)
     char dir[4096], err[CKPT_ERR_LEN];
     snprintf(dir, sizeof dir, "%s/ckpt", o->out);
     double t0 = now_s();
-    if (ckpt_save(dir, &mt, t->m->params, r, nr, t->m1, t->m2, o->ckpt_keep, t->rank, barrier_cb,
-                  NULL, err)) {
-        die("checkpoint: %s", err);
-    }
-    if (t->rank == 0) {
-        printf("checkpoint: %s/step_%08d (%.0f ms)\n", dir, step, (now_s() - t0) * 1e3);
-        fflush(stdout);
-    }
+    int rc = ckpt_save(dir, &mt, t->m->params, r, nr, t->m1, t->m2, o->ckpt_keep, t->rank, agree_cb,
+                       NULL, err);
     free(r);
+    if (rc == CKPT_FAILED_HERE) {
+        fprintf(stderr, "tempo-train: rank %d: %s\n", t->rank, err);
+    }
+    if (rc && t->rank == 0) {
+        if (step < o->steps) {
+            fprintf(stderr,
+                    "tempo-train: warning: checkpoint %s/step_%08d failed (above); older "
+                    "checkpoints are untouched; training goes on, the next save is at step %d\n",
+                    dir, step, step + o->ckpt_every < o->steps ? step + o->ckpt_every : o->steps);
+        } else {
+            fprintf(stderr,
+                    "tempo-train: error: the final checkpoint %s/step_%08d failed (above); older "
+                    "checkpoints are untouched; exit status 1\n",
+                    dir, step);
+        }
+    } else if (t->rank == 0) {
+        printf("checkpoint: %s/step_%08d (%.0f ms)\n", dir, step, (now_s() - t0) * 1e3);
+    }
+    fflush(stdout);
+    return rc ? -1 : 0;
 }
 
 /* Load --resume into the model, the optimizer shards and the loader; returns the step to start. */
@@ -789,7 +813,7 @@ int main(int argc, char **argv)
     }
     double first_val = NAN, last_val = NAN, t_run = now_s();
     double sum_step = 0, sum_comm = 0, sum_bytes = 0; /* steps after this run's first */
-    int nsum = 0;
+    int nsum = 0, final_ckpt_failed = 0;
     int start = o.resume ? load_ckpt(&t, &o, ld) : 0;
     if (o.val_every > 0 && !o.dump) {
         first_val = evaluate(&t, ld, &o, x, y);
@@ -888,7 +912,7 @@ int main(int argc, char **argv)
             fflush(csv);
         }
         if (o.ckpt_every > 0 && ((s + 1) % o.ckpt_every == 0 || last)) {
-            save_ckpt(&t, &o, ld, s + 1);
+            final_ckpt_failed = save_ckpt(&t, &o, ld, s + 1) != 0; /* the last save decides */
         }
     }
     if (!o.dump) {
@@ -913,7 +937,9 @@ int main(int argc, char **argv)
         }
     }
     wait_all_params(&t);
-    int rc = dist_close(D) ? 1 : 0;
+    /* A failed final save fails the run through rank 0 alone, the last to finish (a rank
+     * exiting non-zero first would make the launcher end rank 0 before its last lines). */
+    int rc = dist_close(D) || (final_ckpt_failed && t.rank == 0) ? 1 : 0;
     D = NULL;
     loader_close(ld);
     gpt_destroy(m);

@@ -21,7 +21,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/tempo_run.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 trap 'exit 1' HUP INT TERM
 
-echo 1..31
+echo 1..33
 n=0
 
 # run ARGS...: tempo-run with stdin from /dev/null; sets rc and elapsed (s), output in out/err.
@@ -62,6 +62,21 @@ wait_ready() {
         [ $i -gt 300 ] && return 1
         sleep 0.1
     done
+}
+
+# run_term ARGS...: tempo-run ARGS in the background with 2 ranks that print "ready"; once both
+# have, SIGTERM to tempo-run; then as run. out is emptied first: the background job truncates it
+# only once it runs, so wait_ready could count the previous test's "ready" lines and signal
+# tempo-run before it started.
+run_term() {
+    : >"$tmp/out"
+    t0=$(date +%s)
+    "$TR" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null &
+    pid=$!
+    wait_ready 2 && kill -TERM $pid
+    wait $pid
+    rc=$?
+    elapsed=$(($(date +%s) - t0))
 }
 
 # ---------------------------------------------------------------------------- options
@@ -193,6 +208,10 @@ run -n 2 --timeout 1 sh -c 'exec sleep 600'
 check "--timeout ends the job with 124 and names the ranks still running" \
     eval 'rc_is 124 && quick && err_has "^tempo-run: timed out after 1 s; ranks 0,1 still running$"'
 
+run -n 1 --timeout 1 --grace 1 sh -c 'trap "" TERM; exec sleep 600'
+check "--timeout: a rank ignoring SIGTERM is killed after --grace; the status stays 124" \
+    eval 'rc_is 124 && quick && err_has "^tempo-run: rank 0 still running 1 s after SIGTERM; sending SIGKILL$"'
+
 run -n 2 tempo-run-no-such-program
 check "a program that is not found gives 127 and says so" \
     eval 'rc_is 127 && quick &&
@@ -205,31 +224,24 @@ check "a program that is not executable gives 126" \
     eval 'rc_is 126 && err_has "cannot run .*: Permission denied$"'
 
 # ---------------------------------------------------------------------------- signals
-# The background job truncates out only once it runs, so out is emptied here first: otherwise
-# wait_ready could count the previous test's "ready" lines and signal tempo-run before it started.
-: >"$tmp/out"
-t0=$(date +%s)
-"$TR" -n 2 sh -c 'trap "echo caught TERM; kill \$p; exit 0" TERM
-    sleep 600 & p=$!; echo ready; wait $p' >"$tmp/out" 2>"$tmp/err" </dev/null &
-pid=$!
-wait_ready 2 && kill -TERM $pid
-wait $pid
-rc=$?
-elapsed=$(($(date +%s) - t0))
+run_term -n 2 sh -c 'trap "echo caught TERM; kill \$p; exit 0" TERM
+    sleep 600 & p=$!; echo ready; wait $p'
 check "SIGTERM to tempo-run is forwarded to every rank" \
     eval 'rc_is 0 && quick && grep -q -F "[0] caught TERM" "$tmp/out" &&
         grep -q -F "[1] caught TERM" "$tmp/out" &&
         err_has "^tempo-run: forwarding signal 15 \(Terminated\) to ranks 0,1$"'
 
-: >"$tmp/out"
-t0=$(date +%s)
-"$TR" -n 2 sh -c 'echo ready; exec sleep 600' >"$tmp/out" 2>"$tmp/err" </dev/null &
-pid=$!
-wait_ready 2 && kill -TERM $pid
-wait $pid
-rc=$?
-elapsed=$(($(date +%s) - t0))
+run_term -n 2 sh -c 'echo ready; exec sleep 600'
 check "ranks that die of a forwarded SIGTERM give 143 and are reported as ended" \
     eval 'rc_is 143 && quick && err_has "^tempo-run: ended ranks 0,1$" && ! err_has "killed by"'
 
-[ "$n" -eq 31 ] || echo "Bail out! ran $n tests, planned 31"
+# Both ranks ignore SIGTERM (set before their "ready"), so no rank fails and nothing but the grace
+# after the forwarded signal ends them. --timeout 20 is the hang guard: without that grace,
+# tempo-run waits for the ranks until the timeout ends the job (124).
+run_term -n 2 --grace 1 --timeout 20 sh -c 'trap "" TERM; echo ready; exec sleep 600'
+check "ranks ignoring a forwarded SIGTERM are killed after --grace and named; 143, tempo-run returns" \
+    eval 'rc_is 143 && quick &&
+        err_has "^tempo-run: ranks 0,1 still running 1 s after SIGTERM; sending SIGKILL$" &&
+        err_has "^tempo-run: ended ranks 0,1$" && ! err_has "killed by"'
+
+[ "$n" -eq 33 ] || echo "Bail out! ran $n tests, planned 33"

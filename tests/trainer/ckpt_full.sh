@@ -1,0 +1,72 @@
+#!/bin/sh
+# tests/trainer/ckpt_full.sh — checkpoints on a full disk: the run's checkpoint directory is a small
+# tmpfs mounted by this test (OUT/ckpt), so saves fail with ENOSPC for real.
+#   1. 64 KiB, less than one checkpoint (3 files of 30 KiB at 2 ranks, ZeRO 1): both saves of a
+#      2-step run fail; the run trains to its end and exits with status 1 (the final save failed);
+#      the error names the file and "No space left on device"; nothing of the saves is left;
+#   2. 1 MiB, 900 KiB of it taken by a step_00000099.tmp that a killed run left behind, next to a
+#      complete step_00000000: the next run's saves succeed (the stale .tmp is removed, the
+#      complete checkpoint is kept).
+# Needs root (mount); skipped where a tmpfs cannot be mounted. The tmpfs is unmounted on exit.
+# Knobs: CKPTFULL_KEEP=1 keeps the temporary directory (unmounted), CKPTFULL_TIMEOUT the hang guard.
+
+TR="${top_builddir:-.}/tools/tempo-run"
+TT="${top_builddir:-.}/trainer/tempo-train"
+srcdir=${top_srcdir:-$(dirname "$0")/../..}
+. "$srcdir/tests/mr/launch.sh"
+mr_prepare CKPTFULL "$TT" # checks, clears TEMPO_*, TEMPO_TIMEOUT=60, $tmp, $guard
+OMP_NUM_THREADS=1
+export OMP_NUM_THREADS
+ckpt="$tmp/out/ckpt"
+mkdir -p "$ckpt" || exit 1
+if ! why=$(mount -t tmpfs -o size=64k tempo-ckpt-test "$ckpt" 2>&1); then
+    echo "1..0 # SKIP cannot mount a tmpfs here: $why"
+    exit 0
+fi
+trap 'umount "$ckpt"; if [ "$_keep" = 1 ]; then echo "# kept $tmp"; else rm -rf "$tmp"; fi' EXIT
+cat "$srcdir/README.md" >"$tmp/corpus.txt"
+
+num=0
+point() { # point DESCRIPTION COMMAND...: one TAP line; on failure the run's log as diagnostics
+    _d=$1
+    shift
+    num=$((num + 1))
+    if "$@"; then
+        echo "ok $num - $_d"
+    else
+        echo "not ok $num - $_d"
+        echo "# exit status $rc; contents of $ckpt:"
+        ls -AR "$ckpt" | sed 's/^/#   /'
+        tail -n 12 "$tmp/log" | cut -c 1-250 | sed 's/^/#   /'
+    fi
+}
+# train: 2 steps at 2 ranks, ZeRO 1, a checkpoint after each; sets rc
+train() {
+    "$TR" -n 2 --timeout "$guard" "$TT" --data "$tmp/corpus.txt" --layers 1 --heads 1 \
+        --channels 16 --context 16 --batch 2 --zero 1 --steps 2 --ckpt-every 1 --ckpt-keep 3 \
+        --val-every 0 --sample 0 --out "$tmp/out" >"$tmp/log" 2>&1 </dev/null
+    rc=$?
+}
+rows() { [ "$(tail -n +2 "$tmp/out/loss.csv" | wc -l)" -eq "$1" ]; }
+
+echo "1..5"
+
+train
+point "disk full: the run trains to its end despite the failed saves, exits 1 (final save failed)" \
+    eval '[ $rc = 1 ] && rows 2 && grep -q "warning: checkpoint .*step_00000001 failed" "$tmp/log"'
+point "the failure names the file and the cause" \
+    grep -q -E "cannot write $ckpt/step_00000001\.tmp/(model|optim_0000[01])\.bin: No space left on device" \
+    "$tmp/log"
+point "nothing of the failed saves is left in the checkpoint directory" \
+    eval '[ -z "$(ls -A "$ckpt")" ]'
+
+mount -o remount,size=1m "$ckpt" || echo "Bail out! cannot resize the tmpfs at $ckpt"
+mkdir "$ckpt/step_00000099.tmp" "$ckpt/step_00000000" &&
+    head -c 921600 /dev/zero >"$ckpt/step_00000099.tmp/optim_00000.bin" &&
+    echo complete >"$ckpt/step_00000000/model.bin" || echo "Bail out! cannot fill $ckpt"
+train
+point "with space again, a stale step_*.tmp filling it does not make the next run's saves fail" \
+    eval '[ $rc = 0 ] && rows 2 && [ "$(cat "$ckpt/latest")" = step_00000002 ] &&
+        [ "$(ls "$ckpt/step_00000001" "$ckpt/step_00000002" | grep -c bin)" = 6 ]'
+point "the stale step_00000099.tmp is removed, the complete step_00000000 is kept" \
+    eval '[ ! -e "$ckpt/step_00000099.tmp" ] && [ -f "$ckpt/step_00000000/model.bin" ]'
