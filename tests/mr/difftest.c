@@ -402,6 +402,7 @@ static void tree_build(ctx_t *c, uint64_t epoch, uint64_t k)
             snprintf(why, sizeof(why), "got rank %d of %d, expected rank %d of %d",
                      tempo_comm_rank(nc), tempo_comm_size(nc), want_rank, want_size);
             fail(c, G_SPLIT, k, what, why);
+            c->fatal = 1; /* the ranks no longer agree on who takes part in what */
         } else {
             c->pass[G_SPLIT]++;
         }
