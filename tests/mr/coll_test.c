@@ -14,7 +14,7 @@
  *   reductions    element g (global index in the send buffer) of rank r is tab[r][A[g]], where A[g]
  *                 in [0,16) is a hash of g and tab (16 values per rank) comes from a per-case salt.
  *                 Values are chosen so the result is exact whatever the order or grouping of the
- *                 reduction (see int_value(), flt_value()), so the 16 expected values are
+ *                 reduction (see mr_int_value(), mr_flt_value()), so the 16 expected values are
  *                 computed once per case with plain loops and checking is O(count) and bitwise.
  *   data movement byte k of rank r's send buffer is a hash of (salt, r, k).
  * Every buffer carries guard bytes before and after; out-of-place send buffers must come back
@@ -41,16 +41,11 @@
 #include "mrtest.h"
 
 #define MiB (1024u * 1024u)
-#define BIG_BYTES (3u * MiB)     /* the "few MB" size of a whole buffer */
-#define GUARD 64                 /* guard bytes before and after every buffer */
+#define BIG_BYTES (3u * MiB)        /* the "few MB" size of a whole buffer */
 #define CAP (BIG_BYTES + 64 * 1024) /* largest buffer + slack, bytes */
-#define ODD_COUNT 1037           /* 17 * 61: not a multiple of any rank count 2..8 */
+#define ODD_COUNT 1037              /* 17 * 61: not a multiple of any rank count 2..8 */
 #define MAX_ALGOS 16
-#define NCOLL 6
-
-enum { C_ALLREDUCE, C_REDUCE_SCATTER, C_ALLGATHER, C_BROADCAST, C_REDUCE, C_ALLTOALL };
-static const char *const coll_names[NCOLL] = {"allreduce", "reduce_scatter", "allgather",
-                                              "broadcast", "reduce", "alltoall"};
+#define NCOLL MR_NCOLL
 
 /* Buffer layouts. */
 enum { P_OOP, P_INPLACE, P_SAME };
@@ -61,462 +56,30 @@ enum { API_BLOCK, API_WAIT, API_TEST };
 static const char *const api_names[] = {"blocking", "nonblocking+wait", "nonblocking+test"};
 
 typedef struct {
-    uint8_t *base; /* CAP + 2 * GUARD + 16 bytes */
-    size_t off;    /* data starts at base + off */
-    size_t len;    /* data bytes */
-} gbuf_t;
-
-typedef struct {
     tempo_comm_t comm;
     int rank, size;
     mr_out_t out;
     const char *dir;
     const char *only;
     int full_big;
-    uint64_t salt;       /* per case; all ranks walk the same cases, so it is the same on all */
-    uint8_t *A;          /* (amax) class in [0,16) of a global element index */
+    uint64_t salt; /* per case; all ranks walk the same cases, so it is the same on all */
+    uint8_t *A;    /* (amax) class in [0,16) of a global element index */
     size_t amax;
-    gbuf_t S, R, X;      /* send, receive, extra */
-    int nalgo[NCOLL + 1];                 /* [NCOLL] = barrier */
+    mr_gbuf_t S, R, X;                      /* send, receive, extra */
+    int nalgo[NCOLL + 1];                   /* [NCOLL] = barrier */
     const char *algo[NCOLL + 1][MAX_ALGOS]; /* entry 0 is NULL: automatic choice, blocking call */
     int fatal;
     int barrier_seq;
 } ctx_t;
 
 /* ============================================================================================== */
-/* dtypes                                                                                         */
-/* ============================================================================================== */
-
-/* Element size in bytes, from tempo.h's definitions (not from the library). */
-static size_t esize(tempo_dtype_t dt)
-{
-    static const size_t sizes[TEMPO_DTYPE_COUNT] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
-    return sizes[dt];
-}
-
-static int is_float(tempo_dtype_t dt)
-{
-    return dt >= TEMPO_FLOAT16;
-}
-
-static int is_signed_int(tempo_dtype_t dt)
-{
-    return dt == TEMPO_INT8 || dt == TEMPO_INT32 || dt == TEMPO_INT64;
-}
-
-static unsigned bits_of(tempo_dtype_t dt)
-{
-    return (unsigned)esize(dt) * 8;
-}
-
-static uint64_t mask_of(tempo_dtype_t dt)
-{
-    unsigned b = bits_of(dt);
-    return b == 64 ? ~0ull : (1ull << b) - 1;
-}
-
-/* Sign- or zero-extend a raw value of dt's width. */
-static int64_t sext(uint64_t raw, tempo_dtype_t dt)
-{
-    unsigned b = bits_of(dt);
-    raw &= mask_of(dt);
-    if (b < 64 && (raw >> (b - 1)) & 1) {
-        raw |= ~mask_of(dt);
-    }
-    return (int64_t)raw;
-}
-
-/* Store a value that is exactly representable in dt (or, for the 16-bit types, a float to be
- * rounded once) into esize bytes. */
-static void store_float(uint8_t *dst, tempo_dtype_t dt, double v)
-{
-    if (dt == TEMPO_FLOAT64) {
-        memcpy(dst, &v, 8);
-    } else if (dt == TEMPO_FLOAT32) {
-        float f = (float)v;
-        memcpy(dst, &f, 4);
-    } else {
-        uint16_t h = dt == TEMPO_FLOAT16 ? mr_f32_to_f16((float)v) : mr_f32_to_bf16((float)v);
-        memcpy(dst, &h, 2);
-    }
-}
-
-static void store_int(uint8_t *dst, tempo_dtype_t dt, uint64_t raw)
-{
-    uint8_t b1 = (uint8_t)raw;
-    uint32_t b4 = (uint32_t)raw;
-    switch (esize(dt)) {
-    case 1: memcpy(dst, &b1, 1); break;
-    case 4: memcpy(dst, &b4, 4); break;
-    default: memcpy(dst, &raw, 8); break;
-    }
-}
-
-/* "value (0xbits)" of one element, for diagnostics. Static storage, two alternating buffers. */
-static const char *fmt_elem(tempo_dtype_t dt, const uint8_t *p)
-{
-    static char bufs[2][96];
-    static int which;
-    char *b = bufs[which ^= 1];
-    uint64_t raw = 0;
-    memcpy(&raw, p, esize(dt)); /* little-endian host */
-    switch (dt) {
-    case TEMPO_FLOAT16: snprintf(b, 96, "%.9g (0x%04llx)", mr_f16_to_f32((uint16_t)raw),
-                                 (unsigned long long)raw); break;
-    case TEMPO_BFLOAT16: snprintf(b, 96, "%.9g (0x%04llx)", mr_bf16_to_f32((uint16_t)raw),
-                                  (unsigned long long)raw); break;
-    case TEMPO_FLOAT32: {
-        float f;
-        memcpy(&f, p, 4);
-        snprintf(b, 96, "%.9g (0x%08llx)", f, (unsigned long long)raw);
-        break;
-    }
-    case TEMPO_FLOAT64: {
-        double d;
-        memcpy(&d, p, 8);
-        snprintf(b, 96, "%.17g (0x%016llx)", d, (unsigned long long)raw);
-        break;
-    }
-    default:
-        if (is_signed_int(dt)) {
-            snprintf(b, 96, "%lld (0x%llx)", (long long)sext(raw, dt), (unsigned long long)raw);
-        } else {
-            snprintf(b, 96, "%llu (0x%llx)", (unsigned long long)raw, (unsigned long long)raw);
-        }
-    }
-    return b;
-}
-
-/* ============================================================================================== */
-/* Reduction data: exact whatever the order                                                       */
-/* ============================================================================================== */
-
-/*
- * The value of class a on rank r for (dtype, op, salt). h is a hash of (salt, r, a).
- * Integers:
- *   sum        any value of the type: sums wrap (two's complement), exact in any order
- *   prod       from {1, 2, 3, -1, -3, 5, 7, ...}: products wrap, exact in any order
- *   min, max   any value of the type (exercises signed versus unsigned comparison)
- *   avg        small: [-15, 15] signed, [0, 15] unsigned, so the sum of 8 never wraps
- * Floats (every value and every partial sum of up to 8 of them exactly representable in the type,
- * so the result is exact even if a 16-bit type were rounded after every step):
- *   sum, avg   fp16: k/4, |k| <= 255;  bf16: k, |k| <= 31;  fp32: k/256, |k| < 2^20;
- *              fp64: k/65536, |k| < 2^49
- *   prod       from {1, 2, -1, 0.5}: products are powers of two with |exponent| <= 8
- *   min, max   k/2, |k| <= 200 (no -0: k = 0 gives +0)
- */
-static const int64_t int_prod_vals[16] = {1, 2, 3, -1, -3, 5, 7, -7, 1, 2, -1, -2, 9, 11, -5, 1};
-static const double flt_prod_vals[4] = {1.0, 2.0, -1.0, 0.5};
-
-static int64_t span(uint64_t h, int64_t m) /* uniform-ish in [-m, m] */
-{
-    return (int64_t)(h % (uint64_t)(2 * m + 1)) - m;
-}
-
-static uint64_t int_value(tempo_dtype_t dt, tempo_op_t op, uint64_t h)
-{
-    switch (op) {
-    case TEMPO_PROD: return (uint64_t)int_prod_vals[h & 15] & mask_of(dt);
-    case TEMPO_AVG:
-        return is_signed_int(dt) ? (uint64_t)span(h, 15) & mask_of(dt) : h % 16;
-    default: return h & mask_of(dt);
-    }
-}
-
-static double flt_value(tempo_dtype_t dt, tempo_op_t op, uint64_t h)
-{
-    switch (op) {
-    case TEMPO_PROD: return flt_prod_vals[h & 3];
-    case TEMPO_MIN:
-    case TEMPO_MAX: return (double)span(h, 200) / 2;
-    default:
-        switch (dt) {
-        case TEMPO_FLOAT16: return (double)span(h, 255) / 4;
-        case TEMPO_BFLOAT16: return (double)span(h, 31);
-        case TEMPO_FLOAT32: return (double)span(h, (1 << 20) - 1) / 256;
-        default: return (double)span(h, (1ll << 49) - 1) / 65536;
-        }
-    }
-}
-
-typedef struct {
-    uint8_t in[16][8];  /* this rank's value of each class */
-    uint8_t exp[16][8]; /* the reduction over all ranks of each class */
-} red_tabs_t;
-
-static void red_tables(const ctx_t *c, tempo_dtype_t dt, tempo_op_t op, uint64_t salt,
-                       red_tabs_t *t)
-{
-    int n = c->size;
-    memset(t, 0, sizeof(*t));
-    for (int a = 0; a < 16; a++) {
-        if (is_float(dt)) {
-            double acc = 0;
-            for (int r = 0; r < n; r++) {
-                double v = flt_value(dt, op, mr_hash3(salt, (uint64_t)r, (uint64_t)a));
-                if (r == c->rank) {
-                    store_float(t->in[a], dt, v);
-                }
-                if (r == 0) {
-                    acc = v;
-                } else if (op == TEMPO_SUM || op == TEMPO_AVG) {
-                    acc += v; /* exact: see above */
-                } else if (op == TEMPO_PROD) {
-                    acc *= v;
-                } else if (op == TEMPO_MIN) {
-                    acc = v < acc ? v : acc;
-                } else {
-                    acc = v > acc ? v : acc;
-                }
-            }
-            if (op == TEMPO_AVG) {
-                /* The sum is exact; one true division, in the type (fp32 for the 16-bit types,
-                 * which are then rounded once). */
-                if (dt == TEMPO_FLOAT64) {
-                    acc = acc / (double)n;
-                } else {
-                    volatile float q = (float)acc / (float)n;
-                    acc = (double)q;
-                }
-            }
-            store_float(t->exp[a], dt, acc);
-        } else {
-            uint64_t acc = 0;
-            int64_t sacc = 0;
-            for (int r = 0; r < n; r++) {
-                uint64_t v = int_value(dt, op, mr_hash3(salt, (uint64_t)r, (uint64_t)a));
-                if (r == c->rank) {
-                    store_int(t->in[a], dt, v);
-                }
-                if (op == TEMPO_SUM) {
-                    acc += v; /* mod 2^64, truncated to the width below */
-                } else if (op == TEMPO_PROD) {
-                    acc = r == 0 ? v : acc * v;
-                } else if (op == TEMPO_AVG) {
-                    if (is_signed_int(dt)) {
-                        sacc += sext(v, dt);
-                    } else {
-                        acc += v;
-                    }
-                } else {
-                    int less = is_signed_int(dt) ? sext(v, dt) < sext(acc, dt) : v < acc;
-                    if (r == 0 || (op == TEMPO_MIN ? less : !less && v != acc)) {
-                        acc = v;
-                    }
-                }
-            }
-            if (op == TEMPO_AVG) {
-                /* C's integer division (truncation toward zero) */
-                acc = is_signed_int(dt) ? (uint64_t)(sacc / n) : acc / (uint64_t)n;
-            }
-            store_int(t->exp[a], dt, acc & mask_of(dt));
-        }
-    }
-}
-
-/* dst[i] = tab[A[g0 + i]] for i < count. */
-static void fill_tab(const ctx_t *c, uint8_t *dst, size_t count, size_t g0, size_t es,
-                     const uint8_t (*tab)[8])
-{
-    const uint8_t *A = c->A + g0;
-    switch (es) {
-    case 1:
-        for (size_t i = 0; i < count; i++) {
-            dst[i] = tab[A[i]][0];
-        }
-        break;
-    case 2:
-        for (size_t i = 0; i < count; i++) {
-            memcpy(dst + 2 * i, tab[A[i]], 2);
-        }
-        break;
-    case 4:
-        for (size_t i = 0; i < count; i++) {
-            memcpy(dst + 4 * i, tab[A[i]], 4);
-        }
-        break;
-    default:
-        for (size_t i = 0; i < count; i++) {
-            memcpy(dst + 8 * i, tab[A[i]], 8);
-        }
-    }
-}
-
-/* Index of the first i < count with buf[i] != tab[A[g0 + i]] (bitwise), or -1. */
-#define CHECK_TAB_LOOP(T)                                                         \
-    for (size_t i = 0; i < count; i++) {                                          \
-        T got, want;                                                              \
-        memcpy(&got, buf + i * sizeof(T), sizeof(T));                             \
-        memcpy(&want, tab[A[i]], sizeof(T));                                      \
-        if (got != want) {                                                        \
-            return (long)i;                                                       \
-        }                                                                         \
-    }
-static long check_tab(const ctx_t *c, const uint8_t *buf, size_t count, size_t g0, size_t es,
-                      const uint8_t (*tab)[8])
-{
-    const uint8_t *A = c->A + g0;
-    switch (es) {
-    case 1: CHECK_TAB_LOOP(uint8_t) break;
-    case 2: CHECK_TAB_LOOP(uint16_t) break;
-    case 4: CHECK_TAB_LOOP(uint32_t) break;
-    default: CHECK_TAB_LOOP(uint64_t)
-    }
-    return -1;
-}
-
-/* ============================================================================================== */
-/* Data-movement data: a hash of (salt, owner, byte index)                                        */
-/* ============================================================================================== */
-
-static void gen_bytes(uint8_t *dst, size_t nbytes, uint64_t salt, int owner, size_t k0)
-{
-    uint64_t key = mr_mix64(salt) ^ ((uint64_t)owner << 48);
-    size_t k = k0;
-    size_t i = 0;
-    while (i < nbytes) {
-        uint64_t w = mr_mix64(key ^ mr_mix64(k >> 3));
-        for (size_t j = k & 7; j < 8 && i < nbytes; j++, i++, k++) {
-            dst[i] = (uint8_t)(w >> (8 * j));
-        }
-    }
-}
-
-/* First byte index i < nbytes where buf differs from gen_bytes(salt, owner, k0 + i), or -1. */
-static long check_bytes(const uint8_t *buf, size_t nbytes, uint64_t salt, int owner, size_t k0)
-{
-    uint8_t tmp[4096];
-    for (size_t i = 0; i < nbytes; i += sizeof(tmp)) {
-        size_t m = nbytes - i < sizeof(tmp) ? nbytes - i : sizeof(tmp);
-        gen_bytes(tmp, m, salt, owner, k0 + i);
-        if (memcmp(tmp, buf + i, m) != 0) {
-            for (size_t j = 0; j < m; j++) {
-                if (tmp[j] != buf[i + j]) {
-                    return (long)(i + j);
-                }
-            }
-        }
-    }
-    return -1;
-}
-
-/* ============================================================================================== */
-/* Guarded buffers                                                                                */
-/* ============================================================================================== */
-
-#define POISON 0xd6
-
-static uint8_t guard_byte(size_t i)
-{
-    return (uint8_t)(0x5b + 37 * i);
-}
-
-static void gbuf_alloc(gbuf_t *b)
-{
-    b->base = malloc(CAP + 2 * GUARD + 16);
-    if (!b->base) {
-        fprintf(stderr, "out of memory\n");
-        exit(2);
-    }
-    b->off = GUARD;
-    b->len = 0;
-}
-
-/* Lay out len data bytes at offset GUARD + shift (shift: a misalignment, a multiple of the element
- * size), set the guards, poison the data and return it. */
-static uint8_t *gbuf_take(gbuf_t *b, size_t len, size_t shift)
-{
-    if (len > CAP) {
-        fprintf(stderr, "internal: buffer of %zu bytes > CAP\n", len);
-        exit(2);
-    }
-    b->off = GUARD + shift;
-    b->len = len;
-    for (size_t i = 0; i < b->off; i++) {
-        b->base[i] = guard_byte(i);
-    }
-    for (size_t i = 0; i < GUARD; i++) {
-        b->base[b->off + len + i] = guard_byte(i + 1000);
-    }
-    memset(b->base + b->off, POISON, len);
-    return b->base + b->off;
-}
-
-static int gbuf_guards_ok(const gbuf_t *b)
-{
-    for (size_t i = 0; i < b->off; i++) {
-        if (b->base[i] != guard_byte(i)) {
-            return 0;
-        }
-    }
-    for (size_t i = 0; i < GUARD; i++) {
-        if (b->base[b->off + b->len + i] != guard_byte(i + 1000)) {
-            return 0;
-        }
-    }
-    return 1;
-}
-
-static long first_not_poison(const uint8_t *p, size_t len)
-{
-    for (size_t i = 0; i < len; i++) {
-        if (p[i] != POISON) {
-            return (long)i;
-        }
-    }
-    return -1;
-}
-
-/* ============================================================================================== */
 /* Calling the library                                                                            */
 /* ============================================================================================== */
 
-typedef struct {
-    int coll;
-    const char *algo; /* NULL: automatic, blocking call */
-    const void *send;
-    void *recv;
-    size_t count;
-    tempo_dtype_t dt;
-    tempo_op_t op;
-    int root;
-} call_t;
-
-static tempo_status_t post(ctx_t *c, const call_t *k, const tempo_attr_t *attr,
-                           tempo_request_t *req)
-{
-    switch (k->coll) {
-    case C_ALLREDUCE:
-        return tempo_iallreduce(c->comm, k->send, k->recv, k->count, k->dt, k->op, attr, req);
-    case C_REDUCE_SCATTER:
-        return tempo_ireduce_scatter(c->comm, k->send, k->recv, k->count, k->dt, k->op, attr, req);
-    case C_ALLGATHER:
-        return tempo_iallgather(c->comm, k->send, k->recv, k->count, k->dt, attr, req);
-    case C_BROADCAST:
-        return tempo_ibroadcast(c->comm, k->send, k->recv, k->count, k->dt, k->root, attr, req);
-    case C_REDUCE:
-        return tempo_ireduce(c->comm, k->send, k->recv, k->count, k->dt, k->op, k->root, attr,
-                             req);
-    default:
-        return tempo_ialltoall(c->comm, k->send, k->recv, k->count, k->dt, attr, req);
-    }
-}
-
-static tempo_status_t run_call(ctx_t *c, const call_t *k, int api)
+static tempo_status_t run_call(ctx_t *c, const mr_call_t *k, int api)
 {
     if (api == API_BLOCK) {
-        switch (k->coll) {
-        case C_ALLREDUCE:
-            return tempo_allreduce(c->comm, k->send, k->recv, k->count, k->dt, k->op);
-        case C_REDUCE_SCATTER:
-            return tempo_reduce_scatter(c->comm, k->send, k->recv, k->count, k->dt, k->op);
-        case C_ALLGATHER: return tempo_allgather(c->comm, k->send, k->recv, k->count, k->dt);
-        case C_BROADCAST:
-            return tempo_broadcast(c->comm, k->send, k->recv, k->count, k->dt, k->root);
-        case C_REDUCE:
-            return tempo_reduce(c->comm, k->send, k->recv, k->count, k->dt, k->op, k->root);
-        default: return tempo_alltoall(c->comm, k->send, k->recv, k->count, k->dt);
-        }
+        return mr_call_blocking(c->comm, k);
     }
     tempo_attr_t attr = {0};
     if (k->algo) {
@@ -525,7 +88,7 @@ static tempo_status_t run_call(ctx_t *c, const call_t *k, int api)
         attr.tag = c->salt;
     }
     tempo_request_t req = NULL;
-    tempo_status_t st = post(c, k, k->algo ? &attr : NULL, &req);
+    tempo_status_t st = mr_post(c->comm, k, k->algo ? &attr : NULL, &req);
     if (st != TEMPO_OK) {
         return st;
     }
@@ -549,77 +112,14 @@ static int is_fatal(tempo_status_t st)
 /* One case                                                                                       */
 /* ============================================================================================== */
 
-typedef struct {
-    char group[80];
-    char detail[200];
-    char why[600]; /* first failure */
-    int failed;
-} verdict_t;
-
-static void vfail(verdict_t *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void vfail(verdict_t *v, const char *fmt, ...)
-{
-    if (v->failed++) {
-        return; /* the first failure is the one reported */
-    }
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(v->why, sizeof(v->why), fmt, ap);
-    va_end(ap);
-}
-
-static void check_tab_at(ctx_t *c, verdict_t *v, const char *what, const uint8_t *buf,
-                         size_t count, size_t g0, tempo_dtype_t dt, const uint8_t (*tab)[8])
-{
-    size_t es = esize(dt);
-    long i = check_tab(c, buf, count, g0, es, tab);
-    if (i >= 0) {
-        vfail(v, "%s: first wrong element %ld of %zu: got %s, expected %s", what, i, count,
-              fmt_elem(dt, buf + (size_t)i * es), fmt_elem(dt, tab[c->A[g0 + (size_t)i]]));
-    }
-}
-
-static void check_bytes_at(verdict_t *v, const char *what, const uint8_t *buf, size_t nbytes,
-                           size_t es, uint64_t salt, int owner, size_t k0)
-{
-    long i = check_bytes(buf, nbytes, salt, owner, k0);
-    if (i >= 0) {
-        uint8_t want[8] = {0};
-        size_t e = (size_t)i / es;
-        gen_bytes(want, es, salt, owner, k0 + e * es);
-        uint64_t g = 0, w = 0;
-        memcpy(&g, buf + e * es, es);
-        memcpy(&w, want, es);
-        vfail(v, "%s: first wrong element %zu of %zu (byte %ld): got 0x%0*llx, expected 0x%0*llx",
-              what, e, nbytes / es, i, (int)(2 * es), (unsigned long long)g, (int)(2 * es),
-              (unsigned long long)w);
-    }
-}
-
-static void check_guards(verdict_t *v, const char *name, const gbuf_t *b)
-{
-    if (!gbuf_guards_ok(b)) {
-        vfail(v, "guard bytes around the %s buffer (%zu bytes) were overwritten", name, b->len);
-    }
-}
-
-static void check_untouched(verdict_t *v, const char *what, const uint8_t *p, size_t len)
-{
-    long i = first_not_poison(p, len);
-    if (i >= 0) {
-        vfail(v, "%s was written (byte %ld of %zu is 0x%02x)", what, i, len, p[i]);
-    }
-}
-
-static void record(ctx_t *c, verdict_t *v, tempo_status_t st)
+static void record(ctx_t *c, mr_verdict_t *v, tempo_status_t st)
 {
     if (st == TEMPO_ERR_UNSUPPORTED) {
         mr_result(&c->out, v->group, "SKIP", "%s: %s", v->detail, mr_errtext(c->comm, st));
         return;
     }
     if (st != TEMPO_OK) {
-        mr_result(&c->out, v->group, "FAIL", "%s: returned %s", v->detail,
-                  mr_errtext(c->comm, st));
+        mr_result(&c->out, v->group, "FAIL", "%s: returned %s", v->detail, mr_errtext(c->comm, st));
         if (is_fatal(st)) {
             c->fatal = 1;
         }
@@ -635,8 +135,8 @@ static void record(ctx_t *c, verdict_t *v, tempo_status_t st)
 /* Elements per rank of the collective's count argument at the MB size. */
 static size_t big_count(const ctx_t *c, int coll, tempo_dtype_t dt)
 {
-    size_t es = esize(dt);
-    int per_rank = coll == C_REDUCE_SCATTER || coll == C_ALLGATHER || coll == C_ALLTOALL;
+    size_t es = mr_esize(dt);
+    int per_rank = coll == MR_REDUCE_SCATTER || coll == MR_ALLGATHER || coll == MR_ALLTOALL;
     return per_rank ? BIG_BYTES / es / (size_t)c->size + 5 : BIG_BYTES / es + 5;
 }
 
@@ -651,12 +151,12 @@ static void run_case(ctx_t *c, int coll, const char *algo, tempo_dtype_t dt, tem
                      size_t count, int place, int root, int api)
 {
     int n = c->size, me = c->rank;
-    size_t es = esize(dt), cb = count * es, shift = shift_for(count, es);
+    size_t es = mr_esize(dt), cb = count * es, shift = shift_for(count, es);
     uint64_t salt = ++c->salt;
-    verdict_t v = {0};
-    snprintf(v.group, sizeof(v.group), "%s/%s", coll_names[coll], algo ? algo : "auto");
-    int has_op = coll == C_ALLREDUCE || coll == C_REDUCE_SCATTER || coll == C_REDUCE;
-    int has_root = coll == C_BROADCAST || coll == C_REDUCE;
+    mr_verdict_t v = {0};
+    snprintf(v.group, sizeof(v.group), "%s/%s", mr_coll_name(coll), algo ? algo : "auto");
+    int has_op = coll == MR_ALLREDUCE || coll == MR_REDUCE_SCATTER || coll == MR_REDUCE;
+    int has_root = coll == MR_BROADCAST || coll == MR_REDUCE;
     char opt[32] = "", roott[32] = "";
     if (has_op) {
         snprintf(opt, sizeof(opt), " op=%s", tempo_op_name(op));
@@ -667,69 +167,70 @@ static void run_case(ctx_t *c, int coll, const char *algo, tempo_dtype_t dt, tem
     snprintf(v.detail, sizeof(v.detail), "dtype=%s%s count=%zu %s%s api=%s", tempo_dtype_name(dt),
              opt, count, place_names[place], roott, api_names[api]);
 
-    red_tabs_t t;
+    mr_red_tabs_t t;
     if (has_op) {
-        red_tables(c, dt, op, salt, &t);
+        mr_red_tables(dt, op, salt, c->size, NULL, c->rank, &t);
     }
     /* count == 0 in place: NULL buffers, which the API allows. */
     int null0 = count == 0 && place != P_OOP;
-    call_t k = {coll, algo, NULL, NULL, count, dt, op, root};
+    mr_call_t k = {coll, algo, NULL, NULL, count, dt, op, root};
     uint8_t *s = NULL, *r = NULL, *x = NULL;
 
     switch (coll) {
-    case C_ALLREDUCE:
-        s = gbuf_take(&c->S, cb, shift);
-        fill_tab(c, s, count, 0, es, t.in);
-        r = place == P_OOP ? gbuf_take(&c->R, cb, shift) : s;
+    case MR_ALLREDUCE:
+        s = mr_gbuf_take(&c->S, cb, shift);
+        mr_fill_tab(c->A, s, count, es, t.in);
+        r = place == P_OOP ? mr_gbuf_take(&c->R, cb, shift) : s;
         k.send = null0 ? NULL : s;
         k.recv = null0 ? NULL : r;
         break;
-    case C_REDUCE_SCATTER:
-        s = gbuf_take(&c->S, (size_t)n * cb, shift);
-        fill_tab(c, s, (size_t)n * count, 0, es, t.in);
-        r = place == P_OOP ? gbuf_take(&c->R, cb, shift)
-            : place == P_INPLACE ? s + (size_t)me * cb : s;
+    case MR_REDUCE_SCATTER:
+        s = mr_gbuf_take(&c->S, (size_t)n * cb, shift);
+        mr_fill_tab(c->A, s, (size_t)n * count, es, t.in);
+        r = place == P_OOP       ? mr_gbuf_take(&c->R, cb, shift)
+            : place == P_INPLACE ? s + (size_t)me * cb
+                                 : s;
         k.send = null0 ? NULL : s;
         k.recv = null0 ? NULL : r;
         break;
-    case C_ALLGATHER:
-        r = gbuf_take(&c->R, (size_t)n * cb, shift);
+    case MR_ALLGATHER:
+        r = mr_gbuf_take(&c->R, (size_t)n * cb, shift);
         if (place == P_OOP) {
-            s = gbuf_take(&c->S, cb, shift);
+            s = mr_gbuf_take(&c->S, cb, shift);
         } else {
             s = place == P_INPLACE ? r + (size_t)me * cb : r;
         }
-        gen_bytes(s, cb, salt, me, 0);
+        mr_gen_bytes(s, cb, salt, me, 0);
         k.send = null0 ? NULL : s;
         k.recv = null0 ? NULL : r;
         break;
-    case C_BROADCAST:
-        r = gbuf_take(&c->R, cb, shift);
+    case MR_BROADCAST:
+        r = mr_gbuf_take(&c->R, cb, shift);
         if (place == P_OOP) {
             if (me == root) {
-                s = gbuf_take(&c->S, cb, shift);
-                gen_bytes(s, cb, salt, me, 0);
+                s = mr_gbuf_take(&c->S, cb, shift);
+                mr_gen_bytes(s, cb, salt, me, 0);
             } else if (root != 0) { /* a poisoned sendbuf off the root: must stay untouched */
-                x = gbuf_take(&c->X, cb, shift);
+                x = mr_gbuf_take(&c->X, cb, shift);
                 s = x;
             }
         } else { /* the same call on every rank: broadcast(buf, buf) */
             s = r;
             if (me == root) {
-                gen_bytes(s, cb, salt, me, 0);
+                mr_gen_bytes(s, cb, salt, me, 0);
             }
         }
         k.send = null0 ? NULL : s;
         k.recv = null0 ? NULL : r;
         break;
-    case C_REDUCE:
-        s = gbuf_take(&c->S, cb, shift);
-        fill_tab(c, s, count, 0, es, t.in);
+    case MR_REDUCE:
+        s = mr_gbuf_take(&c->S, cb, shift);
+        mr_fill_tab(c->A, s, count, es, t.in);
         if (place == P_OOP) {
             if (me == root) {
-                r = gbuf_take(&c->R, cb, shift);
+                r = mr_gbuf_take(&c->R, cb, shift);
             } else if (root != 0) { /* a poisoned recvbuf off the root: must stay untouched */
-                x = gbuf_take(&c->X, cb, shift);
+                x = mr_gbuf_take(&c->X, cb, shift);
                 r = x;
             }
         } else { /* the same call on every rank: reduce(buf, buf) */
@@ -739,9 +240,9 @@ static void run_case(ctx_t *c, int coll, const char *algo, tempo_dtype_t dt, tem
         k.recv = null0 ? NULL : r;
         break;
     default: /* alltoall */
-        r = gbuf_take(&c->R, (size_t)n * cb, shift);
-        s = place == P_OOP ? gbuf_take(&c->S, (size_t)n * cb, shift) : r;
-        gen_bytes(s, (size_t)n * cb, salt, me, 0);
+        r = mr_gbuf_take(&c->R, (size_t)n * cb, shift);
+        s = place == P_OOP ? mr_gbuf_take(&c->S, (size_t)n * cb, shift) : r;
+        mr_gen_bytes(s, (size_t)n * cb, salt, me, 0);
         k.send = null0 ? NULL : s;
         k.recv = null0 ? NULL : r;
         break;
@@ -754,75 +255,78 @@ static void run_case(ctx_t *c, int coll, const char *algo, tempo_dtype_t dt, tem
     }
 
     switch (coll) {
-    case C_ALLREDUCE:
-        check_tab_at(c, &v, "recvbuf", r, count, 0, dt, t.exp);
+    case MR_ALLREDUCE:
+        mr_check_tab_at(&v, c->A, "recvbuf", r, count, dt, t.exp);
         if (place == P_OOP) {
-            check_tab_at(c, &v, "sendbuf (must be unchanged)", s, count, 0, dt, t.in);
-            check_guards(&v, "recv", &c->R);
+            mr_check_tab_at(&v, c->A, "sendbuf (must be unchanged)", s, count, dt, t.in);
+            mr_check_guards(&v, "recv", &c->R);
         }
-        check_guards(&v, "send", &c->S);
+        mr_check_guards(&v, "send", &c->S);
         break;
-    case C_REDUCE_SCATTER:
-        check_tab_at(c, &v, "recvbuf", r, count, (size_t)me * count, dt, t.exp);
+    case MR_REDUCE_SCATTER:
+        mr_check_tab_at(&v, c->A + (size_t)me * count, "recvbuf", r, count, dt, t.exp);
         if (place == P_OOP) {
-            check_tab_at(c, &v, "sendbuf (must be unchanged)", s, (size_t)n * count, 0, dt, t.in);
-            check_guards(&v, "recv", &c->R);
+            mr_check_tab_at(&v, c->A, "sendbuf (must be unchanged)", s, (size_t)n * count, dt,
+                            t.in);
+            mr_check_guards(&v, "recv", &c->R);
         }
-        check_guards(&v, "send", &c->S);
+        mr_check_guards(&v, "send", &c->S);
         break;
-    case C_ALLGATHER:
+    case MR_ALLGATHER:
         for (int j = 0; j < n; j++) {
             char what[64];
             snprintf(what, sizeof(what), "recvbuf block %d", j);
-            check_bytes_at(&v, what, r + (size_t)j * cb, cb, es, salt, j, 0);
+            mr_check_bytes_at(&v, what, r + (size_t)j * cb, cb, es, salt, j, 0);
         }
         if (place == P_OOP) {
-            check_bytes_at(&v, "sendbuf (must be unchanged)", s, cb, es, salt, me, 0);
-            check_guards(&v, "send", &c->S);
+            mr_check_bytes_at(&v, "sendbuf (must be unchanged)", s, cb, es, salt, me, 0);
+            mr_check_guards(&v, "send", &c->S);
         }
-        check_guards(&v, "recv", &c->R);
+        mr_check_guards(&v, "recv", &c->R);
         break;
-    case C_BROADCAST:
-        check_bytes_at(&v, "recvbuf", r, cb, es, salt, root, 0);
+    case MR_BROADCAST:
+        mr_check_bytes_at(&v, "recvbuf", r, cb, es, salt, root, 0);
         if (place == P_OOP && me == root) {
-            check_bytes_at(&v, "sendbuf (must be unchanged)", s, cb, es, salt, me, 0);
-            check_guards(&v, "send", &c->S);
+            mr_check_bytes_at(&v, "sendbuf (must be unchanged)", s, cb, es, salt, me, 0);
+            mr_check_guards(&v, "send", &c->S);
         }
         if (x) {
-            check_untouched(&v, "sendbuf off the root (read on root only)", x, cb);
-            check_guards(&v, "unused send", &c->X);
+            mr_check_untouched(&v, "sendbuf off the root (read on root only)", x, cb);
+            mr_check_guards(&v, "unused send", &c->X);
         }
-        check_guards(&v, "recv", &c->R);
+        mr_check_guards(&v, "recv", &c->R);
         break;
-    case C_REDUCE:
+    case MR_REDUCE:
         if (me == root) {
-            check_tab_at(c, &v, "recvbuf on the root", r, count, 0, dt, t.exp);
+            mr_check_tab_at(&v, c->A, "recvbuf on the root", r, count, dt, t.exp);
             if (place == P_OOP) {
-                check_guards(&v, "recv", &c->R);
+                mr_check_guards(&v, "recv", &c->R);
             }
         }
         if (place == P_OOP || me != root) {
-            check_tab_at(c, &v, place == P_OOP ? "sendbuf (must be unchanged)"
-                                                   : "buffer off the root (must be unchanged)",
-                         s, count, 0, dt, t.in);
+            mr_check_tab_at(&v, c->A,
+                            place == P_OOP ? "sendbuf (must be unchanged)"
+                                           : "buffer off the root (must be unchanged)",
+                            s, count, dt, t.in);
         }
         if (x) {
-            check_untouched(&v, "recvbuf off the root (ignored there)", x, cb);
-            check_guards(&v, "unused recv", &c->X);
+            mr_check_untouched(&v, "recvbuf off the root (ignored there)", x, cb);
+            mr_check_guards(&v, "unused recv", &c->X);
         }
-        check_guards(&v, "send", &c->S);
+        mr_check_guards(&v, "send", &c->S);
         break;
     default:
         for (int j = 0; j < n; j++) {
             char what[64];
             snprintf(what, sizeof(what), "recvbuf block %d (from rank %d)", j, j);
-            check_bytes_at(&v, what, r + (size_t)j * cb, cb, es, salt, j, (size_t)me * cb);
+            mr_check_bytes_at(&v, what, r + (size_t)j * cb, cb, es, salt, j, (size_t)me * cb);
         }
         if (place == P_OOP) {
-            check_bytes_at(&v, "sendbuf (must be unchanged)", s, (size_t)n * cb, es, salt, me, 0);
-            check_guards(&v, "send", &c->S);
+            mr_check_bytes_at(&v, "sendbuf (must be unchanged)", s, (size_t)n * cb, es, salt, me,
+                              0);
+            mr_check_guards(&v, "send", &c->S);
         }
-        check_guards(&v, "recv", &c->R);
+        mr_check_guards(&v, "recv", &c->R);
         break;
     }
     record(c, &v, st);
@@ -844,7 +348,7 @@ static void run_case(ctx_t *c, int coll, const char *algo, tempo_dtype_t dt, tem
  */
 static int big_selected(const ctx_t *c, int coll, tempo_dtype_t dt, tempo_op_t op, int place)
 {
-    static const tempo_dtype_t ints[6] = {TEMPO_INT8,  TEMPO_UINT8, TEMPO_INT32,
+    static const tempo_dtype_t ints[6] = {TEMPO_INT8,   TEMPO_UINT8, TEMPO_INT32,
                                           TEMPO_UINT32, TEMPO_INT64, TEMPO_UINT64};
     if (c->full_big) {
         return 1;
@@ -852,12 +356,11 @@ static int big_selected(const ctx_t *c, int coll, tempo_dtype_t dt, tempo_op_t o
     if (place == P_SAME) {
         return dt == TEMPO_FLOAT32 && op == TEMPO_SUM;
     }
-    if (coll == C_ALLREDUCE || coll == C_REDUCE_SCATTER || coll == C_REDUCE) {
+    if (coll == MR_ALLREDUCE || coll == MR_REDUCE_SCATTER || coll == MR_REDUCE) {
         return op == TEMPO_SUM || dt == TEMPO_FLOAT32 ||
                dt == (c->size % 2 ? TEMPO_FLOAT16 : TEMPO_BFLOAT16) || dt == ints[c->size % 6];
     }
-    return dt == TEMPO_INT8 || dt == TEMPO_BFLOAT16 || dt == TEMPO_FLOAT32 ||
-           dt == TEMPO_FLOAT64;
+    return dt == TEMPO_INT8 || dt == TEMPO_BFLOAT16 || dt == TEMPO_FLOAT32 || dt == TEMPO_FLOAT64;
 }
 
 static int selected(const ctx_t *c, const char *group)
@@ -867,13 +370,13 @@ static int selected(const ctx_t *c, const char *group)
 
 static void run_collective(ctx_t *c, int coll)
 {
-    int has_op = coll == C_ALLREDUCE || coll == C_REDUCE_SCATTER || coll == C_REDUCE;
-    int has_root = coll == C_BROADCAST || coll == C_REDUCE;
-    int nplaces = coll == C_REDUCE_SCATTER || coll == C_ALLGATHER ? 3 : 2;
+    int has_op = coll == MR_ALLREDUCE || coll == MR_REDUCE_SCATTER || coll == MR_REDUCE;
+    int has_root = coll == MR_BROADCAST || coll == MR_REDUCE;
+    int nplaces = coll == MR_REDUCE_SCATTER || coll == MR_ALLGATHER ? 3 : 2;
     for (int ai = 0; ai < c->nalgo[coll] && !c->fatal; ai++) {
         const char *algo = c->algo[coll][ai];
         char group[80];
-        snprintf(group, sizeof(group), "%s/%s", coll_names[coll], algo ? algo : "auto");
+        snprintf(group, sizeof(group), "%s/%s", mr_coll_name(coll), algo ? algo : "auto");
         if (!selected(c, group)) {
             continue;
         }
@@ -889,8 +392,7 @@ static void run_collective(ctx_t *c, int coll)
                         for (int ri = 0; ri < (has_root && c->size > 1 ? 2 : 1); ri++) {
                             int root = ri ? c->size - 1 : 0;
                             /* auto: blocking; forced: wait, and every 4th case a test loop */
-                            int api = !algo ? API_BLOCK
-                                      : (c->salt % 4 == 3) ? API_TEST : API_WAIT;
+                            int api = !algo ? API_BLOCK : (c->salt % 4 == 3) ? API_TEST : API_WAIT;
                             run_case(c, coll, algo, dt, (tempo_op_t)o, counts[ci], p, root, api);
                             if (c->fatal) {
                                 break;
@@ -970,7 +472,7 @@ static void run_p2p(ctx_t *c, tempo_dtype_t dt, size_t count, int nonblocking)
 {
     const char *group = "p2p/ring";
     int n = c->size, me = c->rank, next = (me + 1) % n, prev = (me + n - 1) % n;
-    size_t es = esize(dt), cb = count * es;
+    size_t es = mr_esize(dt), cb = count * es;
     uint64_t salt = ++c->salt;
     char detail[160];
     snprintf(detail, sizeof(detail), "dtype=%s count=%zu %s", tempo_dtype_name(dt), count,
@@ -979,11 +481,11 @@ static void run_p2p(ctx_t *c, tempo_dtype_t dt, size_t count, int nonblocking)
         mr_result(&c->out, group, "SKIP", "%s: needs 2 ranks", detail);
         return;
     }
-    verdict_t v = {0};
+    mr_verdict_t v = {0};
     tempo_status_t st = TEMPO_OK;
     /* S: two messages to next (2 * cb); R: their receipt (2 * cb); X: the reverse ring. */
-    uint8_t *s = gbuf_take(&c->S, 2 * cb, 0), *r = gbuf_take(&c->R, 2 * cb, 0), *xs, *xr;
-    gen_bytes(s, 2 * cb, salt, me, 0);
+    uint8_t *s = mr_gbuf_take(&c->S, 2 * cb, 0), *r = mr_gbuf_take(&c->R, 2 * cb, 0), *xs, *xr;
+    mr_gen_bytes(s, 2 * cb, salt, me, 0);
     if (!nonblocking) {
         if (me == 0) {
             st = tempo_send(c->comm, s, count, dt, next, 7);
@@ -997,13 +499,13 @@ static void run_p2p(ctx_t *c, tempo_dtype_t dt, size_t count, int nonblocking)
             }
         }
         if (st == TEMPO_OK) {
-            check_bytes_at(&v, "message from the previous rank", r, cb, es, salt, prev, 0);
-            check_bytes_at(&v, "send buffer (must be unchanged)", s, cb, es, salt, me, 0);
+            mr_check_bytes_at(&v, "message from the previous rank", r, cb, es, salt, prev, 0);
+            mr_check_bytes_at(&v, "send buffer (must be unchanged)", s, cb, es, salt, me, 0);
         }
     } else {
-        xs = gbuf_take(&c->X, 2 * cb, 0);
+        xs = mr_gbuf_take(&c->X, 2 * cb, 0);
         xr = xs + cb;
-        gen_bytes(xs, cb, salt ^ 0xabcdefull, me, 0);
+        mr_gen_bytes(xs, cb, salt ^ 0xabcdefull, me, 0);
         tempo_request_t req[6] = {0};
         tempo_status_t sts[6];
         uint32_t tag = (uint32_t)(salt & 0xffffu) + (TEMPO_TAG_MAX - 0xffffu); /* large tags */
@@ -1028,18 +530,18 @@ static void run_p2p(ctx_t *c, tempo_dtype_t dt, size_t count, int nonblocking)
             st = pst;
         }
         if (st == TEMPO_OK) {
-            check_bytes_at(&v, "first message from the previous rank", r, cb, es, salt, prev, 0);
-            check_bytes_at(&v, "second message from the previous rank (same tag, in order)",
-                           r + cb, cb, es, salt, prev, cb);
-            check_bytes_at(&v, "message from the next rank", xr, cb, es, salt ^ 0xabcdefull, next,
-                           0);
-            check_bytes_at(&v, "send buffer (must be unchanged)", s, 2 * cb, es, salt, me, 0);
-            check_guards(&v, "reverse", &c->X);
+            mr_check_bytes_at(&v, "first message from the previous rank", r, cb, es, salt, prev, 0);
+            mr_check_bytes_at(&v, "second message from the previous rank (same tag, in order)",
+                              r + cb, cb, es, salt, prev, cb);
+            mr_check_bytes_at(&v, "message from the next rank", xr, cb, es, salt ^ 0xabcdefull,
+                              next, 0);
+            mr_check_bytes_at(&v, "send buffer (must be unchanged)", s, 2 * cb, es, salt, me, 0);
+            mr_check_guards(&v, "reverse", &c->X);
         }
     }
     if (st == TEMPO_OK) {
-        check_guards(&v, "send", &c->S);
-        check_guards(&v, "recv", &c->R);
+        mr_check_guards(&v, "send", &c->S);
+        mr_check_guards(&v, "recv", &c->R);
     }
     snprintf(v.group, sizeof(v.group), "%s", group);
     snprintf(v.detail, sizeof(v.detail), "%s", detail);
@@ -1052,11 +554,11 @@ static void run_p2p(ctx_t *c, tempo_dtype_t dt, size_t count, int nonblocking)
 
 typedef struct {
     int kind; /* coll index, 6 = barrier, 7 = send, 8 = recv */
-    call_t k;
+    mr_call_t k;
     const char *algo_used;
     uint8_t *s, *r; /* owned */
     uint64_t salt;
-    red_tabs_t t;
+    mr_red_tabs_t t;
 } inflight_t;
 
 /* Post, at once: allreduce (float32 sum, out of place), reduce_scatter (int32 sum, NCCL in
@@ -1068,13 +570,19 @@ static void run_inflight(ctx_t *c, size_t count_sel, int rep)
     const char *group = "inflight/mixed";
     int n = c->size, me = c->rank;
     enum { NOPS = 10 };
-    static const int kinds[NOPS] = {C_ALLREDUCE, C_REDUCE_SCATTER, C_ALLGATHER, C_BROADCAST,
-                                    C_REDUCE,    C_ALLTOALL,       6,           C_ALLREDUCE,
-                                    7,           8};
-    static const tempo_dtype_t dts[NOPS] = {TEMPO_FLOAT32, TEMPO_INT32,   TEMPO_FLOAT64,
-                                            TEMPO_BFLOAT16, TEMPO_FLOAT16, TEMPO_INT8,
-                                            TEMPO_INT8,     TEMPO_UINT8,   TEMPO_INT64,
-                                            TEMPO_INT64};
+    static const int kinds[NOPS] = {MR_ALLREDUCE,
+                                    MR_REDUCE_SCATTER,
+                                    MR_ALLGATHER,
+                                    MR_BROADCAST,
+                                    MR_REDUCE,
+                                    MR_ALLTOALL,
+                                    6,
+                                    MR_ALLREDUCE,
+                                    7,
+                                    8};
+    static const tempo_dtype_t dts[NOPS] = {
+        TEMPO_FLOAT32, TEMPO_INT32, TEMPO_FLOAT64, TEMPO_BFLOAT16, TEMPO_FLOAT16,
+        TEMPO_INT8,    TEMPO_INT8,  TEMPO_UINT8,   TEMPO_INT64,    TEMPO_INT64};
     static const tempo_op_t ops[NOPS] = {TEMPO_SUM, TEMPO_SUM, TEMPO_SUM, TEMPO_SUM, TEMPO_MAX,
                                          TEMPO_SUM, TEMPO_SUM, TEMPO_MIN, TEMPO_SUM, TEMPO_SUM};
     inflight_t f[NOPS];
@@ -1084,30 +592,31 @@ static void run_inflight(ctx_t *c, size_t count_sel, int rep)
     for (int i = 0; i < NOPS; i++) {
         int kind = kinds[i];
         tempo_dtype_t dt = dts[i];
-        size_t es = esize(dt);
-        size_t count = count_sel == 2 ? big_count(c, kind < NCOLL ? kind : C_ALLREDUCE, dt)
-                       : count_sel == 1 ? ODD_COUNT : 1;
+        size_t es = mr_esize(dt);
+        size_t count = count_sel == 2   ? big_count(c, kind < NCOLL ? kind : MR_ALLREDUCE, dt)
+                       : count_sel == 1 ? ODD_COUNT
+                                        : 1;
         size_t cb = count * es;
-        int per_rank = kind == C_REDUCE_SCATTER || kind == C_ALLGATHER || kind == C_ALLTOALL;
-        size_t sb = per_rank && kind != C_ALLGATHER ? (size_t)n * cb : cb;
-        size_t rb = per_rank && kind != C_REDUCE_SCATTER ? (size_t)n * cb : cb;
+        int per_rank = kind == MR_REDUCE_SCATTER || kind == MR_ALLGATHER || kind == MR_ALLTOALL;
+        size_t sb = per_rank && kind != MR_ALLGATHER ? (size_t)n * cb : cb;
+        size_t rb = per_rank && kind != MR_REDUCE_SCATTER ? (size_t)n * cb : cb;
         inflight_t *e = &f[i];
         e->kind = kind;
         e->salt = ++c->salt;
-        e->k = (call_t){kind < NCOLL ? kind : 0, NULL, NULL, NULL, count, dt, ops[i],
-                        kind == C_BROADCAST ? n - 1 : 0};
+        e->k = (mr_call_t){kind < NCOLL ? kind : 0,         NULL, NULL, NULL, count, dt, ops[i],
+                           kind == MR_BROADCAST ? n - 1 : 0};
         e->s = malloc(sb + 1); /* + 1: never malloc(0) */
         e->r = malloc(rb + 1);
         if (!e->s || !e->r) {
             fprintf(stderr, "out of memory\n");
             exit(2);
         }
-        memset(e->r, POISON, rb);
-        if (kind == C_ALLREDUCE || kind == C_REDUCE_SCATTER || kind == C_REDUCE) {
-            red_tables(c, dt, ops[i], e->salt, &e->t);
-            fill_tab(c, e->s, sb / es, 0, es, e->t.in);
+        memset(e->r, MR_POISON, rb);
+        if (kind == MR_ALLREDUCE || kind == MR_REDUCE_SCATTER || kind == MR_REDUCE) {
+            mr_red_tables(dt, ops[i], e->salt, c->size, NULL, c->rank, &e->t);
+            mr_fill_tab(c->A, e->s, sb / es, es, e->t.in);
         } else {
-            gen_bytes(e->s, sb, e->salt, me, 0);
+            mr_gen_bytes(e->s, sb, e->salt, me, 0);
         }
         if (kind < NCOLL && c->nalgo[kind] > 0) {
             e->k.algo = c->algo[kind][(rep + (i == 7)) % c->nalgo[kind]];
@@ -1119,12 +628,12 @@ static void run_inflight(ctx_t *c, size_t count_sel, int rep)
     }
     { /* reduce_scatter, NCCL in place: the whole buffer is s, this rank's block receives */
         inflight_t *e = &f[1];
-        e->k.recv = e->s + (size_t)me * e->k.count * esize(e->k.dt);
+        e->k.recv = e->s + (size_t)me * e->k.count * mr_esize(e->k.dt);
     }
     { /* broadcast in place: root holds the data in recvbuf, others poison */
         inflight_t *e = &f[3];
         if (me == e->k.root) {
-            memcpy(e->r, e->s, e->k.count * esize(e->k.dt));
+            memcpy(e->r, e->s, e->k.count * mr_esize(e->k.dt));
         }
         e->k.send = e->r;
     }
@@ -1153,19 +662,19 @@ static void run_inflight(ctx_t *c, size_t count_sel, int rep)
                 pst[i] = TEMPO_OK;
                 continue;
             }
-            pst[i] = e->kind == 7 ? tempo_isend(c->comm, e->s, e->k.count, e->k.dt,
-                                                (me + 1) % n, 11, NULL, &req[i])
+            pst[i] = e->kind == 7 ? tempo_isend(c->comm, e->s, e->k.count, e->k.dt, (me + 1) % n,
+                                                11, NULL, &req[i])
                                   : tempo_irecv(c->comm, e->r, e->k.count, e->k.dt,
                                                 (me + n - 1) % n, 11, NULL, &req[i]);
         } else if (e->kind == 6) {
             pst[i] = tempo_ibarrier(c->comm, ap, &req[i]);
         } else {
-            pst[i] = post(c, &e->k, ap, &req[i]);
+            pst[i] = mr_post(c->comm, &e->k, ap, &req[i]);
         }
         if (pst[i] == TEMPO_ERR_UNSUPPORTED) { /* fall back to the automatic choice */
             e->k.algo = NULL;
             pst[i] = e->kind == 6 ? tempo_ibarrier(c->comm, NULL, &req[i])
-                                  : post(c, &e->k, NULL, &req[i]);
+                                  : mr_post(c->comm, &e->k, NULL, &req[i]);
         }
         if (e->kind <= 6 || i == 7) {
             al += (size_t)snprintf(algos + al, sizeof(algos) - al, "%s%s", al ? "," : "",
@@ -1179,48 +688,50 @@ static void run_inflight(ctx_t *c, size_t count_sel, int rep)
         inflight_t *e = &f[i];
         int kind = e->kind;
         tempo_dtype_t dt = e->k.dt;
-        size_t es = esize(dt), count = e->k.count, cb = count * es;
-        verdict_t v = {0};
+        size_t es = mr_esize(dt), count = e->k.count, cb = count * es;
+        mr_verdict_t v = {0};
         snprintf(v.group, sizeof(v.group), "%s", group);
         snprintf(v.detail, sizeof(v.detail), "op#%d=%s dtype=%s count=%zu rep=%d algos=%s", i,
-                 kind < NCOLL ? coll_names[kind] : kind == 6 ? "barrier"
-                 : kind == 7 ? "isend" : "irecv",
+                 kind < NCOLL ? mr_coll_name(kind)
+                 : kind == 6  ? "barrier"
+                 : kind == 7  ? "isend"
+                              : "irecv",
                  tempo_dtype_name(dt), count, rep, algos);
         tempo_status_t st = pst[i] != TEMPO_OK ? pst[i] : sts[i];
         if ((kind == 7 || kind == 8) && n == 1) {
             st = TEMPO_OK;
         } else if (st == TEMPO_OK) {
             switch (kind) {
-            case C_ALLREDUCE:
-                check_tab_at(c, &v, "recvbuf", i == 7 ? e->s : e->r, count, 0, dt, e->t.exp);
+            case MR_ALLREDUCE:
+                mr_check_tab_at(&v, c->A, "recvbuf", i == 7 ? e->s : e->r, count, dt, e->t.exp);
                 break;
-            case C_REDUCE_SCATTER:
-                check_tab_at(c, &v, "recvbuf (in place)", (const uint8_t *)e->k.recv, count,
-                             (size_t)me * count, dt, e->t.exp);
+            case MR_REDUCE_SCATTER:
+                mr_check_tab_at(&v, c->A + (size_t)me * count, "recvbuf (in place)",
+                                (const uint8_t *)e->k.recv, count, dt, e->t.exp);
                 break;
-            case C_ALLGATHER:
+            case MR_ALLGATHER:
                 for (int j = 0; j < n; j++) {
-                    check_bytes_at(&v, "recvbuf block", e->r + (size_t)j * cb, cb, es, e->salt,
-                                   j, 0);
+                    mr_check_bytes_at(&v, "recvbuf block", e->r + (size_t)j * cb, cb, es, e->salt,
+                                      j, 0);
                 }
                 break;
-            case C_BROADCAST:
-                check_bytes_at(&v, "buffer", e->r, cb, es, e->salt, e->k.root, 0);
+            case MR_BROADCAST:
+                mr_check_bytes_at(&v, "buffer", e->r, cb, es, e->salt, e->k.root, 0);
                 break;
-            case C_REDUCE:
+            case MR_REDUCE:
                 if (me == e->k.root) {
-                    check_tab_at(c, &v, "recvbuf on the root", e->r, count, 0, dt, e->t.exp);
+                    mr_check_tab_at(&v, c->A, "recvbuf on the root", e->r, count, dt, e->t.exp);
                 }
-                check_tab_at(c, &v, "sendbuf (must be unchanged)", e->s, count, 0, dt, e->t.in);
+                mr_check_tab_at(&v, c->A, "sendbuf (must be unchanged)", e->s, count, dt, e->t.in);
                 break;
-            case C_ALLTOALL:
+            case MR_ALLTOALL:
                 for (int j = 0; j < n; j++) {
-                    check_bytes_at(&v, "recvbuf block", e->r + (size_t)j * cb, cb, es, e->salt,
-                                   j, (size_t)me * cb);
+                    mr_check_bytes_at(&v, "recvbuf block", e->r + (size_t)j * cb, cb, es, e->salt,
+                                      j, (size_t)me * cb);
                 }
                 break;
             case 8: { /* the receive matches the previous rank's send, posted as op 8 there */
-                check_bytes_at(&v, "message", e->r, cb, es, f[8].salt, (me + n - 1) % n, 0);
+                mr_check_bytes_at(&v, "message", e->r, cb, es, f[8].salt, (me + n - 1) % n, 0);
                 break;
             }
             default: break;
@@ -1288,10 +799,12 @@ static void selftest(ctx_t *c)
     }
 #endif
     /* bfloat16: ties to even and carries, checked on known cases */
-    static const struct { uint32_t in; uint16_t out; } bf[] = {
-        {0x3f800000u, 0x3f80}, {0x3f808000u, 0x3f80}, {0x3f818000u, 0x3f82},
-        {0x3f808001u, 0x3f81}, {0x3fff8000u, 0x4000}, {0x7f7f8000u, 0x7f80},
-        {0xbf808000u, 0xbf80}, {0x00008000u, 0x0000}, {0x00018000u, 0x0002}};
+    static const struct {
+        uint32_t in;
+        uint16_t out;
+    } bf[] = {{0x3f800000u, 0x3f80}, {0x3f808000u, 0x3f80}, {0x3f818000u, 0x3f82},
+              {0x3f808001u, 0x3f81}, {0x3fff8000u, 0x4000}, {0x7f7f8000u, 0x7f80},
+              {0xbf808000u, 0xbf80}, {0x00008000u, 0x0000}, {0x00018000u, 0x0002}};
     for (size_t i = 0; i < sizeof(bf) / sizeof(bf[0]); i++) {
         uint16_t got = mr_f32_to_bf16(mr_bits_f32(bf[i].in));
         if (got != bf[i].out && !bad++) {
@@ -1319,7 +832,7 @@ static void selftest(ctx_t *c)
 static int coll_index(const char *name)
 {
     for (int i = 0; i < NCOLL; i++) {
-        if (strcmp(name, coll_names[i]) == 0) {
+        if (strcmp(name, mr_coll_name(i)) == 0) {
             return i;
         }
     }
@@ -1358,7 +871,7 @@ static void print_groups(ctx_t *c)
     printf("selftest/fp16-bf16\n");
     for (int ci = 0; ci <= NCOLL; ci++) {
         for (int ai = 0; ai < c->nalgo[ci]; ai++) {
-            printf("%s/%s\n", ci < NCOLL ? coll_names[ci] : "barrier",
+            printf("%s/%s\n", ci < NCOLL ? mr_coll_name(ci) : "barrier",
                    c->algo[ci][ai] ? c->algo[ci][ai] : "auto");
         }
     }
@@ -1414,9 +927,9 @@ int main(int argc, char **argv)
     for (size_t g = 0; g < c->amax; g++) {
         c->A[g] = (uint8_t)(mr_mix64(g ^ 0x5eed0000ull) >> 60);
     }
-    gbuf_alloc(&c->S);
-    gbuf_alloc(&c->R);
-    gbuf_alloc(&c->X);
+    mr_gbuf_alloc(&c->S, CAP);
+    mr_gbuf_alloc(&c->R, CAP);
+    mr_gbuf_alloc(&c->X, CAP);
 
     if (selected(c, "selftest")) {
         selftest(c);
@@ -1435,8 +948,8 @@ int main(int argc, char **argv)
         }
         for (int d = 0; d < TEMPO_DTYPE_COUNT && !c->fatal; d++) {
             tempo_dtype_t dt = (tempo_dtype_t)d;
-            size_t counts[4] = {0, 1, ODD_COUNT, BIG_BYTES / esize(dt) / 2 + 5};
-            if (ci == 3 && !big_selected(c, C_BROADCAST, dt, TEMPO_SUM, P_OOP)) {
+            size_t counts[4] = {0, 1, ODD_COUNT, BIG_BYTES / mr_esize(dt) / 2 + 5};
+            if (ci == 3 && !big_selected(c, MR_BROADCAST, dt, TEMPO_SUM, P_OOP)) {
                 continue;
             }
             run_p2p(c, dt, counts[ci], 0);

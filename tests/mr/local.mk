@@ -39,3 +39,12 @@ EXTRA_DIST += %reldir%/qcoll.sh
 check_PROGRAMS += %reldir%/qcoll_test
 %canon_reldir%_qcoll_test_SOURCES = %reldir%/qcoll_test.c
 %canon_reldir%_qcoll_test_LDADD = libtempo.la -lm
+
+# Randomized differential test (issue 15): difftest.sh launches difftest at 1-7 ranks on shm and
+# on tcp; every rank checks random cases (collectives, dtypes, ops, counts, layouts, algorithms,
+# lanes, split communicators, batches of requests) from a seed against an exact reference.
+TESTS += %reldir%/difftest.sh
+EXTRA_DIST += %reldir%/difftest.sh
+check_PROGRAMS += %reldir%/difftest
+%canon_reldir%_difftest_SOURCES = %reldir%/difftest.c
+%canon_reldir%_difftest_LDADD = libtempo.la
