@@ -335,10 +335,10 @@ static tempo_status_t sum_block(qop_t *q, float *dst)
         size_t len = (size_t)(j == q->r ? q->e1len[b] : q->r1len[j]);
         TEMPO_CHECK(q->kind->decode(&c, src, len, cnt, dst, 1));
     }
-    if (q->avg) {
-        float inv = 1.0f / (float)q->n;
+    if (q->avg) { /* a true division, as the uncompressed avg: x * (1/n) can be 1 ulp off */
+        float n = (float)q->n;
         for (size_t i = 0; i < cnt; i++) {
-            dst[i] *= inv;
+            dst[i] /= n;
         }
     }
     q->qc->st.decode_s += secs(t0);
@@ -485,10 +485,10 @@ static tempo_status_t st_sum_encode(tempo__sched_t *s, void *arg)
     TEMPO_CHECK(prepare(q));
     const float *x = q->in;
     if (q->avg && q->wdt) { /* divide first: 16-bit sums overflow (fp16 above 65504) */
-        float inv = 1.0f / (float)q->n;
+        float n = (float)q->n;
         float *xs = q->tmp; /* big enough: allocated for count floats in this case */
         for (size_t i = 0; i < q->count; i++) {
-            xs[i] = x[i] * inv;
+            xs[i] = x[i] / n;
         }
         x = xs;
     }
@@ -527,9 +527,9 @@ static tempo_status_t st_sum_decode(tempo__sched_t *s, void *arg)
     ctx_of(q, NULL, shared_seed(q, 0), &c);
     TEMPO_CHECK(q->kind->decode(&c, q->wire, q->wcount * (q->wdt ? 2 : 4), q->count, q->out, 0));
     if (q->avg && !q->wdt) {
-        float inv = 1.0f / (float)q->n;
+        float n = (float)q->n;
         for (size_t i = 0; i < q->count; i++) {
-            q->out[i] *= inv;
+            q->out[i] /= n;
         }
     }
     q->qc->st.decode_s += secs(t0);
