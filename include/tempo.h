@@ -296,6 +296,28 @@ typedef struct tempo_attr {
  * Errors common to all: TEMPO_ERR_INVALID (NULL comm, NULL buffer with count > 0, unknown dtype or
  * op, root out of range, buffers overlapping other than in-place), TEMPO_ERR_REMOTE,
  * TEMPO_ERR_TIMEOUT, TEMPO_ERR_ABORTED, TEMPO_ERR_NOMEM.
+ *
+ * Agreement. Every rank of a communicator must make the same collective calls in the same order,
+ * with the same collective, count, dtype, op and root (scheduled requests: see tempo_attr_t).
+ * Ranks that do not are told so: their calls fail with TEMPO_ERR_INVALID and a message saying what
+ * differs and on which ranks ("ranks disagree on collective call #5 of this communicator: count 999
+ * on rank 3, count 1000 on rank 0"), on every path (shared memory, tcp, every algorithm, scheduled,
+ * compressed), instead of computing a wrong result or waiting for TEMPO_TIMEOUT. The difference is
+ * found where data meets (every message and the shared-memory control words carry the call's
+ * signature) or, when no data meets, by a probe after a rank has waited 200 ms for a peer.
+ *   - A call rejected on this rank (bad arguments, an algorithm that cannot run) still counts as
+ *     its call under that sequence number: if the other ranks made the call, theirs fail naming
+ *     why ("rank 0 rejected its call (broadcast: recvbuf is NULL with count 1000)"). Ranks that
+ *     all reject the same call stay in step.
+ *   - After a difference the communicator has failed for good: its sequence of calls can no longer
+ *     be trusted, so every pending and later call on it fails with the same message. Destroy it.
+ *     Other communicators, the job's included, are not affected.
+ *   - A rank whose part of the call moves no data towards it (a broadcast that reached it from a
+ *     rank that agrees, a reduce's sender, a count-0 call) may complete with TEMPO_OK before the
+ *     difference is found; its result is then correct for its own call, and its next call on the
+ *     communicator fails with the message.
+ *   - Count-0 collectives on more than one rank cost a barrier: the ranks still check that they
+ *     agree.
  */
 
 /** recvbuf[i] = op over ranks of sendbuf[i], on every rank. count elements each.
