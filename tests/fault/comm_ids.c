@@ -120,14 +120,7 @@ static void run(const char *name, const char *const *env, int with_rounds)
         free(j);
         return;
     }
-    job_finish(j, GUARD_S);
-    for (int r = 0; r < 2; r++) {
-        char how[64];
-        job_describe_exit(j, r, how, sizeof(how));
-        TAP_OK(job_exited(j, r, 0), "%s: rank %d exited 0 (%s)", name, r, how);
-    }
-    job_free(j);
-    free(j);
+    job_end(j, GUARD_S, name);
 }
 
 int main(void)

@@ -198,14 +198,7 @@ static void run_variant(const char *name, const char *const *env, int n, int abs
     for (int r = 0; r < n; r++) {
         job_go(j, r);
     }
-    job_finish(j, GUARD_S);
-    for (int r = 0; r < n; r++) {
-        char how[64];
-        job_describe_exit(j, r, how, sizeof(how));
-        TAP_OK(job_exited(j, r, 0), "%s: rank %d exited 0 (%s)", name, r, how);
-    }
-    job_free(j);
-    free(j);
+    job_end(j, GUARD_S, name);
 }
 
 int main(void)
