@@ -25,9 +25,13 @@
  * every rank; staged: once, by the block's owner), so results are bitwise identical on all ranks
  * and from run to run. fp16/bf16 accumulate in fp32 and round once.
  *
- * Operations using the region run one at a time per communicator, in posting order (a ticket), as
- * every rank posts the same sequence. Waiting on a peer's counter is polling: the engine yields or
- * sleeps when nothing moves, and a dead peer is noticed through its tcp connection.
+ * Operations using the region run one at a time per communicator, in the order they started, as
+ * every rank starts the same sequence: a FIFO of waiting operations, whose head starts when the
+ * running one finishes. Waiting operations are parked (tempo__op_park): the engine does not poll
+ * them, so a queue of N operations costs O(N) in all, not O(N) per progress pass, and their
+ * TEMPO_TIMEOUT starts only when their turn comes. Waiting on a peer's counter is polling: the
+ * engine yields or sleeps when nothing moves, and a dead peer is noticed through its tcp
+ * connection.
  */
 #include "config.h"
 
@@ -86,13 +90,17 @@ struct tempo__shm_coll {
     uint64_t nsmall;   /* small operations started (same on every rank) */
     uint64_t nseg;     /* segments started (same on every rank) */
     uint64_t nops;     /* operations started (same on every rank) */
-    uint32_t ticket_next, ticket_now;
+    tempo__list_t queue; /* shm_op_t not yet started, in start order (every rank's same order) */
+    int running;         /* an operation has started and not finished */
+    int broken;          /* an operation was cancelled while running: the region is out of step */
 };
 
 typedef struct {
     tempo__shm_coll_t *sc;
-    uint32_t ticket;
+    tempo__op_t *op;
+    tempo__list_t qlink; /* on sc->queue until it starts */
     int started;
+    int finished;
     int small;
     uint64_t k; /* small: operation number */
     uint64_t opno; /* operation number among all of the region's */
@@ -148,6 +156,7 @@ tempo_status_t tempo__shm_coll_create(struct tempo_comm *comm, tempo__shm_coll_t
     }
     sc->n = n;
     sc->me = comm->rank;
+    tempo__list_init(&sc->queue);
     sc->srcs = tempo__calloc((size_t)n, sizeof(*sc->srcs), "shm fold operands");
     if (!sc->srcs) {
         tempo__free(sc);
@@ -347,6 +356,7 @@ static tempo_status_t progress_staged(tempo__op_t *op, shm_op_t *so)
     } while (moved);
     if (any) {
         tempo__engine_note_event(op->comm->world);
+        tempo__op_progressed(op);
     }
     if (result == TEMPO_INPROGRESS && wq >= 0) {
         return wait_for(op, wq, wfield, wwant);
@@ -354,14 +364,33 @@ static tempo_status_t progress_staged(tempo__op_t *op, shm_op_t *so)
     return result;
 }
 
+/* The head of the queue may start: unpark it. */
+static void wake_head(tempo__shm_coll_t *sc)
+{
+    if (!tempo__list_empty(&sc->queue)) {
+        shm_op_t *next = tempo__container_of(sc->queue.next, shm_op_t, qlink);
+        if (next->op->parked) {
+            tempo__op_unpark(next->op);
+        }
+    }
+}
+
 static tempo_status_t shm_progress(tempo__op_t *op)
 {
     shm_op_t *so = op->priv;
     tempo__shm_coll_t *sc = so->sc;
+    if (TEMPO_UNLIKELY(sc->broken)) {
+        return tempo__op_fail(op, TEMPO_ERR_ABORTED,
+                              "an earlier shared-memory all-reduce on this communicator was "
+                              "cancelled while running");
+    }
     if (!so->started) {
-        if (sc->ticket_now != so->ticket) {
-            return TEMPO_INPROGRESS; /* an earlier shared-memory operation is still running */
+        if (sc->running || sc->queue.next != &so->qlink) {
+            tempo__op_park(op); /* an earlier shared-memory operation is still running */
+            return TEMPO_INPROGRESS;
         }
+        tempo__list_remove(&so->qlink);
+        sc->running = 1;
         so->started = 1;
         so->opno = sc->nops++;
         publish_sig(op, so);
@@ -376,8 +405,10 @@ static tempo_status_t shm_progress(tempo__op_t *op)
     }
     tempo_status_t st = so->small ? progress_small(op, so) : progress_staged(op, so);
     if (st != TEMPO_INPROGRESS) {
-        sc->ticket_now++;
+        sc->running = 0;
+        so->finished = 1;
         op->wait_peer = -1;
+        wake_head(sc);
     }
     return st;
 }
@@ -388,9 +419,21 @@ static void shm_cleanup(tempo__op_t *op)
     if (so) {
         /* A cancelled operation that never ran gives its turn away; one that started cannot be
          * undone (its peers would wait forever), which is why cancelling fails the communicator's
-         * shared-memory state for good. */
-        if (!so->started && so->sc->ticket_now == so->ticket) {
-            so->sc->ticket_now++;
+         * shared-memory state for good: the operations queued behind it fail. */
+        tempo__shm_coll_t *sc = so->sc;
+        if (!so->started) {
+            tempo__list_remove(&so->qlink);
+            wake_head(sc);
+        } else if (!so->finished) {
+            sc->broken = 1;
+            sc->running = 0;
+            while (!tempo__list_empty(&sc->queue)) {
+                shm_op_t *q = tempo__container_of(sc->queue.next, shm_op_t, qlink);
+                tempo__list_remove(&q->qlink);
+                if (q->op->parked) {
+                    tempo__op_unpark(q->op);
+                }
+            }
         }
         tempo__free(so);
         op->priv = NULL;
@@ -419,8 +462,9 @@ tempo_status_t tempo__allreduce_shm_start(tempo__op_t *op)
         return TEMPO_ERR_NOMEM;
     }
     so->sc = sc;
+    so->op = op;
     so->esize = tempo_dtype_size(op->dtype);
-    so->ticket = sc->ticket_next++;
+    tempo__list_push_back(&sc->queue, &so->qlink);
     so->small = op->count * so->esize <= SMALL_MAX;
     so->seg_elems = sc->stage / so->esize;
     so->nseg = (op->count + so->seg_elems - 1) / so->seg_elems;

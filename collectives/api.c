@@ -808,9 +808,109 @@ tempo_status_t tempo_waitall(size_t n, tempo_request_t reqs[], tempo_status_t st
 /* Split, destroy, abort                                                                          */
 /* ---------------------------------------------------------------------------------------------- */
 
+/*
+ * Context ids are recycled. Every rank keeps a bitmap of the ids it may not reuse yet
+ * (world->ctx_used): an id is set from the creation of a communicator until it is drained. A split
+ * gathers (color, key, hi, the bits of the low ids) from every member, hi being one more than the
+ * member's highest id in use; when some hi exceeds SPLIT_LOW_IDS it also takes the maximum of the
+ * members' maps below max(hi) (an all-reduce of one byte per id). The new communicators get the lowest ids clear on every member, one per color in color
+ * order, so every member computes the same ids.
+ *
+ * Why a recycled id never sees an old message. Destroying a communicator (id c) sends a close
+ * marker to every other member (a control tag of c, after everything this rank ever sent on c:
+ * each pair of ranks is one FIFO stream, and a half-sent message that a cancel withdrew is
+ * finished first) and posts a receive for each member's marker. c stays set on this rank until
+ * every marker has been received (or its sender has left the job) and the sends completed; then
+ * nothing of the old communicator can arrive any more, what arrived unreceived is dropped
+ * (tempo__tl_purge_ctx), and c is cleared. A split picks c only if it is clear on every member, so
+ * when the successor starts, no member holds or can still get a message of its predecessor. A
+ * rank that destroys its communicator before its peers merely keeps c set for longer, and ranks
+ * that differ in which ids they have drained agree through the maximum of the bitmaps. Draining
+ * is checked at the next split (never waited for), so destroy does not block on slow peers.
+ */
+#define SPLIT_LOW_IDS 512 /* ids whose bits travel in the split's all-gather itself */
+
 typedef struct {
-    int32_t color, key, next_ctx, pad;
+    int32_t color, key, hi, pad;
+    uint8_t low[SPLIT_LOW_IDS / 8]; /* the member's ctx_used bits of ids < SPLIT_LOW_IDS */
 } split_entry_t;
+
+#define CTRL_KIND_CLOSE 3u /* control tag kind of close markers (schedq.c uses 1 and 2) */
+
+/* A destroyed communicator whose id is not drained yet (on world->closing). One block. */
+typedef struct {
+    tempo__list_t link; /* first: world_destroy frees the block through it */
+    int ctx;
+    int n;                 /* other members */
+    struct {
+        int peer;          /* world rank */
+        tempo__xfer_t send, recv;
+    } m[];
+} closing_t;
+
+/* Send and expect close markers for c's id (lock held); without memory the id stays used. */
+static void close_markers(struct tempo_comm *c)
+{
+    tempo__world_t *w = c->world;
+    closing_t *cl = tempo__calloc(1, sizeof(*cl) + (size_t)c->size * sizeof(cl->m[0]),
+                                  "communicator close markers");
+    if (!cl) {
+        return;
+    }
+    cl->ctx = c->ctx;
+    uint64_t tag = tempo__tag_ctrl(c->ctx, CTRL_KIND_CLOSE);
+    for (int r = 0; r < c->size; r++) {
+        if (r != c->rank) {
+            int p = tempo__wrank(c, r);
+            cl->m[cl->n].peer = p;
+            tempo__tl_irecv(w, p, tag, &cl->ctx, 0, &cl->m[cl->n].recv);
+            tempo__tl_isend(w, p, tag, &cl->ctx, 0, &cl->m[cl->n].send);
+            cl->n++;
+        }
+    }
+    tempo__list_push_back(&w->closing, &cl->link);
+}
+
+/* Clear the ids of destroyed communicators whose markers have all arrived (lock held). */
+static void reap_closed(tempo__world_t *w)
+{
+    tempo__list_t *pos, *tmp;
+    tempo__list_for_each_safe (pos, tmp, &w->closing) {
+        closing_t *cl = tempo__container_of(pos, closing_t, link);
+        int done = 1;
+        for (int i = 0; i < cl->n && done; i++) {
+            done = cl->m[i].send.complete && cl->m[i].recv.complete;
+        }
+        if (!done) {
+            continue;
+        }
+        for (int i = 0; i < cl->n; i++) {
+            tempo__tl_purge_ctx(w, cl->m[i].peer, cl->ctx);
+        }
+        tempo__ctx_set_used(w, cl->ctx, 0);
+        tempo__list_remove(&cl->link);
+        tempo__free(cl);
+    }
+}
+
+/* The ids of the split's `distinct` new communicators, lowest first: clear in every member's bitmap
+ * (used: the maximum over members, hi bytes). Collective through the caller's all-reduce. */
+static tempo_status_t pick_ctxs(const uint8_t *used, int hi, int distinct, int *ctx_p)
+{
+    int k = 0;
+    for (int id = 1; k < distinct && id < TEMPO_CTX_MAX; id++) {
+        if (id >= hi || !used[id]) {
+            ctx_p[k++] = id;
+        }
+    }
+    if (k < distinct) {
+        return tempo__err(TEMPO_ERR_UNSUPPORTED,
+                          "tempo_comm_split: too many live communicators (all %d context ids are "
+                          "in use or still draining on some member)",
+                          TEMPO_CTX_MAX - 1);
+    }
+    return TEMPO_OK;
+}
 
 static int cmp_members(const void *a, const void *b)
 {
@@ -838,14 +938,21 @@ tempo_status_t tempo_comm_split(tempo_comm_t comm, int color, int key, tempo_com
     }
     tempo__world_t *w = comm->world;
     int n = comm->size;
-    split_entry_t mine = {color, key, w->next_ctx, 0};
+    pthread_mutex_lock(&w->lock);
+    reap_closed(w);
+    split_entry_t mine = {color, key, tempo__ctx_hi(w), 0, {0}};
+    memcpy(mine.low, w->ctx_used, sizeof(mine.low));
+    pthread_mutex_unlock(&w->lock);
     split_entry_t *all = tempo__malloc(sizeof(*all) * (size_t)n, "split table");
     int *members = tempo__malloc(sizeof(int) * 2 * (size_t)n, "split members");
     int *colors = tempo__malloc(sizeof(int) * (size_t)n, "split colors");
-    if (!all || !members || !colors) {
+    int *ctxs = tempo__malloc(sizeof(int) * (size_t)n, "split contexts");
+    uint8_t *used = NULL;
+    if (!all || !members || !colors || !ctxs) {
         tempo__free(all);
         tempo__free(members);
         tempo__free(colors);
+        tempo__free(ctxs);
         return comm_err(comm, TEMPO_ERR_NOMEM);
     }
     tempo_status_t st = tempo_allgather(comm, &mine, all, sizeof(mine) / 4, TEMPO_INT32);
@@ -854,15 +961,46 @@ tempo_status_t tempo_comm_split(tempo_comm_t comm, int color, int key, tempo_com
     }
     pthread_mutex_lock(&w->lock);
     /* Every member of comm numbers its splits alike, so the new communicator's uid is the same
-     * on all its members and differs from every other communicator's. */
+     * on all its members and differs from every other communicator's (context ids are reused). */
     uint32_t split_no = comm->nsplits++;
-    int base = 0, ncolors = 0;
+    pthread_mutex_unlock(&w->lock);
+    int hi = 1, ncolors = 0;
     for (int i = 0; i < n; i++) {
-        base = TEMPO_MAX(base, all[i].next_ctx);
+        hi = TEMPO_MAX(hi, all[i].hi);
         if (all[i].color != TEMPO_UNDEFINED) {
             colors[ncolors++] = all[i].color;
         }
     }
+    /* Every member's ids in use below hi (one byte each): the maximum over members. Ids this rank
+     * took since it reported hi (another thread's split) are set too in the all-reduce path, which
+     * only makes the choice more careful. */
+    used = tempo__malloc((size_t)hi, "split context map");
+    if (!used) {
+        st = TEMPO_ERR_NOMEM; /* the others would wait in the all-reduce: fail the job */
+        pthread_mutex_lock(&w->lock);
+        tempo__world_fail(w, st, "tempo_comm_split: out of memory for the context map");
+        pthread_mutex_unlock(&w->lock);
+        goto out;
+    }
+    if (hi <= SPLIT_LOW_IDS) {
+        for (int id = 0; id < hi; id++) {
+            used[id] = 0;
+            for (int i = 0; i < n; i++) {
+                used[id] |= (all[i].low[id >> 3] >> (id & 7)) & 1;
+            }
+        }
+    } else {
+        pthread_mutex_lock(&w->lock);
+        for (int id = 0; id < hi; id++) {
+            used[id] = (uint8_t)tempo__ctx_is_used(w, id);
+        }
+        pthread_mutex_unlock(&w->lock);
+        st = tempo_allreduce(comm, used, used, (size_t)hi, TEMPO_UINT8, TEMPO_MAX);
+        if (st != TEMPO_OK) {
+            goto out;
+        }
+    }
+    pthread_mutex_lock(&w->lock);
     qsort(colors, (size_t)ncolors, sizeof(int), cmp_int);
     int distinct = 0, my_index = -1;
     for (int i = 0; i < ncolors; i++) {
@@ -873,9 +1011,9 @@ tempo_status_t tempo_comm_split(tempo_comm_t comm, int color, int key, tempo_com
             distinct++;
         }
     }
-    w->next_ctx = TEMPO_MAX(w->next_ctx, base + distinct);
     *newcomm_p = NULL;
-    if (color == TEMPO_UNDEFINED) {
+    st = pick_ctxs(used, hi, distinct, ctxs);
+    if (st != TEMPO_OK || color == TEMPO_UNDEFINED) {
         pthread_mutex_unlock(&w->lock);
         goto out;
     }
@@ -896,7 +1034,7 @@ tempo_status_t tempo_comm_split(tempo_comm_t comm, int color, int key, tempo_com
         colors[i] = tempo__wrank(comm, members[2 * i + 1]); /* reuse as world ranks */
     }
     struct tempo_comm *nc = NULL;
-    st = tempo__comm_create(w, colors, m, my_new, base + my_index, &nc);
+    st = tempo__comm_create(w, colors, m, my_new, ctxs[my_index], &nc);
     if (st == TEMPO_OK) {
         int32_t salt[2] = {(int32_t)split_no, color};
         nc->uid = tempo__hash64(salt, sizeof(salt), comm->uid);
@@ -917,6 +1055,8 @@ out:
     tempo__free(all);
     tempo__free(members);
     tempo__free(colors);
+    tempo__free(ctxs);
+    tempo__free(used);
     return comm_err(comm, st);
 }
 
@@ -936,6 +1076,11 @@ tempo_status_t tempo_comm_destroy(tempo_comm_t comm)
                             tempo__op_describe(op, d, sizeof(d)));
         }
         tempo__op_release(op);
+    }
+    /* The initial communicator's id (0) is never reused; the last communicator takes the world,
+     * and a failed job sends nothing more (its ids stay used). */
+    if (comm->ctx != 0 && w->ncomms > 1 && w->failed == TEMPO_OK) {
+        close_markers(comm);
     }
     int left = tempo__comm_free(comm);
     pthread_mutex_unlock(&w->lock);

@@ -451,12 +451,12 @@ int tempo__notes_handle(tempo__world_t *w)
             /* The peer finished creating the communicator before this rank did (a split ends on
              * some ranks first), or this rank destroyed it already: keep the news for a while. A
              * probe is asked again. */
-            tempo__list_push_back(&w->parked, &p->link);
-            if (++w->nparked > PARKED_MAX) {
-                tempo__list_t *e = w->parked.next;
+            tempo__list_push_back(&w->held_notes, &p->link);
+            if (++w->nheld_notes > PARKED_MAX) {
+                tempo__list_t *e = w->held_notes.next;
                 tempo__list_remove(e);
                 tempo__free(e);
-                w->nparked--;
+                w->nheld_notes--;
             }
         } else {
             tempo__free(p);
@@ -469,14 +469,14 @@ void tempo__comm_ready(struct tempo_comm *c)
 {
     tempo__world_t *w = c->world;
     tempo__list_t *pos, *tmp;
-    tempo__list_for_each_safe (pos, tmp, &w->parked) {
+    tempo__list_for_each_safe (pos, tmp, &w->held_notes) {
         pending_t *p = tempo__container_of(pos, pending_t, link);
         note_t m;
         int peer;
         memcpy(&m, p->data, sizeof(m));
         if (find_comm(w, m.ctx, m.uid, p->src, &peer) == c) {
             tempo__list_remove(&p->link);
-            w->nparked--;
+            w->nheld_notes--;
             handle(w, c, peer, p);
             tempo__free(p);
         }

@@ -13,9 +13,19 @@
  * polls, and after TEMPO_SPIN without events it sleeps in the transports' idle function (woken by
  * socket activity), so a computing caller does not lose a core to it.
  *
- * Deadlines: every operation gets now + TEMPO_TIMEOUT when it starts. An operation past its
+ * Deadlines measure silence, not queueing. An operation gets now + TEMPO_TIMEOUT when it starts
+ * running (when it is posted, or unparked: see below), again whenever its progress function says
+ * it moved (tempo__op_progressed), and its deadline follows the peer it waits for: while bytes
+ * move to or from op->wait_peer (the transports stamp peers[].heard_ns), the deadline is at least
+ * that time + TEMPO_TIMEOUT. So a request queued behind thousands of others never times out while
+ * the job progresses, and one whose peer is silent for TEMPO_TIMEOUT does. An operation past its
  * deadline fails with TEMPO_ERR_TIMEOUT naming the rank it waits for, and fails the job (its
  * collective sequence can no longer be trusted).
+ *
+ * Parking keeps a pass linear in the work that can move: an operation that cannot start until
+ * others finish (shared-memory collectives run one at a time per communicator) parks itself on
+ * world->parked and is not polled until its owner unparks it; a parked operation has no deadline
+ * (the one ahead of it has). A failure of the job unparks everything so that it fails at once.
  */
 #include "config.h"
 
@@ -150,6 +160,40 @@ static void op_complete(tempo__op_t *op, tempo_status_t st)
     tempo__trace_op_end(op->comm->world, op);
 }
 
+void tempo__op_park(tempo__op_t *op)
+{
+    tempo__list_remove(&op->link);
+    tempo__list_push_back(&op->comm->world->parked, &op->link);
+    op->parked = 1;
+}
+
+void tempo__op_unpark(tempo__op_t *op)
+{
+    tempo__world_t *w = op->comm->world;
+    tempo__list_remove(&op->link);
+    tempo__list_push_back(&w->active, &op->link);
+    op->parked = 0;
+    op->deadline = tempo__deadline_after(w->timeout_s);
+    w->op_events++;
+}
+
+/* Whether op is past its deadline at now, after extending the deadline to the last time its peer
+ * was heard from + TEMPO_TIMEOUT. */
+static int op_overdue(tempo__world_t *w, tempo__op_t *op, uint64_t now)
+{
+    if (TEMPO_LIKELY(now <= op->deadline)) {
+        return 0;
+    }
+    if (op->wait_peer >= 0 && op->wait_peer < op->comm->size) {
+        uint64_t heard = w->peers[tempo__wrank(op->comm, op->wait_peer)].heard_ns;
+        uint64_t d = heard + (uint64_t)(w->timeout_s * 1e9);
+        if (heard && d > op->deadline) {
+            op->deadline = d;
+        }
+    }
+    return now > op->deadline;
+}
+
 static void op_timeout(tempo__op_t *op)
 {
     tempo__world_t *w = op->comm->world;
@@ -177,18 +221,24 @@ void tempo__engine_remove_poller(tempo__poller_t *p)
 
 int tempo__engine_progress(tempo__world_t *w)
 {
+    uint64_t now = tempo__now_ns();
+    w->pass_ns = now;
     int events = w->tl_progress ? w->tl_progress(w) : 0;
     if (TEMPO_UNLIKELY(!tempo__list_empty(&w->notes))) {
         events += tempo__notes_handle(w);
     }
     tempo__list_t *pos, *tmp;
+    if (TEMPO_UNLIKELY(w->failed != TEMPO_OK)) {
+        tempo__list_for_each_safe (pos, tmp, &w->parked) {
+            tempo__op_unpark(tempo__container_of(pos, tempo__op_t, link));
+        }
+    }
     tempo__list_for_each_safe (pos, tmp, &w->pollers) {
         tempo__poller_t *p = tempo__container_of(pos, tempo__poller_t, link);
         events += p->fn(p->arg);
     }
     events += w->op_events;
     w->op_events = 0;
-    uint64_t now = 0;
     tempo__list_for_each_safe (pos, tmp, &w->active) {
         tempo__op_t *op = tempo__container_of(pos, tempo__op_t, link);
         tempo_status_t st;
@@ -206,20 +256,17 @@ int tempo__engine_progress(tempo__world_t *w)
         }
         events += w->op_events;
         w->op_events = 0;
-        if (!now) {
-            now = tempo__now_ns();
-        }
         if (op->wait_peer >= 0 && op->sig.valid) {
             tempo__op_probe(op, now);
         }
-        if (TEMPO_UNLIKELY(now > op->deadline)) {
+        if (TEMPO_UNLIKELY(!op->parked && op_overdue(w, op, now))) {
             op_timeout(op);
             op_complete(op, TEMPO_ERR_TIMEOUT);
             events++;
         }
     }
     if (events) {
-        w->last_event_ns = now ? now : tempo__now_ns();
+        w->last_event_ns = now;
     }
     return events;
 }

@@ -29,12 +29,14 @@ tempo_status_t tempo__world_create(int rank, int size, const tempo__peer_info_t 
     w->size = size;
     w->timeout_s = timeout_s;
     w->job_uuid = table[0].uuid;
-    w->next_ctx = 1;
+    tempo__ctx_set_used(w, TEMPO_CTX_MAX, 1);
+    tempo__list_init(&w->closing);
     tempo__list_init(&w->active);
+    tempo__list_init(&w->parked);
     tempo__list_init(&w->free_ops);
     tempo__list_init(&w->comms);
     tempo__list_init(&w->notes);
-    tempo__list_init(&w->parked);
+    tempo__list_init(&w->held_notes);
     for (int r = 0; r < size; r++) {
         w->peers[r].info = table[r];
         w->peers[r].info.hostname[sizeof(w->peers[r].info.hostname) - 1] = '\0';
@@ -66,12 +68,18 @@ void tempo__world_destroy(tempo__world_t *w, int graceful)
     for (size_t i = 0; i < TEMPO_ARRAY_SIZE(w->scratch); i++) {
         tempo__free_aligned(w->scratch[i].p);
     }
-    for (tempo__list_t *l = &w->notes; l; l = l == &w->notes ? &w->parked : NULL) {
+    for (tempo__list_t *l = &w->notes; l; l = l == &w->notes ? &w->held_notes : NULL) {
         while (!tempo__list_empty(l)) {
             tempo__list_t *e = l->next;
             tempo__list_remove(e);
             tempo__free(e); /* the link is the first member of a note */
         }
+    }
+    /* After the transports: they completed (failed) the close markers' transfers. */
+    while (!tempo__list_empty(&w->closing)) {
+        tempo__list_t *e = w->closing.next;
+        tempo__list_remove(e);
+        tempo__free(e);
     }
     while (!tempo__list_empty(&w->free_ops)) {
         tempo__list_t *e = w->free_ops.next;
@@ -100,6 +108,23 @@ tempo_status_t tempo__world_fail(tempo__world_t *w, tempo_status_t st, const cha
     return st;
 }
 
+int tempo__ctx_hi(const tempo__world_t *w)
+{
+    /* The reserved TEMPO_CTX_MAX is not counted. */
+    for (int i = (int)sizeof(w->ctx_used) - 1; i >= 0; i--) {
+        unsigned b = w->ctx_used[i];
+        if (i == (int)sizeof(w->ctx_used) - 1) {
+            b &= 0x7fu;
+        }
+        for (int k = 7; b && k >= 0; k--) {
+            if (b & (1u << k)) {
+                return i * 8 + k + 1;
+            }
+        }
+    }
+    return 0;
+}
+
 const char *tempo__peer_desc(const tempo__world_t *w, int wrank, char *buf, size_t len)
 {
     if (wrank < 0 || wrank >= w->size) {
@@ -114,8 +139,8 @@ const char *tempo__peer_desc(const tempo__world_t *w, int wrank, char *buf, size
 tempo_status_t tempo__comm_create(tempo__world_t *w, const int *ranks, int size, int my_rank,
                                   int ctx, struct tempo_comm **comm_p)
 {
-    if (ctx >= TEMPO_CTX_MAX) {
-        return tempo__err(TEMPO_ERR_UNSUPPORTED, "too many communicators (context ids exhausted)");
+    if (ctx < 0 || ctx >= TEMPO_CTX_MAX || tempo__ctx_is_used(w, ctx)) {
+        return tempo__err(TEMPO_ERR_INTERNAL, "context id %d is not free on this rank", ctx);
     }
     struct tempo_comm *c = tempo__calloc(1, sizeof(*c), "communicator");
     if (!c) {
@@ -145,9 +170,7 @@ tempo_status_t tempo__comm_create(tempo__world_t *w, const int *ranks, int size,
     for (int i = 0; i < size; i++) {
         c->all_local &= w->peers[ranks[i]].local;
     }
-    if (ctx >= w->next_ctx) {
-        w->next_ctx = ctx + 1;
-    }
+    tempo__ctx_set_used(w, ctx, 1);
     w->ncomms++;
     *comm_p = c;
     return TEMPO_OK;

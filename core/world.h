@@ -17,7 +17,17 @@
  * Invariants
  *   - Everything in a world is protected by world->lock; public entry points take it.
  *   - Once world->failed is set, every running and later operation fails with that status.
- *   - op->status is TEMPO_INPROGRESS exactly while op is on world->active.
+ *   - op->status is TEMPO_INPROGRESS exactly while op is on world->active or world->parked.
+ *   - The engine polls only world->active. A parked operation waits for its turn on a serialized
+ *     resource (a shared-memory collective state runs one operation at a time); whoever owns the
+ *     resource unparks it when its turn comes (tempo__op_unpark), so a long queue costs nothing per
+ *     progress pass.
+ *
+ * Deadlines (TEMPO_TIMEOUT) measure silence, not queueing: an operation's deadline is armed when
+ * it starts running (posted, or unparked), re-armed when it makes progress
+ * (tempo__op_progressed), and extended while the peer it waits for (op->wait_peer) is heard from,
+ * i.e. bytes move to or from that peer. A parked operation has no deadline: the one running ahead
+ * of it has, and its timeout fails the job (and so every parked operation) anyway.
  */
 #ifndef TEMPO_CORE_WORLD_H
 #define TEMPO_CORE_WORLD_H
@@ -49,6 +59,9 @@ typedef struct tempo__peer {
     const struct tempo__tl_ops *data_tl; /* its transport */
     int local;                           /* same host id as this rank */
     int left; /* the peer destroyed its last communicator (said goodbye) */
+    uint64_t heard_ns; /* ns, monotonic: the engine pass in which bytes last moved to or from this
+                        * peer (tempo__peer_heard); extends the deadlines of operations waiting
+                        * for it */
 } tempo__peer_t;
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -127,8 +140,9 @@ struct tempo__op {
     tempo__op_progress_fn_t progress; /* returns TEMPO_INPROGRESS, TEMPO_OK or an error */
     void (*cleanup)(tempo__op_t *op); /* frees priv; called once, also after failures */
     void *priv;                       /* algorithm state */
-    uint64_t deadline;                /* ns, monotonic */
-    int wait_peer; /* comm rank the op is waiting for (diagnostics), -1 if unknown */
+    uint64_t deadline;                /* ns, monotonic; see "Deadlines" above */
+    int wait_peer; /* comm rank the op is waiting for (diagnostics, deadline), -1 if unknown */
+    int parked;    /* on world->parked: waiting for its turn, not polled (tempo__op_park) */
 
     /* Scheduled requests (collectives/schedq.c). A scheduled request is a parent that never moves
      * data itself: the coordinator's decisions start its chunks as child operations. */
@@ -151,6 +165,10 @@ struct tempo__op {
 /* World                                                                                          */
 /* ---------------------------------------------------------------------------------------------- */
 
+/** Highest context id (15 bits; bit 15 of the tag's context field marks point-to-point). Reserved
+ *  for setup messages between ranks (transport/transport.c), like 0 for the initial communicator. */
+#define TEMPO_CTX_MAX 0x7fff
+
 typedef struct tempo__world {
     pthread_mutex_t lock;
     int rank;
@@ -168,12 +186,20 @@ typedef struct tempo__world {
 
     tempo__list_t comms;    /* live communicators (tempo_comm.wlink) */
     tempo__list_t notes;    /* control notes from peers, handled after transport progress */
-    tempo__list_t parked;   /* notes for communicators not created here yet (core/check.c) */
-    int nparked;
+    tempo__list_t held_notes; /* notes for communicators not created here yet (core/check.c) */
+    int nheld_notes;
     tempo__list_t active;   /* running operations, in posting order */
+    tempo__list_t parked;   /* operations waiting for their turn (not polled, no deadline) */
+    uint64_t pass_ns;       /* when the current (or last) progress pass started */
     tempo__list_t free_ops; /* recycled operation objects */
     int ncomms;             /* live communicators */
-    int next_ctx;           /* lowest context id this rank has not used */
+    /* Context ids. A bit is set from the creation of a communicator with that id until the id is
+     * drained: this rank destroyed it and every other member said, by a close marker sent after
+     * its own last message of the communicator, that nothing more of it will come (the split and
+     * destroy protocol in collectives/api.c). A split uses an id that is clear on every member. */
+    uint8_t ctx_used[(TEMPO_CTX_MAX + 1) / 8];
+    tempo__list_t closing; /* destroyed communicators not yet drained; entries are single blocks
+                            * starting with their list link, owned by collectives/api.c */
     uint64_t last_event_ns; /* when the engine last saw progress (idle strategy) */
     int op_events;          /* progress made inside operations since the last count */
 
@@ -209,8 +235,6 @@ typedef struct tempo__world {
     void (*tl_note)(struct tempo__world *w, int peer, const void *data, size_t len);
 } tempo__world_t;
 
-/** Highest context id (15 bits; bit 15 of the tag's context field marks point-to-point). */
-#define TEMPO_CTX_MAX 0x7fff
 
 /** Tag layout: [63] point-to-point, [62:48] context, [47:16] sequence number, [15:0] step.
  *  Point-to-point: [63] = 1, [62:48] context, [47:32] 0, [31:0] user tag. */
@@ -306,7 +330,23 @@ tempo_status_t tempo__world_fail(tempo__world_t *w, tempo_status_t st, const cha
 /** "rank 3 (host node7, pid 812)" for a world rank. */
 const char *tempo__peer_desc(const tempo__world_t *w, int wrank, char *buf, size_t len);
 
-/** Create a communicator over world ranks ranks[0..size) (copied), with context id ctx. */
+static inline int tempo__ctx_is_used(const tempo__world_t *w, int ctx)
+{
+    return (w->ctx_used[ctx >> 3] >> (ctx & 7)) & 1;
+}
+static inline void tempo__ctx_set_used(tempo__world_t *w, int ctx, int used)
+{
+    if (used) {
+        w->ctx_used[ctx >> 3] |= (uint8_t)(1u << (ctx & 7));
+    } else {
+        w->ctx_used[ctx >> 3] &= (uint8_t)~(1u << (ctx & 7));
+    }
+}
+/** One more than the highest context id in use on this rank. */
+int tempo__ctx_hi(const tempo__world_t *w);
+
+/** Create a communicator over world ranks ranks[0..size) (copied), with context id ctx, which must
+ *  not be in use on this rank (it is marked used; see ctx_used). */
 tempo_status_t tempo__comm_create(tempo__world_t *w, const int *ranks, int size, int my_rank,
                                   int ctx, struct tempo_comm **comm_p);
 /** Free a communicator (lock held); returns how many communicators the world still has. With none
@@ -330,6 +370,22 @@ void tempo__op_release(tempo__op_t *op);
 /** Start a prepared operation (progress and args set): give it a deadline, put it on the active
  * list, and advance it once. Returns its status (TEMPO_INPROGRESS, TEMPO_OK or an error). */
 tempo_status_t tempo__op_start(tempo__op_t *op);
+/** From op's progress function: take op off the active list until tempo__op_unpark (it waits for
+ *  its turn on a resource that runs one operation at a time). The progress function returns
+ *  TEMPO_INPROGRESS. A failure of the job unparks every parked operation (they then fail). */
+void tempo__op_park(tempo__op_t *op);
+/** Put a parked op back on the active list with a fresh deadline (lock held; any context). */
+void tempo__op_unpark(tempo__op_t *op);
+/** From op's progress function: op made progress; its deadline starts again. */
+static inline void tempo__op_progressed(tempo__op_t *op)
+{
+    op->deadline = tempo__deadline_after(op->comm->world->timeout_s);
+}
+/** From the transports: bytes moved to or from world rank peer in this progress pass. */
+static inline void tempo__peer_heard(tempo__world_t *w, int peer)
+{
+    w->peers[peer].heard_ns = w->pass_ns;
+}
 /** Fail op with st and a message "<description>: <cause>"; returns st. For progress functions. */
 tempo_status_t tempo__op_fail(tempo__op_t *op, tempo_status_t st, const char *fmt, ...)
     TEMPO_FMT_PRINTF(3, 4);

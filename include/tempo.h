@@ -19,7 +19,12 @@
  * host and pid when a peer is to blame.
  *
  * Faults
- *   Every wait has a deadline (TEMPO_TIMEOUT, default 300 s). If a peer process dies or closes its
+ *   Every wait has a deadline (TEMPO_TIMEOUT, default 300 s) that measures silence, not time in a
+ *   queue: a request fails with TEMPO_ERR_TIMEOUT, naming the peer, when the peer it waits for has
+ *   made no progress for TEMPO_TIMEOUT (nothing moved to or from it, and the request did not
+ *   advance). The clock starts when the request starts running, not when it is posted: requests
+ *   queued behind others (thousands of small non-blocking collectives posted at once) wait as long
+ *   as the job keeps progressing. A timeout fails the job. If a peer process dies or closes its
  *   connection without destroying its communicator, every pending and later operation on the
  *   communicator (and on every communicator split from the same initial one) fails with
  *   TEMPO_ERR_REMOTE. The library never calls exit() or abort().
@@ -188,7 +193,10 @@ TEMPO_API tempo_status_t tempo_comm_init(const tempo_config_t *config, tempo_com
  * Split comm into disjoint communicators, one per color (like MPI_Comm_split). Ranks are ordered by
  * key, then by their rank in comm. A rank passing TEMPO_UNDEFINED gets *newcomm_p = NULL.
  * Collective over comm. The new communicator shares the job's connections; it has its own sequence
- * of collectives and its own shared-memory resources.
+ * of collectives and its own shared-memory resources. Any number of splits may be created and
+ * destroyed over a job's life (context ids are recycled once every member has destroyed the old
+ * communicator, and no message of a destroyed communicator reaches a new one); at most 32766 can
+ * be alive at once, else TEMPO_ERR_UNSUPPORTED.
  */
 TEMPO_API tempo_status_t tempo_comm_split(tempo_comm_t comm, int color, int key,
                                           tempo_comm_t *newcomm_p);

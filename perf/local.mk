@@ -98,3 +98,9 @@ dist_bin_SCRIPTS += %reldir%/compress.sh
 EXTRA_DIST += %reldir%/model_bench.sh
 # tempo-train across emulated hosts (root): uncompressed and ALQ, tic and fifo.
 dist_bin_SCRIPTS += %reldir%/train_net.sh
+
+# Queue handling: N small non-blocking requests posted, then one wait; time per request for growing
+# N (perf/req_bench -h), over shm or tcp.
+bin_PROGRAMS += %reldir%/req_bench
+%canon_reldir%_req_bench_SOURCES = %reldir%/req_bench.c
+%canon_reldir%_req_bench_LDADD = libtempo.la

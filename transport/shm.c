@@ -153,7 +153,12 @@ static tempo_status_t ep_note(void *ep, const void *data, size_t len)
     return tempo__stream_send_note(&((shm_ep_t *)ep)->stream, data, len);
 }
 
-const tempo__tl_ops_t tempo__shm_ops = {"shm", ep_isend, ep_irecv, ep_cancel, ep_note};
+static void ep_purge(void *ep, int ctx)
+{
+    tempo__stream_purge_ctx(&((shm_ep_t *)ep)->stream, ctx);
+}
+
+const tempo__tl_ops_t tempo__shm_ops = {"shm", ep_isend, ep_irecv, ep_cancel, ep_note, ep_purge};
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Collective creation of a shared object                                                         */
@@ -426,15 +431,20 @@ int tempo__shm_progress(shm_tl_t *s)
         if (!ep) {
             continue;
         }
+        int moved = 0;
         if (!tempo__stream_send_idle(&ep->stream)) {
             int r = tempo__stream_progress_send(&ep->stream);
-            events += r > 0 ? r : 0;
+            moved += r > 0 ? r : 0;
         }
         if (ep->stream.in_payload ||
             atomic_load_explicit(&ep->in->tail, memory_order_relaxed) != ep->in_head ||
             ep->stream.rtail != ep->stream.rhead) {
             int r = tempo__stream_progress_recv(&ep->stream);
-            events += r > 0 ? r : 0;
+            moved += r > 0 ? r : 0;
+        }
+        if (moved) {
+            tempo__peer_heard(s->world, s->local[i]);
+            events += moved;
         }
     }
     return events;

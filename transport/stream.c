@@ -437,6 +437,20 @@ static int sig_valid(const tempo__sig_t *g)
            g->redop <= TEMPO_OP_COUNT && g->root >= -1;
 }
 
+void tempo__stream_purge_ctx(tempo__stream_t *s, int ctx)
+{
+    tempo__list_t *pos, *tmp;
+    tempo__list_for_each_safe (pos, tmp, &s->unexpected) {
+        tempo__ux_t *ux = tempo__container_of(pos, tempo__ux_t, link);
+        if ((int)((ux->tag >> 48) & TEMPO_CTX_MAX) == ctx && !ux->bound && ux->got == ux->len) {
+            tempo__list_remove(&ux->link);
+            s->unexpected_bytes -= ux->len;
+            tempo__free(ux->data);
+            tempo__free(ux);
+        }
+    }
+}
+
 static int header_valid(const tempo__stream_t *s, const tempo__wire_hdr_t *h, char *why, size_t len)
 {
     if (h->magic != TEMPO_WIRE_MAGIC) {

@@ -93,6 +93,9 @@ void tempo__stream_fini(tempo__stream_t *s);
 tempo_status_t tempo__stream_isend(tempo__stream_t *s, tempo__xfer_t *x);
 tempo_status_t tempo__stream_irecv(tempo__stream_t *s, tempo__xfer_t *x);
 void tempo__stream_cancel(tempo__stream_t *s, tempo__xfer_t *x);
+/** Free the complete unexpected messages whose tag carries context ctx (none is bound to a
+ *  receive: the communicator's receives were cancelled). */
+void tempo__stream_purge_ctx(tempo__stream_t *s, int ctx);
 
 /** Write as much of the send queue as the pipe takes; returns events (>= 0: completions, plus one
  * if any bytes moved, so waits keep polling during long transfers) or -1 on failure. */

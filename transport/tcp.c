@@ -100,7 +100,12 @@ static tempo_status_t ep_note(void *ep, const void *data, size_t len)
     return tempo__stream_send_note(&((tcp_ep_t *)ep)->stream, data, len);
 }
 
-const tempo__tl_ops_t tempo__tcp_ops = {"tcp", ep_isend, ep_irecv, ep_cancel, ep_note};
+static void ep_purge(void *ep, int ctx)
+{
+    tempo__stream_purge_ctx(&((tcp_ep_t *)ep)->stream, ctx);
+}
+
+const tempo__tl_ops_t tempo__tcp_ops = {"tcp", ep_isend, ep_irecv, ep_cancel, ep_note, ep_purge};
 
 void *tempo__tcp_ep(tcp_tl_t *t, int peer)
 {
@@ -258,6 +263,16 @@ static void update_out(tcp_tl_t *t, tcp_ep_t *ep)
     }
 }
 
+/* The events of a stream progress call (r < 0: none); bytes moved mean the peer was heard from. */
+static int heard(tempo__world_t *w, tcp_ep_t *ep, int r)
+{
+    if (r <= 0) {
+        return 0;
+    }
+    tempo__peer_heard(w, ep->stream.peer);
+    return r;
+}
+
 int tempo__tcp_progress(tcp_tl_t *t, int timeout_ms)
 {
     int events = 0;
@@ -267,7 +282,7 @@ int tempo__tcp_progress(tcp_tl_t *t, int timeout_ms)
         tcp_ep_t *ep = t->eps[p];
         if (ep && ep->fd >= 0 && !tempo__stream_send_idle(&ep->stream)) {
             int r = tempo__stream_progress_send(&ep->stream);
-            events += r > 0 ? r : 0;
+            events += heard(w, ep, r);
             update_out(t, ep);
         }
     }
@@ -293,11 +308,11 @@ int tempo__tcp_progress(tcp_tl_t *t, int timeout_ms)
                 events++;
                 continue;
             }
-            events += r;
+            events += heard(w, ep, r);
         }
         if (evs[i].events & EPOLLOUT) {
             int r = tempo__stream_progress_send(&ep->stream);
-            events += r > 0 ? r : 0;
+            events += heard(w, ep, r);
             update_out(t, ep);
         }
     }

@@ -187,6 +187,13 @@ void tempo__tl_cancel(tempo__world_t *w, tempo__xfer_t *x)
     w->peers[x->peer].data_tl->cancel(w->peers[x->peer].data_ep, x);
 }
 
+void tempo__tl_purge_ctx(tempo__world_t *w, int peer, int ctx)
+{
+    if (peer >= 0 && peer < w->size && peer != w->rank && w->peers[peer].data_tl) {
+        w->peers[peer].data_tl->purge(w->peers[peer].data_ep, ctx);
+    }
+}
+
 const char *tempo__xfer_error(tempo__world_t *w, const tempo__xfer_t *x, char *buf, size_t len)
 {
     char desc[160];

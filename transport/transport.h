@@ -47,6 +47,9 @@ typedef struct tempo__tl_ops {
     void (*cancel)(void *ep, tempo__xfer_t *x);
     /** Queue a control note for the peer's core (tempo__stream_send_note). */
     tempo_status_t (*note)(void *ep, const void *data, size_t len);
+    /** Drop the complete unexpected messages of context ctx (a destroyed communicator's id that is
+     *  being recycled: nothing more of it will arrive from this peer). */
+    void (*purge)(void *ep, int ctx);
 } tempo__tl_ops_t;
 
 /** Before the rendezvous: open the tcp listening socket for the address family of local (the
@@ -67,6 +70,10 @@ tempo_status_t tempo__tl_irecv(tempo__world_t *w, int peer, uint64_t tag, void *
                                tempo__xfer_t *x);
 /** Withdraw an incomplete transfer (see tempo__tl_ops_t.cancel). */
 void tempo__tl_cancel(tempo__world_t *w, tempo__xfer_t *x);
+
+/** Drop what arrived from world rank peer on context ctx and was never received (see
+ *  tempo__tl_ops_t.purge). */
+void tempo__tl_purge_ctx(tempo__world_t *w, int peer, int ctx);
 
 /** Text for a failed transfer: "rank 3 (host a, pid 9) sent 400 bytes where 800 were expected". */
 const char *tempo__xfer_error(tempo__world_t *w, const tempo__xfer_t *x, char *buf, size_t len);

@@ -163,14 +163,7 @@ static void run_variant(const char *name, const char *const *env, int do_abort, 
             job_go(j, r);
         }
     }
-    job_finish(j, 30);
-    for (int r = 0; r < NRANKS; r++) {
-        char how[64];
-        job_describe_exit(j, r, how, sizeof(how));
-        TAP_OK(job_exited(j, r, 0), "%s: rank %d exited 0 (%s)", name, r, how);
-    }
-    job_free(j);
-    free(j);
+    job_end(j, 30, name);
 }
 
 int main(void)

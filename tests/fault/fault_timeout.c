@@ -10,6 +10,14 @@
  *               sends: TEMPO_ERR_TIMEOUT naming rank 1.
  *   rendezvous  3 ranks, rank 2 never starts the library: ranks 0 and 1 fail tempo_comm_init_env
  *               after about 2 s with TEMPO_ERR_TIMEOUT, rank 0 naming the missing rank.
+ *   queue       (TEMPO_TIMEOUT=5s) 2 ranks on shared memory and 2 over tcp post QUEUED small
+ *               non-blocking all-reduces in a loop, then wait for all: every one completes with
+ *               TEMPO_OK and the right sum. The deadline measures silence, not time in the queue
+ *               (before, the last requests of a quadratic queue timed out on a healthy job).
+ *   stall       3 ranks on shared memory post QUEUED all-reduces, but rank 2 only the first
+ *               STALL_AT of them, then stays alive and silent: ranks 0 and 1 get TEMPO_OK for
+ *               those and TEMPO_ERR_TIMEOUT naming rank 2 for the rest, after the deadline and
+ *               without hanging. Over tcp likewise with 2 ranks.
  * The absent rank is held alive by the test until the others have reported, then released.
  */
 #include "config.h"
@@ -20,11 +28,53 @@
 
 #define TIMEOUT_S 2.0
 #define GUARD_S 30.0
+#define QUEUED 30000
+#define STALL_AT 2000
 
 typedef struct {
     int absent;  /* the rank that does not take part */
-    int mode;    /* 0 all-reduce, 1 recv, 2 rendezvous */
+    int mode;    /* 0 all-reduce, 1 recv, 2 rendezvous, 3 queue, 4 stall */
 } to_arg_t;
+
+/* Post QUEUED all-reduces of 2 floats (rank r contributes r + 1), or only the first stop_at, and
+ * wait for all. Reports "status" (the first error, else TEMPO_OK), "ok" (requests with TEMPO_OK),
+ * "wrong" (results that are not the sum) and "msg" (the first error's text). */
+static void queued_allreduces(tempo_comm_t comm, int rank, int stop_at)
+{
+    int nq = stop_at ? stop_at : QUEUED, n = tempo_comm_size(comm);
+    float in[2] = {(float)(rank + 1), (float)(rank + 1)};
+    float *out = calloc((size_t)nq * 2, sizeof(float));
+    tempo_request_t *reqs = calloc((size_t)nq, sizeof(*reqs));
+    tempo_status_t *sts = calloc((size_t)nq, sizeof(*sts));
+    if (!out || !reqs || !sts) {
+        rk_put("status", "%d", (int)TEMPO_ERR_NOMEM);
+        return;
+    }
+    tempo_status_t st = TEMPO_OK;
+    int posted = 0;
+    double t0 = rk_now(); /* the first requests' deadlines run from their posting */
+    for (; posted < nq && st == TEMPO_OK; posted++) {
+        st = tempo_iallreduce(comm, in, out + 2 * posted, 2, TEMPO_FLOAT32, TEMPO_SUM, NULL,
+                              &reqs[posted]);
+    }
+    if (st == TEMPO_OK) {
+        st = tempo_waitall((size_t)posted, reqs, sts);
+    }
+    rk_put("elapsed", "%.3f", rk_now() - t0);
+    rk_put("msg", "%s", st == TEMPO_OK ? "" : tempo_last_error(comm));
+    int ok = 0, wrong = 0;
+    for (int i = 0; i < posted; i++) {
+        ok += sts[i] == TEMPO_OK;
+        wrong += sts[i] == TEMPO_OK && (out[2 * i] != (float)(n * (n + 1) / 2) ||
+                                        out[2 * i + 1] != (float)(n * (n + 1) / 2));
+    }
+    rk_put("ok", "%d", ok);
+    rk_put("wrong", "%d", wrong);
+    rk_put("status", "%d", (int)st);
+    free(out);
+    free(reqs);
+    free(sts);
+}
 
 static int to_rank(int rank, int size, void *arg)
 {
@@ -50,6 +100,15 @@ static int to_rank(int rank, int size, void *arg)
     if (st != TEMPO_OK) {
         rk_put("initmsg", "%s", tempo_last_error(NULL));
         return 1;
+    }
+    if (a->mode >= 3) {
+        queued_allreduces(comm, rank, a->mode == 4 && rank == a->absent ? STALL_AT : 0);
+        if (a->mode == 3 || rank != a->absent) {
+            rk_put("later", "%d", (int)tempo_barrier(comm));
+        }
+        rk_wait_go(); /* the stalled rank: alive, connected, silent */
+        tempo_comm_destroy(comm);
+        return 0;
     }
     if (rank == a->absent) {
         rk_put("ready", "1");
@@ -86,7 +145,7 @@ static void run_variant(const char *name, const char *const *env, int n, int abs
     char who[32];
     snprintf(who, sizeof(who), "rank %d (host", absent);
     for (int r = 0; r < n; r++) {
-        if (r == absent) {
+        if (r == absent && mode != 3) {
             continue;
         }
         if (mode != 2) {
@@ -100,6 +159,22 @@ static void run_variant(const char *name, const char *const *env, int n, int abs
         }
         job_wait_key(j, r, mode == 2 ? "status" : "later", GUARD_S);
         int st = job_status_of(j, r, "status");
+        if (mode == 3) {
+            const char *ok = job_get(j, r, "ok"), *wrong = job_get(j, r, "wrong");
+            TAP_EQ_INT(st, TEMPO_OK, "%s: rank %d: %d queued all-reduces complete (%s)", name, r,
+                       QUEUED, job_get(j, r, "msg") ?: "no report");
+            TAP_EQ_INT(ok ? atoi(ok) : -1, QUEUED, "%s: rank %d: each with TEMPO_OK", name, r);
+            TAP_EQ_INT(wrong ? atoi(wrong) : -1, 0, "%s: rank %d: and the right sum", name, r);
+            TAP_EQ_INT(job_status_of(j, r, "later"), TEMPO_OK, "%s: rank %d: the job is healthy "
+                       "after them", name, r);
+            continue;
+        }
+        if (mode == 4) {
+            const char *ok = job_get(j, r, "ok"), *wrong = job_get(j, r, "wrong");
+            TAP_EQ_INT(ok ? atoi(ok) : -1, STALL_AT, "%s: rank %d: the %d all-reduces rank %d "
+                       "took part in complete with TEMPO_OK", name, r, STALL_AT, absent);
+            TAP_EQ_INT(wrong ? atoi(wrong) : -1, 0, "%s: rank %d: with the right sum", name, r);
+        }
         const char *el = job_get(j, r, "elapsed");
         double e = el ? atof(el) : -1;
         const char *msg = job_get(j, r, "msg");
@@ -123,14 +198,7 @@ static void run_variant(const char *name, const char *const *env, int n, int abs
     for (int r = 0; r < n; r++) {
         job_go(j, r);
     }
-    job_finish(j, GUARD_S);
-    for (int r = 0; r < n; r++) {
-        char how[64];
-        job_describe_exit(j, r, how, sizeof(how));
-        TAP_OK(job_exited(j, r, 0), "%s: rank %d exited 0 (%s)", name, r, how);
-    }
-    job_free(j);
-    free(j);
+    job_end(j, GUARD_S, name);
 }
 
 int main(void)
@@ -140,5 +208,11 @@ int main(void)
     run_variant("all-reduce, shm", shm_env, 3, 2, 0);
     run_variant("recv, tcp", tcp_env, 2, 1, 1);
     run_variant("rendezvous", shm_env, 3, 2, 2);
+    static const char *const q_shm_env[] = {"TEMPO_TIMEOUT=5s", NULL};
+    static const char *const q_tcp_env[] = {"TEMPO_TIMEOUT=5s", "TEMPO_HOST_ID=%r", NULL};
+    run_variant("queue, shm", q_shm_env, 2, -1, 3);
+    run_variant("queue, tcp", q_tcp_env, 2, -1, 3);
+    run_variant("stall, shm", shm_env, 3, 2, 4);
+    run_variant("stall, tcp", tcp_env, 2, 1, 4);
     return tap_done();
 }

@@ -493,6 +493,19 @@ static void job_free(job_t *j)
     }
 }
 
+/* job_finish, then one TAP point per rank: "NAME: rank R exited 0"; frees j (calloc'ed). */
+static void job_end(job_t *j, double seconds, const char *name)
+{
+    job_finish(j, seconds);
+    for (int r = 0; r < j->n; r++) {
+        char how[64];
+        job_describe_exit(j, r, how, sizeof(how));
+        TAP_OK(job_exited(j, r, 0), "%s: rank %d exited 0 (%s)", name, r, how);
+    }
+    job_free(j);
+    free(j);
+}
+
 /* Status reported under key as a number ("-4"), or 999 if absent. */
 static int job_status_of(const job_t *j, int r, const char *key)
 {

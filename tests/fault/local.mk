@@ -38,3 +38,10 @@ check_PROGRAMS += %reldir%/fault_sched
 TESTS += %reldir%/fault_sched
 %canon_reldir%_fault_sched_SOURCES = %reldir%/fault_sched.c
 %canon_reldir%_fault_sched_LDADD = libtempo.la
+
+# Communicator context ids: 40,000 split-and-destroy rounds, and no message of a destroyed
+# communicator reaches the successor that got its id (tests/fault/comm_ids.c).
+check_PROGRAMS += %reldir%/comm_ids
+TESTS += %reldir%/comm_ids
+%canon_reldir%_comm_ids_SOURCES = %reldir%/comm_ids.c
+%canon_reldir%_comm_ids_LDADD = libtempo.la
