@@ -223,6 +223,7 @@ int tempo__engine_progress(tempo__world_t *w)
 {
     uint64_t now = tempo__now_ns();
     w->pass_ns = now;
+    w->npasses++;
     int events = w->tl_progress ? w->tl_progress(w) : 0;
     if (TEMPO_UNLIKELY(!tempo__list_empty(&w->notes))) {
         events += tempo__notes_handle(w);
@@ -256,7 +257,10 @@ int tempo__engine_progress(tempo__world_t *w)
         }
         events += w->op_events;
         w->op_events = 0;
-        if (op->wait_peer >= 0 && op->sig.valid) {
+        if (op->wait_peer >= 0 && op->sig.valid && op->comm->probe_pass != w->npasses) {
+            /* Only the oldest waiting operation of a communicator asks (the active list is in
+             * posting order): a later call cannot be the first that differs while it waits. */
+            op->comm->probe_pass = w->npasses;
             tempo__op_probe(op, now);
         }
         if (TEMPO_UNLIKELY(!op->parked && op_overdue(w, op, now))) {

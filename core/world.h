@@ -186,6 +186,7 @@ typedef struct tempo__world {
 
     tempo__list_t comms;    /* live communicators (tempo_comm.wlink) */
     tempo__list_t notes;    /* control notes from peers, handled after transport progress */
+    uint64_t npasses;       /* engine passes so far */
     tempo__list_t held_notes; /* notes for communicators not created here yet (core/check.c) */
     int nheld_notes;
     tempo__list_t active;   /* running operations, in posting order */
@@ -293,6 +294,7 @@ struct tempo_comm {
                           * (the world's: the job's; a split's: from its parent's uid, the split's
                           * number on the parent and the color), even when context ids repeat */
     uint32_t nsplits;    /* splits of this communicator so far (every member counts them) */
+    uint64_t probe_pass; /* the engine pass in which one of its operations last considered a probe */
 
     /* Agreement checks (core/check.c). */
     struct tempo__recent *recent; /* (TEMPO_SIG_HISTORY) this rank's recent calls, by seq */

@@ -71,6 +71,9 @@ static void make_world(void)
                 exit(1);
             }
             fakes[n].c[r]->coll = calloc(1, sizeof(tempo__coll_comm_t)); /* no shm state */
+            /* Every fake rank stands for another process with its own ids: the next one takes the
+             * same context id again. */
+            tempo__ctx_set_used(world, n, 0);
         }
     }
     /* Learn the executor's address from a schedule made directly. */
