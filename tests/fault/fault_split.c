@@ -6,7 +6,7 @@
  * must still be its own: before the fix, sibling grandchildren named their shared-memory regions
  * after the context id alone and collided (`shm_open: File exists`, wrong results or hangs).
  *
- * One 6-rank job on one host (shared memory) builds, and keeps alive at once:
+ * One 6-rank job on one host (shared memory) builds TREES times, and keeps alive at once:
  *   depth 1: color rank % 2                    -> {0,2,4} {1,3,5}
  *   depth 2: color 0 inside each half (copies), and color (rank / 2) % 2 of the world as a
  *            second family, then
@@ -22,6 +22,7 @@
 #include "tests/fault/job.h"
 
 #define NR 6
+#define TREES 4 /* communicator trees built one after another (sibling creation races) */
 #define BIG (300 * 1000 + 7) /* elements: several staged segments with TEMPO_SHM_COLL_BYTES=64K */
 
 static int check_allreduce(tempo_comm_t c, const char *name, size_t count, int salt)
@@ -66,16 +67,30 @@ static int check_broadcast(tempo_comm_t c, const char *name, size_t count, int r
     return ok;
 }
 
+static int one_tree(tempo_comm_t world, int rank, int tree);
+
 static int split_rank(int rank, int size, void *arg)
 {
     (void)size;
     (void)arg;
-    tempo_comm_t world = NULL, c1 = NULL, c2a = NULL, c2b = NULL, c3a = NULL, c3b = NULL;
+    tempo_comm_t world = NULL;
     tempo_status_t st = tempo_comm_init_env(&world);
     if (!rk_check(st == TEMPO_OK, "rank %d: init (%s)", rank, tempo_last_error(NULL))) {
         return 1;
     }
-    st = tempo_comm_split(world, rank % 2, rank, &c1);
+    int fails = 0;
+    for (int tree = 0; tree < TREES && fails == 0; tree++) {
+        fails += one_tree(world, rank, tree);
+    }
+    tempo_comm_destroy(world);
+    return fails ? 1 : 0;
+}
+
+/* Build the communicators (siblings are created at the same moment), use them, destroy them. */
+static int one_tree(tempo_comm_t world, int rank, int tree)
+{
+    tempo_comm_t c1 = NULL, c2a = NULL, c2b = NULL, c3a = NULL, c3b = NULL;
+    tempo_status_t st = tempo_comm_split(world, rank % 2, rank, &c1);
     if (st == TEMPO_OK) {
         st = tempo_comm_split(c1, 0, -rank, &c2a); /* the same members, order reversed */
     }
@@ -88,7 +103,7 @@ static int split_rank(int rank, int size, void *arg)
     if (st == TEMPO_OK) {
         st = tempo_comm_split(c2b, tempo_comm_rank(c2b) < 2, 0, &c3b);
     }
-    if (!rk_check(st == TEMPO_OK, "rank %d: splits to depth 3 (%s)", rank,
+    if (!rk_check(st == TEMPO_OK, "rank %d, tree %d: splits to depth 3 (%s)", rank, tree,
                   st == TEMPO_OK ? "ok" : tempo_last_error(world))) {
         return 1;
     }
@@ -98,7 +113,7 @@ static int split_rank(int rank, int size, void *arg)
     } cs[] = {{world, "world"}, {c1, "depth 1"}, {c2a, "depth 2 (split of split)"},
               {c2b, "depth 2 (second family)"}, {c3a, "depth 3 (a)"}, {c3b, "depth 3 (b)"}};
     int fails = 0;
-    for (int round = 0; round < 3 && fails == 0; round++) {
+    for (int round = tree % 2; round < 3 && fails == 0; round++) {
         /* Deepest first on odd rounds, so siblings run at different moments. */
         for (int k = 0; k < 6; k++) {
             int i = round % 2 ? 5 - k : k;
@@ -112,8 +127,7 @@ static int split_rank(int rank, int size, void *arg)
     tempo_comm_destroy(c2b);
     tempo_comm_destroy(c2a);
     tempo_comm_destroy(c1);
-    tempo_comm_destroy(world);
-    return fails ? 1 : 0;
+    return fails;
 }
 
 int main(void)
