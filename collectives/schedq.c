@@ -1035,9 +1035,6 @@ tempo_status_t tempo__sq_post(tempo__op_t *op, const char *forced, const char *n
     if (st != TEMPO_OK && W(sq)->failed == TEMPO_OK) {
         return tempo__op_error(op, st);
     }
-    st = tempo__op_start(op);
-    if (st == TEMPO_INPROGRESS) {
-        op->deadline += sq->grace_ns;
-    }
-    return st;
+    /* (Its first progress call gives it the lane's deadline, grace included.) */
+    return tempo__op_start(op);
 }
