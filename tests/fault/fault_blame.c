@@ -2,12 +2,14 @@
  * fault_blame.c — every survivor's error names the rank that actually stopped (issue 15, defect 5).
  *
  *   stopped    4 ranks loop all-reduces (TEMPO_TIMEOUT=3s); the test stops rank 3 with SIGSTOP.
- *              Rank 2 has TEMPO_TIMEOUT=2s, so it gives up first, and then destroys its
+ *              Rank 2 (say) has TEMPO_TIMEOUT=2s, so it gives up first, and then destroys its
  *              communicator and exits as a program would. Ranks 0 and 1 must name rank 3 as the
  *              rank that stopped progressing, never report rank 2 as the culprit ("has left"),
  *              and may name rank 2 only as the rank that gave up waiting for rank 3. Shared memory
- *              (all ranks wait for rank 3) and tcp (ring: ranks wait for each other in a chain, so
- *              rank 2 itself must look past the healthy rank it waits for).
+ *              (all ranks wait for rank 3) and tcp, where the ranks wait for each other in pairs
+ *              (recursive halving-doubling): rank 1 gives up while rank 0 waits for it (it must
+ *              not report "rank 1 has left"), or rank 2 gives up while rank 0 waits for the
+ *              healthy rank 1 (rank 0 must look past it).
  *   coordinator  4 ranks loop batches of scheduled (prioritized) all-reduces; the test stops the
  *              lane's coordinator (comm rank 0) with SIGSTOP. Ranks 1..3 must name rank 0 as the
  *              rank that stopped, not "its peers".
@@ -215,7 +217,10 @@ int main(void)
     static const char *const tcp_env[] = {"TEMPO_TIMEOUT=3s", "TEMPO_HOST_ID=%r", NULL};
     static const char *const reset_env[] = {"TEMPO_TIMEOUT=20s", "TEMPO_HOST_ID=%r", NULL};
     run_variant("stopped, shm", shm_env, 4, (blame_arg_t){0, 3, 2});
-    run_variant("stopped, tcp", tcp_env, 4, (blame_arg_t){0, 3, 2});
+    /* rhd: rank 0 waits for rank 1, which waits for rank 3; ranks 2 and 3 pair likewise. */
+    run_variant("stopped, tcp, the rank that gives up is waited for", tcp_env, 4,
+                (blame_arg_t){0, 3, 1});
+    run_variant("stopped, tcp, a chain", tcp_env, 4, (blame_arg_t){0, 3, 2});
     run_variant("coordinator stopped, shm", shm_env, 4, (blame_arg_t){1, 0, -1});
     run_variant("coordinator stopped, tcp", tcp_env, 4, (blame_arg_t){1, 0, -1});
     run_variant("reset, tcp", reset_env, 3, (blame_arg_t){2, 1, -1});
