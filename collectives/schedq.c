@@ -26,7 +26,9 @@
  * Faults: a request whose identity some rank never posts fails after TEMPO_TIMEOUT on the
  * coordinator, which names it and the missing ranks and sends the text to every rank (FAIL);
  * other ranks' requests wait a little longer (grace) so that this precise error reaches them
- * before their own generic timeout. Disagreeing reports fail at once. Control messages are
+ * before their own generic timeout; a request still waiting for start decisions waits for the
+ * coordinator (its wait_peer), so a coordinator that stops is named as the rank that stopped
+ * (core/blame.c), not "its peers". Disagreeing reports fail at once. Control messages are
  * validated before use; a malformed one fails the job naming the sender.
  *
  * Invariants
@@ -713,6 +715,9 @@ static tempo_status_t req_progress(tempo__op_t *op)
         }
         return TEMPO_OK;
     }
+    /* Chunks not started yet wait for the coordinator's decisions: if it goes silent, it is the
+     * rank this request waits for (the engine then names it, not "its peers"). */
+    op->wait_peer = !sq->coord && (r->nchunks == 0 || r->started < r->nchunks) ? 0 : -1;
     /* The deadline guards against a lane that stopped moving, not against a long queue. */
     uint64_t d = sq->last_activity_ns + (uint64_t)(W(sq)->timeout_s * 1e9) + sq->grace_ns;
     if (d > op->deadline) {
@@ -1030,9 +1035,6 @@ tempo_status_t tempo__sq_post(tempo__op_t *op, const char *forced, const char *n
     if (st != TEMPO_OK && W(sq)->failed == TEMPO_OK) {
         return tempo__op_error(op, st);
     }
-    st = tempo__op_start(op);
-    if (st == TEMPO_INPROGRESS) {
-        op->deadline += sq->grace_ns;
-    }
-    return st;
+    /* (Its first progress call gives it the lane's deadline, grace included.) */
+    return tempo__op_start(op);
 }

@@ -435,6 +435,13 @@ int tempo__notes_handle(tempo__world_t *w)
         note_t m;
         int peer = -1;
         struct tempo_comm *c = NULL;
+        uint32_t kind = 0;
+        memcpy(&kind, p->data, TEMPO_MIN(p->len, sizeof(kind)));
+        if (kind >= TEMPO_NOTE_BLAME) { /* about the job, not a communicator */
+            tempo__blame_note(w, p->src, p->data, p->len);
+            tempo__free(p);
+            continue;
+        }
         if (p->len < sizeof(m)) {
             char desc[160];
             TEMPO_WARN(TEMPO_SUB_COLL, "ignored a malformed control note from %s",

@@ -19,7 +19,8 @@
  * move to or from op->wait_peer (the transports stamp peers[].heard_ns), the deadline is at least
  * that time + TEMPO_TIMEOUT. So a request queued behind thousands of others never times out while
  * the job progresses, and one whose peer is silent for TEMPO_TIMEOUT does. An operation past its
- * deadline fails with TEMPO_ERR_TIMEOUT naming the rank it waits for, and fails the job (its
+ * deadline fails with TEMPO_ERR_TIMEOUT naming the rank that stopped progressing, after a short
+ * grace in which it asks its peers whom they wait for (core/blame.c), and fails the job (its
  * collective sequence can no longer be trusted).
  *
  * Parking keeps a pass linear in the work that can move: an operation that cannot start until
@@ -194,20 +195,6 @@ static int op_overdue(tempo__world_t *w, tempo__op_t *op, uint64_t now)
     return now > op->deadline;
 }
 
-static void op_timeout(tempo__op_t *op)
-{
-    tempo__world_t *w = op->comm->world;
-    char who[160] = "its peers";
-    if (op->wait_peer >= 0 && op->wait_peer < op->comm->size) {
-        char p[128];
-        snprintf(who, sizeof(who), "%s",
-                 tempo__peer_desc(w, tempo__wrank(op->comm, op->wait_peer), p, sizeof(p)));
-    }
-    tempo__op_fail(op, TEMPO_ERR_TIMEOUT, "timed out after %.0f s (TEMPO_TIMEOUT) waiting for %s",
-                   w->timeout_s, who);
-    tempo__world_fail(w, TEMPO_ERR_TIMEOUT, "%s", op->errmsg);
-}
-
 void tempo__engine_add_poller(tempo__world_t *w, tempo__poller_t *p)
 {
     tempo__list_push_back(&w->pollers, &p->link);
@@ -257,14 +244,16 @@ int tempo__engine_progress(tempo__world_t *w)
         }
         events += w->op_events;
         w->op_events = 0;
-        if (op->wait_peer >= 0 && op->sig.valid && op->comm->probe_pass != w->npasses) {
+        if (op->wait_peer >= 0 && op->sig.valid && !op->is_parent &&
+            op->comm->probe_pass != w->npasses) {
             /* Only the oldest waiting operation of a communicator asks (the active list is in
              * posting order): a later call cannot be the first that differs while it waits. */
             op->comm->probe_pass = w->npasses;
             tempo__op_probe(op, now);
         }
-        if (TEMPO_UNLIKELY(!op->parked && op_overdue(w, op, now))) {
-            op_timeout(op);
+        if (TEMPO_UNLIKELY(!op->parked && op_overdue(w, op, now)) &&
+            tempo__blame_overdue(op, now)) {
+            tempo__blame_timeout(op);
             op_complete(op, TEMPO_ERR_TIMEOUT);
             events++;
         }

@@ -10,6 +10,7 @@ libtempo_core_la_SOURCES += \
 	%reldir%/world.c \
 	%reldir%/engine.c \
 	%reldir%/check.c \
+	%reldir%/blame.c \
 	%reldir%/trace.c
 noinst_HEADERS += \
 	%reldir%/tempo_int.h \

@@ -62,6 +62,10 @@ typedef struct tempo__peer {
     uint64_t heard_ns; /* ns, monotonic: the engine pass in which bytes last moved to or from this
                         * peer (tempo__peer_heard); extends the deadlines of operations waiting
                         * for it */
+    /* Its last answer to "whom do you wait for?" (core/blame.c). */
+    uint64_t answer_ns;     /* ns, monotonic: when it arrived; 0: never */
+    int32_t answer_waits;   /* world rank it waits for, -1: nobody */
+    double answer_silent_s; /* for how long that rank has been silent */
 } tempo__peer_t;
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -143,6 +147,9 @@ struct tempo__op {
     uint64_t deadline;                /* ns, monotonic; see "Deadlines" above */
     int wait_peer; /* comm rank the op is waiting for (diagnostics, deadline), -1 if unknown */
     int parked;    /* on world->parked: waiting for its turn, not polled (tempo__op_park) */
+    uint64_t asked_ns;       /* past its deadline: when it asked the peers whom they wait for
+                              * (core/blame.c), 0: not asked */
+    uint64_t asked_deadline; /* its deadline then (a later deadline: the peer moved, ask again) */
 
     /* Scheduled requests (collectives/schedq.c). A scheduled request is a parent that never moves
      * data itself: the coordinator's decisions start its chunks as child operations. */
@@ -476,5 +483,24 @@ void tempo__note_arrived(tempo__world_t *w, int src, const void *data, size_t le
 void tempo__comm_ready(struct tempo_comm *c);
 /** Engine: handle the notes that arrived. Returns the number handled. Lock held. */
 int tempo__notes_handle(tempo__world_t *w);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Blame (core/blame.c)                                                                           */
+/* ---------------------------------------------------------------------------------------------- */
+
+/** Control notes of kind >= TEMPO_NOTE_BLAME are about the job, not a communicator: they go to
+ *  tempo__blame_note. */
+#define TEMPO_NOTE_BLAME 16u
+/** Engine: op is past its deadline at now. Returns 1 when it times out now (tempo__blame_timeout),
+ *  0 while it waits a short grace for its peers to say whom they wait for. Lock held. */
+int tempo__blame_overdue(tempo__op_t *op, uint64_t now);
+/** Engine: fail op and the job with TEMPO_ERR_TIMEOUT naming the rank that stopped progressing
+ *  (the end of the chain of ranks waiting for each other), and tell every peer. Lock held. */
+void tempo__blame_timeout(tempo__op_t *op);
+/** A blame note from world rank src (checked here). Lock held. */
+void tempo__blame_note(tempo__world_t *w, int src, const void *data, size_t len);
+/** Whether world rank wrank's process is running: 1 yes, 0 no (it died), -1 cannot tell (another
+ *  machine or pid namespace). */
+int tempo__peer_running(const tempo__world_t *w, int wrank);
 
 #endif /* TEMPO_CORE_WORLD_H */

@@ -150,6 +150,33 @@ void tempo__stream_broken(tempo__stream_t *s, const char *why)
     free_unexpected(s);
 }
 
+/* The pipe ended (r: TEMPO_PIPE_EOF) or failed (-errno): say so with what is known of the peer's
+ * process. A live process can close or reset its connection; on the same machine we can tell. */
+static void connection_lost(tempo__stream_t *s, ssize_t r)
+{
+    char what[128], why[256];
+    const char *unknown = "";
+    if (r == TEMPO_PIPE_EOF) {
+        snprintf(what, sizeof(what), "closed its connection %s",
+                 s->in_payload ? "in the middle of a message" : "unexpectedly");
+        unknown = ": the process died or exited without destroying its communicator, or the "
+                  "connection was reset";
+    } else {
+        snprintf(what, sizeof(what), "broke the connection (%s)", strerror((int)-r));
+    }
+    int running = tempo__peer_running(s->world, s->peer);
+    if (running > 0) {
+        snprintf(why, sizeof(why), "%s although its process %d is still running", what,
+                 (int)s->world->peers[s->peer].info.pid);
+    } else if (running == 0) {
+        snprintf(why, sizeof(why), "%s: its process died or exited without destroying its "
+                 "communicator", what);
+    } else {
+        snprintf(why, sizeof(why), "%s%s", what, unknown);
+    }
+    tempo__stream_broken(s, why);
+}
+
 /* ---------------------------------------------------------------------------------------------- */
 /* Send                                                                                           */
 /* ---------------------------------------------------------------------------------------------- */
@@ -214,9 +241,7 @@ int tempo__stream_progress_send(tempo__stream_t *s)
                 s->shdr_valid = 0;
                 return events;
             }
-            char why[128];
-            snprintf(why, sizeof(why), "broke the connection (%s)", strerror((int)-w));
-            tempo__stream_broken(s, why);
+            connection_lost(s, w);
             return -1;
         }
         size_t wr = (size_t)w;
@@ -568,14 +593,10 @@ static ssize_t pipe_read(tempo__stream_t *s, void *dst, size_t len)
         if (s->state == STREAM_BYE && !s->in_payload) {
             return -2;
         }
-        tempo__stream_broken(s, s->in_payload ? "closed its connection in the middle of a message"
-                                              : "closed its connection unexpectedly (process died "
-                                                "or exited without destroying its communicator)");
+        connection_lost(s, r);
         return -1;
     }
-    char why[128];
-    snprintf(why, sizeof(why), "broke the connection (%s)", strerror((int)-r));
-    tempo__stream_broken(s, why);
+    connection_lost(s, r);
     return -1;
 }
 

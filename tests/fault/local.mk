@@ -45,3 +45,10 @@ check_PROGRAMS += %reldir%/comm_ids
 TESTS += %reldir%/comm_ids
 %canon_reldir%_comm_ids_SOURCES = %reldir%/comm_ids.c
 %canon_reldir%_comm_ids_LDADD = libtempo.la
+
+# Blame: a stopped rank, a stopped coordinator and a reset connection are named correctly by every
+# survivor (tests/fault/fault_blame.c).
+check_PROGRAMS += %reldir%/fault_blame
+TESTS += %reldir%/fault_blame
+%canon_reldir%_fault_blame_SOURCES = %reldir%/fault_blame.c
+%canon_reldir%_fault_blame_LDADD = libtempo.la
