@@ -24,15 +24,21 @@
  *   made no progress for TEMPO_TIMEOUT (nothing moved to or from it, and the request did not
  *   advance). The clock starts when the request starts running, not when it is posted: requests
  *   queued behind others (thousands of small non-blocking collectives posted at once) wait as long
- *   as the job keeps progressing. A timeout fails the job. If a peer process dies or closes its
- *   connection without destroying its communicator, every pending and later operation on the
- *   communicator (and on every communicator split from the same initial one) fails with
- *   TEMPO_ERR_REMOTE. The library never calls exit() or abort().
+ *   as the job keeps progressing. A timeout fails the job: before giving up, the rank asks its
+ *   peers whom they wait for and names the rank that stopped progressing ("waiting for rank 1,
+ *   which waits for rank 3, which stopped progressing"), and tells every peer, whose operations
+ *   then fail at once with TEMPO_ERR_TIMEOUT ("rank 2 gave up: ... rank 3 ... stopped
+ *   progressing") instead of later reporting the rank that gave up as having left. If a peer
+ *   process dies or closes its connection without destroying its communicator, every pending and
+ *   later operation on the communicator (and on every communicator split from the same initial
+ *   one) fails with TEMPO_ERR_REMOTE; on one machine the message says whether the peer's process
+ *   still runs. The library never calls exit() or abort().
  *
  * Buffers
  *   Buffers are host memory in this version. The caller owns them and must keep them valid and
  *   unmodified (send side) / untouched (receive side) until the request completes. count == 0 is
- *   allowed everywhere and completes without communication. "In-place" layouts are documented per
+ *   allowed everywhere and moves no data (collectives on more than one rank still check that the
+ *   ranks agree on the call: see "Agreement"). "In-place" layouts are documented per
  *   collective; any other overlap between the send and receive buffers is TEMPO_ERR_INVALID.
  *
  * Determinism
