@@ -237,6 +237,7 @@ static tempo_status_t occ_take(tempo__sq_t *sq, uint64_t tag, uint32_t *occ_p)
 static void rx_post(tempo__sq_t *sq, rx_t *rx)
 {
     unsigned kind = sq->coord ? KIND_TO_COORD : KIND_FROM_COORD;
+    rx->x.standing = 1; /* always posted: does not hold a peer's pipe open past the limit */
     tempo__tl_irecv(W(sq), tempo__wrank(sq->comm, rx->peer), tempo__tag_ctrl(sq->comm->ctx, kind),
                     rx->buf, CTRL_BYTES, &rx->x);
     rx->posted = 1;
