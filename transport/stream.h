@@ -25,6 +25,13 @@
  * the limit (tempo__stream_drain), so that its goodbye, abort notice or end of stream is seen.
  * What is bounded: unexpected_bytes <= ux_limit unless a non-standing receive from the peer is
  * posted, plus the 64 KiB staging buffer. ux_limit 0 means no limit.
+ * Why not rendezvous (RTS/CTS, so that an unexpected large message costs only its header): it adds
+ * a round trip to every large message that arrives before its receive, which in pipelined and
+ * ring collectives is most of them (a round posts its receive when it starts, often after the
+ * peer's data came), and the round trip sits on their critical path. Pausing at a message boundary
+ * leaves the eager path exactly as it was until a peer is a limit ahead: the cost is one
+ * comparison per unexpected message, and a paused message later lands straight in its receive
+ * buffer instead of being copied twice.
  */
 #ifndef TEMPO_TRANSPORT_STREAM_H
 #define TEMPO_TRANSPORT_STREAM_H
