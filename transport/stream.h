@@ -21,7 +21,8 @@
  * so that a correct program never deadlocks: while some receive from the peer is posted, the rank
  * needs a message that can only be behind the buffered ones in the byte stream, so reading goes
  * on. Standing receives (tempo__xfer_t.standing: always posted, like the scheduled lane's control
- * receives) do not count, or the limit would never hold. A peer that hangs up is drained whatever
+ * receives, which the lane marks standing only while it waits for no control message) do not
+ * count, or the limit would never hold. A peer that hangs up is drained whatever
  * the limit (tempo__stream_drain), so that its goodbye, abort notice or end of stream is seen.
  * What is bounded: unexpected_bytes <= ux_limit unless a non-standing receive from the peer is
  * posted, plus the 64 KiB staging buffer. ux_limit 0 means no limit.
