@@ -236,9 +236,20 @@ static tempo_status_t occ_take(tempo__sq_t *sq, uint64_t tag, uint32_t *occ_p)
 /* Control messages                                                                               */
 /* ---------------------------------------------------------------------------------------------- */
 
+/* Nothing on this rank waits for a control message: local requests all started and, on the
+ * coordinator, no identity waiting for other ranks' reports. Only then are the always-posted control
+ * receives "standing" (transport.h): they do not keep a peer's pipe read past
+ * TEMPO_UNEXPECTED_BYTES. While the lane waits, they do, because the message it waits for (a START
+ * decision, a POST report) may be queued behind data of chunks already started. */
+static int lane_idle(const tempo__sq_t *sq)
+{
+    return tempo__list_empty(&sq->reqs) && !(sq->coord && !tempo__list_empty(&sq->keys));
+}
+
 static void rx_post(tempo__sq_t *sq, rx_t *rx)
 {
     unsigned kind = sq->coord ? KIND_TO_COORD : KIND_FROM_COORD;
+    rx->x.standing = lane_idle(sq);
     tempo__tl_irecv(W(sq), tempo__wrank(sq->comm, rx->peer), tempo__tag_ctrl(sq->comm->ctx, kind),
                     rx->buf, CTRL_BYTES, &rx->x);
     rx->posted = 1;
@@ -828,8 +839,10 @@ static int sq_poll(void *arg)
     tempo__world_t *w = W(sq);
     int events = 0;
     reap_sends(sq);
+    int idle = lane_idle(sq);
     for (int i = 0; i < sq->nrx; i++) {
         rx_t *rx = &sq->rx[i];
+        rx->x.standing = idle;
         if (!rx->posted || !rx->x.complete) {
             continue;
         }

@@ -84,6 +84,10 @@ static const field_t fields[] = {
       "Size of each shared-memory ring between two ranks of a host (one per direction)"),
     F("TEMPO_SHM_COLL_BYTES", "512K", T_SIZE, shm_coll_bytes,
       "Per-rank staging area of the shared-memory collectives (segment size of the pipeline)"),
+    F("TEMPO_UNEXPECTED_BYTES", "64M", T_SIZE, unexpected_bytes,
+      "Per peer: most bytes of messages that arrive before their receive is posted that a rank "
+      "buffers; beyond it the rank stops reading that peer (its sends wait) unless it waits for a "
+      "message from it; 0: no limit"),
     F("TEMPO_SPIN", "2ms", T_TIME, spin_s,
       "How long a wait polls before it starts sleeping between polls"),
     F("TEMPO_PROGRESS_THREAD", "1", T_BOOL, progress_thread,

@@ -26,6 +26,7 @@ typedef struct tempo__config {
     int shm;               /* TEMPO_SHM: use shared memory inside a host */
     size_t shm_ring_bytes; /* TEMPO_SHM_RING_BYTES: per ordered pair of ranks */
     size_t shm_coll_bytes; /* TEMPO_SHM_COLL_BYTES: per-rank staging of shm collectives */
+    size_t unexpected_bytes; /* TEMPO_UNEXPECTED_BYTES: per peer, 0: no limit */
     double spin_s;         /* TEMPO_SPIN: busy-poll time before sleeping in a wait */
     int progress_thread;   /* TEMPO_PROGRESS_THREAD: background progress */
     int progress_nice;     /* TEMPO_PROGRESS_NICE: nice value of the progress thread (0: keep) */

@@ -34,6 +34,17 @@
  *   one) fails with TEMPO_ERR_REMOTE; on one machine the message says whether the peer's process
  *   still runs. The library never calls exit() or abort().
  *
+ * Flow control
+ *   A message that arrives before its receive is posted is buffered, but a rank buffers at most
+ *   TEMPO_UNEXPECTED_BYTES (default 64 MiB) of such messages per peer (plus 64 KiB of staging). Beyond
+ *   that it stops reading from that peer: the peer's sends stall in the transport (socket buffer,
+ *   shared-memory ring) until the rank posts receives, and a peer that stays stalled for
+ *   TEMPO_TIMEOUT fails with TEMPO_ERR_TIMEOUT naming the rank it waits for. A stopped or slow rank
+ *   therefore cannot make the others' memory grow without bound. The limit never blocks a message
+ *   the rank waits for: while a receive from the peer is posted, reading goes on (the message may be
+ *   behind buffered ones). Memory bound per rank: peers x TEMPO_UNEXPECTED_BYTES, exceeded only
+ *   while a posted receive waits behind unexpected data, or while a peer that hung up is drained.
+ *
  * Buffers
  *   Buffers are host memory in this version. The caller owns them and must keep them valid and
  *   unmodified (send side) / untouched (receive side) until the request completes. count == 0 is
@@ -398,7 +409,10 @@ TEMPO_API tempo_status_t tempo_ibarrier(tempo_comm_t comm, const tempo_attr_t *a
  * were sent. The receive must post exactly the number of bytes sent (count * dtype size); on a
  * mismatch the receive fails with TEMPO_ERR_INVALID naming both sizes (the message is consumed). A
  * send completes once its data has been handed to the transport, so the sending side cannot learn
- * of the mismatch. peer != own rank; tag <= TEMPO_TAG_MAX.
+ * of the mismatch. A send that does not fit into what the receiver buffers for messages it has not
+ * asked for yet (TEMPO_UNEXPECTED_BYTES, see "Flow control") completes only when the receiver posts
+ * its receive or waits for a message from this rank: two ranks that exchange large messages should
+ * post their receives first (tempo_irecv), as with MPI. peer != own rank; tag <= TEMPO_TAG_MAX.
  */
 TEMPO_API tempo_status_t tempo_send(tempo_comm_t comm, const void *buf, size_t count,
                                     tempo_dtype_t dtype, int peer, uint32_t tag);

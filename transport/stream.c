@@ -6,12 +6,21 @@
  * receive was failed and the bytes must still be consumed to keep the stream in sync). Large
  * payloads are read from the pipe straight into the destination.
  *
+ * Back-pressure (stream.h): start_payload() refuses an unexpected message that does not fit under
+ * ux_limit unless a non-standing receive is posted or the peer hung up; it puts the header back
+ * (rhead is rewound, the bytes are still in the staging buffer) and sets rpaused, and
+ * progress_recv returns without reading. Every later call re-validates that header and asks
+ * again, so nothing else has to notice when the limit lets go (a receive posted, buffered bytes
+ * consumed). Only whole messages are refused, at their header: a payload once started is always
+ * finished, so a half-buffered message never holds the stream.
+ *
  * Transfers the stream owns itself (goodbye messages, and copies made when a caller cancels a
  * half-sent message) are marked in xfer->priv and freed when done.
  */
 #include "config.h"
 
 #include "transport/stream.h"
+#include "core/cfg.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -78,6 +87,7 @@ tempo_status_t tempo__stream_init(tempo__stream_t *s, tempo__world_t *w, int pee
     s->peer = peer;
     s->tl_name = tl_name;
     s->state = STREAM_OPEN;
+    s->ux_limit = tempo__cfg.unexpected_bytes;
     tempo__list_init(&s->sendq);
     tempo__list_init(&s->posted);
     tempo__list_init(&s->unexpected);
@@ -143,6 +153,7 @@ void tempo__stream_broken(tempo__stream_t *s, const char *why)
     s->in_payload = 0;
     s->in_note = 0;
     s->rdst = NULL;
+    s->rpaused = 0;
     if (s->rux) {
         /* The unexpected entry is on the list and freed below. */
         s->rux = NULL;
@@ -536,11 +547,33 @@ static int finish_payload(tempo__stream_t *s)
     return 1;
 }
 
-/* Start receiving the payload described by s->rhdr. Returns -1 on failure. */
+/* Whether an unexpected message of len bytes may be buffered now (see the file header). */
+static int ux_fits(const tempo__stream_t *s, size_t len)
+{
+    if (!s->ux_limit || s->rdrain || s->unexpected_bytes + len <= s->ux_limit) {
+        return 1;
+    }
+    const tempo__list_t *pos;
+    for (pos = s->posted.next; pos != &s->posted; pos = pos->next) {
+        if (!tempo__container_of(pos, tempo__xfer_t, link)->standing) {
+            return 1; /* the rank needs a message from this peer: it is behind these */
+        }
+    }
+    return 0;
+}
+
+int tempo__stream_recv_blocked(tempo__stream_t *s)
+{
+    return s->rpaused && s->state == STREAM_OPEN && !ux_fits(s, s->rpause_len);
+}
+
+/* Start receiving the payload described by s->rhdr. Returns -1 on failure, 1 when the message
+ * does not fit under the limit (nothing consumed: the header is back in the staging buffer). */
 static int start_payload(tempo__stream_t *s)
 {
     uint64_t tag = s->rhdr.tag;
     size_t len = (size_t)s->rhdr.len;
+    s->rpaused = 0;
     s->in_payload = 1;
     s->rleft = len;
     s->rx = NULL;
@@ -561,6 +594,13 @@ static int start_payload(tempo__stream_t *s)
             s->rdst = x->buf;
         }
         return 0;
+    }
+    s->rpaused = !ux_fits(s, len);
+    if (s->rpaused) {
+        s->rpause_len = len;
+        s->in_payload = 0;
+        s->rhead -= sizeof(s->rhdr);
+        return 1;
     }
     tempo__ux_t *ux = tempo__calloc(1, sizeof(*ux), "unexpected message");
     char *data = ux ? tempo__malloc(len, "unexpected message") : NULL;
@@ -706,8 +746,9 @@ int tempo__stream_progress_recv(tempo__stream_t *s)
             s->rdst = s->note;
             continue;
         }
-        if (start_payload(s) < 0) {
-            return -1;
+        int r = start_payload(s);
+        if (r) {
+            return r < 0 ? -1 : events + s->moved; /* failed, or paused by the limit */
         }
     }
 }

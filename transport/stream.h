@@ -12,6 +12,27 @@
  * collectives under the same sequence number. Payloads of matched
  * receives are read straight into the caller's buffer; others are buffered as unexpected messages
  * until a receive with their tag is posted.
+ *
+ * Flow control (back-pressure per peer). The unexpected messages a peer can make this rank buffer
+ * are bounded by ux_limit (TEMPO_UNEXPECTED_BYTES): a data message that matches no posted receive
+ * and does not fit under the limit is not started; its header stays in the staging buffer and the
+ * stream stops reading the pipe (paused). The pipe (socket buffer, shm ring) then fills and the
+ * peer's sends stall, so the peer waits, and its own deadline names this rank. The limit is soft
+ * so that a correct program never deadlocks: while some receive from the peer is posted, the rank
+ * needs a message that can only be behind the buffered ones in the byte stream, so reading goes
+ * on. Standing receives (tempo__xfer_t.standing: always posted, like the scheduled lane's control
+ * receives, which the lane marks standing only while it waits for no control message) do not
+ * count, or the limit would never hold. A peer that hangs up is drained whatever
+ * the limit (tempo__stream_drain), so that its goodbye, abort notice or end of stream is seen.
+ * What is bounded: unexpected_bytes <= ux_limit unless a non-standing receive from the peer is
+ * posted, plus the 64 KiB staging buffer. ux_limit 0 means no limit.
+ * Why not rendezvous (RTS/CTS, so that an unexpected large message costs only its header): it adds
+ * a round trip to every large message that arrives before its receive, which in pipelined and
+ * ring collectives is most of them (a round posts its receive when it starts, often after the
+ * peer's data came), and the round trip sits on their critical path. Pausing at a message boundary
+ * leaves the eager path exactly as it was until a peer is a limit ahead: the cost is one
+ * comparison per unexpected message, and a paused message later lands straight in its receive
+ * buffer instead of being copied twice.
  */
 #ifndef TEMPO_TRANSPORT_STREAM_H
 #define TEMPO_TRANSPORT_STREAM_H
@@ -82,7 +103,12 @@ typedef struct tempo__stream {
     char note[TEMPO_WIRE_NOTE_MAX];
     tempo__list_t posted;      /* posted receives, in posting order */
     tempo__list_t unexpected;  /* unexpected messages, in arrival order */
-    size_t unexpected_bytes;
+    size_t unexpected_bytes;   /* payload bytes of the messages on unexpected */
+    size_t ux_limit;           /* bytes; TEMPO_UNEXPECTED_BYTES at init, 0: no limit */
+    int rpaused;               /* the header at rbuf[rhead] starts an unexpected message of
+                                * rpause_len bytes that did not fit: reading stopped there */
+    size_t rpause_len;
+    int rdrain;                /* the peer hung up: read everything, whatever the limit */
 } tempo__stream_t;
 
 tempo_status_t tempo__stream_init(tempo__stream_t *s, tempo__world_t *w, int peer,
@@ -103,6 +129,16 @@ int tempo__stream_progress_send(tempo__stream_t *s);
 /** Read and dispatch what the pipe has; returns events (>= 0) or -1 on failure (job failed) and
  *  -2 at a clean end of stream after a goodbye. */
 int tempo__stream_progress_recv(tempo__stream_t *s);
+/** True while back-pressure holds: the stream stopped at an unexpected message that still does not
+ *  fit (see the file header). A transport stops watching the pipe for input then, and calls
+ *  tempo__stream_progress_recv again once this turns false (the paused header is already in the
+ *  staging buffer, so no new input may ever signal it). */
+int tempo__stream_recv_blocked(tempo__stream_t *s);
+/** The peer hung up: read what is left in the pipe whatever the limit. */
+static inline void tempo__stream_drain(tempo__stream_t *s)
+{
+    s->rdrain = 1;
+}
 /** Queue a goodbye message (nothing may be sent after it). */
 tempo_status_t tempo__stream_send_bye(tempo__stream_t *s);
 /** Best effort, right before closing without goodbye: tell the peer this rank aborted, so that its

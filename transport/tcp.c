@@ -9,6 +9,11 @@
  * Progress polls the sockets on every call when some peer's data goes over tcp, and otherwise at
  * most every 200 us (the connections then only prove liveness and carry setup and goodbye
  * messages).
+ *
+ * Back-pressure: while a peer's stream refuses to buffer more (tempo__stream_recv_blocked), its
+ * socket is watched without EPOLLIN, so that level-triggered readiness of unread data neither
+ * makes progress spin nor wakes idle waits; hang-ups are still reported and drain the stream.
+ * Every progress pass asks the paused streams again and reads them as soon as they may go on.
  */
 #include "config.h"
 
@@ -31,6 +36,7 @@ typedef struct tcp_ep {
     int peer;
     int data;     /* carries this peer's data */
     int want_out; /* EPOLLOUT is armed */
+    int no_in;    /* EPOLLIN is not armed: the stream is paused by back-pressure */
 } tcp_ep_t;
 
 struct tcp_tl {
@@ -252,14 +258,21 @@ tempo_status_t tempo__tcp_setup(tempo__world_t *w, int listen_fd, uint64_t deadl
     return TEMPO_OK;
 }
 
-static void update_out(tcp_tl_t *t, tcp_ep_t *ep)
+/* Arm EPOLLOUT while something is queued, EPOLLIN unless the stream is paused. */
+static void update_events(tcp_tl_t *t, tcp_ep_t *ep)
 {
-    int want = ep->fd >= 0 && !tempo__stream_send_idle(&ep->stream);
-    if (want != ep->want_out) {
-        struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | (want ? EPOLLOUT : 0),
+    if (ep->fd < 0) {
+        return;
+    }
+    int want = !tempo__stream_send_idle(&ep->stream);
+    int no_in = tempo__stream_recv_blocked(&ep->stream);
+    if (want != ep->want_out || no_in != ep->no_in) {
+        struct epoll_event ev = {.events = (no_in ? 0 : EPOLLIN) | EPOLLRDHUP |
+                                           (want ? EPOLLOUT : 0),
                                  .data.ptr = ep};
         epoll_ctl(t->epfd, EPOLL_CTL_MOD, ep->fd, &ev);
         ep->want_out = want;
+        ep->no_in = no_in;
     }
 }
 
@@ -273,6 +286,18 @@ static int heard(tempo__world_t *w, tcp_ep_t *ep, int r)
     return r;
 }
 
+/* Read what the peer sent; returns events, closing the socket at its end. */
+static int ep_recv(tcp_tl_t *t, tcp_ep_t *ep)
+{
+    int r = tempo__stream_progress_recv(&ep->stream);
+    if (r == -2 || r == -1) {
+        ep_close_fd(t, ep); /* clean end after goodbye, or broken (job failed) */
+        return 1;
+    }
+    update_events(t, ep);
+    return heard(t->world, ep, r);
+}
+
 int tempo__tcp_progress(tcp_tl_t *t, int timeout_ms)
 {
     int events = 0;
@@ -283,7 +308,10 @@ int tempo__tcp_progress(tcp_tl_t *t, int timeout_ms)
         if (ep && ep->fd >= 0 && !tempo__stream_send_idle(&ep->stream)) {
             int r = tempo__stream_progress_send(&ep->stream);
             events += heard(w, ep, r);
-            update_out(t, ep);
+            update_events(t, ep);
+        }
+        if (ep && ep->fd >= 0 && ep->stream.rpaused && !tempo__stream_recv_blocked(&ep->stream)) {
+            events += ep_recv(t, ep); /* the limit let go: its header may be all there is */
         }
     }
     uint64_t now = 0;
@@ -301,19 +329,19 @@ int tempo__tcp_progress(tcp_tl_t *t, int timeout_ms)
         if (ep->fd < 0) {
             continue;
         }
+        if (evs[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+            tempo__stream_drain(&ep->stream); /* it hung up: what is left is all there is */
+        }
         if (evs[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
-            int r = tempo__stream_progress_recv(&ep->stream);
-            if (r == -2 || r == -1) {
-                ep_close_fd(t, ep); /* clean end after goodbye, or broken (job failed) */
-                events++;
+            events += ep_recv(t, ep);
+            if (ep->fd < 0) {
                 continue;
             }
-            events += heard(w, ep, r);
         }
         if (evs[i].events & EPOLLOUT) {
             int r = tempo__stream_progress_send(&ep->stream);
             events += heard(w, ep, r);
-            update_out(t, ep);
+            update_events(t, ep);
         }
     }
     return events;

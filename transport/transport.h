@@ -35,6 +35,10 @@ typedef struct tempo__xfer {
                               * compared with what arrives; NULL otherwise */
     tempo__sig_t remote_sig; /* sig_differs: the signature the peer sent */
     int sig_differs;         /* a receive failed because the signatures differ */
+    int standing;            /* set by the caller, may change while posted: a receive that is
+                              * always posted and not waited for now (an idle lane's control
+                              * receive); it does not keep the pipe read past
+                              * TEMPO_UNEXPECTED_BYTES (transport/stream.h) */
     void *priv;              /* transport private */
 } tempo__xfer_t;
 

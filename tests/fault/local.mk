@@ -52,3 +52,10 @@ check_PROGRAMS += %reldir%/fault_blame
 TESTS += %reldir%/fault_blame
 %canon_reldir%_fault_blame_SOURCES = %reldir%/fault_blame.c
 %canon_reldir%_fault_blame_LDADD = libtempo.la
+
+# A rank stopped (SIGSTOP) during a broadcast loop: the others' memory stays bounded
+# (TEMPO_UNEXPECTED_BYTES) and they time out naming a rank (tests/fault/fault_flood.c).
+check_PROGRAMS += %reldir%/fault_flood
+TESTS += %reldir%/fault_flood
+%canon_reldir%_fault_flood_SOURCES = %reldir%/fault_flood.c
+%canon_reldir%_fault_flood_LDADD = libtempo.la

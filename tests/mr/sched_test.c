@@ -567,8 +567,9 @@ static void run_bad(tempo_comm_t comm, mr_out_t *out, int missing)
         st = tempo_wait(&rq);
     }
     const char *msg = tempo_last_error(comm);
-    int ok = st == TEMPO_ERR_INVALID && strstr(msg, "does not match") &&
-             strstr(msg, "layer.mismatch");
+    int ok = st == TEMPO_ERR_INVALID && strstr(msg, "ranks disagree on scheduled request") &&
+             strstr(msg, "layer.mismatch") && strstr(msg, "count 10 on") &&
+             strstr(msg, "count 12 on");
     mr_result(out, "sched/mismatch", ok ? "PASS" : "FAIL",
               "a request that differs across ranks fails everywhere (%s)", mr_errtext(comm, st));
 }

@@ -20,6 +20,13 @@
  * error reports; cancelling a
  * half-sent message, a queued one, a posted receive, a receive in progress and a receive bound to a
  * half-arrived message keeps the stream in sync.
+ *
+ * Back-pressure (TEMPO_UNEXPECTED_BYTES, ux_limit): a receiver with a small limit buffers at most
+ * the limit of unexpected data and then stops reading (bytes stay in the pipe, the sender's sends
+ * wait, progress reports no events and the stream says it is blocked); a standing receive does not
+ * change that; a receive posted for a message behind the buffered ones (and one larger than the
+ * limit) is still delivered; consuming buffered messages lets reading go on; in the end every
+ * message arrives intact and messages with one tag in the order they were sent.
  */
 #include "config.h"
 
@@ -745,6 +752,122 @@ static void test_cancel(void)
     free(in);
 }
 
+/* Step until neither the sender's queue nor the pipe changes for a while; returns steps taken. */
+static long settle(pair_t *p, const tempo__xfer_t *xs, int n)
+{
+    size_t last = (size_t)-1;
+    long quiet = 0, i;
+    for (i = 0; i < 2000000 && quiet < 200; i++) {
+        step(p);
+        size_t sig = p->ch[0].len + p->s[1].unexpected_bytes * 3;
+        for (int k = 0; k < n; k++) {
+            sig += xs[k].done * 7 + (size_t)xs[k].complete;
+        }
+        quiet = sig == last ? quiet + 1 : 0;
+        last = sig;
+    }
+    return i;
+}
+
+static void test_backpressure(void)
+{
+    enum { M = 40, LIMIT = 10000, BIG = 25000 };
+    pair_t p;
+    pair_init(&p, 16384, 3000, 5000);
+    p.s[1].ux_limit = LIMIT;
+    char *out[M], *in[M];
+    size_t len[M];
+    uint64_t tag[M];
+    tempo__xfer_t xs[M], xr[M], standing;
+    char standing_buf[64];
+    /* Every fourth message shares one tag (order check); message M - 3 is larger than the limit. */
+    for (int i = 0; i < M; i++) {
+        len[i] = i == M - 3 ? BIG : 500 + (size_t)(tu_rand64(&rng) % 2500);
+        tag[i] = tempo__tag_p2p(4, i % 4 == 0 ? 1000u : (uint32_t)i);
+        out[i] = malloc(len[i]);
+        in[i] = calloc(1, len[i]);
+        fill(out[i], len[i], 300u + (unsigned)i);
+    }
+    xrecv(&p, 1, &standing, tempo__tag_p2p(4, 9999), standing_buf, sizeof(standing_buf));
+    standing.standing = 1; /* like the scheduled lane's control receive */
+    for (int i = 0; i < M; i++) {
+        xsend(&p, 0, &xs[i], tag[i], out[i], len[i]);
+    }
+    settle(&p, xs, M);
+    int sent = 0;
+    for (int i = 0; i < M; i++) {
+        sent += xs[i].complete;
+    }
+    size_t in_pipe = p.ch[0].len;
+    TAP_OK(p.s[1].unexpected_bytes <= LIMIT && p.s[1].unexpected_bytes > 0,
+           "the receiver buffers at most the limit (%zu of %d bytes), a standing receive posted",
+           p.s[1].unexpected_bytes, LIMIT);
+    TAP_OK(in_pipe > 0 && sent < M, "then it stops reading: %zu bytes wait in the pipe, %d of %d "
+           "sends done", in_pipe, sent, M);
+    TAP_OK(tempo__stream_recv_blocked(&p.s[1]), "  the stream says it is blocked");
+    int rc = tempo__stream_progress_recv(&p.s[1]);
+    TAP_OK(rc == 0 && p.ch[0].len == in_pipe, "  and its progress reports no events (%d) and reads "
+           "nothing", rc);
+
+    /* Receives for buffered messages complete from the buffer; once 3000 bytes (the largest small
+     * message) are freed, the message the stream stopped at fits, and reading goes on. */
+    int first = 0, bad = 0;
+    size_t freed = 0;
+    while (freed < 3000) {
+        xrecv(&p, 1, &xr[first], tag[first], in[first], len[first]);
+        bad += !(xr[first].complete && xr[first].status == TEMPO_OK &&
+                 memcmp(in[first], out[first], len[first]) == 0);
+        freed += len[first++];
+    }
+    TAP_EQ_INT(bad, 0, "receives for %d buffered messages complete at once, intact", first);
+    settle(&p, xs, M);
+    int sent2 = 0;
+    for (int i = 0; i < M; i++) {
+        sent2 += xs[i].complete;
+    }
+    TAP_OK(sent2 > sent && p.s[1].unexpected_bytes <= LIMIT, "  then reading goes on, up to the "
+           "limit (%d sends done, %zu bytes buffered)", sent2, p.s[1].unexpected_bytes);
+
+    /* The last message, behind everything buffered and waiting: its receive is still served. */
+    xrecv(&p, 1, &xr[M - 1], tag[M - 1], in[M - 1], len[M - 1]);
+    TAP_OK(!tempo__stream_recv_blocked(&p.s[1]), "a posted receive unblocks the stream");
+    settle(&p, xs, M);
+    TAP_OK(xr[M - 1].complete && xr[M - 1].status == TEMPO_OK &&
+           memcmp(in[M - 1], out[M - 1], len[M - 1]) == 0,
+           "  the message behind the buffered ones arrives intact");
+    TAP_OK(!standing.complete, "  the standing receive is untouched");
+
+    /* Take the buffered messages one by one: the limit lets go and reading goes on. */
+    int over = 0, order_bad = 0;
+    size_t prev = p.s[1].unexpected_bytes; /* over the limit now: what the soft limit let in */
+    tap_diag("buffered after the receive behind them: %zu bytes", prev);
+    for (int i = first; i < M - 1; i++) {
+        xrecv(&p, 1, &xr[i], tag[i], in[i], len[i]);
+        settle(&p, xs, M);
+        over += p.s[1].unexpected_bytes > LIMIT && p.s[1].unexpected_bytes > prev;
+        prev = p.s[1].unexpected_bytes;
+        bad += !(xr[i].complete && xr[i].status == TEMPO_OK);
+        order_bad += xr[i].complete && memcmp(in[i], out[i], len[i]) != 0;
+    }
+    TAP_EQ_INT(bad, 0, "every message arrives once its receive is posted, also one larger than "
+               "the limit");
+    TAP_EQ_INT(order_bad, 0, "  intact, and those with one tag in the order they were sent");
+    TAP_EQ_INT(over, 0, "  the buffered bytes never grew past the limit with no receive waiting");
+    sent = 0;
+    for (int i = 0; i < M; i++) {
+        sent += xs[i].complete && xs[i].status == TEMPO_OK;
+    }
+    TAP_EQ_INT(sent, M, "  every send completed");
+    TAP_EQ_UINT(p.s[1].unexpected_bytes, 0, "  nothing left buffered");
+    TAP_EQ_INT(p.w[1]->failed, TEMPO_OK, "  the world is healthy");
+    tempo__stream_cancel(&p.s[1], &standing);
+    pair_fini(&p);
+    for (int i = 0; i < M; i++) {
+        free(out[i]);
+        free(in[i]);
+    }
+}
+
 int main(void)
 {
     seed = tu_seed();
@@ -758,5 +881,6 @@ int main(void)
     test_goodbye();
     test_eof_and_errors();
     test_cancel();
+    test_backpressure();
     return tap_done();
 }
