@@ -30,7 +30,8 @@ AC_DEFUN([TEMPO_ENABLE_SANITIZERS], [
             AS_CASE(["$tempo_san"],
                 [address | undefined | thread], [],
                 [AC_MSG_ERROR(m4_normalize([--enable-sanitizers=$enable_sanitizers: unknown
-                    sanitizer '$tempo_san' (choose from address, undefined, thread, comma-separated)]))])
+                    sanitizer '$tempo_san' (choose from address, undefined, thread,
+                    comma-separated)]))])
             AS_IF([eval test "x\$tempo_san_$tempo_san" = xno],
                   [eval tempo_san_$tempo_san=yes
                    tempo_san_list="${tempo_san_list:+$tempo_san_list,}$tempo_san"])
@@ -50,7 +51,9 @@ AC_DEFUN([TEMPO_ENABLE_SANITIZERS], [
                                        [[char *p = malloc(4); p[0] = 1; free(p);]])],
             [AC_MSG_RESULT([yes])],
             [AC_MSG_RESULT([no])
-             AC_MSG_ERROR([--enable-sanitizers=$tempo_sanitizers: $CC cannot build or run a program with $TEMPO_SAN_FLAGS (is the sanitizer runtime, e.g. libasan/libubsan/libtsan, installed?); see config.log])],
+             AC_MSG_ERROR(m4_normalize([--enable-sanitizers=$tempo_sanitizers: $CC cannot build
+                 or run a program with $TEMPO_SAN_FLAGS (is the sanitizer runtime, e.g. libasan,
+                 libubsan or libtsan, installed?); see config.log]))],
             [AC_MSG_RESULT([cross-compiling, not run])])
     ])
     AC_SUBST([TEMPO_SANITIZERS], [$tempo_sanitizers])
