@@ -1,24 +1,31 @@
 #!/bin/sh
 # quickstart.sh — set up a fresh Debian machine and run tempo's main job or its test suite.
 #
-#   ./quickstart.sh main   # 4 local ranks train a small GPT on the fortunes corpus (tempo-train)
-#   ./quickstart.sh test   # the whole test suite (make check), with a pass/fail summary
+#   ./quickstart.sh main       # 4 local ranks train a small GPT on the fortunes corpus
+#   ./quickstart.sh test       # the whole test suite (make check), then the sanitizer part below,
+#                              # with one pass/fail summary of both
+#   ./quickstart.sh sanitize   # the sanitizer part alone
 #
 # Each does all the set-up: installs the Debian packages that are missing (apt-get, through sudo
 # when not root), generates the build system (autoreconf), configures and builds. Steps that are
 # already done are skipped, so running it again is quick. Build output goes to quickstart.log.
+#
+# The sanitizer part builds everything with --enable-sanitizers=address,undefined in build-asan/ (a
+# copy of the tracked sources, since this tree is configured in place) and runs the tests listed in
+# TEMPO_SANITIZER_TESTS (tests/local.mk) there, coll_*.sh at 3 ranks; QUICKSTART_SANITIZERS=0 skips
+# it in `test`. Its build output goes to build-asan/quickstart.log.
 set -eu
 
 cd "$(dirname "$0")"
 what=${1:-}
 case "$what" in
-main | test) ;;
+main | test | sanitize) ;;
 -h | --help)
-    sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
     exit 0
     ;;
 *)
-    echo "usage: ./quickstart.sh main|test   (see --help)" >&2
+    echo "usage: ./quickstart.sh main|test|sanitize   (see --help)" >&2
     exit 2
     ;;
 esac
@@ -48,18 +55,92 @@ if [ -n "$missing" ]; then
         >/dev/null
 fi
 
-# 2. Build system, configuration, build.
+# 2. Build system, configuration, build: build DIR [CONFIGURE-ARGS...] in the tree DIR (log in
+#    DIR/quickstart.log).
 jobs=$(nproc 2>/dev/null || echo 2)
-if [ ! -x configure ] || [ configure.ac -nt configure ]; then
-    say "autoreconf"
-    autoreconf -fi >quickstart.log 2>&1 || { cat quickstart.log; exit 1; }
+build() {
+    (
+        cd "$1"
+        shift
+        if [ ! -x configure ] || [ configure.ac -nt configure ]; then
+            say "autoreconf"
+            autoreconf -fi >quickstart.log 2>&1 || { cat quickstart.log; exit 1; }
+        fi
+        if [ ! -f config.status ] || [ configure -nt config.status ]; then
+            say "configure $*"
+            ./configure "$@" >>quickstart.log 2>&1 || { tail -40 quickstart.log; exit 1; }
+        fi
+        say "make -j$jobs"
+        make -j"$jobs" >>quickstart.log 2>&1 || { tail -40 quickstart.log; exit 1; }
+    )
+}
+
+# count DIR [LABEL]: adds the TAP results of the tree DIR's last make check (its .trs files, other
+#   build-* trees left out) to passed/failed/skipped, and prints each failed test with its failed
+#   checks and the diagnostics that follow them, so that a failure is readable from the CI output.
+passed=0
+failed=0
+skipped=0
+count() {
+    for trs in $(find "$1" -path "$1/build-*" -prune -o -name '*.trs' -print); do
+        p=$(grep -c '^:test-result: \(PASS\|XFAIL\)' "$trs" || true)
+        f=$(grep -c '^:test-result: \(FAIL\|XPASS\|ERROR\)' "$trs" || true)
+        s=$(grep -c '^:test-result: SKIP' "$trs" || true)
+        passed=$((passed + p))
+        failed=$((failed + f))
+        skipped=$((skipped + s))
+        if [ "$f" -gt 0 ]; then
+            echo "FAILED${2:+ ($2)}: ${trs%.trs} (log: ${trs%.trs}.log)"
+            grep -A6 '^not ok' "${trs%.trs}.log" 2>/dev/null | grep -v '^\(PASS\|FAIL\|SKIP\):' |
+                head -40 | sed 's/^/    /' || true
+        fi
+    done
+}
+
+# The sanitizer part: sets san_status (0: built and every test passed).
+#   ASAN_OPTIONS: leak checking on (LeakSanitizer at every process's exit: a leak fails its test),
+#     stop at the first error. No suppressions: none of these tests reaches a third-party library
+#     that leaks (the MPI baselines are not in TEMPO_SANITIZER_TESTS); our own leaks get fixed.
+#   UBSAN_OPTIONS: a stack trace with each report (configure already makes the first one fatal).
+#   COLL_RANKS=3 COLL_FULL_BIG_MAX=0: coll_shm.sh and coll_tcp.sh at 3 ranks only (odd, so every
+#     algorithm's uneven split runs), the MB size with its reduced product (every rank count with
+#     the whole product takes over half an hour under ASan on 2 cores).
+sanitize() {
+    san_status=0
+    san_t0=$(date +%s)
+    say "sanitizers: build-asan/ (--enable-sanitizers=address,undefined)"
+    mkdir -p build-asan
+    if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+        # this tree is configured in place, which rules out a VPATH build: copy the sources
+        # (tracked and new files; mtimes kept, so that a rerun rebuilds only what changed)
+        git ls-files -z --cached --others --exclude-standard |
+            tar --null -T - --ignore-failed-read -cf - 2>/dev/null | tar -xf - -C build-asan ||
+            { echo "cannot copy the sources to build-asan/" >&2; san_status=1; return; }
+        build build-asan --enable-sanitizers=address,undefined || { san_status=1; return; }
+    else
+        echo "not a git checkout: build by hand in a clean tree (README.md, Sanitizer builds)" >&2
+        san_status=1
+        return
+    fi
+    say "sanitizers: make check TESTS='\$(TEMPO_SANITIZER_TESTS)'"
+    find build-asan -name '*.trs' -exec rm -f {} +
+    (
+        cd build-asan
+        ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=0 \
+            UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 COLL_RANKS=3 COLL_FULL_BIG_MAX=0 \
+            make -j"$jobs" check TESTS='$(TEMPO_SANITIZER_TESTS)' >>quickstart.log 2>&1
+    ) || san_status=$?
+    say "sanitizers: build and tests took $(($(date +%s) - san_t0)) s"
+}
+if [ "$what" = sanitize ]; then
+    sanitize
+    count build-asan address,undefined
+    echo "$skipped skipped; details in build-asan/test-suite.log and build-asan/quickstart.log"
+    echo "$passed passed, $failed failed"
+    [ "$san_status" -eq 0 ] && [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
+    exit $?
 fi
-if [ ! -f config.status ] || [ configure -nt config.status ]; then
-    say "configure"
-    ./configure >>quickstart.log 2>&1 || { tail -40 quickstart.log; exit 1; }
-fi
-say "make -j$jobs"
-make -j"$jobs" >>quickstart.log 2>&1 || { tail -40 quickstart.log; exit 1; }
+build .
 
 # 3. The job.
 if [ "$what" = main ]; then
@@ -73,29 +154,25 @@ fi
 say "make check (multi-rank tests launch real processes; this takes a while)"
 status=0
 make -j"$jobs" check >>quickstart.log 2>&1 || status=$?
-passed=0
-failed=0
-skipped=0
-for trs in $(find . -name '*.trs'); do
-    p=$(grep -c '^:test-result: \(PASS\|XFAIL\)' "$trs" || true)
-    f=$(grep -c '^:test-result: \(FAIL\|XPASS\|ERROR\)' "$trs" || true)
-    s=$(grep -c '^:test-result: SKIP' "$trs" || true)
-    passed=$((passed + p))
-    failed=$((failed + f))
-    skipped=$((skipped + s))
-    if [ "$f" -gt 0 ]; then
-        echo "FAILED: ${trs%.trs} (log: ${trs%.trs}.log)"
-        # the failed checks and the diagnostics that follow them, so a failure is readable from
-        # the CI output alone
-        grep -A6 '^not ok' "${trs%.trs}.log" 2>/dev/null | grep -v '^\(PASS\|FAIL\|SKIP\):' |
-            head -40 | sed 's/^/    /' || true
-    fi
-done
+count .
 if [ "$passed" -eq 0 ] && [ "$status" -eq 0 ]; then
     echo "no test results found (see quickstart.log)" >&2
     status=1
 fi
-echo "$skipped skipped; details in test-suite.log and quickstart.log"
+if [ "${QUICKSTART_SANITIZERS:-1}" != 0 ]; then
+    n_passed=$passed n_failed=$failed n_skipped=$skipped
+    sanitize
+    passed=0 failed=0 skipped=0
+    count build-asan address,undefined
+    echo "address,undefined build (build-asan/): $passed passed; $failed failed; $skipped skipped"
+    if [ "$passed" -eq 0 ] && [ "$san_status" -eq 0 ]; then
+        echo "no sanitizer test results found (see build-asan/quickstart.log)" >&2
+        san_status=1
+    fi
+    [ "$san_status" -eq 0 ] || status=$san_status
+    passed=$((passed + n_passed)) failed=$((failed + n_failed)) skipped=$((skipped + n_skipped))
+fi
+echo "$skipped skipped; details in test-suite.log and quickstart.log (build-asan/ for sanitizers)"
 echo "$passed passed, $failed failed"
 if [ "$status" -eq 0 ] && [ "$failed" -ne 0 ]; then
     status=1

@@ -1130,6 +1130,7 @@ size_t tempo_build_info(const tempo_build_item_t **items_p)
 #else
         {"debug", "no"},
 #endif
+        {"sanitizers", TEMPO_BUILD_SANITIZERS},
         {"transports", "shm, tcp"},
     };
     if (items_p) {

@@ -261,7 +261,9 @@ static void qlanes_seed(qlanes_t *g, tempo__rng_t *rng)
  * between the two compiled versions. */
 #define QSEL(m, a, b) ((qv8f)(((m) & (qv8i)(a)) | (~(m) & (qv8i)(b))))
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+/* Not under ThreadSanitizer: GCC instruments the ifunc resolver, which the dynamic loader runs
+ * before the TSan runtime is up, and every program crashes at load time. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define QUANT_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define QUANT_CLONES

@@ -43,8 +43,10 @@
 #define OMP(x)
 #endif
 
-/* Leaf kernels are built for AVX-512, AVX2+FMA and the baseline ISA, picked at load time. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
+/* Leaf kernels are built for AVX-512, AVX2+FMA and the baseline ISA, picked at load time (not under
+ * ThreadSanitizer, whose instrumented ifunc resolvers crash the loader: see quant/levels.c). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11 &&           \
+    !defined(__SANITIZE_THREAD__)
 #define GPT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #define GPT_X86_DISPATCH 1
 #else

@@ -393,7 +393,9 @@ tempo_status_t tempo__stream_irecv(tempo__stream_t *s, tempo__xfer_t *x)
             return TEMPO_OK;
         }
         if (ux->got == ux->len) {
-            memcpy(x->buf, ux->data, ux->len);
+            if (ux->len > 0) { /* a zero-length message has no buffers: memcpy(NULL, NULL, 0) is UB */
+                memcpy(x->buf, ux->data, ux->len);
+            }
             x->done = ux->len;
             tempo__list_remove(&ux->link);
             s->unexpected_bytes -= ux->len;

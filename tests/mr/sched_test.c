@@ -180,12 +180,32 @@ static int prepare(spec_t *s, int k, int n, int r, uint64_t seed)
     }
     /* All-gather in place (NCCL layout): the own block lives at its final position. */
     if (s->coll == 2 && s->inplace) {
-        s->recv = calloc(1, s->recv_bytes + 64);
+        void *full = calloc(1, s->recv_bytes + 64);
+        if (!full) {
+            return -1; /* recv is still send: spec_free frees it */
+        }
+        s->recv = full;
         memcpy((char *)s->recv + (size_t)r * s->count * es, s->send, s->count * es);
         free(s->send);
         s->send = (char *)s->recv + (size_t)r * s->count * es;
     }
     return 0;
+}
+
+/* Free what prepare() allocated (a zeroed spec is a no-op). In place, recv is send, or (all-gather)
+ * send points into recv. */
+static void spec_free(spec_t *s)
+{
+    if (s->coll == 2 && s->inplace) {
+        free(s->recv);
+    } else {
+        if (s->recv != s->send) {
+            free(s->recv);
+        }
+        free(s->send);
+    }
+    free(s->expect);
+    s->send = s->recv = s->expect = NULL;
 }
 
 static tempo_status_t post(tempo_comm_t comm, spec_t *s, const tempo_attr_t *a, tempo_request_t *rq)
@@ -386,7 +406,7 @@ static void run_normal(tempo_comm_t comm, mr_out_t *out, uint64_t seed)
         }
         if (prepare(&s[k], k, n, r, seed) != 0) {
             mr_result(out, "sched/results", "FAIL", "out of memory");
-            return;
+            goto out_free;
         }
     }
     /* This rank's posting order: a shuffle, with same-tag requests kept in spec order (a tag's
@@ -514,6 +534,10 @@ static void run_normal(tempo_comm_t comm, mr_out_t *out, uint64_t seed)
                   k, x->count, x->prio, same ? "yes" : "NO", eq ? "yes" : "NO");
         free(in);
         free(outb);
+    }
+out_free:
+    for (int k = 0; k < NREQ; k++) {
+        spec_free(&s[k]);
     }
 }
 

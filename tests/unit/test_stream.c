@@ -277,6 +277,34 @@ static void test_sizes(void)
     pair_fini(&p);
 }
 
+/* Empty messages with NULL buffers, as barriers send them: the receive posted before the message
+ * and after it (an unexpected empty message), which copied zero bytes from NULL to NULL, undefined
+ * behaviour that the sanitizer build (UBSan) stops on. */
+static void test_empty_null(void)
+{
+    pair_t p;
+    pair_init(&p, 4096, 700, 300);
+    int ok = 1;
+    for (int after = 0; after < 2; after++) {
+        tempo__xfer_t xs, xr;
+        uint64_t tag = tempo__tag_p2p(5, 10u + (unsigned)after);
+        if (!after) {
+            xrecv(&p, 1, &xr, tag, NULL, 0);
+        }
+        xsend(&p, 0, &xs, tag, NULL, 0);
+        pump(&p);
+        if (after) {
+            xrecv(&p, 1, &xr, tag, NULL, 0);
+            pump(&p);
+        }
+        ok &= xs.complete && xs.status == TEMPO_OK && xr.complete && xr.status == TEMPO_OK &&
+              xr.done == 0;
+    }
+    TAP_OK(ok, "empty messages with NULL buffers, receive posted before and after arrival");
+    TAP_EQ_UINT(p.s[1].unexpected_bytes, 0, "no unexpected bytes left behind");
+    pair_fini(&p);
+}
+
 static void test_order(void)
 {
     pair_t p;
@@ -874,6 +902,7 @@ int main(void)
     rng = seed;
     tap_diag("seed %llu (replay with TEMPO_TEST_SEED)", (unsigned long long)seed);
     test_sizes();
+    test_empty_null();
     test_order();
     test_wrong_size();
     test_malformed();
