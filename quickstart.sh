@@ -105,6 +105,7 @@ count() {
 #   COLL_RANKS=3 COLL_FULL_BIG_MAX=0: coll_shm.sh and coll_tcp.sh at 3 ranks only (odd, so every
 #     algorithm's uneven split runs), the MB size with its reduced product (every rank count with
 #     the whole product takes over half an hour under ASan on 2 cores).
+#   DIFFTEST_RANKS="2 3 5" DIFFTEST_CASES=60: the randomized differential test, 360 cases.
 sanitize() {
     san_status=0
     san_t0=$(date +%s)
@@ -128,6 +129,7 @@ sanitize() {
         cd build-asan
         ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=0 \
             UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 COLL_RANKS=3 COLL_FULL_BIG_MAX=0 \
+            DIFFTEST_RANKS="2 3 5" DIFFTEST_CASES=60 \
             make -j"$jobs" check TESTS='$(TEMPO_SANITIZER_TESTS)' >>quickstart.log 2>&1
     ) || san_status=$?
     say "sanitizers: build and tests took $(($(date +%s) - san_t0)) s"

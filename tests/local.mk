@@ -12,5 +12,5 @@ noinst_HEADERS += %reldir%/tap.h
 # quickstart.sh sets with COLL_RANKS). Run it in any sanitizer build with
 #     make check TESTS='$(TEMPO_SANITIZER_TESTS)'
 TEMPO_SANITIZER_TESTS = $(TEMPO_UNIT_TESTS) tests/unit/test_trace_tool.sh $(TEMPO_FAULT_TESTS) \
-	tests/fault/fault_sched tests/mr/tempo_run.sh tests/mr/sched.sh tests/mr/bucketer.sh \
-	tests/mr/coll_shm.sh tests/mr/coll_tcp.sh
+	tests/fault/fault_sched tests/fault/fault_blame tests/mr/tempo_run.sh tests/mr/sched.sh \
+	tests/mr/bucketer.sh tests/mr/coll_shm.sh tests/mr/coll_tcp.sh tests/mr/difftest.sh
