@@ -96,13 +96,11 @@ static int blame_rank(int rank, int size, void *arg)
     if (rank == a->quitter) {
         setenv("TEMPO_TIMEOUT", "2s", 1); /* gives up first */
     }
-    tempo_comm_t comm;
-    tempo_status_t st = tempo_comm_init_env(&comm);
-    rk_put("init", "%d", (int)st);
-    if (st != TEMPO_OK) {
-        rk_put("initmsg", "%s", tempo_last_error(NULL));
+    tempo_comm_t comm = rk_init();
+    if (!comm) {
         return 1;
     }
+    tempo_status_t st;
     float *in = malloc(COUNT * sizeof(float)), *out = malloc(COUNT * sizeof(float));
     for (size_t i = 0; i < COUNT; i++) {
         in[i] = 1.0f;

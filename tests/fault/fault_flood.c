@@ -60,13 +60,11 @@ static int fl_rank(int rank, int size, void *arg)
 {
     (void)size;
     (void)arg;
-    tempo_comm_t comm;
-    tempo_status_t st = tempo_comm_init_env(&comm);
-    rk_put("init", "%d", (int)st);
-    if (st != TEMPO_OK) {
-        rk_put("initmsg", "%s", tempo_last_error(NULL));
+    tempo_comm_t comm = rk_init();
+    if (!comm) {
         return 1;
     }
+    tempo_status_t st;
     size_t n = MSG / sizeof(uint64_t);
     uint64_t *buf = malloc(MSG), *want = malloc(MSG);
     pattern(buf, n, 0);

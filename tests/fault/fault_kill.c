@@ -29,13 +29,11 @@ typedef struct {
 static int kill_rank(int rank, int size, void *arg)
 {
     const kill_arg_t *a = arg;
-    tempo_comm_t comm;
-    tempo_status_t st = tempo_comm_init_env(&comm);
-    rk_put("init", "%d", (int)st);
-    if (st != TEMPO_OK) {
-        rk_put("initmsg", "%s", tempo_last_error(NULL));
+    tempo_comm_t comm = rk_init();
+    if (!comm) {
         return 1;
     }
+    tempo_status_t st;
     float *in = malloc(COUNT * sizeof(float)), *out = malloc(COUNT * sizeof(float));
     for (size_t i = 0; i < COUNT; i++) {
         in[i] = (float)(rank + 1);

@@ -54,13 +54,11 @@ static int waiter(int rank, tempo_comm_t comm, const leave_arg_t *a)
 static int leave_rank(int rank, int size, void *arg)
 {
     const leave_arg_t *a = arg;
-    tempo_comm_t comm;
-    tempo_status_t st = tempo_comm_init_env(&comm);
-    rk_put("init", "%d", (int)st);
-    if (st != TEMPO_OK) {
-        rk_put("initmsg", "%s", tempo_last_error(NULL));
+    tempo_comm_t comm = rk_init();
+    if (!comm) {
         return 1;
     }
+    tempo_status_t st;
     if (rank != LEAVER) {
         return waiter(rank, comm, a);
     }

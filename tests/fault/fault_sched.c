@@ -31,13 +31,11 @@ static int sched_rank(int rank, int size, void *arg)
     if (rank == a->victim) {
         setenv("TEMPO_PROGRESS_THREAD", "0", 1);
     }
-    tempo_comm_t comm;
-    tempo_status_t st = tempo_comm_init_env(&comm);
-    rk_put("init", "%d", (int)st);
-    if (st != TEMPO_OK) {
-        rk_put("initmsg", "%s", tempo_last_error(NULL));
+    tempo_comm_t comm = rk_init();
+    if (!comm) {
         return 1;
     }
+    tempo_status_t st;
     float *buf = malloc((size_t)NREQ * COUNT * sizeof(float));
     for (size_t i = 0; i < (size_t)NREQ * COUNT; i++) {
         buf[i] = (float)(rank + 1);

@@ -513,4 +513,20 @@ static int job_status_of(const job_t *j, int r, const char *key)
     return v ? atoi(v) : 999;
 }
 
+#ifdef TEMPO_H
+/* In a rank: join the job (tempo_comm_init_env), reporting "init" (its status) and, when it fails,
+ * "initmsg" (the error text). NULL on failure. */
+static tempo_comm_t rk_init(void)
+{
+    tempo_comm_t comm = NULL;
+    tempo_status_t st = tempo_comm_init_env(&comm);
+    rk_put("init", "%d", (int)st);
+    if (st != TEMPO_OK) {
+        rk_put("initmsg", "%s", tempo_last_error(NULL));
+        return NULL;
+    }
+    return comm;
+}
+#endif
+
 #endif /* TEMPO_TESTS_FAULT_JOB_H */
