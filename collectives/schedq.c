@@ -843,17 +843,19 @@ static int sq_poll(void *arg)
     for (int i = 0; i < sq->nrx; i++) {
         rx_t *rx = &sq->rx[i];
         rx->x.standing = idle;
-        if (!rx->posted || !rx->x.complete) {
-            continue;
-        }
-        events++;
-        rx->posted = 0;
-        if (rx->x.status != TEMPO_OK || w->failed != TEMPO_OK) {
-            continue; /* the peer left or the job failed: nothing more will come */
-        }
-        handle(sq, rx);
-        if (w->failed == TEMPO_OK) {
-            rx_post(sq, rx);
+        /* Every message that has arrived, not one per pass: a request cut into 20,000 chunks
+         * comes as 1,100 START messages, and each engine pass polls every running chunk. (A
+         * receive posted for a message already here completes at once.) */
+        while (rx->posted && rx->x.complete) {
+            events++;
+            rx->posted = 0;
+            if (rx->x.status != TEMPO_OK || w->failed != TEMPO_OK) {
+                break; /* the peer left or the job failed: nothing more will come */
+            }
+            handle(sq, rx);
+            if (w->failed == TEMPO_OK) {
+                rx_post(sq, rx);
+            }
         }
     }
     if (sq->coord && w->failed == TEMPO_OK) {

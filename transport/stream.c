@@ -14,6 +14,11 @@
  * consumed). Only whole messages are refused, at their header: a payload once started is always
  * finished, so a half-buffered message never holds the stream.
  *
+ * Matching: posted receives and unexpected messages sit in hash tables by tag (tempo__match_t),
+ * each bucket in posting or arrival order, so matching one message costs O(1) on average however
+ * many receives are in flight; a linear list made a request of 13,565 chunks quadratic, and one
+ * progress call on its busiest rank outlasted TEMPO_TIMEOUT.
+ *
  * Transfers the stream owns itself (goodbye messages, and copies made when a caller cancels a
  * half-sent message) are marked in xfer->priv and freed when done.
  */
@@ -44,6 +49,84 @@ typedef struct tempo__ux {
     tempo__xfer_t *bound; /* a receive matched while the message was still arriving */
     int discard;          /* its receive was cancelled: free when complete */
 } tempo__ux_t;
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Matching tables                                                                                */
+/* ---------------------------------------------------------------------------------------------- */
+
+#define MATCH_BITS_MIN 4
+#define MATCH_BITS_MAX 16
+
+static uint64_t xfer_tag(const tempo__list_t *e)
+{
+    return tempo__container_of(e, tempo__xfer_t, link)->tag;
+}
+
+static uint64_t ux_tag(const tempo__list_t *e)
+{
+    return tempo__container_of(e, tempo__ux_t, link)->tag;
+}
+
+static tempo_status_t match_init(tempo__match_t *m)
+{
+    size_t nb = (size_t)1 << MATCH_BITS_MIN;
+    m->b = tempo__malloc(nb * sizeof(*m->b), "tag matching table");
+    if (!m->b) {
+        return TEMPO_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < nb; i++) {
+        tempo__list_init(&m->b[i]);
+    }
+    m->bits = MATCH_BITS_MIN;
+    m->n = 0;
+    return TEMPO_OK;
+}
+
+/* The bucket of tag (Fibonacci hashing: sequence numbers and steps one apart land far apart). */
+static tempo__list_t *match_bucket(const tempo__match_t *m, uint64_t tag)
+{
+    return &m->b[(tag * 0x9e3779b97f4a7c15ull) >> (64 - m->bits)];
+}
+
+/* Twice the buckets; entries move in bucket order, so equal tags keep their order. Best effort:
+ * without memory the table stays as it is (slower, still correct). */
+static void match_grow(tempo__match_t *m, uint64_t (*tag_of)(const tempo__list_t *))
+{
+    tempo__match_t g = {NULL, m->bits + 1, m->n};
+    size_t nb = (size_t)1 << g.bits, onb = (size_t)1 << m->bits;
+    g.b = tempo__malloc(nb * sizeof(*g.b), "tag matching table");
+    if (!g.b) {
+        return;
+    }
+    for (size_t i = 0; i < nb; i++) {
+        tempo__list_init(&g.b[i]);
+    }
+    for (size_t i = 0; i < onb; i++) {
+        while (!tempo__list_empty(&m->b[i])) {
+            tempo__list_t *e = m->b[i].next;
+            tempo__list_remove(e);
+            tempo__list_push_back(match_bucket(&g, tag_of(e)), e);
+        }
+    }
+    tempo__free(m->b);
+    *m = g;
+}
+
+static void match_add(tempo__match_t *m, tempo__list_t *e, uint64_t tag,
+                      uint64_t (*tag_of)(const tempo__list_t *))
+{
+    if (m->n >= ((size_t)2 << m->bits) && m->bits < MATCH_BITS_MAX) {
+        match_grow(m, tag_of);
+    }
+    tempo__list_push_back(match_bucket(m, tag), e);
+    m->n++;
+}
+
+static void match_del(tempo__match_t *m, tempo__list_t *e)
+{
+    tempo__list_remove(e);
+    m->n--;
+}
 
 static uintptr_t xflags(const tempo__xfer_t *x)
 {
@@ -89,8 +172,12 @@ tempo_status_t tempo__stream_init(tempo__stream_t *s, tempo__world_t *w, int pee
     s->state = STREAM_OPEN;
     s->ux_limit = tempo__cfg.unexpected_bytes;
     tempo__list_init(&s->sendq);
-    tempo__list_init(&s->posted);
-    tempo__list_init(&s->unexpected);
+    if (match_init(&s->posted) != TEMPO_OK || match_init(&s->unexpected) != TEMPO_OK) {
+        tempo__free(s->posted.b);
+        tempo__free(s->rbuf);
+        s->rbuf = NULL;
+        return TEMPO_ERR_NOMEM;
+    }
     return TEMPO_OK;
 }
 
@@ -103,18 +190,29 @@ static void fail_queue(tempo__list_t *q, tempo_status_t st)
     }
 }
 
+static void fail_posted(tempo__stream_t *s, tempo_status_t st)
+{
+    for (size_t i = 0; i < (size_t)1 << s->posted.bits; i++) {
+        fail_queue(&s->posted.b[i], st);
+    }
+    s->posted.n = 0;
+}
+
 static void free_unexpected(tempo__stream_t *s)
 {
-    while (!tempo__list_empty(&s->unexpected)) {
-        tempo__list_t *e = s->unexpected.next;
-        tempo__ux_t *ux = tempo__container_of(e, tempo__ux_t, link);
-        tempo__list_remove(e);
-        if (ux->bound) {
-            xfer_done(ux->bound, TEMPO_ERR_REMOTE);
+    for (size_t i = 0; i < (size_t)1 << s->unexpected.bits; i++) {
+        while (!tempo__list_empty(&s->unexpected.b[i])) {
+            tempo__list_t *e = s->unexpected.b[i].next;
+            tempo__ux_t *ux = tempo__container_of(e, tempo__ux_t, link);
+            tempo__list_remove(e);
+            if (ux->bound) {
+                xfer_done(ux->bound, TEMPO_ERR_REMOTE);
+            }
+            tempo__free(ux->data);
+            tempo__free(ux);
         }
-        tempo__free(ux->data);
-        tempo__free(ux);
     }
+    s->unexpected.n = 0;
     s->unexpected_bytes = 0;
 }
 
@@ -124,13 +222,15 @@ void tempo__stream_fini(tempo__stream_t *s)
         return;
     }
     fail_queue(&s->sendq, TEMPO_ERR_REMOTE);
-    fail_queue(&s->posted, TEMPO_ERR_REMOTE);
+    fail_posted(s, TEMPO_ERR_REMOTE);
     if (s->rx) {
         xfer_done(s->rx, TEMPO_ERR_REMOTE);
         s->rx = NULL;
     }
     s->rux = NULL; /* it is on the unexpected list */
     free_unexpected(s);
+    tempo__free(s->posted.b);
+    tempo__free(s->unexpected.b);
     tempo__free(s->rbuf);
     s->rbuf = NULL;
 }
@@ -145,7 +245,7 @@ void tempo__stream_broken(tempo__stream_t *s, const char *why)
     tempo__world_fail(s->world, TEMPO_ERR_REMOTE, "%s %s (%s)",
                       tempo__peer_desc(s->world, s->peer, desc, sizeof(desc)), why, s->tl_name);
     fail_queue(&s->sendq, TEMPO_ERR_REMOTE);
-    fail_queue(&s->posted, TEMPO_ERR_REMOTE);
+    fail_posted(s, TEMPO_ERR_REMOTE);
     if (s->rx) {
         xfer_done(s->rx, TEMPO_ERR_REMOTE);
         s->rx = NULL;
@@ -373,7 +473,7 @@ tempo_status_t tempo__stream_irecv(tempo__stream_t *s, tempo__xfer_t *x)
         return TEMPO_OK;
     }
     tempo__list_t *pos, *tmp;
-    tempo__list_for_each_safe (pos, tmp, &s->unexpected) {
+    tempo__list_for_each_safe (pos, tmp, match_bucket(&s->unexpected, x->tag)) {
         tempo__ux_t *ux = tempo__container_of(pos, tempo__ux_t, link);
         if (ux->tag != x->tag || ux->bound || ux->discard) {
             continue;
@@ -382,7 +482,7 @@ tempo_status_t tempo__stream_irecv(tempo__stream_t *s, tempo__xfer_t *x)
         if (differs || ux->len != x->len) {
             x->remote_len = ux->len;
             if (ux->got == ux->len) {
-                tempo__list_remove(&ux->link);
+                match_del(&s->unexpected, &ux->link);
                 s->unexpected_bytes -= ux->len;
                 tempo__free(ux->data);
                 tempo__free(ux);
@@ -397,7 +497,7 @@ tempo_status_t tempo__stream_irecv(tempo__stream_t *s, tempo__xfer_t *x)
                 memcpy(x->buf, ux->data, ux->len);
             }
             x->done = ux->len;
-            tempo__list_remove(&ux->link);
+            match_del(&s->unexpected, &ux->link);
             s->unexpected_bytes -= ux->len;
             tempo__free(ux->data);
             tempo__free(ux);
@@ -411,7 +511,7 @@ tempo_status_t tempo__stream_irecv(tempo__stream_t *s, tempo__xfer_t *x)
         xfer_done(x, TEMPO_ERR_REMOTE);
         return TEMPO_OK;
     }
-    tempo__list_push_back(&s->posted, &x->link);
+    match_add(&s->posted, &x->link, x->tag, xfer_tag);
     return TEMPO_OK;
 }
 
@@ -449,7 +549,7 @@ void tempo__stream_cancel(tempo__stream_t *s, tempo__xfer_t *x)
     } else {
         int found = 0;
         tempo__list_t *pos, *tmp;
-        tempo__list_for_each_safe (pos, tmp, &s->unexpected) {
+        tempo__list_for_each_safe (pos, tmp, match_bucket(&s->unexpected, x->tag)) {
             tempo__ux_t *ux = tempo__container_of(pos, tempo__ux_t, link);
             if (ux->bound == x) {
                 ux->bound = NULL;
@@ -457,8 +557,8 @@ void tempo__stream_cancel(tempo__stream_t *s, tempo__xfer_t *x)
                 found = 1;
             }
         }
-        if (!found) {
-            tempo__list_remove(&x->link);
+        if (!found && !tempo__list_empty(&x->link)) { /* posted */
+            match_del(&s->posted, &x->link);
         }
     }
     x->complete = 1;
@@ -477,14 +577,17 @@ static int sig_valid(const tempo__sig_t *g)
 
 void tempo__stream_purge_ctx(tempo__stream_t *s, int ctx)
 {
-    tempo__list_t *pos, *tmp;
-    tempo__list_for_each_safe (pos, tmp, &s->unexpected) {
-        tempo__ux_t *ux = tempo__container_of(pos, tempo__ux_t, link);
-        if ((int)((ux->tag >> 48) & TEMPO_CTX_MAX) == ctx && !ux->bound && ux->got == ux->len) {
-            tempo__list_remove(&ux->link);
-            s->unexpected_bytes -= ux->len;
-            tempo__free(ux->data);
-            tempo__free(ux);
+    for (size_t i = 0; i < (size_t)1 << s->unexpected.bits; i++) {
+        tempo__list_t *pos, *tmp;
+        tempo__list_for_each_safe (pos, tmp, &s->unexpected.b[i]) {
+            tempo__ux_t *ux = tempo__container_of(pos, tempo__ux_t, link);
+            if ((int)((ux->tag >> 48) & TEMPO_CTX_MAX) == ctx && !ux->bound &&
+                ux->got == ux->len) {
+                match_del(&s->unexpected, &ux->link);
+                s->unexpected_bytes -= ux->len;
+                tempo__free(ux->data);
+                tempo__free(ux);
+            }
         }
     }
 }
@@ -536,7 +639,7 @@ static int finish_payload(tempo__stream_t *s)
             xfer_done(ux->bound, TEMPO_OK);
         }
         if (ux->bound || ux->discard) {
-            tempo__list_remove(&ux->link);
+            match_del(&s->unexpected, &ux->link);
             s->unexpected_bytes -= ux->len;
             tempo__free(ux->data);
             tempo__free(ux);
@@ -555,10 +658,13 @@ static int ux_fits(const tempo__stream_t *s, size_t len)
     if (!s->ux_limit || s->rdrain || s->unexpected_bytes + len <= s->ux_limit) {
         return 1;
     }
-    const tempo__list_t *pos;
-    for (pos = s->posted.next; pos != &s->posted; pos = pos->next) {
-        if (!tempo__container_of(pos, tempo__xfer_t, link)->standing) {
-            return 1; /* the rank needs a message from this peer: it is behind these */
+    /* Over the limit (rare): look through every posted receive. */
+    for (size_t i = 0; s->posted.n && i < ((size_t)1 << s->posted.bits); i++) {
+        const tempo__list_t *head = &s->posted.b[i], *pos;
+        for (pos = head->next; pos != head; pos = pos->next) {
+            if (!tempo__container_of(pos, tempo__xfer_t, link)->standing) {
+                return 1; /* the rank needs a message from this peer: it is behind these */
+            }
         }
     }
     return 0;
@@ -582,12 +688,12 @@ static int start_payload(tempo__stream_t *s)
     s->rux = NULL;
     s->rdst = NULL;
     tempo__list_t *pos, *tmp;
-    tempo__list_for_each_safe (pos, tmp, &s->posted) {
+    tempo__list_for_each_safe (pos, tmp, match_bucket(&s->posted, tag)) {
         tempo__xfer_t *x = tempo__container_of(pos, tempo__xfer_t, link);
         if (x->tag != tag) {
             continue;
         }
-        tempo__list_remove(&x->link);
+        match_del(&s->posted, &x->link);
         if (sig_differs(x, &s->rhdr.sig) || x->len != len) {
             x->remote_len = len;
             xfer_done(x, TEMPO_ERR_INVALID); /* the payload is discarded */
@@ -615,7 +721,7 @@ static int start_payload(tempo__stream_t *s)
     ux->len = len;
     ux->sig = s->rhdr.sig;
     ux->data = data;
-    tempo__list_push_back(&s->unexpected, &ux->link);
+    match_add(&s->unexpected, &ux->link, tag, ux_tag);
     s->unexpected_bytes += len;
     s->rux = ux;
     s->rdst = data;
@@ -731,7 +837,7 @@ int tempo__stream_progress_recv(tempo__stream_t *s)
             s->world->peers[s->peer].left = 1;
             TEMPO_DEBUG(TEMPO_SUB_TRANSPORT, "%s said goodbye",
                         tempo__peer_desc(s->world, s->peer, desc, sizeof(desc)));
-            fail_queue(&s->posted, TEMPO_ERR_REMOTE);
+            fail_posted(s, TEMPO_ERR_REMOTE);
             if (!tempo__list_empty(&s->sendq)) {
                 fail_queue(&s->sendq, TEMPO_ERR_REMOTE);
                 s->shdr_valid = 0;

@@ -74,6 +74,16 @@ typedef struct tempo__pipe_ops {
 
 typedef enum { STREAM_OPEN, STREAM_BYE, STREAM_FAILED } tempo__stream_state_t;
 
+/** A tag-matching table: lists by tag hash, each in posting (or arrival) order. Tags match
+ *  exactly, so the order inside a bucket is the only order that matters. It grows with what it
+ *  holds, so that finding a tag costs O(1) on average however many receives are in flight (a
+ *  scheduled request cut into 30,000 chunks posts as many receives per peer at once). */
+typedef struct tempo__match {
+    tempo__list_t *b; /* (1 << bits) lists */
+    unsigned bits;
+    size_t n; /* entries */
+} tempo__match_t;
+
 typedef struct tempo__stream {
     const tempo__pipe_ops_t *ops;
     void *pipe;
@@ -101,9 +111,9 @@ typedef struct tempo__stream {
     struct tempo__ux *rux;     /* or the unexpected message being filled */
     int in_note;               /* the payload is a control note, read into note */
     char note[TEMPO_WIRE_NOTE_MAX];
-    tempo__list_t posted;      /* posted receives, in posting order */
-    tempo__list_t unexpected;  /* unexpected messages, in arrival order */
-    size_t unexpected_bytes;   /* payload bytes of the messages on unexpected */
+    tempo__match_t posted;     /* posted receives (tempo__xfer_t) */
+    tempo__match_t unexpected; /* unexpected messages (tempo__ux) */
+    size_t unexpected_bytes;   /* payload bytes of the unexpected messages */
     size_t ux_limit;           /* bytes; TEMPO_UNEXPECTED_BYTES at init, 0: no limit */
     int rpaused;               /* the header at rbuf[rhead] starts an unexpected message of
                                 * rpause_len bytes that did not fit: reading stopped there */

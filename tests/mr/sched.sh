@@ -9,6 +9,8 @@
 #   tcp n=2, 4        the same over TCP (TEMPO_HOST_ID=%r)
 #   shm n=3 fifo      TEMPO_SCHED=fifo: the order log must follow readiness, not priorities
 #   shm n=4 defaults  default chunk size and credit, progress thread off (TEMPO_PROGRESS_THREAD=0)
+#   chunks n=6, tcp5  a reduce-scatter and an all-gather in 64-byte chunks (13565 chunks each),
+#                     TEMPO_TIMEOUT=10: a rank that stops answering for 10 s fails them
 #   missing n=3       a request one rank never posts: named in the error, with that rank
 #   mismatch n=3      a request whose count differs across ranks: every rank fails at once
 # Knobs: SCHED_TIMEOUT (hang guard per launch, 300 s), SCHED_KEEP=1 keeps the files.
@@ -31,6 +33,8 @@ tcp2 2 normal results,mixed,order TEMPO_HOST_ID=%r TEMPO_CHUNK_BYTES=64K TEMPO_C
 tcp4 4 normal results,mixed,order TEMPO_HOST_ID=%r TEMPO_CHUNK_BYTES=64K TEMPO_CREDIT_BYTES=1
 fifo3 3 normal results,mixed,order TEMPO_SCHED=fifo TEMPO_CHUNK_BYTES=64K TEMPO_CREDIT_BYTES=1
 nothread4 4 normal results,mixed,order TEMPO_PROGRESS_THREAD=0
+chunks6 6 chunks chunks TEMPO_TIMEOUT=10
+chunkstcp5 5 chunks chunks TEMPO_HOST_ID=%r TEMPO_TIMEOUT=10
 missing3 3 missing missing TEMPO_TIMEOUT=3
 mismatch3 3 mismatch mismatch
 "

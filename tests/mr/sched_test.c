@@ -10,6 +10,7 @@
  *
  * Modes (--mode):
  *   normal       the request mix below (default)
+ *   chunks       a reduce-scatter and an all-gather cut into 13565 chunks each (run_chunks)
  *   missing      every rank but the last posts scheduled tag 99 ("layer.missing"); the others must
  *                fail with TEMPO_ERR_TIMEOUT naming it and the last rank (run with a short
  *                TEMPO_TIMEOUT)
@@ -541,6 +542,61 @@ out_free:
     }
 }
 
+/* Scheduled requests cut into very many chunks: a reduce-scatter and an all-gather of
+ * CHUNKS_COUNT uint64 per rank block with chunk_bytes 64 (one element per rank and chunk at 5 to 8
+ * ranks, two at 3 and 4: 13565 or 6783 chunks each, as many receives in flight per peer), posted
+ * together and checked exactly. Before the stream matched tags by hash, every arriving message searched all
+ * the receives in flight, and the coordinator spent so long in one progress call that its peers
+ * heard nothing from it for TEMPO_TIMEOUT and timed out. */
+#define CHUNKS_COUNT 13565
+
+static void run_chunks(tempo_comm_t comm, mr_out_t *out, uint64_t seed)
+{
+    int n = tempo_comm_size(comm), r = tempo_comm_rank(comm);
+    spec_t s[2];
+    memset(s, 0, sizeof(s));
+    for (int k = 0; k < 2; k++) {
+        s[k].coll = k == 0 ? 1 : 2;
+        s[k].dtype = TEMPO_UINT64;
+        s[k].op = TEMPO_SUM;
+        s[k].count = CHUNKS_COUNT;
+        s[k].exact = 1;
+        s[k].prio = k;
+        s[k].tag = 2000 + (uint64_t)k;
+        if (prepare(&s[k], k, n, r, seed) != 0) {
+            mr_result(out, "sched/chunks", "FAIL", "out of memory");
+            return;
+        }
+        tempo_attr_t at = {0};
+        at.field_mask = TEMPO_ATTR_PRIORITY | TEMPO_ATTR_TAG | TEMPO_ATTR_CHUNK_BYTES;
+        at.priority = s[k].prio;
+        at.tag = s[k].tag;
+        at.chunk_bytes = 64;
+        tempo_status_t ps = post(comm, &s[k], &at, &s[k].req);
+        if (ps != TEMPO_OK) {
+            mr_result(out, "sched/chunks", "FAIL", "post of the %s: %s", coll_name(s[k].coll),
+                      mr_errtext(comm, ps));
+            s[k].req = NULL;
+        }
+    }
+    for (int k = 0; k < 2; k++) {
+        spec_t *x = &s[(k + r) % 2]; /* waited for in a rank-dependent order */
+        if (!x->req) {
+            continue;
+        }
+        tempo_status_t ws = tempo_wait(&x->req);
+        int ok = ws == TEMPO_OK && memcmp(x->recv, x->expect, x->recv_bytes) == 0;
+        mr_result(out, "sched/chunks", ok ? "PASS" : "FAIL",
+                  "%s of %d x uint64 in 64-byte chunks: %s", coll_name(x->coll), CHUNKS_COUNT,
+                  ws != TEMPO_OK ? mr_errtext(comm, ws) : ok ? "exact" : "wrong values");
+    }
+    for (int k = 0; k < 2; k++) {
+        free(s[k].send);
+        free(s[k].recv);
+        free(s[k].expect);
+    }
+}
+
 /* A request some rank never posts, or that differs across ranks. */
 static void run_bad(tempo_comm_t comm, mr_out_t *out, int missing)
 {
@@ -610,7 +666,7 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
             seed = strtoull(argv[++i], NULL, 0);
         } else {
-            fprintf(stderr, "usage: sched_test --out DIR [--mode normal|missing|mismatch] "
+            fprintf(stderr, "usage: sched_test --out DIR [--mode normal|chunks|missing|mismatch] "
                             "[--seed N]\n");
             return 2;
         }
@@ -634,6 +690,9 @@ int main(int argc, char **argv)
         run_normal(comm, &out, seed);
         const char *sched = getenv("TEMPO_SCHED");
         check_order(&out, comm, wrank, sched && !strcmp(sched, "fifo"));
+    } else if (!strcmp(mode, "chunks")) {
+        fprintf(out.f, "# seed %llu\n", (unsigned long long)seed);
+        run_chunks(comm, &out, seed);
     } else {
         run_bad(comm, &out, !strcmp(mode, "missing"));
     }
