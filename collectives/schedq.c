@@ -328,7 +328,7 @@ static tempo_status_t coord_fail(tempo__sq_t *sq, tempo_status_t st, const char 
     (void)send_batch(sq, -1, MSG_FAIL, (uint16_t)(-st), text, strlen(text) + 1);
     if (st == TEMPO_ERR_INVALID) { /* ranks disagree: this communicator only */
         tempo__comm_fail(sq->comm, st, text);
-        return st;
+        return tempo__err_quiet(st, "%s", text); /* a caller's request fails with it */
     }
     return tempo__world_fail(W(sq), st, "%s", text);
 }
