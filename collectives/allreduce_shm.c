@@ -58,15 +58,22 @@ typedef struct {
     char pad[TEMPO_CACHELINE - sizeof(uint64_t)];
 } flag_t;
 
-/* The signature of a rank's operation j (tempo__sig_t: what every rank must agree on), in slot
- * j & 1, written before the operation's first counter is published. Every rank compares all of
- * them before it reads any peer's data, so ranks whose calls differ fail (core/check.c) instead
- * of folding mismatched buffers. Two slots suffice: a rank starts operation j + 2 only after
- * every rank finished j. */
+/* Signatures (tempo__sig_t: what every rank must agree on). Every rank compares all of its peers'
+ * with its own before it reads any of their data, so ranks whose calls differ fail (core/check.c)
+ * instead of folding mismatched buffers. A signature is written before the counter that
+ * publishes the operation, and never in a cache line that peers poll (a write there while a peer
+ * spins on it would move the line back and forth once more per operation):
+ *   small:  in the header of the rank's data slot, which peers read right after the data;
+ *   staged: in slot j & 1 of the rank's signature line, j the region's operation number. Two
+ *           slots suffice: a rank starts operation j + 2 only after every rank finished j. */
 typedef struct {
-    _Atomic uint64_t opno[2]; /* j + 1 once sig[j & 1] holds operation j's signature */
-    tempo__sig_t sig[2];
-    char pad[TEMPO_CACHELINE - 2 * sizeof(uint64_t) - 2 * sizeof(tempo__sig_t)];
+    uint64_t opno; /* j + 1 once sig holds operation j's signature */
+    tempo__sig_t sig;
+} sig_slot_t;
+
+typedef struct {
+    sig_slot_t s[2];
+    char pad[TEMPO_CACHELINE - 2 * sizeof(sig_slot_t)];
 } sigs_t;
 
 typedef struct {
@@ -74,8 +81,11 @@ typedef struct {
     flag_t in;    /* segments copied in */
     flag_t red;   /* segments reduced */
     flag_t done;  /* segments copied out */
-    sigs_t sigs;  /* operation signatures */
+    sigs_t sigs;  /* staged operations' signatures */
 } ctl_t;
+
+#define SLOT_HDR 32 /* a small slot: sig_slot_t header, then up to SMALL_MAX bytes: an 8-byte
+                     * all-reduce reads one cache line of its peer (and the data 32-byte aligned) */
 
 struct tempo__shm_coll {
     tempo__shm_region_t region;
@@ -83,7 +93,7 @@ struct tempo__shm_coll {
     size_t stage;      /* bytes of a segment (per rank, per buffer) */
     size_t outsz;      /* bytes of a reduced block (per rank, per buffer) */
     ctl_t *ctl;        /* (n) */
-    char *small;       /* (n, 2, SMALL_MAX) */
+    char *small;       /* (n, 2, SLOT_HDR + SMALL_MAX) */
     char *in;          /* (n, 2, stage) */
     char *out;         /* (n, 2, outsz) */
     const void **srcs; /* (n) scratch: the operands of a fold */
@@ -124,7 +134,7 @@ static inline void st(flag_t *f, uint64_t v)
 
 static inline char *small_slot(tempo__shm_coll_t *sc, int rank, uint64_t k)
 {
-    return sc->small + ((size_t)rank * 2 + (size_t)(k & 1)) * SMALL_MAX;
+    return sc->small + ((size_t)rank * 2 + (size_t)(k & 1)) * (SLOT_HDR + SMALL_MAX) + SLOT_HDR;
 }
 static inline char *in_area(tempo__shm_coll_t *sc, int rank, uint64_t g)
 {
@@ -165,7 +175,7 @@ tempo_status_t tempo__shm_coll_create(struct tempo_comm *comm, tempo__shm_coll_t
     sc->stage = TEMPO_ALIGN_UP(TEMPO_MAX(tempo__cfg.shm_coll_bytes, (size_t)4096), TEMPO_CACHELINE);
     sc->outsz = TEMPO_ALIGN_UP(sc->stage / (size_t)n + 8, TEMPO_CACHELINE);
     size_t ctl = TEMPO_ALIGN_UP(sizeof(ctl_t) * (size_t)n, 4096);
-    size_t small = (size_t)n * 2 * SMALL_MAX;
+    size_t small = (size_t)n * 2 * (SLOT_HDR + SMALL_MAX);
     size_t in = (size_t)n * 2 * sc->stage;
     size_t out = (size_t)n * 2 * sc->outsz;
     tempo_status_t st = tempo__shm_region_create(comm, ctl + small + in + out, &sc->region);
@@ -213,11 +223,21 @@ static tempo_status_t wait_for(tempo__op_t *op, int q, size_t field, uint64_t wa
     return TEMPO_INPROGRESS;
 }
 
+/* Where rank publishes the signature of operation so (see sigs_t). */
+static sig_slot_t *sig_slot(shm_op_t *so, int rank)
+{
+    if (so->small) {
+        return (sig_slot_t *)(small_slot(so->sc, rank, so->k) - SLOT_HDR);
+    }
+    return &so->sc->ctl[rank].sigs.s[so->opno & 1];
+}
+
+/* Before the operation's first counter is published (which orders it for the readers). */
 static void publish_sig(tempo__op_t *op, shm_op_t *so)
 {
-    sigs_t *g = &so->sc->ctl[so->sc->me].sigs;
-    g->sig[so->opno & 1] = op->sig;
-    atomic_store_explicit(&g->opno[so->opno & 1], so->opno + 1, memory_order_release);
+    sig_slot_t *g = sig_slot(so, so->sc->me);
+    g->opno = so->opno + 1;
+    g->sig = op->sig;
 }
 
 /* Every peer has published its first counter of this operation: compare their signatures with
@@ -225,15 +245,13 @@ static void publish_sig(tempo__op_t *op, shm_op_t *so)
 static tempo_status_t check_sigs(tempo__op_t *op, shm_op_t *so)
 {
     tempo__shm_coll_t *sc = so->sc;
-    unsigned slot = (unsigned)(so->opno & 1);
     for (int q = 0; q < sc->n && !so->checked; q++) {
-        sigs_t *g = &sc->ctl[q].sigs;
         if (q == sc->me) {
             continue;
         }
-        int same_op = atomic_load_explicit(&g->opno[slot], memory_order_acquire) == so->opno + 1;
-        if (!same_op || !tempo__sig_equal(&g->sig[slot], &op->sig)) {
-            return tempo__op_mismatch(op, q, &g->sig[slot]);
+        const sig_slot_t *g = sig_slot(so, q);
+        if (g->opno != so->opno + 1 || !tempo__sig_equal(&g->sig, &op->sig)) {
+            return tempo__op_mismatch(op, q, &g->sig);
         }
     }
     so->checked = 1;
@@ -393,14 +411,15 @@ static tempo_status_t shm_progress(tempo__op_t *op)
         sc->running = 1;
         so->started = 1;
         so->opno = sc->nops++;
-        publish_sig(op, so);
         if (so->small) {
             so->k = sc->nsmall++;
+            publish_sig(op, so);
             memcpy(small_slot(sc, sc->me, so->k), op->sendbuf, op->count * so->esize);
             st(&sc->ctl[sc->me].small, so->k + 1);
         } else {
             so->g0 = sc->nseg;
             sc->nseg += so->nseg;
+            publish_sig(op, so);
         }
     }
     tempo_status_t st = so->small ? progress_small(op, so) : progress_staged(op, so);

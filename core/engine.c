@@ -208,8 +208,11 @@ void tempo__engine_remove_poller(tempo__poller_t *p)
 
 int tempo__engine_progress(tempo__world_t *w)
 {
-    uint64_t now = tempo__now_ns();
-    w->pass_ns = now;
+    /* The clock is read at most once per pass, and only when something needs it (a transport
+     * that moved bytes stamps the peer, an operation still running checks its deadline): a pass
+     * that completes a small operation reads no clock, which is most of an 8-byte all-reduce. */
+    uint64_t now = 0;
+    w->pass_ns = 0;
     w->npasses++;
     int events = w->tl_progress ? w->tl_progress(w) : 0;
     if (TEMPO_UNLIKELY(!tempo__list_empty(&w->notes))) {
@@ -244,6 +247,9 @@ int tempo__engine_progress(tempo__world_t *w)
         }
         events += w->op_events;
         w->op_events = 0;
+        if (!now) {
+            now = tempo__pass_now(w);
+        }
         if (op->wait_peer >= 0 && op->sig.valid && !op->is_parent &&
             op->comm->probe_pass != w->npasses) {
             /* Only the oldest waiting operation of a communicator asks (the active list is in
@@ -259,7 +265,7 @@ int tempo__engine_progress(tempo__world_t *w)
         }
     }
     if (events) {
-        w->last_event_ns = now;
+        w->last_event_ns = now ? now : tempo__pass_now(w);
     }
     return events;
 }

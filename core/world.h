@@ -391,9 +391,16 @@ static inline void tempo__op_progressed(tempo__op_t *op)
     op->deadline = tempo__deadline_after(op->comm->world->timeout_s);
 }
 /** From the transports: bytes moved to or from world rank peer in this progress pass. */
+static inline uint64_t tempo__pass_now(tempo__world_t *w)
+{
+    if (!w->pass_ns) {
+        w->pass_ns = tempo__now_ns(); /* once per pass, when first needed */
+    }
+    return w->pass_ns;
+}
 static inline void tempo__peer_heard(tempo__world_t *w, int peer)
 {
-    w->peers[peer].heard_ns = w->pass_ns;
+    w->peers[peer].heard_ns = tempo__pass_now(w);
 }
 /** Fail op with st and a message "<description>: <cause>"; returns st. For progress functions. */
 tempo_status_t tempo__op_fail(tempo__op_t *op, tempo_status_t st, const char *fmt, ...)
