@@ -332,8 +332,10 @@ typedef struct tempo_attr {
  * signature) or, when no data meets, by a probe after a rank has waited 200 ms for a peer.
  *   - A call rejected on this rank (bad arguments, an algorithm that cannot run) still counts as
  *     its call under that sequence number: if the other ranks made the call, theirs fail naming
- *     why ("rank 0 rejected its call (broadcast: recvbuf is NULL with count 1000)"). Ranks that
- *     all reject the same call stay in step.
+ *     why ("rank 0 rejected its call (broadcast: recvbuf is NULL with count 1000)"), and they tell
+ *     the rejecting rank, whose communicator then fails too (a call of it that completes before
+ *     that news arrives may still return TEMPO_OK). Ranks that all reject the same call stay in
+ *     step.
  *   - After a difference the communicator has failed for good: its sequence of calls can no longer
  *     be trusted, so every pending and later call on it fails with the same message. Destroy it.
  *     Other communicators, the job's included, are not affected.
