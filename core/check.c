@@ -152,12 +152,6 @@ static const char *call_desc(const tempo__sig_t *g, char *buf, size_t len)
 
 /* What differs between this rank's call (mine) and comm rank peer's (theirs), in words:
  * "count 999 on rank 3, count 1000 on rank 0". */
-static void diff_text(const struct tempo_comm *c, const tempo__sig_t *mine, int peer,
-                      const tempo__sig_t *theirs, char *buf, size_t len)
-{
-    tempo__sig_diff(c, c->rank, mine, peer, theirs, buf, len);
-}
-
 void tempo__sig_diff(const struct tempo_comm *c, int me_rank, const tempo__sig_t *mine, int peer,
                      const tempo__sig_t *theirs, char *buf, size_t len)
 {
@@ -236,15 +230,22 @@ static void comm_fail(struct tempo_comm *c, tempo_status_t st, const char *msg, 
     }
 }
 
+/* This rank's call seq (mine) and comm rank peer's (theirs) differ: fail c saying how, and tell
+ * every member. */
+static void disagree(struct tempo_comm *c, uint32_t seq, const tempo__sig_t *mine, int peer,
+                     const tempo__sig_t *theirs)
+{
+    char d[TEMPO_ERRMSG_LEN - 128], msg[TEMPO_ERRMSG_LEN];
+    tempo__sig_diff(c, c->rank, mine, peer, theirs, d, sizeof(d));
+    snprintf(msg, sizeof(msg), "ranks disagree on collective call #%u of this communicator: %s",
+             seq, d);
+    comm_fail(c, TEMPO_ERR_INVALID, msg, 1);
+}
+
 tempo_status_t tempo__op_mismatch(tempo__op_t *op, int peer, const tempo__sig_t *theirs)
 {
-    struct tempo_comm *c = op->comm;
-    char d[TEMPO_ERRMSG_LEN - 128], msg[TEMPO_ERRMSG_LEN];
-    diff_text(c, &op->sig, peer, theirs, d, sizeof(d));
-    snprintf(msg, sizeof(msg), "ranks disagree on collective call #%u of this communicator: %s",
-             op->seq, d);
-    comm_fail(c, TEMPO_ERR_INVALID, msg, 1);
-    return tempo__op_fail(op, TEMPO_ERR_INVALID, "%s", c->failmsg);
+    disagree(op->comm, op->seq, &op->sig, peer, theirs);
+    return tempo__op_fail(op, TEMPO_ERR_INVALID, "%s", op->comm->failmsg);
 }
 
 void tempo__comm_rejected(struct tempo_comm *c, uint32_t seq, const char *why)
@@ -378,11 +379,7 @@ static void handle_probe(struct tempo_comm *c, int peer, const note_t *m)
     if (tempo__sig_equal(&mine, &m->sig)) {
         return; /* the same call: a genuine wait */
     }
-    char d[TEMPO_ERRMSG_LEN - 128];
-    diff_text(c, &mine, peer, &m->sig, d, sizeof(d));
-    snprintf(msg, sizeof(msg), "ranks disagree on collective call #%u of this communicator: %s",
-             m->seq, d);
-    comm_fail(c, TEMPO_ERR_INVALID, msg, 1);
+    disagree(c, m->seq, &mine, peer, &m->sig);
 }
 
 /* Comm rank peer says it rejected its call seq. */

@@ -255,7 +255,9 @@ int tempo__engine_progress(tempo__world_t *w)
             /* Only the oldest waiting operation of a communicator asks (the active list is in
              * posting order): a later call cannot be the first that differs while it waits. */
             op->comm->probe_pass = w->npasses;
-            tempo__op_probe(op, now);
+            if (!op->probe_ns || now >= op->probe_ns) { /* unarmed, or due: no call otherwise */
+                tempo__op_probe(op, now);
+            }
         }
         if (TEMPO_UNLIKELY(!op->parked && op_overdue(w, op, now)) &&
             tempo__blame_overdue(op, now)) {
