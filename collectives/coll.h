@@ -132,8 +132,19 @@ typedef struct tempo__shm_coll tempo__shm_coll_t;
 
 typedef struct tempo__sq tempo__sq_t;
 
+/* An automatic algorithm choice and the size in bytes it was made for. */
+typedef struct {
+    const struct tempo__algo *algo; /* NULL: none yet */
+    size_t bytes;
+} tempo__algo_memo_t;
+
 typedef struct tempo__coll_comm {
     const struct tempo__algo *forced[TEMPO__COLL_COUNT]; /* from TEMPO_ALGO */
+    /* The last automatic choice per lane and collective, and the size it was made for: the cost
+     * models (log2, divisions) were a quarter of an 8-byte all-reduce, and a program calls the
+     * same collective at the same size over and over. The choice depends on nothing else that
+     * changes (the communicator's shared-memory state is fixed when it is created). */
+    tempo__algo_memo_t chosen[2][TEMPO__COLL_COUNT];
     /* Shared-memory collectives, when every rank is on this host: one state per lane, because the
      * state runs its operations one at a time in the order they start, and the two lanes start
      * theirs in different (each rank-independent) orders. */

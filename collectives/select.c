@@ -279,9 +279,14 @@ tempo_status_t tempo__algo_select(tempo__op_t *op, const char *forced_name,
         *algo_p = a;
         return TEMPO_OK;
     }
+    size_t bytes = op->count * tempo_dtype_size(op->dtype);
+    tempo__algo_memo_t *memo = &cc->chosen[op->lane != 0][op->coll];
+    if (memo->algo && memo->bytes == bytes) {
+        *algo_p = memo->algo;
+        return TEMPO_OK;
+    }
     tempo__cost_t m;
     cost_params(op->comm, &m);
-    size_t bytes = op->count * tempo_dtype_size(op->dtype);
     double best = INFINITY;
     for (size_t i = 0; i < tempo__nalgos; i++) {
         const tempo__algo_t *c = &tempo__algos[i];
@@ -297,6 +302,8 @@ tempo_status_t tempo__algo_select(tempo__op_t *op, const char *forced_name,
     if (!a) {
         return tempo__err(TEMPO_ERR_INTERNAL, "no algorithm for %s", tempo__coll_name(op->coll));
     }
+    memo->algo = a;
+    memo->bytes = bytes;
     *algo_p = a;
     return TEMPO_OK;
 }
