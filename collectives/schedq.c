@@ -492,6 +492,10 @@ static tempo_status_t coord_report(tempo__sq_t *sq, int from, const post_ent_t *
     if (k->nposted < n) {
         return TEMPO_OK;
     }
+    if (k->sig.count == 0) {
+        key_free(k); /* posted everywhere, nothing to move: done on every rank already */
+        return TEMPO_OK;
+    }
     /* Posted everywhere: cut it into chunks and queue it. */
     k->ready_seq = sq->next_ready++;
     uint64_t cb = k->sig.chunk_bytes ? k->sig.chunk_bytes : tempo__cfg.chunk_bytes;
@@ -769,9 +773,6 @@ static const char *validate_post(const post_ent_t *e)
     if (e->coll != TEMPO__COLL_ALLGATHER && !tempo__op_valid((tempo_op_t)e->redop)) {
         return "unknown reduction op";
     }
-    if (e->count == 0) {
-        return "empty request";
-    }
     return NULL;
 }
 
@@ -1020,13 +1021,6 @@ tempo_status_t tempo__sq_post(tempo__op_t *op, const char *forced, const char *n
     if (st != TEMPO_OK) {
         return tempo__op_error(op, st);
     }
-    if (op->count == 0) {
-        op->status = TEMPO_OK; /* nothing to move, but the occurrence is taken everywhere */
-        return TEMPO_OK;
-    }
-    tempo__list_push_back(&sq->reqs, &r->link);
-    tempo__trace_queued(W(sq), op, 1);
-
     post_ent_t e;
     memset(&e, 0, sizeof(e));
     e.tag = op->user_tag;
@@ -1038,6 +1032,10 @@ tempo_status_t tempo__sq_post(tempo__op_t *op, const char *forced, const char *n
     e.dtype = (uint8_t)op->dtype;
     e.redop = (uint8_t)op->redop;
     memcpy(e.name, r->name, sizeof(e.name) - 1);
+    if (op->count != 0) {
+        tempo__list_push_back(&sq->reqs, &r->link);
+        tempo__trace_queued(W(sq), op, 1);
+    }
     if (sq->coord) {
         st = coord_report(sq, 0, &e);
         if (st == TEMPO_OK && sq->nheap && W(sq)->failed == TEMPO_OK) {
@@ -1049,6 +1047,12 @@ tempo_status_t tempo__sq_post(tempo__op_t *op, const char *forced, const char *n
     }
     if (st != TEMPO_OK && W(sq)->failed == TEMPO_OK) {
         return tempo__op_error(op, st);
+    }
+    if (op->count == 0) {
+        /* Nothing to move: done here. It was still reported, so that the coordinator finds a
+         * rank whose count differs (which then fails this rank's next call). */
+        op->status = TEMPO_OK;
+        return TEMPO_OK;
     }
     /* (Its first progress call gives it the lane's deadline, grace included.) */
     return tempo__op_start(op);
