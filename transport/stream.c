@@ -737,12 +737,10 @@ static ssize_t pipe_read(tempo__stream_t *s, void *dst, size_t len)
         s->moved |= r > 0;
         return r;
     }
-    if (r == TEMPO_PIPE_EOF) {
-        if (s->state == STREAM_BYE && !s->in_payload) {
-            return -2;
-        }
-        connection_lost(s, r);
-        return -1;
+    if (s->state == STREAM_BYE && !s->in_payload) {
+        /* After its goodbye the peer may end the connection either way: a close that finds
+         * something of ours unread (a late probe, say) resets it instead of closing it. */
+        return -2;
     }
     connection_lost(s, r);
     return -1;
