@@ -909,7 +909,12 @@ static tempo_status_t sq_create(struct tempo_comm *c, tempo__sq_t **sq_p)
     }
     if (tempo__cfg.sched_log[0]) {
         char path[512];
-        tempo__expand_path(tempo__cfg.sched_log, c->world->rank, path, sizeof(path));
+        if (tempo__expand_path_unique(tempo__cfg.sched_log, c->world->rank, c->world->size, path,
+                                      sizeof(path)) &&
+            c->world->rank == 0 && c->ctx == 0) {
+            TEMPO_WARN(TEMPO_SUB_OVERLAP, "TEMPO_SCHED_LOG '%s' has no %%r: each rank writes its own "
+                       "file instead of all one (rank 0: '%s')", tempo__cfg.sched_log, path);
+        }
         if (c->ctx) {
             size_t l = strlen(path);
             snprintf(path + l, sizeof(path) - l, ".ctx%d", c->ctx);

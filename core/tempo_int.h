@@ -187,5 +187,9 @@ const char *tempo__fmt_bytes(size_t bytes, char *buf, size_t len);
 const char *tempo__hostname(void);
 /** Expand %h (host name), %p (pid) and %r (rank, "x" when rank < 0) in pattern into out. */
 void tempo__expand_path(const char *pattern, int rank, char *out, size_t len);
+/** tempo__expand_path for a file every rank of a size-rank job writes: a pattern with neither %r
+ *  nor %p would give every rank the same file, so the rank is inserted before the extension
+ *  ("t.json" -> "t.3.json"); returns 1 when it was. */
+int tempo__expand_path_unique(const char *pattern, int rank, int size, char *out, size_t len);
 
 #endif /* TEMPO_CORE_INT_H */

@@ -131,7 +131,13 @@ tempo_status_t tempo__trace_open(tempo__world_t *w)
     if (!t) {
         return TEMPO_ERR_NOMEM;
     }
-    tempo__expand_path(tempo__cfg.trace, w->rank, t->path, sizeof(t->path));
+    if (tempo__expand_path_unique(tempo__cfg.trace, w->rank, w->size, t->path, sizeof(t->path)) &&
+        w->rank == 0) {
+        TEMPO_WARN(TEMPO_SUB_INIT,
+                   "TEMPO_TRACE '%s' has no %%r: %d ranks would write one file; each rank writes "
+                   "its own instead (rank 0: '%s'). Merge them with tempo-trace merge",
+                   tempo__cfg.trace, w->size, t->path);
+    }
     t->f = fopen(t->path, "w+");
     if (!t->f) {
         tempo_status_t st = tempo__err(TEMPO_ERR_SYSTEM, "TEMPO_TRACE: cannot create '%s': %s",

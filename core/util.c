@@ -8,6 +8,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 void *tempo__malloc(size_t size, const char *name)
@@ -126,4 +127,21 @@ void tempo__expand_path(const char *pattern, int rank, char *out, size_t len)
         }
     }
     out[o < len ? o : len - 1] = '\0';
+}
+
+int tempo__expand_path_unique(const char *pattern, int rank, int size, char *out, size_t len)
+{
+    if (size <= 1 || strstr(pattern, "%r") || strstr(pattern, "%p")) {
+        tempo__expand_path(pattern, rank, out, len);
+        return 0;
+    }
+    /* "dir/trace.json" -> "dir/trace.%r.json"; no extension: "dir/trace" -> "dir/trace.%r". */
+    char with[512];
+    const char *base = strrchr(pattern, '/');
+    base = base ? base + 1 : pattern;
+    const char *dot = strrchr(base, '.');
+    size_t cut = dot && dot != base ? (size_t)(dot - pattern) : strlen(pattern);
+    snprintf(with, sizeof(with), "%.*s.%%r%s", (int)cut, pattern, pattern + cut);
+    tempo__expand_path(with, rank, out, len);
+    return 1;
 }

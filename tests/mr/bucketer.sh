@@ -1,7 +1,9 @@
 #!/bin/sh
 # tests/mr/bucketer.sh — the bucketer on real ranks: launches tests/mr/bucketer_test through
 # tempo-run under each scheduling policy, on shm and tcp, and once with TEMPO_TRACE, whose files
-# must pass `tempo-trace check` (valid JSON, balanced events) and merge into one timeline.
+# must pass `tempo-trace check` (valid JSON, balanced events) and merge into one timeline. The
+# traced launch names one file without %r (trace.json): every rank must still write its own
+# (trace.0.json ... trace.3.json), never all of them one file.
 #
 # Launches: tic at 1, 2, 3, 4 ranks; fifo and tac at 3; tcp (TEMPO_HOST_ID=%r) at 3; no progress
 # thread at 2; TEMPO_COMPRESS=fp16 (exact for the test's small integers) with tic at 3 and with tac
@@ -27,7 +29,7 @@ tcp3 3 TEMPO_SCHED=tic TEMPO_HOST_ID=%r
 nothread2 2 TEMPO_SCHED=tic TEMPO_PROGRESS_THREAD=0
 fp16c3 3 TEMPO_SCHED=tic TEMPO_COMPRESS=fp16:min=0
 fp16tac2 2 TEMPO_SCHED=tac TEMPO_COMPRESS=fp16:min=0 TEMPO_HOST_ID=%r
-trace4 4 TEMPO_SCHED=tic TEMPO_TRACE=TRACEDIR/trace.%r.json
+trace4 4 TEMPO_SCHED=tic TEMPO_TRACE=TRACEDIR/trace.json
 "
 # After the traced launch: its files pass `tempo-trace check` and merge into one timeline.
 mr_after() { # LABEL N DIR
