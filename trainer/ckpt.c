@@ -221,7 +221,8 @@ int ckpt_count(const char *dir, int *complete_p, long *newest_p)
     DIR *d = opendir(dir);
     struct dirent *e;
     while (d && (e = readdir(d))) {
-        if (ckpt_name(e->d_name, &s, &c)) {
+        if (ckpt_name(e->d_name, &s, &c) && !is_tmp_name(e->d_name) &&
+            strcmp(e->d_name, "latest.tmp")) {
             n++;
             complete += c;
             newest = c && s > newest ? s : newest;

@@ -82,8 +82,9 @@ int ckpt_latest(const char *dir, char *path, char *err);
 int ckpt_peek(const char *path, ckpt_meta_t *meta_p, char *err);
 
 /* How many checkpoints dir holds: complete ones (step_NNNNNNNN) into *complete_p, the newest one's
- * step into *newest_p (-1 if none); returns that count plus the unfinished step_*.tmp directories
- * and a `latest` file (0: dir holds nothing of a run's checkpoints, or does not exist). */
+ * step into *newest_p (-1 if none); returns that count plus one for a `latest` file (0: dir holds
+ * no checkpoint of a run, or does not exist; an unfinished step_*.tmp holds nothing usable and is
+ * not counted: the next save removes it). */
 int ckpt_count(const char *dir, int *complete_p, long *newest_p);
 
 /* Remove every checkpoint (complete and unfinished), `latest` and then dir itself if it is empty:
