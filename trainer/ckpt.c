@@ -3,7 +3,8 @@
  *
  * File formats (host byte order; little-endian on every machine we build for):
  *   model.bin        u32 magic "TMDL", u32 version, ckpt_meta_t (zero-padded), num_params fp32,
- *                    u64 FNV-1a of all preceding bytes
+ *                    u64 FNV-1a of all preceding bytes. Version 2 added ckpt_meta_t's batch and
+ *                    accum at its end; a version-1 file has the meta without them (read with 0).
  *   optim_RRRRR.bin  u32 magic "TOPT", u32 version, u32 rank, u32 nranges, u64 num_params,
  *                    i64 step, nranges x (u64 off, u64 n), m (sum n fp32), v (sum n fp32),
  *                    u64 FNV-1a of all preceding bytes
@@ -15,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +27,9 @@
 
 #define MODEL_MAGIC 0x4c444d54u /* "TMDL" */
 #define OPTIM_MAGIC 0x54504f54u /* "TOPT" */
-#define CKPT_VERSION 1u
+#define MODEL_VERSION 2u
+#define MODEL_V1_META offsetof(ckpt_meta_t, batch) /* version 1: the meta up to batch */
+#define OPTIM_VERSION 1u
 
 static int errf(char *err, const char *fmt, ...)
 {
@@ -201,6 +205,60 @@ static void prune(const char *dir, int keep)
     }
 }
 
+/* A name a checkpoint directory's content may have: step_<digits>[.tmp], latest, latest.tmp. */
+static int ckpt_name(const char *name, long *step_p, int *complete_p)
+{
+    char tail;
+    *complete_p = sscanf(name, "step_%ld%c", step_p, &tail) == 1;
+    return *complete_p || is_tmp_name(name) || !strcmp(name, "latest") ||
+           !strcmp(name, "latest.tmp");
+}
+
+int ckpt_count(const char *dir, int *complete_p, long *newest_p)
+{
+    int n = 0, complete = 0, c;
+    long newest = -1, s;
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (ckpt_name(e->d_name, &s, &c) && !is_tmp_name(e->d_name) &&
+            strcmp(e->d_name, "latest.tmp")) {
+            n++;
+            complete += c;
+            newest = c && s > newest ? s : newest;
+        }
+    }
+    if (d) {
+        closedir(d);
+    }
+    *complete_p = complete;
+    *newest_p = newest;
+    return n;
+}
+
+int ckpt_clear(const char *dir, char *err)
+{
+    DIR *d = opendir(dir);
+    if (!d) {
+        return errno == ENOENT ? 0 : errf(err, "cannot read %s: %s", dir, strerror(errno));
+    }
+    struct dirent *e;
+    char p[4096];
+    long s;
+    int c, rc = 0;
+    while ((e = readdir(d))) {
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (ckpt_name(e->d_name, &s, &c) && unlink(p) != 0 && remove_dir(p) != 0 && !rc) {
+            rc = errf(err, "cannot remove %s: %s", p, strerror(errno));
+        }
+    }
+    closedir(d);
+    if (!rc && rmdir(dir) != 0 && errno != ENOTEMPTY && errno != EEXIST) {
+        rc = errf(err, "cannot remove %s: %s", dir, strerror(errno));
+    }
+    return rc;
+}
+
 /* Rank 0, once every rank's files are durable: rename tmp to fin, then point latest at it. A
  * failure before the rename removes tmp; after it, fin is complete and stays. */
 static int publish(const char *dir, const char *tmp, const char *fin, int64_t step, char *err)
@@ -281,7 +339,7 @@ int ckpt_save(const char *dir, const ckpt_meta_t *meta, const float *params,
         wfile_t w;
         snprintf(mine[nmine], sizeof mine[0], "%s/model.bin", tmp);
         if ((rc = wopen(&w, mine[nmine], err)) == 0) {
-            uint32_t hdr[2] = {MODEL_MAGIC, CKPT_VERSION};
+            uint32_t hdr[2] = {MODEL_MAGIC, MODEL_VERSION};
             ckpt_meta_t mt;
             memset(&mt, 0, sizeof mt);
             mt = *meta;
@@ -296,7 +354,7 @@ int ckpt_save(const char *dir, const ckpt_meta_t *meta, const float *params,
         wfile_t w;
         snprintf(mine[nmine], sizeof mine[0], "%s/optim_%05d.bin", tmp, rank);
         if ((rc = wopen(&w, mine[nmine], err)) == 0) {
-            uint32_t hdr[4] = {OPTIM_MAGIC, CKPT_VERSION, (uint32_t)rank, (uint32_t)nranges};
+            uint32_t hdr[4] = {OPTIM_MAGIC, OPTIM_VERSION, (uint32_t)rank, (uint32_t)nranges};
             uint64_t np = meta->num_params;
             int64_t step = meta->step;
             size_t tot = 0;
@@ -388,6 +446,44 @@ out:
     return buf;
 }
 
+/* The meta after model.bin's magic and version (buf: len bytes of the file), into mt, and its
+ * length in the file into mlen_p. */
+static int parse_meta(const char *p, const unsigned char *buf, size_t len, ckpt_meta_t *mt,
+                      size_t *mlen_p, char *err)
+{
+    uint32_t hdr[2];
+    if (len < sizeof hdr) {
+        return errf(err, "%s is truncated", p);
+    }
+    memcpy(hdr, buf, sizeof hdr);
+    if (hdr[0] != MODEL_MAGIC || (hdr[1] != MODEL_VERSION && hdr[1] != 1)) {
+        return errf(err, "%s is not a tempo-train model checkpoint (magic %08x, version %u)", p,
+                    hdr[0], hdr[1]);
+    }
+    size_t mlen = hdr[1] == 1 ? MODEL_V1_META : sizeof *mt;
+    if (len < sizeof hdr + mlen) {
+        return errf(err, "%s is truncated", p);
+    }
+    memset(mt, 0, sizeof *mt);
+    memcpy(mt, buf + sizeof hdr, mlen);
+    *mlen_p = mlen;
+    return 0;
+}
+
+int ckpt_peek(const char *path, ckpt_meta_t *meta_p, char *err)
+{
+    char p[4096];
+    unsigned char buf[8 + sizeof(ckpt_meta_t)];
+    snprintf(p, sizeof p, "%s/model.bin", path);
+    FILE *f = fopen(p, "rb");
+    if (!f) {
+        return errf(err, "cannot open %s: %s", p, strerror(errno));
+    }
+    size_t len = fread(buf, 1, sizeof buf, f), mlen;
+    fclose(f);
+    return parse_meta(p, buf, len, meta_p, &mlen, err);
+}
+
 typedef struct {
     ckpt_range_t r;
     const float *m, *v;
@@ -406,16 +502,8 @@ int ckpt_load(const char *path, const ckpt_meta_t *want, ckpt_meta_t *meta_p, fl
         return -1;
     }
     ckpt_meta_t mt;
-    uint32_t hdr[2];
-    if (len < sizeof hdr + sizeof mt) {
-        errf(err, "%s is truncated", p);
-        goto out;
-    }
-    memcpy(hdr, model, sizeof hdr);
-    memcpy(&mt, model + sizeof hdr, sizeof mt);
-    if (hdr[0] != MODEL_MAGIC || hdr[1] != CKPT_VERSION) {
-        errf(err, "%s is not a tempo-train model checkpoint (magic %08x, version %u)", p, hdr[0],
-             hdr[1]);
+    size_t mlen = 0;
+    if (parse_meta(p, model, len, &mt, &mlen, err)) {
         goto out;
     }
     if (mt.n_layer != want->n_layer || mt.n_head != want->n_head ||
@@ -429,9 +517,9 @@ int ckpt_load(const char *path, const ckpt_meta_t *want, ckpt_meta_t *meta_p, fl
              want->max_seq_len, want->vocab_size, (unsigned long long)want->num_params);
         goto out;
     }
-    if (len != sizeof hdr + sizeof mt + mt.num_params * sizeof(float)) {
+    if (len != 8 + mlen + mt.num_params * sizeof(float)) {
         errf(err, "%s has %zu bytes, expected %zu", p, len,
-             sizeof hdr + sizeof mt + mt.num_params * sizeof(float));
+             8 + mlen + mt.num_params * sizeof(float));
         goto out;
     }
     /* Optimizer files: every optim_*.bin of the checkpoint. */
@@ -473,7 +561,7 @@ int ckpt_load(const char *path, const ckpt_meta_t *want, ckpt_meta_t *meta_p, fl
         memcpy(&np, b + 16, 8);
         memcpy(&step, b + 24, 8);
         size_t nr = oh[3], tot = 0;
-        if (oh[0] != OPTIM_MAGIC || oh[1] != CKPT_VERSION || np != mt.num_params ||
+        if (oh[0] != OPTIM_MAGIC || oh[1] != OPTIM_VERSION || np != mt.num_params ||
             step != mt.step || len < 32 + nr * 16) {
             closedir(d);
             errf(err, "%s does not belong to this checkpoint (step %lld, %llu parameters)", p,
@@ -547,7 +635,7 @@ int ckpt_load(const char *path, const ckpt_meta_t *want, ckpt_meta_t *meta_p, fl
         }
         pos += ranges[i].n;
     }
-    memcpy(params, model + sizeof hdr + sizeof mt, mt.num_params * sizeof(float));
+    memcpy(params, model + 8 + mlen, mt.num_params * sizeof(float));
     *meta_p = mt;
     rc = 0;
 out:

@@ -44,6 +44,10 @@ typedef struct {
     int64_t step;          /* optimizer steps completed */
     int32_t dp, zero;      /* layout at save time (informational: loading reshards) */
     loader_state_t loader; /* data position and shuffle state (the only RNG state of a run) */
+    /* The step's global batch is batch * dp * accum sequences; a resume keeps it (tempo-train
+     * derives its per-rank batch and accumulation from it). 0 in a version-1 checkpoint, which
+     * predates these fields (its meta is the prefix up to here). */
+    int32_t batch, accum;  /* sequences per rank per micro-batch; micro-batches per step */
 } ckpt_meta_t;
 
 /* One owned range of the flat parameter layout. */
@@ -71,6 +75,22 @@ int ckpt_save(const char *dir, const ckpt_meta_t *meta, const float *params,
 /* The path of the newest complete checkpoint under dir (from DIR/latest) into path (4096 bytes),
  * or -1 if there is none. */
 int ckpt_latest(const char *dir, char *path, char *err);
+
+/* The meta of the checkpoint at path (a step_NNNNNNNN directory) from its model.bin header, without
+ * reading the tensors or checking the checksum (ckpt_load does): what a run needs before it can
+ * size itself to load the rest. */
+int ckpt_peek(const char *path, ckpt_meta_t *meta_p, char *err);
+
+/* How many checkpoints dir holds: complete ones (step_NNNNNNNN) into *complete_p, the newest one's
+ * step into *newest_p (-1 if none); returns that count plus one for a `latest` file (0: dir holds
+ * no checkpoint of a run, or does not exist; an unfinished step_*.tmp holds nothing usable and is
+ * not counted: the next save removes it). */
+int ckpt_count(const char *dir, int *complete_p, long *newest_p);
+
+/* Remove every checkpoint (complete and unfinished), `latest` and then dir itself if it is empty:
+ * a new run's --overwrite. Files of other names stay. -1 with err naming what could not be
+ * removed. */
+int ckpt_clear(const char *dir, char *err);
 
 /*
  * Load the checkpoint at path (a step_NNNNNNNN directory): check its model shape against want

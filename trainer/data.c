@@ -8,7 +8,8 @@
  * Invariants of a loader: tok[0, ntrain) is the training split and tok[ntrain, n) validation;
  * perm (train_windows) is the permutation of epoch `epoch`; 0 <= pos <= train_windows and pos is
  * counted in global windows, so it means the same thing at any dp. Only loader_next_train moves
- * (epoch, pos), and it regenerates perm whenever epoch changes.
+ * (epoch, pos), and it regenerates perm whenever epoch changes; an epoch turns only at the first
+ * micro-batch of a step (micro == 0), so a step's accum * dp * B windows are from one epoch.
  */
 #include "config.h"
 
@@ -428,6 +429,7 @@ struct loader {
     size_t wtrain, wval; /* windows in each split */
     uint32_t *perm;      /* (wtrain) order of epoch `epoch` */
     uint64_t epoch, pos; /* pos: global windows read in this epoch */
+    int accum, micro;    /* micro-batches per step; this one's index in its step */
 };
 
 static uint64_t fnv1a(const uint16_t *tok, size_t n)
@@ -483,11 +485,11 @@ loader_t *loader_open(const char *path, int vocab, int T, int B, int rank, int d
                path, l->ntrain, n, nval, dp, B, T, need);
         goto fail;
     }
-    if (nval > 0 && l->wval < g) {
+    if (nval > 0 && l->wval < 1) {
         seterr(err_p,
                "corpus %s: the validation split (val_fraction %g: %zu tokens) is smaller "
-               "than one global batch of dp*B*T+1 = %zu tokens; raise val_fraction or use 0",
-               path, val_fraction, nval, need);
+               "than one window of T+1 = %d tokens; raise val_fraction or use 0",
+               path, val_fraction, nval, T + 1);
         goto fail;
     }
     if (l->wtrain > UINT32_MAX) {
@@ -504,6 +506,7 @@ loader_t *loader_open(const char *path, int vocab, int T, int B, int rank, int d
     l->rank = rank;
     l->dp = dp;
     l->seed = seed;
+    l->accum = 1;
     l->hash = fnv1a(l->c.tok, n);
     epoch_permutation(l->perm, l->wtrain, seed, 0);
     return l;
@@ -531,8 +534,7 @@ void loader_info(const loader_t *l, loader_info_t *info_p)
         .val_tokens = l->c.n - l->ntrain,
         .train_windows = l->wtrain,
         .val_windows = l->wval,
-        .batches_per_epoch = l->wtrain / g,
-        .val_batches = l->wval / g,
+        .batches_per_epoch = l->wtrain / (g * (size_t)l->accum),
         .nfiles = l->c.nfiles,
         .shards = l->c.shards,
     };
@@ -549,10 +551,25 @@ static void copy_window(const loader_t *l, size_t base, size_t w, int *x, int *y
     }
 }
 
+int loader_set_accum(loader_t *l, int accum, char err_p[DATA_ERR_LEN])
+{
+    size_t g = (size_t)l->dp * (size_t)l->B;
+    if (accum < 1 || l->wtrain / g < (size_t)accum) {
+        seterr(err_p,
+               "%d micro-batches of %zu windows per step: the training split has %zu windows "
+               "(need accum >= 1 and at least one step's worth)",
+               accum, g, l->wtrain);
+        return -1;
+    }
+    l->accum = accum;
+    l->micro = 0;
+    return 0;
+}
+
 void loader_next_train(loader_t *l, int *x, int *y)
 {
     uint64_t g = (uint64_t)l->dp * (uint64_t)l->B;
-    if (l->pos + g > l->wtrain) {
+    if (l->micro == 0 && l->pos + g * (uint64_t)l->accum > l->wtrain) {
         l->epoch++;
         l->pos = 0;
         epoch_permutation(l->perm, l->wtrain, l->seed, l->epoch);
@@ -563,24 +580,20 @@ void loader_next_train(loader_t *l, int *x, int *y)
         copy_window(l, 0, l->perm[first + (size_t)b], x + row, y + row);
     }
     l->pos += g;
+    l->micro = (l->micro + 1) % l->accum;
 }
 
-int loader_val_batches(const loader_t *l)
+size_t loader_val_windows(const loader_t *l)
 {
-    return (int)(l->wval / ((size_t)l->dp * (size_t)l->B));
+    return l->wval;
 }
 
-int loader_val_batch(const loader_t *l, int i, int *x, int *y)
+int loader_val_window(const loader_t *l, size_t w, int *x, int *y)
 {
-    if (i < 0 || i >= loader_val_batches(l)) {
+    if (w >= l->wval) {
         return -1;
     }
-    size_t g = (size_t)l->dp * (size_t)l->B;
-    size_t first = (size_t)i * g + (size_t)l->rank * (size_t)l->B;
-    for (int b = 0; b < l->B; b++) {
-        size_t row = (size_t)b * (size_t)l->T;
-        copy_window(l, l->ntrain, first + (size_t)b, x + row, y + row);
-    }
+    copy_window(l, l->ntrain, w, x, y);
     return 0;
 }
 
@@ -629,6 +642,7 @@ int loader_set_state(loader_t *l, const loader_state_t *s, char err_p[DATA_ERR_L
     l->seed = s->seed;
     l->epoch = s->epoch;
     l->pos = s->pos;
+    l->micro = 0;
     epoch_permutation(l->perm, l->wtrain, l->seed, l->epoch);
     return 0;
 }

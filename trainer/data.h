@@ -23,18 +23,20 @@
  *   window   Within one split, window w is tokens [w*T, w*T + T + 1): inputs x = its first T
  *            tokens, targets y = its last T (x shifted by one). A split of m tokens has
  *            floor((m - 1) / T) windows; consecutive windows share one token (as llm.c's batches).
- *   batch    A global batch is G = dp * B windows; rank r gets windows [r*B, (r+1)*B) of it, as
- *            rows of x and y (B, T). The union over ranks is what one rank with B' = dp * B reads.
+ *   batch    A global micro-batch is G = dp * B windows; rank r gets windows [r*B, (r+1)*B) of it,
+ *            as rows of x and y (B, T). The union over ranks is what one rank with B' = dp * B
+ *            reads. A step of K accumulated micro-batches (loader_set_accum) reads K * G
+ *            consecutive windows of the order, so dp * B * K alone decides what a step reads:
+ *            (dp 2, B 4, K 1) and (dp 1, B 4, K 2) read the same windows in every step.
  *   epoch    Epoch e reads the training windows in the order of a permutation drawn afresh from
- *            (seed, e) (see loader_open), one global batch after another; the last W mod G windows
+ *            (seed, e) (see loader_open), one step after another; the last W mod (K * G) windows
  *            of each permutation are skipped (they are somewhere else in the next epoch's order).
- *   val      Validation windows are not shuffled: val batch i is windows [i*G, (i+1)*G) of the
- *            validation split, rank r takes [i*G + r*B, i*G + (r+1)*B). There are floor(Wv / G)
- *            val batches, the same count on every rank; each rank evaluates its slice and the
- *            caller averages over ranks (equal slice sizes, so the mean of means is the mean).
+ *   val      Validation windows are not shuffled and not tied to ranks or batches: window w of the
+ *            validation split is loader_val_window(w), so a caller can evaluate the same set of
+ *            windows at any dp and B (tempo-train splits a fixed count of them across the ranks).
  *   position The loader's place is kept in global windows (epoch, windows read in the epoch), not
  *            per rank: a state saved at dp = 4 restores at dp = 2 or 1 with the same global batch
- *            G and reads the same global batches.
+ *            K * G and reads the same global batches.
  *
  * What it is not: a BPE tokenizer (GPT-2 shards are read as given; data_detokenize prints tokens
  * >= 256 as "<id>"), a streaming reader, or thread-safe (one loader per thread).
@@ -110,8 +112,7 @@ typedef struct {
     size_t val_tokens;        /* last floor(tokens * val_fraction) */
     size_t train_windows;     /* floor((train_tokens - 1) / T) */
     size_t val_windows;       /* floor((val_tokens - 1) / T), 0 without validation */
-    size_t batches_per_epoch; /* floor(train_windows / (dp * B)) */
-    size_t val_batches;       /* floor(val_windows / (dp * B)) */
+    size_t batches_per_epoch; /* steps per epoch: floor(train_windows / (accum * dp * B)) */
     int nfiles;
     int shards; /* 1: token shards, 0: text */
 } loader_info_t;
@@ -124,7 +125,9 @@ typedef struct {
  * Fails, naming the path and what is needed, when the corpus is missing or empty, when its training
  * split is shorter than one global batch (dp * B * T + 1 tokens), when val_fraction > 0 and the
  * validation split is shorter than one global batch, or on a malformed shard or an out-of-range
- * token. All ranks of a job must pass the same path, vocab, T, B, dp, seed and val_fraction.
+ * token (the validation split needs one window, T + 1 tokens). All ranks of a job must pass the
+ * same path, vocab, T, B, dp, seed and val_fraction. The loader starts with one micro-batch per
+ * step (loader_set_accum).
  *
  * Shuffle RNG (ours, so that it is the same everywhere): xoshiro256** whose four words are
  * splitmix64 outputs from the start value splitmix64_mix(splitmix64_mix(seed) + epoch); the
@@ -137,17 +140,23 @@ void loader_close(loader_t *loader); /* NULL: no-op */
 
 void loader_info(const loader_t *loader, loader_info_t *info_p);
 
+/* Steps of accum micro-batches (gradient accumulation; every rank passes the same): an epoch turns
+ * only before a step's first micro-batch, when fewer than accum * dp * B windows are left. Call
+ * before the first loader_next_train or right after loader_set_state. Fails (unchanged) when
+ * accum < 1 or one step needs more windows than the training split has. */
+int loader_set_accum(loader_t *loader, int accum, char err_p[DATA_ERR_LEN]);
+
 /* This rank's next training batch: x, y (B, T) row-major. Starts the next epoch (new permutation)
- * when fewer than dp * B windows are left in this one. Cannot fail. */
+ * at a step's first micro-batch when fewer than accum * dp * B windows are left. Cannot fail. */
 void loader_next_train(loader_t *loader, int *x, int *y);
 
-/* Validation: the number of val batches (same on every rank) and this rank's slice of batch i,
- * x, y (B, T). loader_val_batch returns -1 when i is outside [0, loader_val_batches()). */
-int loader_val_batches(const loader_t *loader);
-int loader_val_batch(const loader_t *loader, int i, int *x, int *y);
+/* Validation: the number of windows in the validation split (the same on every rank), and window
+ * w of it, x, y (T). loader_val_window returns -1 when w >= loader_val_windows(). */
+size_t loader_val_windows(const loader_t *loader);
+int loader_val_window(const loader_t *loader, size_t w, int *x, int *y);
 
-/* Save the position (between two loader_next_train calls); restore it into a loader opened on the
- * same corpus, T and val_fraction, with any dp, rank and B. The state's seed replaces the one
+/* Save the position (between two steps); restore it into a loader opened on the
+ * same corpus, T and val_fraction, with any dp, rank and B (then set accum again). The state's seed replaces the one
  * given to loader_open. With the same global batch dp * B the restored loader reads the same global
  * batches as the one that saved; with another it continues at the same window of the epoch. Fails
  * (loader unchanged) on a wrong magic/version, another T, corpus or split, or a position past the

@@ -52,6 +52,10 @@ tests_trainer_dumpcmp_SOURCES = tests/trainer/dumpcmp.c
 tests_trainer_dumpcmp_LDADD = -lm
 TESTS += tests/trainer/layouts.sh tests/trainer/compressed.sh
 EXTRA_DIST += tests/trainer/layouts.sh tests/trainer/compressed.sh
+# runs in an --out folder (refused, --overwrite, resume) and across layouts (global batch kept on
+# resume, validation loss the same at any layout)
+TESTS += tests/trainer/runs.sh
+EXTRA_DIST += tests/trainer/runs.sh
 # checkpoints on a full disk (a small tmpfs the test mounts; skipped where mount is not allowed)
 TESTS += tests/trainer/ckpt_full.sh
 EXTRA_DIST += tests/trainer/ckpt_full.sh

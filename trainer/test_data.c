@@ -11,7 +11,8 @@
  *              T + 1 tokens with y = x shifted; one epoch is a permutation of the training windows;
  *              dp=1 B=8, dp=2 B=4 and dp=4 B=2 read the same global batch at every step, over three
  *              epochs; same seed same order, another seed another order, the documented RNG gives
- *              the golden order; train and val tokens never meet; val batches split across ranks
+ *              the golden order; train and val tokens never meet; val windows the same at every dp;
+ *              steps of K micro-batches read the same windows as dp * K ranks, across epochs
  *   state      save after k steps, restore into fresh loaders at dp 4, 2, 1 and read the same
  *              global batches (also saved at the end of an epoch); restore refuses another T,
  *              corpus or a bad state and leaves the loader as it was
@@ -266,9 +267,9 @@ static void test_errors(void)
     l = loader_open(tpath("small.txt"), 256, 16, 4, 0, 1, 1, 0.5, err);
     TAP_OK(l == NULL, "too small once half is held out for validation");
     TAP_CONTAINS(err, "after holding out 50 for validation", "too small with val: says why");
-    l = loader_open(tpath("small.txt"), 256, 8, 4, 0, 1, 1, 0.2, err);
-    TAP_OK(l == NULL, "a validation split smaller than one batch is refused");
-    TAP_CONTAINS(err, "validation split (val_fraction 0.2: 20 tokens)", "small val: says so");
+    l = loader_open(tpath("small.txt"), 256, 8, 4, 0, 1, 1, 0.05, err);
+    TAP_OK(l == NULL, "a validation split smaller than one window is refused");
+    TAP_CONTAINS(err, "validation split (val_fraction 0.05: 5 tokens)", "small val: says so");
 
     l = loader_open(tpath("small.txt"), 256, 4, 2, 2, 2, 1, 0.0, err);
     TAP_OK(l == NULL, "rank >= dp is refused");
@@ -316,6 +317,40 @@ static int global_batch(loader_t **ls, int dp, int starts[G])
     return ok;
 }
 
+/* Steps of K micro-batches read K * dp * B windows of one epoch, whatever the split: dp=2 B=3 K=1
+ * and dp=1 B=3 K=2 read the same windows step by step, across the epoch's end (449 windows: the
+ * epoch turns after 74 steps of 6, leaving 5; a loader that turned the epoch per micro-batch
+ * would read one more micro-batch of 3 from the old epoch there). */
+static void read_starts(loader_t *l, int B, int *starts)
+{
+    int x[8 * T], y[8 * T];
+    loader_next_train(l, x, y);
+    for (int b = 0; b < B; b++) {
+        starts[b] = x[b * T];
+    }
+}
+
+static void test_accum(void)
+{
+    char err[DATA_ERR_LEN];
+    loader_t *two[2] = {open_pos(3, 0, 2, 77), open_pos(3, 1, 2, 77)}, *acc = open_pos(3, 0, 1, 77);
+    TAP_EQ_INT(loader_set_accum(acc, 150, err), -1, "accum 150 (450 windows of 449) is refused");
+    TAP_CONTAINS(err, "has 449 windows", "too many micro-batches: says how many windows");
+    TAP_EQ_INT(loader_set_accum(acc, 2, err), 0, "accum 2 at dp=1 B=3");
+    int bad = 0, a[6], b[6];
+    for (int s = 0; s < 77; s++) {
+        read_starts(two[0], 3, a);
+        read_starts(two[1], 3, a + 3);
+        read_starts(acc, 3, b);
+        read_starts(acc, 3, b + 3);
+        bad += memcmp(a, b, sizeof(a)) != 0;
+    }
+    TAP_EQ_INT(bad, 0, "dp=2 B=3 and dp=1 B=3 accum 2 read the same windows (77 steps, 2 epochs)");
+    loader_close(two[0]);
+    loader_close(two[1]);
+    loader_close(acc);
+}
+
 static void test_loader(void)
 {
     uint16_t *t = iota16(N, 0);
@@ -331,7 +366,6 @@ static void test_loader(void)
     TAP_EQ_UINT(info.train_windows, 449, "info: train windows = (1800 - 1) / 4");
     TAP_EQ_UINT(info.val_windows, 49, "info: val windows = (200 - 1) / 4");
     TAP_EQ_UINT(info.batches_per_epoch, EPOCH, "info: batches per epoch");
-    TAP_EQ_UINT(info.val_batches, 6, "info: val batches");
     TAP_EQ_INT(info.shards, 1, "info: shards");
 
     /* dp = 1, 2, 4 at the same global batch, three epochs and a bit */
@@ -398,33 +432,27 @@ static void test_loader(void)
     loader_close(again);
     loader_close(other);
 
-    /* validation: after the training split, in order, split across ranks */
-    int nv = loader_val_batches(one), bad_val = 0;
-    TAP_EQ_INT(nv, 6, "val batches at dp=1");
-    TAP_EQ_INT(loader_val_batches(four[3]), 6, "val batches at dp=4: the same count");
-    for (int i = 0; i < nv; i++) {
-        int x[G * T], y[G * T], x4[G * T], y4[G * T];
-        bad_val += loader_val_batch(one, i, x, y) != 0;
-        for (int r = 0; r < 4; r++) {
-            bad_val += loader_val_batch(four[r], i, x4 + r * 2 * T, y4 + r * 2 * T) != 0;
-        }
-        bad_val += memcmp(x, x4, sizeof(x)) != 0 || memcmp(y, y4, sizeof(y)) != 0;
-        for (int w = 0; w < G; w++) {
-            for (int k = 0; k < T; k++) {
-                bad_val += x[w * T + k] != 1800 + (i * G + w) * T + k;
-                bad_val += y[w * T + k] != x[w * T + k] + 1;
-            }
+    /* validation: after the training split, in order, the same windows at any dp and B */
+    size_t nv = loader_val_windows(one);
+    int bad_val = 0, x[G * T], y[G * T];
+    TAP_EQ_UINT(nv, 49, "val windows at dp=1 B=8");
+    TAP_EQ_UINT(loader_val_windows(four[3]), 49, "val windows at dp=4 B=2: the same count");
+    for (size_t w = 0; w < nv; w++) {
+        int x4[T], y4[T];
+        bad_val += loader_val_window(one, w, x, y) != 0;
+        bad_val += loader_val_window(four[3], w, x4, y4) != 0;
+        bad_val += memcmp(x, x4, sizeof(x4)) != 0 || memcmp(y, y4, sizeof(y4)) != 0;
+        for (int k = 0; k < T; k++) {
+            bad_val += x[k] != 1800 + (int)w * T + k || y[k] != x[k] + 1;
         }
     }
-    TAP_EQ_INT(bad_val, 0, "val batch i is windows [iG, (i+1)G) after the training split, by rank");
-    int x[G * T], y[G * T];
-    TAP_EQ_INT(loader_val_batch(one, nv, x, y), -1, "val batch past the end is refused");
-    TAP_EQ_INT(loader_val_batch(one, -1, x, y), -1, "negative val batch is refused");
+    TAP_EQ_INT(bad_val, 0, "val window w is tokens [1800 + wT, +T+1), the same on every rank");
+    TAP_EQ_INT(loader_val_window(one, nv, x, y), -1, "val window past the end is refused");
     /* disjointness: every training token is < 1800 (checked per window above), every val >= 1800 */
     int min_val = N;
-    for (int i = 0; i < nv; i++) {
-        loader_val_batch(one, i, x, y);
-        for (int k = 0; k < G * T; k++) {
+    for (size_t w = 0; w < nv; w++) {
+        loader_val_window(one, w, x, y);
+        for (int k = 0; k < T; k++) {
             min_val = x[k] < min_val ? x[k] : min_val;
         }
     }
@@ -453,6 +481,7 @@ static void test_loader(void)
            "16 windows, G = 8: epoch 0 is two batches covering all, then epoch 1 (seen %04x)",
            (unsigned)seen16);
     loader_close(two_b);
+    test_accum();
 
     loader_close(one);
     for (int r = 0; r < 2; r++) {
@@ -614,8 +643,8 @@ static void test_fortunes(void)
     loader_info_t info;
     loader_info(l, &info);
     TAP_EQ_UINT(info.tokens, want, "fortunes: tokens = bytes of the regular non-.dat files");
-    tap_diag("fortunes: %d files, %zu tokens, %zu batches of 4x64 per epoch, %zu val batches",
-             info.nfiles, info.tokens, info.batches_per_epoch, info.val_batches);
+    tap_diag("fortunes: %d files, %zu tokens, %zu batches of 4x64 per epoch, %zu val windows",
+             info.nfiles, info.tokens, info.batches_per_epoch, info.val_windows);
     int x[4 * 64], y[4 * 64];
     loader_next_train(l, x, y);
     char sample[1024];

@@ -46,8 +46,9 @@
 typedef struct {
     const char *data, *backend, *compress, *sched, *out, *dump, *resume;
     int dp, zero, layers, heads, channels, context, batch, accum, steps, warmup, val_every;
-    int ckpt_every, ckpt_keep;
-    int val_batches, sample, threads, quiet;
+    int ckpt_every, ckpt_keep, overwrite;
+    int batch_set, accum_set; /* --batch, --accum given: a resume keeps them (keep_global_batch) */
+    int val_windows, sample, threads, quiet;
     double lr, min_lr_frac, wd, clip, beta1, beta2, val_frac;
     uint64_t seed;
     size_t bucket_bytes;
@@ -98,7 +99,8 @@ static void usage(FILE *f)
         "  --layers L --heads H --channels C --context T   [4 4 128 128]\n"
         "Optimization\n"
         "  --batch B           sequences per rank per micro-batch [8]\n"
-        "  --accum K           micro-batches per step (gradient accumulation) [1]\n"
+        "  --accum K           micro-batches per step (gradient accumulation) [1]; the global\n"
+        "                      batch is B x ranks x K sequences per step (the start line says it)\n"
         "  --steps N           optimizer steps [200]\n"
         "  --lr X              peak learning rate [1e-3]; linear warm-up over --warmup steps [20],\n"
         "                      then cosine decay to --min-lr-frac of the peak [0.1] at --steps\n"
@@ -122,9 +124,15 @@ static void usage(FILE *f)
         "                      posted order, uncompressed: a baseline to compare tempo with\n"
         "Output\n"
         "  --val-every N       validation loss every N steps and at the end [25]\n"
-        "  --val-batches N     at most N validation batches per evaluation [8]\n"
+        "  --val-windows N     validation windows per evaluation [64] (all if the split has\n"
+        "                      fewer): the same windows at every --dp, --batch and --accum, split\n"
+        "                      across the ranks, so validation losses of any layouts compare\n"
         "  --sample N          tokens to sample at the end, 0 = none [200]\n"
-        "  --out DIR           write DIR/loss.csv and DIR/loss.png [tempo-train-out]\n"
+        "  --out DIR           write DIR/loss.csv and DIR/loss.png [tempo-train-out]; a new run\n"
+        "                      refuses a DIR that holds another run's loss.csv or checkpoints\n"
+        "                      (nothing is changed): --resume latest continues that run\n"
+        "  --overwrite         start anew in such a DIR: first remove its loss.csv, loss.png and\n"
+        "                      every checkpoint, so the folder never mixes two runs\n"
         "  --dump FILE         after the run's first gradient synchronization (step 0, or the\n"
         "                      resumed step), rank 0 writes the loss and the parameter count (two\n"
         "                      float64) and the full gradient (float32) to FILE, and stops (tests;\n"
@@ -137,7 +145,11 @@ static void usage(FILE *f)
         "                      stay, training goes on and the next save retries; if the save\n"
         "                      after the last step fails, the run exits with status 1\n"
         "  --resume WHAT       'latest' (the newest in --out/ckpt) or a step_NNNNNNNN directory;\n"
-        "                      continues to --steps with the same losses as an uninterrupted run\n"
+        "                      continues to --steps with the same losses as an uninterrupted run,\n"
+        "                      at any --dp: it keeps the checkpoint's global batch, deriving\n"
+        "                      --batch and --accum where not given (--batch at most the saved\n"
+        "                      one), or refuses, saying what to pass; loss.csv keeps its rows up\n"
+        "                      to the resumed step, and this run's steps follow\n"
         "  --threads N         OpenMP threads per rank [OMP_NUM_THREADS or cores / ranks]\n"
         "  --quiet             no per-step lines\n"
         "  -h, --help          this text\n"
@@ -175,13 +187,13 @@ static void parse(int argc, char **argv, opts_t *o)
     *o = (opts_t){.data = "/usr/share/games/fortunes", .backend = "tempo", .compress = "none",
                   .sched = "tic", .out = "tempo-train-out", .dp = 0, .zero = 0, .layers = 4,
                   .heads = 4, .channels = 128, .context = 128, .batch = 8, .accum = 1,
-                  .steps = 200, .warmup = 20, .val_every = 25, .val_batches = 8, .sample = 200,
+                  .steps = 200, .warmup = 20, .val_every = 25, .val_windows = 64, .sample = 200,
                   .lr = 1e-3, .min_lr_frac = 0.1, .wd = 0.1, .clip = 1.0, .beta1 = 0.9,
                   .beta2 = 0.95, .val_frac = 0.1, .seed = 1337, .ckpt_keep = 2};
     enum { O_DATA = 256, O_VALF, O_LAYERS, O_HEADS, O_CH, O_CTX, O_BATCH, O_ACCUM, O_STEPS, O_LR,
            O_WARM, O_MINLR, O_WD, O_B1, O_B2, O_CLIP, O_SEED, O_DP, O_ZERO, O_COMP, O_SCHED,
            O_BACK, O_VEVERY, O_VB, O_SAMPLE, O_OUT, O_DUMP, O_THR, O_QUIET, O_CKE, O_CKK,
-           O_RESUME, O_BUCKET };
+           O_RESUME, O_BUCKET, O_VW, O_OVER };
     static const struct option lo[] = {
         {"data", 1, 0, O_DATA},       {"val-frac", 1, 0, O_VALF},   {"layers", 1, 0, O_LAYERS},
         {"heads", 1, 0, O_HEADS},     {"channels", 1, 0, O_CH},     {"context", 1, 0, O_CTX},
@@ -194,7 +206,7 @@ static void parse(int argc, char **argv, opts_t *o)
         {"sample", 1, 0, O_SAMPLE},   {"out", 1, 0, O_OUT},         {"dump", 1, 0, O_DUMP},
         {"threads", 1, 0, O_THR},     {"quiet", 0, 0, O_QUIET},     {"help", 0, 0, 'h'},
         {"ckpt-every", 1, 0, O_CKE},  {"ckpt-keep", 1, 0, O_CKK},   {"resume", 1, 0, O_RESUME},
-        {"bucket-bytes", 1, 0, O_BUCKET},
+        {"bucket-bytes", 1, 0, O_BUCKET}, {"val-windows", 1, 0, O_VW}, {"overwrite", 0, 0, O_OVER},
         {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -205,8 +217,14 @@ static void parse(int argc, char **argv, opts_t *o)
         case O_HEADS: o->heads = (int)parse_num("--heads", optarg, 1, 256); break;
         case O_CH: o->channels = (int)parse_num("--channels", optarg, 1, 16384); break;
         case O_CTX: o->context = (int)parse_num("--context", optarg, 1, 65536); break;
-        case O_BATCH: o->batch = (int)parse_num("--batch", optarg, 1, 1 << 20); break;
-        case O_ACCUM: o->accum = (int)parse_num("--accum", optarg, 1, 1 << 20); break;
+        case O_BATCH:
+            o->batch = (int)parse_num("--batch", optarg, 1, 1 << 20);
+            o->batch_set = 1;
+            break;
+        case O_ACCUM:
+            o->accum = (int)parse_num("--accum", optarg, 1, 1 << 20);
+            o->accum_set = 1;
+            break;
         case O_STEPS: o->steps = (int)parse_num("--steps", optarg, 0, 1e9); break;
         case O_LR: o->lr = parse_num("--lr", optarg, 0, 10); break;
         case O_WARM: o->warmup = (int)parse_num("--warmup", optarg, 0, 1e9); break;
@@ -222,7 +240,12 @@ static void parse(int argc, char **argv, opts_t *o)
         case O_SCHED: o->sched = optarg; break;
         case O_BACK: o->backend = optarg; break;
         case O_VEVERY: o->val_every = (int)parse_num("--val-every", optarg, 0, 1e9); break;
-        case O_VB: o->val_batches = (int)parse_num("--val-batches", optarg, 1, 1e9); break;
+        case O_VW: o->val_windows = (int)parse_num("--val-windows", optarg, 1, 1e9); break;
+        case O_VB:
+            die("--val-batches is gone: validation now reads a fixed number of windows, the same "
+                "at every --dp and --batch; pass --val-windows N (N = the old value x --batch x "
+                "ranks gives the old count at the old layout)");
+            break;
         case O_SAMPLE: o->sample = (int)parse_num("--sample", optarg, 0, 1e6); break;
         case O_OUT: o->out = optarg; break;
         case O_DUMP: o->dump = optarg; break;
@@ -232,6 +255,7 @@ static void parse(int argc, char **argv, opts_t *o)
         case O_CKK: o->ckpt_keep = (int)parse_num("--ckpt-keep", optarg, 1, 1e6); break;
         case O_RESUME: o->resume = optarg; break;
         case O_BUCKET: o->bucket_bytes = parse_bytes("--bucket-bytes", optarg); break;
+        case O_OVER: o->overwrite = 1; break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); exit(2);
         }
@@ -240,6 +264,221 @@ static void parse(int argc, char **argv, opts_t *o)
         fprintf(stderr, "tempo-train: unexpected argument '%s' (see --help)\n", argv[optind]);
         exit(2);
     }
+    if (o->overwrite && o->resume) {
+        fprintf(stderr, "tempo-train: --overwrite starts a new run in place of the one in %s, "
+                        "--resume continues it: pass one of them\n", o->out);
+        exit(2);
+    }
+}
+
+/* Leave the job without aborting it: every rank calls this at the same point, rank 0 having said
+ * why (a refusal before any work). */
+static void quit(int rc)
+{
+    dist_close(D);
+    exit(rc);
+}
+
+/* Rank 0's values of x[0, n) on every rank. */
+static void from_rank0(double *x, int n)
+{
+    for (int i = 0; i < n && D->rank != 0; i++) {
+        x[i] = 0;
+    }
+    DIST_CHECK(D->sum_f64(D, x, n), "start-up");
+}
+
+/* A new run refuses an --out that holds another run's results (loss.csv, checkpoints, latest):
+ * nothing is lost. --overwrite removes them first (loss.csv, loss.png and every checkpoint), so a
+ * folder never mixes two runs, and pruning never sees another run's checkpoints. Rank 0 looks
+ * and acts before any work; every rank learns the verdict. */
+static void check_out(const opts_t *o)
+{
+    double bad = 0;
+    if (D->rank == 0) {
+        char csv[4096], png[4096], ck[4096], err[CKPT_ERR_LEN], lat[64] = "";
+        snprintf(csv, sizeof csv, "%s/loss.csv", o->out);
+        snprintf(png, sizeof png, "%s/loss.png", o->out);
+        snprintf(ck, sizeof ck, "%s/ckpt", o->out);
+        struct stat st;
+        int has_csv = stat(csv, &st) == 0, complete;
+        long newest;
+        int nck = ckpt_count(ck, &complete, &newest);
+        if (newest >= 0) {
+            snprintf(lat, sizeof lat, ", the newest at step %ld", newest);
+        }
+        if ((has_csv || nck) && o->overwrite) {
+            const char *stuck = has_csv && unlink(csv) != 0                  ? csv
+                                : unlink(png) != 0 && errno != ENOENT ? png
+                                                                      : NULL;
+            if (stuck) {
+                snprintf(err, sizeof err, "cannot remove %s: %s", stuck, strerror(errno));
+                bad = 1;
+            }
+            if (bad || ckpt_clear(ck, err)) {
+                fprintf(stderr, "tempo-train: --overwrite: %s\n", err);
+                bad = 1;
+            } else {
+                printf("--overwrite: removed the earlier run in %s (%s%d checkpoint(s))\n", o->out,
+                       has_csv ? "loss.csv, " : "", complete);
+            }
+        } else if (has_csv || nck) {
+            fprintf(stderr,
+                    "tempo-train: %s holds another run's results (%s%d checkpoint(s)%s); nothing "
+                    "was started or changed. To continue that run: --resume latest (or --resume "
+                    "%s/step_NNNNNNNN); to keep it and start anew: another --out; to replace "
+                    "it: --overwrite (removes its loss.csv, loss.png and checkpoints)\n",
+                    o->out, has_csv ? "loss.csv, " : "", complete, lat, ck);
+            bad = 1;
+        }
+    }
+    from_rank0(&bad, 1);
+    if (bad) {
+        quit(1);
+    }
+}
+
+/* The checkpoint --resume names ('latest': the newest in --out/ckpt) into path (4096 bytes). */
+static void resume_path(const opts_t *o, char *path)
+{
+    char err[CKPT_ERR_LEN], dir[4096];
+    snprintf(dir, sizeof dir, "%s/ckpt", o->out);
+    if (!strcmp(o->resume, "latest")) {
+        if (ckpt_latest(dir, path, err)) {
+            die("--resume latest: %s", err);
+        }
+    } else {
+        snprintf(path, 4096, "%s", o->resume);
+    }
+}
+
+/* The largest b <= cap that divides n (n, cap >= 1). */
+static int largest_divisor(int n, int cap)
+{
+    int b = cap < n ? cap : n;
+    while (n % b) {
+        b--;
+    }
+    return b;
+}
+
+/* A resume keeps the checkpoint's global batch G = batch x dp x accum sequences per step at any
+ * layout (--batch is per rank, so the same flags at another --dp would change it): --batch and
+ * --accum, where given, are kept and the other derived; where neither is, the per-rank batch is
+ * the largest up to the saved one that divides G / dp (no more memory than before) and accum
+ * makes up the rest. When G cannot be kept, every rank refuses, rank 0 saying exactly what to
+ * pass. Rank 0 reads the checkpoint's meta; every rank decides alike. */
+static void keep_global_batch(opts_t *o, const char *path)
+{
+    double v[4] = {0}; /* ok, saved batch, dp, accum */
+    ckpt_meta_t mt;
+    char err[CKPT_ERR_LEN];
+    if (D->rank == 0) {
+        if (ckpt_peek(path, &mt, err)) {
+            fprintf(stderr, "tempo-train: --resume: %s; nothing was loaded\n", err);
+        } else {
+            v[0] = 1, v[1] = mt.batch, v[2] = mt.dp, v[3] = mt.accum;
+        }
+    }
+    from_rank0(v, 4);
+    if (!v[0]) {
+        quit(1);
+    }
+    int sb = (int)v[1], sdp = (int)v[2], sk = (int)v[3], dp = D->size;
+    if (sb <= 0) { /* a version-1 checkpoint: its global batch is unknown */
+        if (D->rank == 0) {
+            printf("warning: %s does not record its global batch (written by an older "
+                   "tempo-train): training on with --batch %d x %d ranks x --accum %d = %d "
+                   "sequences per step, as given\n",
+                   path, o->batch, dp, o->accum, o->batch * dp * o->accum);
+        }
+        return;
+    }
+    int G = sb * sdp * sk, per = G / dp;
+    int b = o->batch_set ? o->batch : largest_divisor(per > 0 ? per : 1, sb);
+    int k = o->accum_set ? o->accum : (o->batch_set ? per / o->batch : per / b);
+    if (o->accum_set && !o->batch_set) {
+        b = per / o->accum;
+    }
+    if (G % dp == 0 && b >= 1 && k >= 1 && b * k == per) {
+        if (D->rank == 0 && (b != o->batch || k != o->accum)) {
+            printf("resume: keeping the checkpoint's global batch of %d sequences per step "
+                   "(--batch %d x %d ranks x --accum %d): --batch %d --accum %d at %d ranks\n",
+                   G, sb, sdp, sk, b, k, dp);
+        }
+        o->batch = b;
+        o->accum = k;
+        return;
+    }
+    if (D->rank == 0) {
+        fprintf(stderr,
+                "tempo-train: %s was trained with a global batch of %d sequences per step "
+                "(--batch %d x %d ranks x --accum %d); ",
+                path, G, sb, sdp, sk);
+        if (G % dp) {
+            fprintf(stderr, "it cannot be split evenly over %d ranks: resume on a number of "
+                            "ranks that divides %d (%d, for one)\n", dp, G, sdp);
+        } else {
+            b = largest_divisor(per, sb);
+            fprintf(stderr, "--batch %d x %d ranks x --accum %d would change it: pass --batch %d "
+                            "--accum %d (or leave both out)\n",
+                    o->batch, dp, o->accum, b, per / b);
+        }
+    }
+    quit(1);
+}
+
+/* Open loss.csv for appending this run's steps. A new run writes the header. A resume from step
+ * `start` keeps the header and the rows of steps <= start (a resume from an earlier checkpoint
+ * would otherwise write its steps twice), replacing the file atomically (a temporary file,
+ * synced, renamed over it) when rows must go. */
+static FILE *open_csv(const opts_t *o, int start)
+{
+    char p[4096], tmp[4096];
+    snprintf(p, sizeof p, "%s/loss.csv", o->out);
+    snprintf(tmp, sizeof tmp, "%s/loss.csv.tmp", o->out);
+    FILE *in = o->resume ? fopen(p, "r") : NULL, *out = NULL;
+    int dropped = 0, err = 0;
+    if (in) {
+        char *line = NULL;
+        size_t cap = 0;
+        out = fopen(tmp, "w");
+        err = !out;
+        for (int first = 1; !err && getline(&line, &cap, in) > 0; first = 0) {
+            if (!first && atoi(line) > start) {
+                dropped++;
+            } else if (fputs(line, out) < 0) {
+                err = 1;
+            }
+        }
+        free(line);
+        fclose(in);
+        if (out && (fflush(out) != 0 || fsync(fileno(out)) != 0)) {
+            err = 1;
+        }
+        if (out && fclose(out) != 0) {
+            err = 1;
+        }
+        if (err || rename(tmp, p) != 0) {
+            die("cannot rewrite %s (through %s): %s", p, tmp, strerror(errno));
+        }
+        if (dropped) {
+            printf("loss.csv: removed %d row(s) after step %d (the steps this run is about to "
+                   "redo)\n", dropped, start);
+        }
+        if (!(out = fopen(p, "a"))) {
+            die("cannot append to %s: %s", p, strerror(errno));
+        }
+        return out;
+    }
+    if (mkdir(o->out, 0777) != 0 && errno != EEXIST) {
+        die("cannot create --out %s: %s", o->out, strerror(errno));
+    }
+    if (!(out = fopen(p, "w"))) {
+        die("cannot write %s: %s", p, strerror(errno));
+    }
+    fprintf(out, "step,loss,val_loss,lr,tokens_per_s,step_ms,compute_ms,comm_ms,bytes_sent\n");
+    return out;
 }
 
 #define NSLOT 2 /* ZeRO 2: block gradient buffers */
@@ -535,23 +774,28 @@ static void dump_step0(trainer_t *t, const char *path, double loss)
     free(g);
 }
 
+/* The validation loss: the mean over the first --val-windows windows of the validation split (all
+ * of it if shorter), the same windows at any layout. Rank r evaluates windows [nv*r/dp,
+ * nv*(r+1)/dp), one at a time (a window's loss then does not depend on which others share its
+ * batch), and the ranks' sums meet in one float64 sum: every layout gets the same value up to the
+ * order of that sum. */
 static double evaluate(trainer_t *t, loader_t *ld, const opts_t *o, int *x, int *y)
 {
     wait_all_params(t);
-    int nb = loader_val_batches(ld);
-    nb = nb < o->val_batches ? nb : o->val_batches;
+    size_t nv = loader_val_windows(ld);
+    nv = nv < (size_t)o->val_windows ? nv : (size_t)o->val_windows;
     double s = 0;
-    for (int i = 0; i < nb; i++) {
-        loader_val_batch(ld, i, x, y);
+    for (size_t w = nv * (size_t)t->rank / (size_t)t->dp;
+         w < nv * (size_t)(t->rank + 1) / (size_t)t->dp; w++) {
+        loader_val_window(ld, w, x, y);
         float loss;
-        if (gpt_forward(t->m, x, y, o->batch, o->context, &loss)) {
+        if (gpt_forward(t->m, x, y, 1, o->context, &loss)) {
             die("validation: %s", gpt_last_error());
         }
         s += loss;
     }
-    double v[2] = {s, (double)nb};
-    DIST_CHECK(D->sum_f64(D, v, 2), "validation loss");
-    return v[1] > 0 ? v[0] / v[1] : NAN;
+    DIST_CHECK(D->sum_f64(D, &s, 1), "validation loss");
+    return nv > 0 ? s / (double)nv : NAN;
 }
 
 static void sample(trainer_t *t, const opts_t *o)
@@ -630,6 +874,8 @@ static int save_ckpt(trainer_t *t, const opts_t *o, loader_t *ld, int step)
     mt.step = step;
     mt.dp = t->dp;
     mt.zero = t->zero;
+    mt.batch = o->batch;
+    mt.accum = o->accum;
     loader_get_state(ld, &mt.loader);
     ckpt_range_t *r = calloc((size_t)t->ngroups, sizeof(*r));
     if (!r) {
@@ -672,13 +918,7 @@ static int load_ckpt(trainer_t *t, const opts_t *o, loader_t *ld)
 {
     char path[4096], err[CKPT_ERR_LEN], dir[4096];
     snprintf(dir, sizeof dir, "%s/ckpt", o->out);
-    if (!strcmp(o->resume, "latest")) {
-        if (ckpt_latest(dir, path, err)) {
-            die("--resume latest: %s", err);
-        }
-    } else {
-        snprintf(path, sizeof path, "%s", o->resume);
-    }
+    resume_path(o, path);
     ckpt_meta_t want = model_meta(t->m), got;
     ckpt_range_t *r = calloc((size_t)t->ngroups, sizeof(*r));
     if (!r) {
@@ -696,6 +936,7 @@ static int load_ckpt(trainer_t *t, const opts_t *o, loader_t *ld)
     if (t->rank == 0) {
         printf("resumed from %s: step %lld (saved at dp %d, ZeRO %d)\n", path,
                (long long)got.step, got.dp, got.zero);
+        fflush(stdout);
     }
     return (int)got.step;
 }
@@ -749,6 +990,14 @@ int main(int argc, char **argv)
     }
     omp_set_num_threads(threads > 0 ? threads : 1);
 #endif
+    if (!o.dump && !o.resume) {
+        check_out(&o);
+    }
+    if (o.resume) {
+        char path[4096];
+        resume_path(&o, path);
+        keep_global_batch(&o, path);
+    }
     gpt_config_t cfg = {.max_seq_len = o.context, .vocab_size = DATA_BYTE_VOCAB,
                         .n_layer = o.layers, .n_head = o.heads, .channels = o.channels};
     gpt_model_t *m;
@@ -757,7 +1006,7 @@ int main(int argc, char **argv)
     }
     loader_t *ld = loader_open(o.data, DATA_BYTE_VOCAB, o.context, o.batch, D->rank, D->size,
                                o.seed, o.val_frac, err);
-    if (!ld) {
+    if (!ld || loader_set_accum(ld, o.accum, err)) {
         die("data: %s", err);
     }
     if (gpt_alloc_acts(m, o.batch, o.context)) {
@@ -784,26 +1033,13 @@ int main(int argc, char **argv)
                o.zero == 2 ? " (a shard and backward buffers for 2 blocks, embeddings and lnf)"
                            : "",
                8e-6 * (double)t.shard_n);
-        printf("data: %s: %zu tokens in %d file(s), %zu train / %zu validation; %zu tokens per "
-               "step (%d x %d x %d accum x %d ranks)\n",
-               o.data, li.tokens, li.nfiles, li.train_tokens, li.val_tokens, tokens_step, o.batch,
-               o.context, o.accum, D->size);
-        if (!o.dump) {
-            if (mkdir(o.out, 0777) != 0 && errno != EEXIST) {
-                die("cannot create --out %s: %s", o.out, strerror(errno));
-            }
-            char p[4096];
-            snprintf(p, sizeof p, "%s/loss.csv", o.out);
-            struct stat sb;
-            int append = o.resume && stat(p, &sb) == 0;
-            if (!(csv = fopen(p, append ? "a" : "w"))) {
-                die("cannot write %s: %s", p, strerror(errno));
-            }
-            if (!append) {
-                fprintf(csv, "step,loss,val_loss,lr,tokens_per_s,step_ms,compute_ms,comm_ms,"
-                             "bytes_sent\n");
-            }
-        }
+        size_t nv = li.val_windows < (size_t)o.val_windows ? li.val_windows : (size_t)o.val_windows;
+        printf("data: %s: %zu tokens in %d file(s), %zu train / %zu validation (%zu of its "
+               "windows evaluated)\n",
+               o.data, li.tokens, li.nfiles, li.train_tokens, li.val_tokens, nv);
+        printf("global batch: %d sequences per step (--batch %d x %d ranks x --accum %d), %zu "
+               "tokens of context %d\n",
+               o.batch * D->size * o.accum, o.batch, D->size, o.accum, tokens_step, o.context);
         fflush(stdout);
     }
     int *x = malloc((size_t)o.batch * (size_t)o.context * sizeof(int));
@@ -814,7 +1050,17 @@ int main(int argc, char **argv)
     double first_val = NAN, last_val = NAN, t_run = now_s();
     double sum_step = 0, sum_comm = 0, sum_bytes = 0; /* steps after this run's first */
     int nsum = 0, final_ckpt_failed = 0;
-    int start = o.resume ? load_ckpt(&t, &o, ld) : 0;
+    int start = o.resume ? load_ckpt(&t, &o, ld) : 0, ran = start < o.steps;
+    if (D->rank == 0 && !o.dump && !ran) {
+        if (o.resume) {
+            printf("nothing to train: the checkpoint is at step %d and --steps is %d (pass a "
+                   "larger --steps to train on)\n", start, o.steps);
+        } else {
+            printf("nothing to train: --steps %d\n", o.steps);
+        }
+    } else if (D->rank == 0 && !o.dump) {
+        csv = open_csv(&o, start);
+    }
     if (o.val_every > 0 && !o.dump) {
         first_val = evaluate(&t, ld, &o, x, y);
         if (D->rank == 0) {
@@ -915,7 +1161,11 @@ int main(int argc, char **argv)
             final_ckpt_failed = save_ckpt(&t, &o, ld, s + 1) != 0; /* the last save decides */
         }
     }
-    if (!o.dump) {
+    if (!o.dump && !ran && D->rank == 0) {
+        if (o.val_every > 0) {
+            printf("validation loss: %.6f at step %d (no steps run)\n", first_val, start);
+        }
+    } else if (!o.dump) {
         sample(&t, &o);
         if (D->rank == 0) {
             fclose(csv);
@@ -927,11 +1177,12 @@ int main(int argc, char **argv)
                        (double)tokens_step * nsum / sum_step, sum_bytes / nsum * 1e-6);
             }
             if (o.val_every > 0) {
-                printf("validation loss: %.4f at start, %.4f at the end (%d steps, %.1f s)\n",
-                       first_val, last_val, o.steps, now_s() - t_run);
+                printf("validation loss: %.6f at start, %.6f at the end (steps %d-%d ran here: "
+                       "%d steps in %.1f s)\n",
+                       first_val, last_val, start + 1, o.steps, o.steps - start, now_s() - t_run);
             } else {
-                printf("%d steps in %.1f s (no validation: --val-every 0)\n", o.steps - start,
-                       now_s() - t_run);
+                printf("steps %d-%d ran here: %d steps in %.1f s (no validation: --val-every 0)\n",
+                       start + 1, o.steps, o.steps - start, now_s() - t_run);
             }
             plot(o.out);
         }

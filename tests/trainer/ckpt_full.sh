@@ -5,8 +5,8 @@
 #      2-step run fail; the run trains to its end and exits with status 1 (the final save failed);
 #      the error names the file and "No space left on device"; nothing of the saves is left;
 #   2. 1 MiB, 900 KiB of it taken by a step_00000099.tmp that a killed run left behind, next to a
-#      complete step_00000000: the next run's saves succeed (the stale .tmp is removed, the
-#      complete checkpoint is kept).
+#      complete step_00000000: the run resumed (from a 1-step run's checkpoint elsewhere) saves
+#      steps 2 and 3 (the stale .tmp is removed, the complete checkpoint is kept).
 # Needs root (mount); skipped where a tmpfs cannot be mounted. The tmpfs is unmounted on exit.
 # Knobs: CKPTFULL_KEEP=1 keeps the temporary directory (unmounted), CKPTFULL_TIMEOUT the hang guard.
 
@@ -40,18 +40,20 @@ point() { # point DESCRIPTION COMMAND...: one TAP line; on failure the run's log
         tail -n 12 "$tmp/log" | cut -c 1-250 | sed 's/^/#   /'
     fi
 }
-# train: 2 steps at 2 ranks, ZeRO 1, a checkpoint after each; sets rc
+# train OUT [args...]: 2 ranks, ZeRO 1, a checkpoint after each step; sets rc
 train() {
+    _out=$1
+    shift
     "$TR" -n 2 --timeout "$guard" "$TT" --data "$tmp/corpus.txt" --layers 1 --heads 1 \
-        --channels 16 --context 16 --batch 2 --zero 1 --steps 2 --ckpt-every 1 --ckpt-keep 3 \
-        --val-every 0 --sample 0 --out "$tmp/out" >"$tmp/log" 2>&1 </dev/null
+        --channels 16 --context 16 --batch 2 --zero 1 --ckpt-every 1 --ckpt-keep 3 \
+        --val-every 0 --sample 0 --out "$_out" "$@" >"$tmp/log" 2>&1 </dev/null
     rc=$?
 }
 rows() { [ "$(tail -n +2 "$tmp/out/loss.csv" | wc -l)" -eq "$1" ]; }
 
 echo "1..5"
 
-train
+train "$tmp/out" --steps 2
 point "disk full: the run trains to its end despite the failed saves, exits 1 (final save failed)" \
     eval '[ $rc = 1 ] && rows 2 && grep -q "warning: checkpoint .*step_00000001 failed" "$tmp/log"'
 point "the failure names the file and the cause" \
@@ -64,9 +66,11 @@ mount -o remount,size=1m "$ckpt" || echo "Bail out! cannot resize the tmpfs at $
 mkdir "$ckpt/step_00000099.tmp" "$ckpt/step_00000000" &&
     head -c 921600 /dev/zero >"$ckpt/step_00000099.tmp/optim_00000.bin" &&
     echo complete >"$ckpt/step_00000000/model.bin" || echo "Bail out! cannot fill $ckpt"
-train
-point "with space again, a stale step_*.tmp filling it does not make the next run's saves fail" \
-    eval '[ $rc = 0 ] && rows 2 && [ "$(cat "$ckpt/latest")" = step_00000002 ] &&
-        [ "$(ls "$ckpt/step_00000001" "$ckpt/step_00000002" | grep -c bin)" = 6 ]'
+train "$tmp/seed" --steps 1
+[ $rc = 0 ] || echo "Bail out! a 1-step run into $tmp/seed failed"
+train "$tmp/out" --steps 3 --resume "$tmp/seed/ckpt/step_00000001"
+point "with space again, a stale step_*.tmp filling it does not make the resumed run's saves fail" \
+    eval '[ $rc = 0 ] && rows 3 && [ "$(cat "$ckpt/latest")" = step_00000003 ] &&
+        [ "$(ls "$ckpt/step_00000002" "$ckpt/step_00000003" | grep -c bin)" = 6 ]'
 point "the stale step_00000099.tmp is removed, the complete step_00000000 is kept" \
     eval '[ ! -e "$ckpt/step_00000099.tmp" ] && [ -f "$ckpt/step_00000000/model.bin" ]'

@@ -28,7 +28,7 @@ num=0
 run() {
     "$TR" -n 4 --timeout "$guard" "$TT" --dp 4 --zero 1 --compress "$2" --sched tic \
         --layers 4 --heads 4 --channels 128 --context 128 --batch 8 --steps 200 --warmup 20 \
-        --lr 2e-3 --val-every 200 --val-batches 4 --sample 0 --threads 1 --quiet \
+        --lr 2e-3 --val-every 200 --val-windows 128 --sample 0 --threads 1 --quiet \
         --out "$tmp/$1" >"$tmp/$1.log" 2>&1 </dev/null || return 1
     sed -n 's/.*validation loss: \([0-9.]*\) at start, \([0-9.]*\) at the end.*/\1 \2/p' \
         "$tmp/$1.log"
