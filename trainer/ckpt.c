@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "trainer/ckpt.h"
@@ -109,7 +110,8 @@ static int fsync_dir(const char *dir)
     return rc;
 }
 
-/* Remove a checkpoint directory (flat: files only). 0 once it is gone. */
+/* Remove a checkpoint directory (files, and checkpoint directories in a superseded-* one). 0 once
+ * it is gone. */
 static int remove_dir(const char *path)
 {
     DIR *d = opendir(path);
@@ -121,7 +123,9 @@ static int remove_dir(const char *path)
     while ((e = readdir(d))) {
         if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
             snprintf(p, sizeof p, "%s/%s", path, e->d_name);
-            unlink(p);
+            if (unlink(p) != 0 && errno == EISDIR) {
+                remove_dir(p);
+            }
         }
     }
     closedir(d);
@@ -205,13 +209,14 @@ static void prune(const char *dir, int keep)
     }
 }
 
-/* A name a checkpoint directory's content may have: step_<digits>[.tmp], latest, latest.tmp. */
+/* A name a checkpoint directory's content may have: step_<digits>[.tmp], latest, latest.tmp,
+ * superseded-* (ckpt_supersede). */
 static int ckpt_name(const char *name, long *step_p, int *complete_p)
 {
     char tail;
     *complete_p = sscanf(name, "step_%ld%c", step_p, &tail) == 1;
     return *complete_p || is_tmp_name(name) || !strcmp(name, "latest") ||
-           !strcmp(name, "latest.tmp");
+           !strcmp(name, "latest.tmp") || !strncmp(name, "superseded-", 11);
 }
 
 int ckpt_count(const char *dir, int *complete_p, long *newest_p)
@@ -259,11 +264,58 @@ int ckpt_clear(const char *dir, char *err)
     return rc;
 }
 
+static int point_latest(const char *dir, const char *fin, int64_t step, char *err);
+
+int ckpt_supersede(const char *dir, long step, char *moved_to, char *err)
+{
+    moved_to[0] = '\0';
+    DIR *d = opendir(dir);
+    if (!d) {
+        return errno == ENOENT ? 0 : errf(err, "cannot read %s: %s", dir, strerror(errno));
+    }
+    char to[4096], src[4096], dst[4096 + 64];
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    snprintf(to, sizeof to, "%s/superseded-%04d%02d%02d-%02d%02d%02d", dir, tm.tm_year + 1900,
+             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+    struct dirent *e;
+    long s;
+    int c, n = 0, rc = 0;
+    while (!rc && (e = readdir(d))) {
+        if (!ckpt_name(e->d_name, &s, &c) || !c || s <= step) {
+            continue;
+        }
+        if (n++ == 0 && mkdir(to, 0777) != 0 && errno != EEXIST) {
+            rc = errf(err, "cannot create %s: %s", to, strerror(errno));
+            break;
+        }
+        snprintf(src, sizeof src, "%s/%s", dir, e->d_name);
+        snprintf(dst, sizeof dst, "%s/%s", to, e->d_name);
+        if (rename(src, dst) != 0) {
+            rc = errf(err, "cannot move %s to %s: %s", src, to, strerror(errno));
+        }
+    }
+    closedir(d);
+    if (rc || n == 0) {
+        return rc;
+    }
+    snprintf(moved_to, 4096, "%s", to);
+    snprintf(src, sizeof src, "%s/step_%08ld", dir, step);
+    struct stat st;
+    if (stat(src, &st) == 0) {
+        rc = point_latest(dir, src, step, err);
+    } else { /* resumed from a checkpoint kept elsewhere: latest named a moved one */
+        snprintf(dst, sizeof dst, "%s/latest", dir);
+        unlink(dst);
+    }
+    return rc ? rc : n;
+}
+
 /* Rank 0, once every rank's files are durable: rename tmp to fin, then point latest at it. A
  * failure before the rename removes tmp; after it, fin is complete and stays. */
 static int publish(const char *dir, const char *tmp, const char *fin, int64_t step, char *err)
 {
-    char p[4096], lat[4096];
     int bad = fsync_dir(tmp) != 0;
     if (!bad) {
         remove_dir(fin); /* the same step saved again (a run resumed from an older checkpoint) */
@@ -274,6 +326,13 @@ static int publish(const char *dir, const char *tmp, const char *fin, int64_t st
         remove_dir(tmp);
         return errf(err, "cannot publish %s as %s: %s", tmp, fin, strerror(e));
     }
+    return point_latest(dir, fin, step, err);
+}
+
+/* Replace dir/latest (through latest.tmp) with the name of step's checkpoint fin. */
+static int point_latest(const char *dir, const char *fin, int64_t step, char *err)
+{
+    char p[4096], lat[4096];
     snprintf(p, sizeof p, "%s/latest.tmp", dir);
     snprintf(lat, sizeof lat, "%s/latest", dir);
     int e = fsync_dir(dir) != 0 ? errno : 0; /* the rename is durable before latest names it */

@@ -92,6 +92,12 @@ int ckpt_count(const char *dir, int *complete_p, long *newest_p);
  * removed. */
 int ckpt_clear(const char *dir, char *err);
 
+/* A run resumed from step: move the complete checkpoints of later steps in dir (the continuation
+ * this run replaces) into dir/superseded-<date>-<time> (its path into moved_to, 4096 bytes), so that
+ * `latest` and pruning see only this run's history, and point `latest` at step's checkpoint (or
+ * remove it when step's checkpoint is not in dir). Returns how many were moved, or -1 with err. */
+int ckpt_supersede(const char *dir, long step, char *moved_to, char *err);
+
 /*
  * Load the checkpoint at path (a step_NNNNNNNN directory): check its model shape against want
  * (fields n_layer .. num_params), then fill meta_p, the full params (num_params) and m, v for the

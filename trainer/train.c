@@ -149,7 +149,9 @@ static void usage(FILE *f)
         "                      at any --dp: it keeps the checkpoint's global batch, deriving\n"
         "                      --batch and --accum where not given (--batch at most the saved\n"
         "                      one), or refuses, saying what to pass; loss.csv keeps its rows up\n"
-        "                      to the resumed step, and this run's steps follow\n"
+        "                      to the resumed step, and this run's steps follow; checkpoints of\n"
+        "                      later steps (the run this one replaces) move to\n"
+        "                      --out/ckpt/superseded-<date>-<time>\n"
         "  --threads N         OpenMP threads per rank [OMP_NUM_THREADS or cores / ranks]\n"
         "  --quiet             no per-step lines\n"
         "  -h, --help          this text\n"
@@ -465,6 +467,15 @@ static FILE *open_csv(const opts_t *o, int start)
         if (dropped) {
             printf("loss.csv: removed %d row(s) after step %d (the steps this run is about to "
                    "redo)\n", dropped, start);
+        }
+        char dir[4096], moved[4096], cerr[CKPT_ERR_LEN];
+        snprintf(dir, sizeof dir, "%s/ckpt", o->out);
+        int nmoved = ckpt_supersede(dir, start, moved, cerr);
+        if (nmoved < 0) {
+            die("%s", cerr);
+        } else if (nmoved > 0) {
+            printf("checkpoints: moved %d of step > %d (the run this one replaces from step %d) "
+                   "to %s\n", nmoved, start, start, moved);
         }
         if (!(out = fopen(p, "a"))) {
             die("cannot append to %s: %s", p, strerror(errno));

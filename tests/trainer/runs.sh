@@ -4,8 +4,9 @@
 #   1. nothing lost: a new run into a folder holding another run's results is refused before any
 #      work, saying how to go on, and changes nothing; --overwrite replaces the old run whole (its
 #      loss.csv and every checkpoint: none of them is left beside the new run's); a resume from an
-#      earlier checkpoint leaves each step once in loss.csv and says which steps ran; a resume with
-#      no steps left says so (no "nan");
+#      earlier checkpoint leaves each step once in loss.csv and says which steps ran, and moves
+#      the later checkpoints of the run it replaces into ckpt/superseded-*, pointing latest at
+#      the resumed one; a resume with no steps left says so (no "nan");
 #   3. a checkpoint of DP=2, --batch 4, --accum 2 (16 sequences per step) resumed on one rank
 #      without batch flags keeps the global batch (--batch 4 --accum 4) and the uninterrupted
 #      losses (within 1e-5); --batch 3 there is refused with what to pass;
@@ -47,7 +48,7 @@ train() {
 # col CSV N: column N of the rows
 col() { tail -n +2 "$1" | cut -d, -f"$2"; }
 
-echo "1..9"
+echo "1..10"
 
 # 1. nothing lost
 train 2 "$tmp/a" --batch 4 --accum 2 --steps 6 --ckpt-every 3 --ckpt-keep 3 --val-every 3
@@ -81,8 +82,15 @@ w=$(paste -d' ' "$tmp/want" "$tmp/got" | awk '{e = ($1 - $2) / $1; if (e < 0) e 
 point $? "DP=2 checkpoint resumed on 1 rank keeps the global batch of 16: losses within 1e-5 (worst $w)" \
     "$tmp/a.log"
 
-train 1 "$tmp/a" --steps 6 --resume latest
-[ $rc = 0 ] && grep -q "nothing to train: the checkpoint is at step 6" "$tmp/a.log" &&
+# The replaced continuation's checkpoint (step 6) was moved aside; latest names step 3 (the resumed
+# run saved none), so pruning and --resume latest see only this run's history.
+[ "$(ls "$tmp/a/ckpt"/superseded-*)" = step_00000006 ] &&
+    [ "$(cat "$tmp/a/ckpt/latest")" = step_00000003 ] && grep -q "checkpoints: moved 1" "$tmp/a.log"
+point $? "the resume moved the replaced run's later checkpoint aside and latest names step 3" \
+    "$tmp/a.log"
+
+train 1 "$tmp/a" --steps 3 --resume latest
+[ $rc = 0 ] && grep -q "nothing to train: the checkpoint is at step 3" "$tmp/a.log" &&
     ! grep -q nan "$tmp/a.log"
 point $? "a resume with no steps left says so (no nan)" "$tmp/a.log"
 
