@@ -653,7 +653,7 @@ TEMPO_API tempo_status_t tempo_bucketer_destroy(tempo_bucketer_t b);
  *                   authors' code; a coordinate near 0 rounds to -l1 or +l1); 1 = a zero level
  *                   and a sign bit (the paper): 2^bits - 1 levels
  *   entropy=none    none | rans | zstd: entropy stage over the level indices
- *   refit=0,100,2000,10000   adaptive levels are fitted at these calls per tensor, then every
+ *   refit=0;100;2000;10000   adaptive levels are fitted at these calls per tensor, then every
  *                   last-entry calls, from statistics gathered from every rank (identical levels
  *                   everywhere)
  *   dist=20         mixture model: buckets with the largest norms kept

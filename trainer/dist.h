@@ -38,6 +38,8 @@ typedef struct {
 typedef struct {
     dist_mode_t mode;
     const char *compress; /* compressor spec for gradients, NULL or "none": uncompressed */
+    const char *compress_src; /* where the spec came from, for messages: "--compress" (NULL) or
+                               * "TEMPO_COMPRESS" */
     const char *sched;    /* "tic", "tac" or "fifo" (the priority policy) */
     size_t bucket_bytes;  /* fusion of all-reduce mode; 0: the backend's default */
 } dist_grad_opts_t;

@@ -68,8 +68,8 @@ static int m_grads_register(dist_t *d, float *grads, const dist_group_t *groups,
     mdist_t *m = d->impl;
     if (o->compress && *o->compress && strcmp(o->compress, "none") != 0) {
         snprintf(m->err, sizeof m->err,
-                 "the mpi backend has no compressors (--compress %s); use --backend tempo",
-                 o->compress);
+                 "the mpi backend has no compressors (%s %s); use --backend tempo",
+                 o->compress_src ? o->compress_src : "--compress", o->compress);
         return -1;
     }
     m->mode = o->mode;

@@ -111,8 +111,11 @@ static int t_grads_register(dist_t *d, float *grads, const dist_group_t *groups,
     memcpy(t->groups, groups, (size_t)ngroups * sizeof(*groups));
     if (o->compress && *o->compress && strcmp(o->compress, "none") != 0) {
         st = tempo_compressor_create(o->compress, &t->qc);
-        if (st != TEMPO_OK) {
-            return fail(d, "--compress", st);
+        if (st != TEMPO_OK) { /* not a communicator's error: the calling thread's */
+            snprintf(t->err, sizeof t->err, "%s %s: %s (%s)",
+                     o->compress_src ? o->compress_src : "--compress", o->compress,
+                     tempo_last_error(NULL), tempo_status_name(st));
+            return -1;
         }
         tempo_compressor_stats(t->qc, &t->q0);
     }

@@ -45,6 +45,7 @@
 
 typedef struct {
     const char *data, *backend, *compress, *sched, *out, *dump, *resume;
+    const char *compress_src; /* "--compress", "TEMPO_COMPRESS" or NULL (the default, none) */
     int dp, zero, layers, heads, channels, context, batch, accum, steps, warmup, val_every;
     int ckpt_every, ckpt_keep, overwrite;
     int batch_set, accum_set; /* --batch, --accum given: a resume keeps them (keep_global_batch) */
@@ -238,7 +239,7 @@ static void parse(int argc, char **argv, opts_t *o)
         case O_SEED: o->seed = (uint64_t)parse_num("--seed", optarg, 0, 1e18); break;
         case O_DP: o->dp = (int)parse_num("--dp", optarg, 1, 1 << 20); break;
         case O_ZERO: o->zero = (int)parse_num("--zero", optarg, 0, 2); break;
-        case O_COMP: o->compress = optarg; break;
+        case O_COMP: o->compress = optarg, o->compress_src = "--compress"; break;
         case O_SCHED: o->sched = optarg; break;
         case O_BACK: o->backend = optarg; break;
         case O_VEVERY: o->val_every = (int)parse_num("--val-every", optarg, 0, 1e9); break;
@@ -270,6 +271,13 @@ static void parse(int argc, char **argv, opts_t *o)
         fprintf(stderr, "tempo-train: --overwrite starts a new run in place of the one in %s, "
                         "--resume continues it: pass one of them\n", o->out);
         exit(2);
+    }
+    /* TEMPO_COMPRESS is tempo's default compressor (tempo.h): without --compress it applies here
+     * too, as the README shows, and the start line says where the spec came from. */
+    const char *env = getenv("TEMPO_COMPRESS");
+    if (!o->compress_src && env && *env) {
+        o->compress = env;
+        o->compress_src = "TEMPO_COMPRESS";
     }
 }
 
@@ -562,7 +570,8 @@ static void trainer_setup(trainer_t *t, gpt_model_t *m, const opts_t *o)
         t->groups[g] = (dist_group_t){.off = r.off, .n = r.n, .layer = g, .name = t->names[g]};
     }
     dist_grad_opts_t go = {.mode = o->zero ? DIST_REDUCE_SCATTER : DIST_ALLREDUCE,
-                           .compress = o->compress, .sched = o->sched,
+                           .compress = o->compress, .compress_src = o->compress_src,
+                           .sched = o->sched,
                            .bucket_bytes = o->bucket_bytes};
     DIST_CHECK(D->grads_register(D, m->grads, t->groups, t->ngroups, &go),
                "gradient synchronization");
@@ -1034,8 +1043,10 @@ int main(int argc, char **argv)
     double flops_tok = gpt_flops_per_token(&cfg, o.context);
     FILE *csv = NULL;
     if (D->rank == 0) {
-        printf("tempo-train: %d rank(s), backend %s, ZeRO %d; %s\n", D->size, D->backend, o.zero,
-               D->describe(D));
+        printf("tempo-train: %d rank(s), backend %s, ZeRO %d; %s%s\n", D->size, D->backend, o.zero,
+               D->describe(D),
+               o.compress_src && !strcmp(o.compress_src, "TEMPO_COMPRESS")
+                   ? " (compressor from TEMPO_COMPRESS)" : "");
         printf("model: %d layers, %d heads, %d channels, context %d, vocabulary %d: %zu "
                "parameters\n",
                o.layers, o.heads, o.channels, o.context, cfg.vocab_size, m->num_params);

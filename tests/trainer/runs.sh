@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/trainer/runs.sh — what tempo-train does with the runs in its --out folder and across
-# layouts (issue 16, items 1, 3 and 4), on real ranks (tempo-run):
+# layouts (issue 16, items 1, 3, 4 and 5), on real ranks (tempo-run):
 #   1. nothing lost: a new run into a folder holding another run's results is refused before any
 #      work, saying how to go on, and changes nothing; --overwrite replaces the old run whole (its
 #      loss.csv and every checkpoint: none of them is left beside the new run's); a resume from an
@@ -11,7 +11,9 @@
 #      without batch flags keeps the global batch (--batch 4 --accum 4) and the uninterrupted
 #      losses (within 1e-5); --batch 3 there is refused with what to pass;
 #   4. the same parameters (step 0) give the same validation loss at DP=1, 2 and 4 with --batch 4
-#      per rank (global batches 4, 8 and 16), within 1e-6 relative.
+#      per rank (global batches 4, 8 and 16), within 1e-6 relative;
+#   5. a bad compressor spec fails saying why, from --compress and from TEMPO_COMPRESS (which
+#      applies without --compress; the start line names it); tempo.h's refit example parses.
 # The corpus is the repository's README.md and include/tempo.h; the model is tiny (2 layers, 2
 # heads, 32 channels, context 32), 6 steps at most.
 # Knobs: RUNS_KEEP=1 keeps the temporary directory, RUNS_TIMEOUT the hang guard per launch.
@@ -48,7 +50,7 @@ train() {
 # col CSV N: column N of the rows
 col() { tail -n +2 "$1" | cut -d, -f"$2"; }
 
-echo "1..10"
+echo "1..13"
 
 # 1. nothing lost
 train 2 "$tmp/a" --batch 4 --accum 2 --steps 6 --ckpt-every 3 --ckpt-keep 3 --val-every 3
@@ -120,3 +122,16 @@ point $? "step 0 at DP=1, 2, 4 (global batch 4, 8, 16): the same validation loss
     "$tmp/v4.log"
 grep -q "global batch: 16 sequences per step (--batch 4 x 4 ranks x --accum 1)" "$tmp/v4.log"
 point $? "the start line gives the global batch" "$tmp/v4.log"
+
+# 5. compressor specs: a bad one says why, from --compress and from TEMPO_COMPRESS (which applies
+# when --compress is not given, and the start line says so); tempo.h's refit example parses.
+train 1 "$tmp/c1" --steps 1 --compress alq:bits=99
+[ $rc != 0 ] && grep -q -- "--compress alq:bits=99: .*bits=99: expected an integer 1..8" "$tmp/c1.log"
+point $? "--compress alq:bits=99 fails saying why" "$tmp/c1.log"
+TEMPO_COMPRESS=alq:bits=99 train 1 "$tmp/c2" --steps 1
+[ $rc != 0 ] && grep -q "TEMPO_COMPRESS alq:bits=99: .*expected an integer 1..8" "$tmp/c2.log"
+point $? "TEMPO_COMPRESS=alq:bits=99 is not ignored: it fails saying why" "$tmp/c2.log"
+TEMPO_COMPRESS='alq:bits=3,refit=0;100;2000;10000,min=0' train 1 "$tmp/c3" --steps 1
+[ $rc = 0 ] && grep -q "alq:bits=3.*(compressor from TEMPO_COMPRESS)" "$tmp/c3.log"
+point $? "TEMPO_COMPRESS with tempo.h's refit example compresses, and the start line says so" \
+    "$tmp/c3.log"
