@@ -174,7 +174,7 @@ mpi_compare() {
     rargs="--seed $s --case $4 --max-depth $depth --big $big --comp-avg $comp_avg"
     echo "# replay (tempo):   ${tenv}tempo-run -n $n tests/mr/difftest --out DIR --hashes DIR" \
         "$rargs"
-    echo "# replay (Open MPI): OMPI_MCA_op=^avx mpirun -n $n --oversubscribe" \
+    echo "# replay (Open MPI): OMPI_MCA_op=^avx mpirun -n $n $mpi_flags" \
         "tests/mr/difftest_mpi --hashes DIR $rargs"
     echo "# then compare the lines of case $4 in DIR/h<rank>"
 }
