@@ -43,9 +43,31 @@
  * rank (the job cannot go on). Every rank writes one line per group (one group per collective,
  * plus sched, compressed and split) to DIR/r<rank> (mrtest.h), which difftest.sh turns into TAP.
  *
+ * Open MPI as a second reference. Built with -DDIFFTEST_MPI (tests/mr/difftest_mpi, only where
+ * configure found MPI), this same file derives the same cases from (seed, case) through the same
+ * generator (tree_plan, gen_case, prepare: same buffers, same data, same layouts) and runs each
+ * operation that MPI can express through MPI, one after the other in case order, on
+ * communicators made with MPI_Comm_split from the same colors and keys (MPI orders a color's
+ * members by key, then parent rank, as tempo does). What MPI cannot express is skipped and
+ * counted: fp16 and bf16 reductions (no MPI datatype; moved data of those types travels as
+ * MPI_UINT16_T). avg is MPI_SUM followed by the division of tempo.h (in the type; integer
+ * division for integers), exact here because every table's sum is exact. Out-of-place broadcast
+ * copies the root's sendbuf to its recvbuf; in-place forms use MPI_IN_PLACE (the two in-place
+ * layouts of reduce_scatter and allgather are moved to and from MPI's). With --hashes DIR both
+ * programs write DIR/h<rank>: one line per operation this rank took part in,
+ *     CASE OP TOKEN DESCRIPTION
+ * TOKEN the FNV-1a 64 hash of the result bytes (recvbuf; allgather and alltoall all n blocks; the
+ * root's recvbuf for reduce; the received messages for p2p; nothing for barrier and off the
+ * reduce root), or a word: "skip-<why>" (MPI cannot express it), "unsupported" (tempo refused it
+ * where that is allowed), "error" (tempo failed it). Scheduled and compressed-exact operations
+ * must give the bytes of the plain collective, so they are compared like the others. difftest.sh
+ * compares the two programs' files line by line.
+ *
  * Usage: difftest --list
  *        difftest --out DIR [--seed S] [--cases N] [--first K] [--case K] [--max-depth D]
- *                 [--big PERMILLE] [--comp-avg 0|1] [--transport NAME]
+ *                 [--big PERMILLE] [--comp-avg 0|1] [--transport NAME] [--hashes DIR]
+ *        difftest_mpi --hashes DIR [--seed S] [--cases N] [--first K] [--case K] [--max-depth D]
+ *                 [--big PERMILLE] [--comp-avg 0|1] (under mpirun)
  * --case K is --first K --cases 1. --comp-avg 0 leaves avg out of the compressed lane (sum only).
  * --transport only labels the replay command (tcp adds
  * TEMPO_HOST_ID=%r to it).
@@ -65,6 +87,13 @@
 #include "tempo.h"
 #include "mrtest.h"
 
+#ifdef DIFFTEST_MPI
+#include <mpi.h>
+typedef MPI_Comm dcomm_t; /* the communicators of the tree, tempo's or MPI's */
+#else
+typedef tempo_comm_t dcomm_t;
+#endif
+
 #define MAX_N 64             /* ranks of the job this test supports */
 #define MAX_DEPTH 3          /* levels of splits below the job's communicator */
 #define EPOCH 40             /* cases per communicator tree */
@@ -75,10 +104,12 @@
 
 enum { K_BARRIER = MR_NCOLL, K_P2P, NKINDS };
 enum { G_SCHED = NKINDS, G_COMP, G_SPLIT, NGROUPS };
+#ifndef DIFFTEST_MPI /* the result file's groups */
 static const char *const group_names[NGROUPS] = {
     "difftest/allreduce", "difftest/reduce_scatter", "difftest/allgather", "difftest/broadcast",
     "difftest/reduce",    "difftest/alltoall",       "difftest/barrier",   "difftest/p2p",
     "difftest/sched",     "difftest/compressed",     "difftest/split"};
+#endif
 
 enum { P_OOP, P_INPLACE, P_SAME };
 static const char *const place_names[] = {"out-of-place", "in-place", "in-place-same-ptr"};
@@ -108,8 +139,8 @@ typedef struct {
     cdesc_t comm[MAX_DEPTH + 1][MAX_N];
     int mine[MAX_DEPTH + 1];   /* index of this rank's communicator per level, -1: none */
     int myrank[MAX_DEPTH + 1]; /* this rank's rank in it */
-    tempo_comm_t h[MAX_DEPTH + 1];
-    char text[2048]; /* the tree, for failure reports */
+    dcomm_t h[MAX_DEPTH + 1];  /* this rank's communicator per level; valid where mine >= 0 */
+    char text[2048];           /* the tree, for failure reports */
 } tree_t;
 
 /* ============================================================================================== */
@@ -151,8 +182,8 @@ typedef struct {
 /* The state of one operation on this rank while it runs. */
 typedef struct {
     opspec_t *o;
-    tempo_comm_t comm; /* NULL: this rank has no communicator at the level: nothing to do */
-    const cdesc_t *cd;
+    dcomm_t comm;      /* unset (cd NULL): this rank has no communicator at the level */
+    const cdesc_t *cd; /* NULL: nothing to do on this rank */
     int me, size, root;
     mr_call_t k;
     mr_gbuf_t S, R, X; /* send, receive, extra (an ignored buffer, p2p reverse) */
@@ -167,10 +198,12 @@ typedef struct {
 } run_t;
 
 typedef struct {
-    tempo_comm_t world;
+    dcomm_t world;
     int rank, size;
     mr_out_t out;
     const char *dir, *transport;
+    const char *hash_dir; /* --hashes: write DIR/h<rank> */
+    FILE *hashes;
     uint64_t seed;
     int max_depth, big_permille;
     int comp_avg; /* the compressed lane uses avg as well as sum */
@@ -196,15 +229,6 @@ static uint64_t rnd(uint64_t *s)
 static uint64_t below(uint64_t *s, uint64_t m)
 {
     return m ? rnd(s) % m : 0;
-}
-
-static void shuffle(int *v, int n, uint64_t *s)
-{
-    for (int i = n - 1; i > 0; i--) {
-        int j = (int)below(s, (uint64_t)i + 1), t = v[i];
-        v[i] = v[j];
-        v[j] = t;
-    }
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -319,19 +343,18 @@ static void split_args(const tree_t *t, int l, int *color_p, int *key_p)
 /* Reporting                                                                                      */
 /* ============================================================================================== */
 
-static int is_fatal(tempo_status_t st)
-{
-    return st == TEMPO_ERR_REMOTE || st == TEMPO_ERR_TIMEOUT || st == TEMPO_ERR_ABORTED ||
-           st == TEMPO_ERR_INTERNAL || st == TEMPO_ERR_SYSTEM || st == TEMPO_ERR_NOMEM;
-}
-
 static void replay_cmd(const ctx_t *c, uint64_t k, char *buf, size_t len)
 {
+#ifdef DIFFTEST_MPI
+    const char *launch = "mpirun", *prog = "difftest_mpi --hashes", *env = "";
+#else
+    const char *launch = "tempo-run", *prog = "difftest --out";
+    const char *env = strcmp(c->transport, "tcp") == 0 ? "TEMPO_HOST_ID=%r " : "";
+#endif
     snprintf(buf, len,
-             "%stempo-run -n %d tests/mr/difftest --out DIR --seed 0x%016" PRIx64 " --case %" PRIu64
+             "%s%s -n %d tests/mr/%s DIR --seed 0x%016" PRIx64 " --case %" PRIu64
              " --max-depth %d --big %d --comp-avg %d",
-             strcmp(c->transport, "tcp") == 0 ? "TEMPO_HOST_ID=%r " : "", c->size, c->seed, k,
-             c->max_depth, c->big_permille, c->comp_avg);
+             env, launch, c->size, prog, c->seed, k, c->max_depth, c->big_permille, c->comp_avg);
 }
 
 static void fail(ctx_t *c, int group, uint64_t k, const char *what, const char *why)
@@ -353,20 +376,72 @@ static void fail(ctx_t *c, int group, uint64_t k, const char *what, const char *
 }
 
 /* ---------------------------------------------------------------------------------------------- */
-/* Building and tearing down the tree through the library                                         */
+/* Building and tearing down the tree through the library (tempo's, or MPI's in difftest_mpi)     */
 /* ---------------------------------------------------------------------------------------------- */
+
+#ifndef DIFFTEST_MPI
+/* Split parent as tree_plan said: *h_p (NULL where this rank is left out) and its size and this
+ * rank's rank in it (-1, -1 there). Returns 0, or -1 after reporting the failure. */
+static int comm_split(ctx_t *c, dcomm_t parent, int color, int key, uint64_t k, const char *what,
+                      dcomm_t *h_p, int *size_p, int *rank_p)
+{
+    tempo_comm_t nc = NULL;
+    tempo_status_t st = tempo_comm_split(parent, color, key, &nc);
+    if (st != TEMPO_OK) {
+        char why[700];
+        snprintf(why, sizeof(why), "returned %s", mr_errtext(parent, st));
+        fail(c, G_SPLIT, k, what, why);
+        return -1;
+    }
+    *h_p = nc;
+    *size_p = tempo_comm_size(nc);
+    *rank_p = tempo_comm_rank(nc);
+    return 0;
+}
+
+/* Destroy *h (where this rank has one); NULL, or the error in words (static storage). */
+static const char *comm_free(dcomm_t *h)
+{
+    tempo_status_t st = *h ? tempo_comm_destroy(*h) : TEMPO_OK;
+    *h = NULL;
+    return st == TEMPO_OK ? NULL : mr_errtext(NULL, st);
+}
+#else
+/* MPI's errors are fatal (MPI_ERRORS_ARE_FATAL): MPI prints them and ends the job. */
+static int comm_split(ctx_t *c, dcomm_t parent, int color, int key, uint64_t k, const char *what,
+                      dcomm_t *h_p, int *size_p, int *rank_p)
+{
+    (void)c, (void)k, (void)what;
+    MPI_Comm nc = MPI_COMM_NULL;
+    MPI_Comm_split(parent, color == TEMPO_UNDEFINED ? MPI_UNDEFINED : color, key, &nc);
+    *h_p = nc;
+    *size_p = *rank_p = -1;
+    if (nc != MPI_COMM_NULL) {
+        MPI_Comm_size(nc, size_p);
+        MPI_Comm_rank(nc, rank_p);
+    }
+    return 0;
+}
+
+static const char *comm_free(dcomm_t *h)
+{
+    if (*h != MPI_COMM_NULL) {
+        MPI_Comm_free(h);
+    }
+    *h = MPI_COMM_NULL;
+    return NULL;
+}
+#endif
 
 static void tree_destroy(ctx_t *c)
 {
     tree_t *t = &c->tree;
     for (int l = t->depth; l >= 1; l--) {
-        if (t->h[l]) {
-            tempo_status_t st = tempo_comm_destroy(t->h[l]);
-            t->h[l] = NULL;
-            if (st != TEMPO_OK) {
+        if (t->mine[l] >= 0) {
+            const char *err = comm_free(&t->h[l]);
+            if (err) {
                 char why[700];
-                snprintf(why, sizeof(why), "tempo_comm_destroy of level %d: %s", l,
-                         mr_errtext(NULL, st));
+                snprintf(why, sizeof(why), "destroy of level %d: %s", l, err);
                 fail(c, G_SPLIT, 0, "destroy", why);
             }
         }
@@ -382,25 +457,19 @@ static void tree_build(ctx_t *c, uint64_t epoch, uint64_t k)
         if (t->mine[l - 1] < 0) {
             continue; /* left out above: not a member of any parent */
         }
-        int color, key;
+        int color, key, size, rank;
         split_args(t, l, &color, &key);
-        tempo_comm_t nc = NULL;
-        tempo_status_t st = tempo_comm_split(t->h[l - 1], color, key, &nc);
         char what[64], why[700];
         snprintf(what, sizeof(what), "split of level %d (color %d, key %d)", l, color, key);
-        if (st != TEMPO_OK) {
-            snprintf(why, sizeof(why), "returned %s", mr_errtext(t->h[l - 1], st));
-            fail(c, G_SPLIT, k, what, why);
+        if (comm_split(c, t->h[l - 1], color, key, k, what, &t->h[l], &size, &rank) != 0) {
             c->fatal |= 1;
             return;
         }
-        t->h[l] = nc;
         int want_size = t->mine[l] >= 0 ? t->comm[l][t->mine[l]].nmem : -1;
         int want_rank = t->mine[l] >= 0 ? t->myrank[l] : -1;
-        if ((nc == NULL) != (t->mine[l] < 0) || tempo_comm_size(nc) != want_size ||
-            tempo_comm_rank(nc) != want_rank) {
-            snprintf(why, sizeof(why), "got rank %d of %d, expected rank %d of %d",
-                     tempo_comm_rank(nc), tempo_comm_size(nc), want_rank, want_size);
+        if (size != want_size || rank != want_rank) {
+            snprintf(why, sizeof(why), "got rank %d of %d, expected rank %d of %d", rank, size,
+                     want_rank, want_size);
             fail(c, G_SPLIT, k, what, why);
             c->fatal = 1; /* the ranks no longer agree on who takes part in what */
         } else {
@@ -564,7 +633,7 @@ static int group_of(const opspec_t *o)
 }
 
 /* ============================================================================================== */
-/* Preparing, posting and checking one operation                                                  */
+/* Preparing one operation (both programs)                                                        */
 /* ============================================================================================== */
 
 /* Compressed cases: small integers (sum) or rank-count multiples of them (avg), so that fp16 and
@@ -696,6 +765,67 @@ static void prepare(ctx_t *c, run_t *u, opspec_t *o)
     u->k.recv = null0 ? NULL : r;
 }
 
+/* ============================================================================================== */
+/* Result hashes (--hashes), written by both programs                                             */
+/* ============================================================================================== */
+
+static uint64_t fnv1a64(const uint8_t *p, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) {
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    }
+    return h;
+}
+
+/* The bytes operation u delivered on this rank (see the top of the file); their length. */
+static size_t result_bytes(const run_t *u, const uint8_t **p_p)
+{
+    const opspec_t *o = u->o;
+    size_t cb = o->count * mr_esize(o->dt), n = (size_t)u->size;
+    *p_p = u->r;
+    switch (o->kind) {
+    case MR_ALLREDUCE:
+    case MR_REDUCE_SCATTER:
+    case MR_BROADCAST: return cb;
+    case MR_ALLGATHER:
+    case MR_ALLTOALL: return n * cb;
+    case MR_REDUCE: return u->me == u->root ? cb : 0;
+    case K_P2P: return n > 1 ? (size_t)o->nmsg * cb : 0;
+    default: return 0; /* barrier */
+    }
+}
+
+/* The line of operation i of case cs on this rank: the hash of its result, or word. */
+static void hash_line(ctx_t *c, const case_t *cs, int i, const run_t *u, const char *word,
+                      const char *desc)
+{
+    char tok[24];
+    if (!c->hashes) {
+        return;
+    }
+    if (!word) {
+        const uint8_t *p;
+        size_t n = result_bytes(u, &p);
+        snprintf(tok, sizeof(tok), "%016" PRIx64, fnv1a64(p, n));
+        word = tok;
+    }
+    fprintf(c->hashes, "%" PRIu64 " %d %s %s\n", cs->k, i, word, desc);
+}
+
+static void release(run_t *u)
+{
+    free(u->S.base);
+    free(u->R.base);
+    free(u->X.base);
+    u->S.base = u->R.base = u->X.base = NULL;
+}
+
+/* ============================================================================================== */
+/* The tempo driver: posting and checking one operation, running a case                           */
+/* ============================================================================================== */
+
+#ifndef DIFFTEST_MPI
 static void barrier_path(const ctx_t *c, const run_t *u, int member, char *buf, size_t len)
 {
     snprintf(buf, len, "%s/b%016" PRIx64 ".%d", c->dir, u->o->salt, owner(u, member));
@@ -900,6 +1030,12 @@ static void check(ctx_t *c, run_t *u, mr_verdict_t *v)
     }
 }
 
+static int is_fatal(tempo_status_t st)
+{
+    return st == TEMPO_ERR_REMOTE || st == TEMPO_ERR_TIMEOUT || st == TEMPO_ERR_ABORTED ||
+           st == TEMPO_ERR_INTERNAL || st == TEMPO_ERR_SYSTEM || st == TEMPO_ERR_NOMEM;
+}
+
 /* The verdict on one operation once it completed with status st. */
 static void finish(ctx_t *c, const case_t *cs, int i, run_t *u, tempo_status_t st)
 {
@@ -908,7 +1044,9 @@ static void finish(ctx_t *c, const case_t *cs, int i, run_t *u, tempo_status_t s
     int g = group_of(u->o);
     describe(c, cs, i, u, desc, sizeof(desc));
     c->ops_run++;
-    if (st == TEMPO_ERR_UNSUPPORTED && allowed_unsupported(c, u)) {
+    int allowed = st == TEMPO_ERR_UNSUPPORTED && allowed_unsupported(c, u);
+    hash_line(c, cs, i, u, st == TEMPO_OK ? NULL : allowed ? "unsupported" : "error", desc);
+    if (allowed) {
         c->skip[g]++;
     } else if (st != TEMPO_OK) {
         char why[700];
@@ -923,15 +1061,8 @@ static void finish(ctx_t *c, const case_t *cs, int i, run_t *u, tempo_status_t s
             c->pass[g]++;
         }
     }
-    free(u->S.base);
-    free(u->R.base);
-    free(u->X.base);
-    u->S.base = u->R.base = u->X.base = NULL;
+    release(u);
 }
-
-/* ============================================================================================== */
-/* Running a case                                                                                 */
-/* ============================================================================================== */
 
 static tempo_status_t first_error(const tempo_status_t *sts, int n)
 {
@@ -947,7 +1078,7 @@ static void run_single(ctx_t *c, case_t *cs)
 {
     static run_t u;
     prepare(c, &u, &cs->op[0]);
-    if (!u.comm) {
+    if (!u.cd) {
         return;
     }
     int api = cs->op[0].api;
@@ -972,6 +1103,15 @@ static void run_single(ctx_t *c, case_t *cs)
         tempo_waitall((size_t)u.nreq, u.req, NULL); /* what was posted before the error */
     }
     finish(c, cs, 0, &u, st);
+}
+
+static void shuffle(int *v, int n, uint64_t *s)
+{
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)below(s, (uint64_t)i + 1), t = v[i];
+        v[i] = v[j];
+        v[j] = t;
+    }
 }
 
 /* Posting order of a batch on this rank: program-order operations in case order; scheduled ones
@@ -1019,7 +1159,7 @@ static void run_batch(ctx_t *c, case_t *cs)
     }
     for (int j = 0; j < cs->nops; j++) {
         int i = order[j];
-        if (u[i].comm) {
+        if (u[i].cd) {
             pst[i] = post(c, &u[i], 0);
         }
     }
@@ -1069,11 +1209,147 @@ static void run_batch(ctx_t *c, case_t *cs)
         }
     }
     for (int i = 0; i < cs->nops; i++) {
-        if (u[i].comm) {
+        if (u[i].cd) {
             finish(c, cs, i, &u[i], st[i]);
         }
     }
 }
+
+#else  /* DIFFTEST_MPI */
+
+/* ============================================================================================== */
+/* The MPI driver: each operation through MPI, in case order                                      */
+/* ============================================================================================== */
+
+/* Moved data of any dtype is bytes: fp16 and bf16 travel as MPI_UINT16_T. */
+static MPI_Datatype mpi_dtype(tempo_dtype_t dt)
+{
+    switch (dt) {
+    case TEMPO_INT8: return MPI_INT8_T;
+    case TEMPO_UINT8: return MPI_UINT8_T;
+    case TEMPO_INT32: return MPI_INT32_T;
+    case TEMPO_UINT32: return MPI_UINT32_T;
+    case TEMPO_INT64: return MPI_INT64_T;
+    case TEMPO_UINT64: return MPI_UINT64_T;
+    case TEMPO_FLOAT32: return MPI_FLOAT;
+    case TEMPO_FLOAT64: return MPI_DOUBLE;
+    default: return MPI_UINT16_T; /* fp16, bf16 */
+    }
+}
+
+static MPI_Op mpi_op(tempo_op_t op)
+{
+    return op == TEMPO_PROD  ? MPI_PROD
+           : op == TEMPO_MIN ? MPI_MIN
+           : op == TEMPO_MAX ? MPI_MAX
+                             : MPI_SUM;
+}
+
+/* avg after MPI_SUM: tempo.h's division by n, in the type (integers: truncation toward zero).
+ * Exact for difftest's data: the sum is exact, the division rounds once as the reference's. */
+static void mpi_avg(uint8_t *buf, size_t count, tempo_dtype_t dt, int n)
+{
+    size_t es = mr_esize(dt);
+    for (size_t i = 0; i < count; i++) {
+        uint8_t *p = buf + i * es;
+        if (dt == TEMPO_FLOAT32) {
+            float f;
+            memcpy(&f, p, 4);
+            volatile float q = f / (float)n;
+            mr_store_float(p, dt, q);
+        } else if (dt == TEMPO_FLOAT64) {
+            double d;
+            memcpy(&d, p, 8);
+            mr_store_float(p, dt, d / n);
+        } else {
+            uint64_t raw = 0;
+            memcpy(&raw, p, es);
+            raw = mr_is_signed(dt) ? (uint64_t)(mr_sext(raw, dt) / n) : raw / (uint64_t)n;
+            mr_store_int(p, dt, raw);
+        }
+    }
+}
+
+/* Run u through MPI. NULL, or why MPI cannot express it ("skip-..."). */
+static const char *mpi_run(run_t *u)
+{
+    const opspec_t *o = u->o;
+    int kind = o->kind, n = u->size, me = u->me, root = u->root, cnt = (int)o->count;
+    int reduces = kind == MR_ALLREDUCE || kind == MR_REDUCE_SCATTER || kind == MR_REDUCE;
+    if (reduces && (o->dt == TEMPO_FLOAT16 || o->dt == TEMPO_BFLOAT16)) {
+        return o->dt == TEMPO_FLOAT16 ? "skip-fp16-reduction" : "skip-bf16-reduction";
+    }
+    MPI_Datatype dt = mpi_dtype(o->dt);
+    MPI_Op op = mpi_op(o->op);
+    MPI_Comm comm = u->comm;
+    size_t cb = o->count * mr_esize(o->dt);
+    uint8_t *s = u->k.send ? u->s : NULL, *r = u->k.recv ? u->r : NULL; /* NULL as tempo got */
+    const void *sb = o->place == P_OOP ? (const void *)s : MPI_IN_PLACE;
+    switch (kind) {
+    case MR_ALLREDUCE: MPI_Allreduce(sb, r, cnt, dt, op, comm); break;
+    case MR_REDUCE_SCATTER:
+        /* in place, MPI's block lands at the start of the buffer: tempo's in-place-same-ptr */
+        MPI_Reduce_scatter_block(sb, o->place == P_OOP ? r : s, cnt, dt, op, comm);
+        if (o->place == P_INPLACE && cb) {
+            memmove(r, s, cb);
+        }
+        break;
+    case MR_ALLGATHER:
+        if (o->place == P_SAME && cb) { /* this rank's block from the start to its place */
+            memmove(r + (size_t)me * cb, r, cb);
+        }
+        MPI_Allgather(sb, cnt, dt, r, cnt, dt, comm);
+        break;
+    case MR_BROADCAST:
+        if (o->place == P_OOP && me == root && cb) {
+            memcpy(r, s, cb); /* MPI_Bcast has one buffer */
+        }
+        MPI_Bcast(r, cnt, dt, root, comm);
+        break;
+    case MR_REDUCE:
+        MPI_Reduce(me == root ? sb : s, me == root ? r : NULL, cnt, dt, op, root, comm);
+        break;
+    case MR_ALLTOALL: MPI_Alltoall(sb, cnt, dt, r, cnt, dt, comm); break;
+    case K_P2P:
+        if (n > 1) {
+            int sh = 1 + o->pshift % (n - 1), tag = (int)(o->ptag % 32768); /* MPI_TAG_UB >= */
+            MPI_Request rq[8];
+            for (int m = 0; m < o->nmsg; m++) {
+                MPI_Irecv(u->r + (size_t)m * cb, cnt, dt, (me + n - sh) % n, tag, comm, &rq[m]);
+            }
+            for (int m = 0; m < o->nmsg; m++) {
+                MPI_Isend(u->s + (size_t)m * cb, cnt, dt, (me + sh) % n, tag, comm,
+                          &rq[o->nmsg + m]);
+            }
+            MPI_Waitall(2 * o->nmsg, rq, MPI_STATUSES_IGNORE);
+        }
+        break;
+    default: MPI_Barrier(comm); break;
+    }
+    if (reduces && o->op == TEMPO_AVG && (kind != MR_REDUCE || me == root)) {
+        mpi_avg(u->r, o->count, o->dt, n);
+    }
+    return NULL;
+}
+
+static void run_mpi(ctx_t *c, case_t *cs)
+{
+    static run_t u;
+    for (int i = 0; i < cs->nops; i++) {
+        prepare(c, &u, &cs->op[i]);
+        if (!u.cd) {
+            continue;
+        }
+        char desc[600];
+        const char *skip = mpi_run(&u);
+        c->ops_run++;
+        c->skip[group_of(u.o)] += skip != NULL;
+        describe(c, cs, i, &u, desc, sizeof(desc));
+        hash_line(c, cs, i, &u, skip, desc);
+        release(&u);
+    }
+}
+#endif /* DIFFTEST_MPI */
 
 /* ============================================================================================== */
 /* main                                                                                           */
@@ -1136,6 +1412,8 @@ static int parse_args(ctx_t *c, int argc, char **argv, int *list_p)
             c->comp_avg = atoi(v);
         } else if (strcmp(a, "--transport") == 0) {
             c->transport = v;
+        } else if (strcmp(a, "--hashes") == 0) {
+            c->hash_dir = v;
         } else {
             return -1;
         }
@@ -1147,17 +1425,119 @@ static int parse_args(ctx_t *c, int argc, char **argv, int *list_p)
     return 0;
 }
 
+/* DIR/h<rank> for --hashes; exits with a message when it cannot be created. */
+static void hashes_open(ctx_t *c)
+{
+    char path[4096];
+    if (!c->hash_dir) {
+        return;
+    }
+    snprintf(path, sizeof(path), "%s/h%d", c->hash_dir, c->rank);
+    c->hashes = fopen(path, "w");
+    if (!c->hashes) {
+        fprintf(stderr, "rank %d: cannot create %s: %s\n", c->rank, path, strerror(errno));
+        exit(2);
+    }
+}
+
+/* Every case of the run, each epoch on its own tree. */
+static void run_cases(ctx_t *c)
+{
+    static case_t cs;
+    uint64_t epoch = UINT64_MAX;
+    for (uint64_t k = c->first; k < c->first + c->ncases && !c->fatal; k++) {
+        if (k / EPOCH != epoch) {
+            tree_destroy(c);
+            epoch = k / EPOCH;
+            tree_build(c, epoch, k);
+            if (c->fatal) {
+                break;
+            }
+        }
+        gen_case(c, k, &cs);
+#ifdef DIFFTEST_MPI
+        run_mpi(c, &cs);
+#else
+        if (cs.batch) {
+            run_batch(c, &cs);
+        } else {
+            run_single(c, &cs);
+        }
+#endif
+        c->cases_run++;
+    }
+}
+
+static int setup(ctx_t *c)
+{
+    if (c->size > MAX_N) {
+        fprintf(stderr, "difftest: more than %d ranks\n", MAX_N);
+        return -1;
+    }
+    load_algos(c);
+    hashes_open(c);
+    c->A = malloc(BIG_BYTES + A_SLACK);
+    if (!c->A) {
+        fprintf(stderr, "out of memory\n");
+        return -1;
+    }
+    for (size_t g = 0; g < BIG_BYTES + A_SLACK; g++) {
+        c->A[g] = (uint8_t)(mr_mix64(g ^ c->seed) >> 60);
+    }
+    return 0;
+}
+
+#ifdef DIFFTEST_MPI
+int main(int argc, char **argv)
+{
+    static ctx_t ctx;
+    ctx_t *c = &ctx;
+    int list = 0;
+    if (parse_args(c, argc, argv, &list) != 0 || list || !c->hash_dir) {
+        fprintf(stderr,
+                "usage: %s --hashes DIR [--seed S] [--cases N] [--first K] [--case K] "
+                "[--max-depth 0-%d] [--big PERMILLE (0-70)] [--comp-avg 0|1]\n",
+                argv[0], MAX_DEPTH);
+        return 2;
+    }
+    MPI_Init(&argc, &argv);
+    c->world = MPI_COMM_WORLD;
+    MPI_Comm_rank(c->world, &c->rank);
+    MPI_Comm_size(c->world, &c->size);
+    if (setup(c) != 0) {
+        MPI_Abort(c->world, 2);
+    }
+    run_cases(c);
+    if (c->fatal) {
+        fflush(c->hashes);
+        MPI_Abort(c->world, 1); /* the tree is not what tree_plan said: reported above */
+    }
+    tree_destroy(c);
+    fclose(c->hashes);
+    long skipped = 0;
+    for (int g = 0; g < NGROUPS; g++) {
+        skipped += c->skip[g];
+    }
+    fprintf(stderr,
+            "difftest_mpi rank %d: seed 0x%016" PRIx64 ", %ld cases, %ld operations, %ld "
+            "skipped\n",
+            c->rank, c->seed, c->cases_run, c->ops_run, skipped);
+    free(c->A);
+    MPI_Finalize();
+    return 0;
+}
+#else
 int main(int argc, char **argv)
 {
     static ctx_t ctx;
     ctx_t *c = &ctx;
     int list = 0;
     if (parse_args(c, argc, argv, &list) != 0 || (!list && !c->dir)) {
-        fprintf(
-            stderr,
-            "usage: %s --list | --out DIR [--seed S] [--cases N] [--first K] [--case K] "
-            "[--max-depth 0-%d] [--big PERMILLE (0-70)] [--comp-avg 0|1] [--transport shm|tcp]\n",
-            argv[0], MAX_DEPTH);
+        fprintf(stderr,
+                "usage: %s --list | --out DIR [--seed S] [--cases N] [--first K] [--case K] "
+                "[--max-depth 0-%d] [--big PERMILLE (0-70)] [--comp-avg 0|1] [--transport shm|tcp] "
+                "[--hashes DIR]\n",
+                argv[0], MAX_DEPTH);
         return 2;
     }
     if (list) {
@@ -1174,12 +1554,11 @@ int main(int argc, char **argv)
     c->rank = tempo_comm_rank(c->world);
     c->size = tempo_comm_size(c->world);
     mr_out_open(&c->out, c->dir, c->rank);
-    if (c->size > MAX_N) {
-        mr_result(&c->out, group_names[G_SPLIT], "FAIL", "more than %d ranks", MAX_N);
+    if (setup(c) != 0) {
+        mr_result(&c->out, group_names[G_SPLIT], "FAIL", "setup failed (see stderr)");
         mr_out_close(&c->out);
         return 1;
     }
-    load_algos(c);
     for (int i = 0; i < NCOMP; i++) {
         st = tempo_compressor_create(comp_specs[i], &c->comp[i]);
         if (st != TEMPO_OK) {
@@ -1188,34 +1567,7 @@ int main(int argc, char **argv)
             return 1;
         }
     }
-    c->A = malloc(BIG_BYTES + A_SLACK);
-    if (!c->A) {
-        fprintf(stderr, "out of memory\n");
-        return 2;
-    }
-    for (size_t g = 0; g < BIG_BYTES + A_SLACK; g++) {
-        c->A[g] = (uint8_t)(mr_mix64(g ^ c->seed) >> 60);
-    }
-
-    static case_t cs;
-    uint64_t epoch = UINT64_MAX;
-    for (uint64_t k = c->first; k < c->first + c->ncases && !c->fatal; k++) {
-        if (k / EPOCH != epoch) {
-            tree_destroy(c);
-            epoch = k / EPOCH;
-            tree_build(c, epoch, k);
-            if (c->fatal) {
-                break;
-            }
-        }
-        gen_case(c, k, &cs);
-        if (cs.batch) {
-            run_batch(c, &cs);
-        } else {
-            run_single(c, &cs);
-        }
-        c->cases_run++;
-    }
+    run_cases(c);
     if (c->fatal) {
         for (int g = 0; g < NGROUPS; g++) {
             if (c->fail[g]) {
@@ -1225,6 +1577,9 @@ int main(int argc, char **argv)
         }
         fprintf(stderr, "rank %d: stopping after a fatal error\n", c->rank);
         fflush(c->out.f);
+        if (c->hashes) {
+            fflush(c->hashes);
+        }
         _exit(1); /* the job is unusable; the launcher ends the other ranks */
     }
     tree_destroy(c);
@@ -1252,6 +1607,10 @@ int main(int argc, char **argv)
     fprintf(stderr, "difftest rank %d: seed 0x%016" PRIx64 ", %ld cases, %ld operations\n", c->rank,
             c->seed, c->cases_run, c->ops_run);
     mr_out_close(&c->out);
+    if (c->hashes) {
+        fclose(c->hashes);
+    }
     free(c->A);
     return 0; /* failures are in the result files; an early exit would end the other ranks */
 }
+#endif

@@ -48,3 +48,15 @@ EXTRA_DIST += %reldir%/difftest.sh
 check_PROGRAMS += %reldir%/difftest
 %canon_reldir%_difftest_SOURCES = %reldir%/difftest.c
 %canon_reldir%_difftest_LDADD = libtempo.la
+
+# Open MPI as a second reference (only where configure found MPI): difftest_mpi is difftest.c
+# built with -DDIFFTEST_MPI; it runs the same cases through MPI and writes the hashes of the
+# results, which difftest.sh compares with difftest's (--hashes). libtempo only for its tables
+# (algorithm list, names): it never creates a tempo communicator.
+if HAVE_MPI
+check_PROGRAMS += %reldir%/difftest_mpi
+%canon_reldir%_difftest_mpi_SOURCES = %reldir%/difftest.c
+%canon_reldir%_difftest_mpi_CPPFLAGS = $(AM_CPPFLAGS) -DDIFFTEST_MPI
+%canon_reldir%_difftest_mpi_CFLAGS = $(AM_CFLAGS) $(MPI_CFLAGS)
+%canon_reldir%_difftest_mpi_LDADD = libtempo.la $(MPI_LIBS)
+endif
