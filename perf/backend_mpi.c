@@ -32,6 +32,8 @@
 
 #include <mpi.h>
 
+#include "tools/mpi_launch.h"
+
 typedef struct pending_avg {
     void *buf;     /* (count) elements of dtype, divided after the request completes */
     size_t count;
@@ -185,6 +187,12 @@ static void mpi_init(int *argc_p, char ***argv_p)
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_CHECK("MPI_Comm_rank", MPI_Comm_rank(MPI_COMM_WORLD, &my_rank));
     MPI_CHECK("MPI_Comm_size", MPI_Comm_size(MPI_COMM_WORLD, &my_size));
+    char why[512];
+    if (tempo_mpi_mislaunched(my_size, why, sizeof why)) {
+        fprintf(stderr, "MPI baseline: %s\n", why);
+        MPI_Finalize();
+        exit(2);
+    }
 }
 
 static void mpi_finalize(void)

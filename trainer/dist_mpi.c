@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tools/mpi_launch.h"
 #include "trainer/dist.h"
 
 typedef struct {
@@ -298,6 +299,11 @@ int dist_open_mpi(dist_t *d, char *err)
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (tempo_mpi_mislaunched(size, err, 256)) {
+        MPI_Finalize();
+        free(m);
+        return -1;
+    }
     *d = (dist_t){.backend = "mpi",
                   .rank = rank,
                   .size = size,

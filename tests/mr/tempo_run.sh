@@ -2,7 +2,8 @@
 # tests/mr/tempo_run.sh — TAP tests of tempo-run, the local launcher, through real processes.
 #
 # Covers the rank environment, output prefixing, exit-status propagation, ending the job when a
-# rank fails, signal forwarding, --timeout, --grace, exec failures and argument errors. It does not
+# rank fails, signal forwarding, --timeout, --grace, exec failures and argument errors, and that
+# programs joining their job with MPI (tempo-train --backend mpi, *_perf_mpi) refuse tempo-run. It does not
 # test libtempo: the ranks are sh one-liners. POSIX sh, run by the automake harness with
 # top_builddir exported, or by hand:
 #     top_builddir=/path/to/build top_srcdir=/path/to/src sh tests/mr/tempo_run.sh
@@ -21,7 +22,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/tempo_run.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 trap 'exit 1' HUP INT TERM
 
-echo 1..33
+echo 1..35
 n=0
 
 # run ARGS...: tempo-run with stdin from /dev/null; sets rc and elapsed (s), output in out/err.
@@ -244,4 +245,27 @@ check "ranks ignoring a forwarded SIGTERM are killed after --grace and named; 14
         err_has "^tempo-run: ranks 0,1 still running 1 s after SIGTERM; sending SIGKILL$" &&
         err_has "^tempo-run: ended ranks 0,1$" && ! err_has "killed by"'
 
-[ "$n" -eq 33 ] || echo "Bail out! ran $n tests, planned 33"
+# Programs that join their job with MPI, started by tempo-run instead of mpirun, would each be a
+# job of one rank (independent copies writing the same files): they refuse and say to use mpirun.
+TT="${top_builddir:-.}/trainer/tempo-train"
+PM="${top_builddir:-.}/perf/all_reduce_perf_mpi"
+if "$TT" --help 2>/dev/null | grep -q "this build has: .*mpi"; then
+    run -n 2 --timeout 60 "$TT" --backend mpi --steps 1 --out "$tmp/mpi-train"
+    check "tempo-run -n 2 tempo-train --backend mpi refuses, saying to launch it with mpirun" \
+        eval '! rc_is 0 && err_has "one of 2 ranks, but MPI made this process a job of its own" &&
+            err_has "mpirun -n 2" && [ ! -e "$tmp/mpi-train/loss.csv" ]'
+else
+    n=$((n + 1))
+    echo "ok $n - tempo-train --backend mpi under tempo-run # SKIP no mpi backend in this build"
+fi
+if [ -x "$PM" ]; then
+    run -n 2 --timeout 60 "$PM" -b 8 -e 8
+    check "tempo-run -n 2 all_reduce_perf_mpi refuses, saying to launch it with mpirun" \
+        eval '! rc_is 0 && err_has "MPI baseline: started by tempo-run as one of 2 ranks" &&
+            ! grep -q "Avg bus bandwidth" "$tmp/out"'
+else
+    n=$((n + 1))
+    echo "ok $n - all_reduce_perf_mpi under tempo-run # SKIP not built (no MPI)"
+fi
+
+[ "$n" -eq 35 ] || echo "Bail out! ran $n tests, planned 35"
