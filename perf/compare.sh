@@ -1,12 +1,26 @@
 #!/usr/bin/env bash
-# compare.sh — tempo against the MPI baseline, side by side, on this machine, in one run.
+# compare.sh — tempo against the MPI baseline (and optionally against another tempo build), side by
+# side, on this machine, in one run, fairly.
 #
 # Runs <collective>_perf under tempo-run and <collective>_perf_mpi under mpirun with the same
-# flags, alternating them REPEATS times (tempo, MPI, MPI, tempo, tempo, MPI, ...) so that both see
-# the same noise and neither always goes first, reads their JSON (-J) and prints one table per
-# dtype/op: size, median busbw of each, the ratio tempo/MPI (> 1: tempo is faster), and the median
-# time of each. busbw and time are the out-of-place columns (nccl-tests' busbw; time is the slowest
-# rank's per-iteration average, -a 3).
+# flags, in REPEATS rounds; each round runs every side once, and the side that goes first rotates
+# from round to round, so that all see the same noise and none always runs on a warm (or loaded)
+# machine. It reads their JSON (-J) and prints one table per dtype/op: per size, the median time of
+# each side with its min and max over the rounds, the median busbw, and the ratio of the median
+# times MPI / tempo (> 1: tempo is faster). time is the out-of-place per-iteration average of the
+# slowest rank (-a 3); busbw is nccl-tests' bus bandwidth.
+#
+# Fair to the baseline. Open MPI busy-polls by default; that is right on a machine with a core per
+# rank and nothing else running, and collapses when a rank waits for a core (ratios of hundreds
+# were printed that way). Its users set mpi_yield_when_idle when ranks share cores, so this script
+# does too (-y auto, the default) when ranks >= cores or the machine was found busy before the
+# runs, and says which; tempo decides the same on its own (it yields when ranks exceed cores).
+# -y 0 and -y 1 force busy-polling or yielding. The machine's load is measured before the first
+# round and after the last (CPU time used by others over 1 s while nothing of ours runs); above a
+# quarter of a core, a warning says the figures are unreliable.
+#
+# -B DIR adds a second tempo build (DIR is its build tree or its perf/ directory; its own
+# tools/tempo-run is used): a regression check, with the ratio base time / tempo time per size.
 #
 # Default perf flags: -b 8 -e 128M -f 2 -d float -o sum, with the programs' own -n 20 -w 5 at every
 # size; flags after -- are appended and win (for example -- -e 16M -n 5 for a quick look). The full
@@ -25,16 +39,24 @@ nranks=2
 repeats=3
 collective=all_reduce
 keep_dir=""
+yield_mode=auto
+base_dir=""
 
 usage() {
     cat <<EOF
-Usage: $prog_name [-n NRANKS] [-R REPEATS] [-c COLLECTIVE] [-k DIR] [-- extra perf flags]
-  -n NRANKS      ranks of both runs (2)
-  -R REPEATS     runs of each, alternated; the table shows medians (3)
+Usage: $prog_name [-n NRANKS] [-R REPEATS] [-c COLLECTIVE] [-y auto|0|1] [-B DIR] [-k DIR]
+                  [-- extra perf flags]
+  -n NRANKS      ranks of every run (2)
+  -R REPEATS     rounds: each runs every side once, the first side rotating; the table shows
+                 the median over rounds with min and max (3)
   -c COLLECTIVE  all_reduce reduce_scatter all_gather broadcast reduce alltoall sendrecv, or all
                  (all_reduce); tempo's names (allreduce, allgather, ...) work too
+  -y MODE        Open MPI waiting: auto (yield when ranks >= cores or the machine is busy, as its
+                 users would set it), 0 (busy-poll, its default), 1 (yield) [auto]
+  -B DIR         also run another tempo build (its build tree or perf/ directory), interleaved:
+                 a regression check against it
   -k DIR         keep every run's JSON and output in DIR
-  -h             this text
+  -h, --help     this text
 Default perf flags: -b 8 -e 128M -f 2 -d float -o sum; flags after -- are appended.
 Environment: TEMPO_PERF_DIR (where the *_perf programs are), TEMPO_RUN, MPIRUN.
 EOF
@@ -45,11 +67,14 @@ die() {
     exit 1
 }
 
-while getopts ":n:R:c:k:h" opt; do
+case ${1:-} in --help) usage; exit 0 ;; esac
+while getopts ":n:R:c:y:B:k:h" opt; do
     case $opt in
     n) nranks=$OPTARG ;;
     R) repeats=$OPTARG ;;
     c) collective=$OPTARG ;;
+    y) yield_mode=$OPTARG ;;
+    B) base_dir=$OPTARG ;;
     k) keep_dir=$OPTARG ;;
     h) usage; exit 0 ;;
     :) echo "$prog_name: option -$OPTARG needs a value" >&2; usage >&2; exit 2 ;;
@@ -66,6 +91,7 @@ bad_count() {
 }
 case $nranks in '' | *[!0-9]* | 0) bad_count "-n $nranks" ;; esac
 case $repeats in '' | *[!0-9]* | 0) bad_count "-R $repeats" ;; esac
+case $yield_mode in auto | 0 | 1) ;; *) echo "$prog_name: -y $yield_mode: auto, 0 or 1" >&2; exit 2 ;; esac
 
 all="all_reduce reduce_scatter all_gather broadcast reduce alltoall sendrecv"
 case $collective in
@@ -114,11 +140,80 @@ for coll in $collectives; do
     [ -n "$(find_prog "${coll}_perf")" ] ||
         die "${coll}_perf not found (run make, or set TEMPO_PERF_DIR to the directory holding it)"
 done
+is_openmpi=0
 mpi_flags=()
 if "$mpirun" --version 2>&1 | grep -q "Open MPI"; then
+    is_openmpi=1
     # shellcheck disable=SC2054 # "self,vader" is one argument
     mpi_flags=(--oversubscribe --bind-to none --mca btl self,vader)
     [ "$(id -u)" = 0 ] && mpi_flags+=(--allow-run-as-root)
+fi
+
+# The other tempo build (-B): its perf programs and its own launcher.
+base_perf="" base_run=""
+if [ -n "$base_dir" ]; then
+    for d in "$base_dir/perf" "$base_dir"; do
+        if [ -x "$d/all_reduce_perf" ] || [ -x "$d/${collectives%% *}_perf" ]; then
+            base_perf=$(cd "$d" && pwd)
+            break
+        fi
+    done
+    [ -n "$base_perf" ] || die "-B $base_dir: no *_perf programs in it or in its perf/"
+    for c in "$base_perf/../tools/tempo-run" "$base_perf/tempo-run"; do
+        if [ -x "$c" ]; then base_run=$c; break; fi
+    done
+    [ -n "$base_run" ] || die "-B $base_dir: no tools/tempo-run beside its perf/"
+    for coll in $collectives; do
+        [ -x "$base_perf/${coll}_perf" ] || die "-B $base_dir: ${coll}_perf not built there"
+    done
+fi
+
+# ---- the machine's load ------------------------------------------------------------------------
+# Cores' worth of CPU time others use over 1 s while nothing of ours runs (from /proc/stat).
+others_busy() {
+    local a b
+    a=$(awk '/^cpu / {print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8}' /proc/stat)
+    sleep 1
+    b=$(awk '/^cpu / {print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8}' /proc/stat)
+    awk -v a="$a" -v b="$b" -v n="$cores" 'BEGIN {
+        split(a, x, " "); split(b, y, " ");
+        t = y[2] - x[2]; printf "%.2f", (t > 0 ? (y[1] - x[1]) / t * n : 0) }'
+}
+busy_warn() { # WHEN BUSY
+    if awk -v b="$2" 'BEGIN {exit !(b > 0.25)}'; then
+        echo "# WARNING: $1, other processes used $2 cores of $cores: the figures are unreliable" \
+            "(they compete with the ranks for the cores); rerun on a quiet machine"
+    fi
+}
+
+host=$(hostname 2>/dev/null || uname -n)
+cores=$(nproc 2>/dev/null || echo 1)
+busy_before=$(others_busy)
+
+# Open MPI's waiting: what its users would set here (-y auto), or as forced.
+mpi_env=()
+if [ "$is_openmpi" = 1 ]; then
+    case $yield_mode in
+    1) mpi_yield=1 why="forced by -y 1" ;;
+    0) mpi_yield=0 why="forced by -y 0" ;;
+    *)
+        if [ "$nranks" -ge "$cores" ]; then
+            mpi_yield=1 why="$nranks ranks >= $cores cores"
+        elif awk -v b="$busy_before" 'BEGIN {exit !(b > 0.25)}'; then
+            mpi_yield=1 why="the machine is busy: others used $busy_before cores"
+        else
+            mpi_yield=0 why="$nranks ranks < $cores cores on a quiet machine"
+        fi
+        ;;
+    esac
+    mpi_env=(env "OMPI_MCA_mpi_yield_when_idle=$mpi_yield")
+    if [ "$mpi_yield" = 1 ]; then
+        mpi_waiting="Open MPI yields when idle (mpi_yield_when_idle=1: $why)"
+    else
+        mpi_waiting="Open MPI busy-polls (mpi_yield_when_idle=0: $why)"
+    fi
+else
+    mpi_waiting="MPI waits as its defaults say (not Open MPI: -y does not apply)"
 fi
 
 # ---- JSON -> "type redop size time_us busbw" lines (out-of-place) --------------------------------
@@ -171,10 +266,11 @@ run_one() { # label prog json log launcher...
     fi
 }
 
-# Medians per (type, redop, size) and tag, in first-seen order; a tag without data prints "-".
+# Per (type, redop, size) and side: median, min and max over the rounds, in first-seen order; a
+# side without data prints "-". Sides (tags, from the file names): tempo, mpi, and base with -B.
 # shellcheck disable=SC2016 # an awk program, not shell
 table_awk='
-function med(tag, key, f,    n, i, j, v, a) {
+function stat(tag, key, f, which,    n, i, j, v, a) {
     n = cnt[tag, key, f]
     if (n == 0)
         return ""
@@ -186,12 +282,23 @@ function med(tag, key, f,    n, i, j, v, a) {
             a[j + 1] = a[j]
         a[j + 1] = v
     }
+    if (which == "min") return a[1]
+    if (which == "max") return a[n]
     return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
 }
 function show(x, fmt) {
     return x == "" ? "-" : sprintf(fmt, x)
 }
-FNR == 1 { tag = (FILENAME ~ /\.tempo\.txt$/) ? "tempo" : "mpi" }
+function times(tag, key) { # "med (min-max)"
+    if (cnt[tag, key, "t"] == 0) return "-"
+    return sprintf("%.2f (%.2f-%.2f)", stat(tag, key, "t", "med"), stat(tag, key, "t", "min"),
+                   stat(tag, key, "t", "max"))
+}
+function ratio(num, den,    a, b) { # median time of num / median time of den
+    a = stat(num, key, "t", "med"); b = stat(den, key, "t", "med")
+    return (a != "" && b != "" && b > 0) ? sprintf("%.2f", a / b) : "-"
+}
+FNR == 1 { tag = FILENAME; sub(/\.txt$/, "", tag); sub(/.*\./, "", tag) }
 $1 == "#backend" { sub(/^#backend /, ""); backend[tag] = $0; next }
 {
     group = $1 " " $2
@@ -202,56 +309,68 @@ $1 == "#backend" { sub(/^#backend /, ""); backend[tag] = $0; next }
     val[tag, key, "b", ++cnt[tag, key, "b"]] = $5
 }
 END {
-    printf "# tempo: %s; MPI: %s\n", backend["tempo"], backend["mpi"]
-    printf "# busbw in GB/s (1e9), out-of-place columns; ratio = tempo busbw / MPI busbw"
-    printf " (> 1: tempo faster)\n"
+    printf "# tempo: %s; MPI: %s%s\n", backend["tempo"], backend["mpi"],
+        base ? "; base: " backend["base"] " (" base ")" : ""
+    printf "# time in us: median over rounds (min-max); busbw in GB/s (1e9), medians;"
+    printf " out-of-place columns\n# MPI/tempo = MPI median time / tempo median time (> 1: tempo faster)%s\n",
+        base ? "; base/tempo likewise (> 1: this tempo is faster than the base)" : ""
     for (g = 1; g <= ngroups; g++) {
         group = groups[g]
         printf "#\n# %s %s\n", coll, group
-        printf "# %10s  %12s  %12s  %7s  %12s  %12s\n", "size (B)", "tempo busbw", "MPI busbw",
-            "ratio", "tempo (us)", "MPI (us)"
+        printf "# %9s  %24s  %24s  %8s  %8s  %9s", "size (B)", "tempo time (us)",
+            "MPI time (us)", "tempo bw", "MPI bw", "MPI/tempo"
+        if (base)
+            printf "  %24s  %10s", "base time (us)", "base/tempo"
+        printf "\n"
         for (s = 1; s <= nsizes[group]; s++) {
             key = group SUBSEP sizes[group, s]
-            tb = med("tempo", key, "b"); mb = med("mpi", key, "b")
-            tt = med("tempo", key, "t"); mt = med("mpi", key, "t")
-            ratio = (tb != "" && mb != "" && mb > 0) ? sprintf("%.2f", tb / mb) : "-"
-            printf "  %10s  %12s  %12s  %7s  %12s  %12s\n", sizes[group, s], show(tb, "%.3f"),
-                show(mb, "%.3f"), ratio, show(tt, "%.2f"), show(mt, "%.2f")
+            printf "  %9s  %24s  %24s  %8s  %8s  %9s", sizes[group, s], times("tempo", key),
+                times("mpi", key), show(stat("tempo", key, "b", "med"), "%.3f"),
+                show(stat("mpi", key, "b", "med"), "%.3f"), ratio("mpi", "tempo")
+            if (base)
+                printf "  %24s  %10s", times("base", key), ratio("base", "tempo")
+            printf "\n"
         }
     }
 }'
 
-host=$(hostname 2>/dev/null || uname -n)
-cores=$(nproc 2>/dev/null || echo "?")
+sides="tempo mpi"
+[ -n "$base_perf" ] && sides="tempo mpi base"
+nsides=$(echo $sides | wc -w)
 for coll in $collectives; do
     tprog=$(find_prog "${coll}_perf")
     mprog=$(find_prog "${coll}_perf_mpi")
-    : >"$work/$coll.tempo.txt"
-    : >"$work/$coll.mpi.txt"
+    for side in $sides; do : >"$work/$coll.$side.txt"; done
     for ((r = 1; r <= repeats; r++)); do
-        # tempo first on odd repeats, MPI first on even ones: neither always runs on a warm machine
-        if ((r % 2)); then order="tempo mpi"; else order="mpi tempo"; fi
-        for which in $order; do
-            if [ "$which" = tempo ]; then
-                run_one tempo "$tprog" "$work/$coll.tempo.$r.json" "$work/$coll.tempo.$r.log" \
-                    "$tempo_run" -n "$nranks"
-            else
-                run_one MPI "$mprog" "$work/$coll.mpi.$r.json" "$work/$coll.mpi.$r.log" \
-                    "$mpirun" -n "$nranks" "${mpi_flags[@]}"
-            fi
+        # The side that goes first rotates: none always runs on a warm (or loaded) machine.
+        read -r -a order <<<"$sides"
+        k=$(((r - 1) % nsides))
+        order=("${order[@]:k}" "${order[@]:0:k}")
+        for which in "${order[@]}"; do
+            json="$work/$coll.$which.$r.json" log="$work/$coll.$which.$r.log"
+            case $which in
+            tempo) run_one tempo "$tprog" "$json" "$log" "$tempo_run" -n "$nranks" ;;
+            mpi) run_one MPI "$mprog" "$json" "$log" "${mpi_env[@]}" "$mpirun" -n "$nranks" \
+                "${mpi_flags[@]}" ;;
+            base) run_one base "$base_perf/${coll}_perf" "$json" "$log" "$base_run" -n "$nranks" ;;
+            esac
+            extract "$json" >>"$work/$coll.$which.txt" || die "cannot read $json"
         done
-        extract "$work/$coll.tempo.$r.json" >>"$work/$coll.tempo.txt" ||
-            die "cannot read $work/$coll.tempo.$r.json"
-        extract "$work/$coll.mpi.$r.json" >>"$work/$coll.mpi.txt" ||
-            die "cannot read $work/$coll.mpi.$r.json"
     done
 
-    echo "# tempo vs MPI: ${coll}, $nranks ranks, runs of each: $repeats, alternated (medians)," \
-        "host $host, nproc $cores"
+    echo "# tempo vs MPI: ${coll}, $nranks ranks, $repeats rounds (every side once per round," \
+        "the first rotating), host $host, $cores cores"
     echo "# flags: ${flags[*]}"
-    awk -v coll="$coll" "$table_awk" "$work/$coll.tempo.txt" "$work/$coll.mpi.txt"
+    echo "# $mpi_waiting"
+    busy_warn "before the runs" "$busy_before"
+    files=()
+    for side in $sides; do files+=("$work/$coll.$side.txt"); done
+    awk -v coll="$coll" -v base="$base_dir" "$table_awk" "${files[@]}"
     echo
 done
+busy_after=$(others_busy)
+echo "# others' load: $busy_before cores before the runs, $busy_after after"
+busy_warn "after the runs" "$busy_after"
 
 if [ -n "$keep_dir" ]; then
     mkdir -p "$keep_dir" && cp "$work"/* "$keep_dir"/ && echo "# raw runs kept in $keep_dir"
