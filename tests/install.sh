@@ -32,7 +32,7 @@ trap 'exit 1' HUP INT TERM
 TEMPO_TIMEOUT=${TEMPO_TIMEOUT:-20}
 export TEMPO_TIMEOUT
 
-echo 1..9
+echo 1..10
 n=0
 fails=0
 # check DESCRIPTION COMMAND...: one test point; on failure the diagnostics in $tmp/diag follow.
@@ -98,23 +98,36 @@ ran() { # PROGRAM: it was built, and a tempo-run line of it printed $expect
         /^\+ / { cur = substr($0, 3) }
         cur == p && $0 == x { found = 1 }
         END { exit !found }' "$tmp/run.log" ||
-        { echo "exit $build_rc; wanted '$expect' from ./$1:" && cat "$tmp/run.log"; } >"$tmp/diag"
+        { { echo "exit $build_rc; wanted '$expect' from ./$1:" && cat "$tmp/run.log"; } \
+            >"$tmp/diag"; return 1; }
 }
 dyn_ok() {
     ran example || return 1
     # shellcheck disable=SC2016
     readelf -d "$tmp/work/example" | grep -q "R.*PATH.*\[$PREFIX/lib\]" &&
         ldd "$tmp/work/example" | grep -q "libtempo.so.0 => $PREFIX/lib/libtempo.so.0" ||
-        { readelf -d "$tmp/work/example" && ldd "$tmp/work/example"; } >"$tmp/diag" 2>&1
+        { { readelf -d "$tmp/work/example"; ldd "$tmp/work/example"; } >"$tmp/diag" 2>&1; return 1; }
 }
 static_ok() {
     ran example-static || return 1
     ! readelf -d "$tmp/work/example-static" 2>&1 | grep -q NEEDED ||
-        readelf -d "$tmp/work/example-static" >"$tmp/diag" 2>&1
+        { readelf -d "$tmp/work/example-static" >"$tmp/diag" 2>&1; return 1; }
+}
+# The example pulls only some of libtempo.a's objects; every object must link with what
+# pkg-config --static adds (tempo.pc's Libs.private), zstd's users included.
+pc() { PATH=$tmp/wrap:$PATH PKG_CONFIG_PATH=$PREFIX/lib/pkgconfig pkg-config "$@"; }
+whole_ok() {
+    libdir=$(pc --variable=libdir tempo) && [ -f "$libdir/libtempo.a" ] &&
+        # shellcheck disable=SC2046
+        cc -static -o "$tmp/work/whole" "$tmp/work/example.c" \
+            $(pc --cflags tempo) -Wl,--whole-archive \
+            "$libdir/libtempo.a" -Wl,--no-whole-archive \
+            $(pc --static --libs tempo) >"$tmp/diag" 2>&1
 }
 check "the README example, linked dynamically with the rpath it shows, runs on 2 ranks" dyn_ok
 check "the README example, linked with pkg-config --static, is static and runs on 2 ranks" \
     static_ok
+check "every object of libtempo.a links statically with pkg-config --static --libs tempo" whole_ok
 check "the README's commands all succeed (sh -e)" test "$build_rc" -eq 0
 
 # ---- the installed programs
@@ -162,7 +175,7 @@ quickstart_ok() {
         >"$tmp/want"
     "$s/quickstart.sh" --help >"$tmp/out" 2>&1 && [ "$(wc -l <"$tmp/want")" -gt 5 ] &&
         cmp -s "$tmp/out" "$tmp/want" && ! grep -q "^set \|^cd \|^case " "$tmp/out" ||
-        diff "$tmp/want" "$tmp/out" >"$tmp/diag"
+        { diff "$tmp/want" "$tmp/out" >"$tmp/diag"; return 1; }
 }
 check "quickstart.sh --version and --help (its header comment, nothing more)" quickstart_ok
 exit $((fails > 0))
