@@ -20,12 +20,17 @@ cd "$(dirname "$0")"
 what=${1:-}
 case "$what" in
 main | test | sanitize) ;;
--h | --help)
-    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+-h | --help) # the comment block above, however long it grows
+    awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"
+    exit 0
+    ;;
+--version) # configure.ac's version, the one config.h's PACKAGE_VERSION gets (before any build)
+    v=$(sed -n 's/^m4_define(\[tempo_\(major\|minor\|patch\)\], \[\([0-9]*\)\])$/\2/p' configure.ac)
+    echo "quickstart.sh (tempo) $(echo $v | tr ' ' .)"
     exit 0
     ;;
 *)
-    echo "usage: ./quickstart.sh main|test|sanitize   (see --help)" >&2
+    echo "usage: ./quickstart.sh main|test|sanitize|--help|--version" >&2
     exit 2
     ;;
 esac

@@ -20,6 +20,7 @@
  */
 #include "perf/common.h"
 #include "perf/util.h"
+#include "tools/version.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -128,6 +129,7 @@ static void usage(FILE *out, const char *prog)
             "                            tempo programs only\n"
             "  -t, -g, -m <1>            nccl-tests threads, GPUs, aggregation: accepted, 1 only\n"
             "  -h, --help                this text\n"
+            "      --version             the package version\n"
             "Columns: time is the per-iteration average, combined across ranks by -a;\n"
             "algbw = S/time and busbw = algbw x factor in GB/s (1e9), nccl-tests' S and factors.\n",
             prog);
@@ -159,7 +161,7 @@ static int parse_int(const char *s, long lo, long hi, long *v_p)
     return 0;
 }
 
-/* Returns -1 to go on, 0 for -h, 2 on errors with the reason in msg. */
+/* Returns -1 to go on, 0 for -h, 1 for --version, 2 on errors with the reason in msg. */
 static int parse_args(int argc, char **argv, perf_params_t *p, char *msg, size_t msglen)
 {
     static const struct option longopts[] = {
@@ -173,7 +175,7 @@ static int parse_args(int argc, char **argv, perf_params_t *p, char *msg, size_t
         {"average", required_argument, NULL, 'a'},
         {"output_file", required_argument, NULL, 'J'},
         {"algorithm", required_argument, NULL, 'A'},   {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
+        {"version", no_argument, NULL, 'V'}, {NULL, 0, NULL, 0}};
     long v = 0;
 
     opterr = 0;
@@ -254,6 +256,8 @@ static int parse_args(int argc, char **argv, perf_params_t *p, char *msg, size_t
             break;
         case 'h':
             return 0;
+        case 'V':
+            return 1;
         case ':':
             snprintf(msg, msglen, "option %s needs a value", argv[optind - 1]);
             break;
@@ -505,6 +509,11 @@ int perf_main(int argc, char **argv, const perf_coll_t *coll)
     if (rc == 0) {
         if (launcher_rank() <= 0)
             usage(stdout, prog);
+        return 0;
+    }
+    if (rc == 1) {
+        if (launcher_rank() <= 0)
+            tempo_tool_print_version(prog);
         return 0;
     }
     if (rc < 0 && p.algorithm != NULL) {

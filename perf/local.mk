@@ -1,5 +1,6 @@
 # perf/local.mk — nccl-tests-style benchmarks (one program per collective), the same programs built
-# against MPI as a baseline (*_perf_mpi, only when configure found MPI), compare.sh and netns-run.
+# against MPI as a baseline (*_perf_mpi, only when configure found MPI), tempo-compare and
+# tempo-netns-run.
 #
 # Layout: one driver (common.c, verifiable.c) in a convenience library shared by every program; one
 # backend library per flavour (backend_tempo.c links libtempo; backend_mpi.c is compiled with
@@ -60,17 +61,22 @@ bin_PROGRAMS += \
 endif
 
 # Scheduling and overlap: a synthetic model through the bucketer, every policy, with and without
-# chunking (perf/overlap_bench --help); overlap.sh runs it on emulated hosts.
+# chunking (perf/overlap_bench --help); tempo-overlap-net runs it on emulated hosts.
 bin_PROGRAMS += %reldir%/overlap_bench
 %canon_reldir%_overlap_bench_SOURCES = %reldir%/overlap_bench.c
 %canon_reldir%_overlap_bench_LDADD = libtempo.la -lm
 
-# Side-by-side tempo vs MPI table; runs from the source tree, the build tree or $(bindir).
-dist_bin_SCRIPTS += %reldir%/compare.sh
+# The scripts are written by config.status from their .in (configure.ac substitutes the version)
+# under the tempo-specific names they are installed with; they find each other and the programs
+# beside themselves, in the build tree and in $(bindir).
+# Side-by-side tempo vs MPI table.
+bin_SCRIPTS += %reldir%/tempo-compare
+EXTRA_DIST += %reldir%/tempo-compare.in
 
 # One rank per emulated host: network namespaces joined by a bridge, links shaped with tbf (needs
-# root; exits 77 without).
-dist_bin_SCRIPTS += %reldir%/netns-run %reldir%/overlap.sh
+# root; exits 77 without); tempo-overlap-net runs overlap_bench there.
+bin_SCRIPTS += %reldir%/tempo-netns-run %reldir%/tempo-overlap-net
+EXTRA_DIST += %reldir%/tempo-netns-run.in %reldir%/tempo-overlap-net.in
 
 # make check: 2-rank smoke runs of the tempo programs and of the MPI ones (the latter skip when MPI
 # was not built).
@@ -86,18 +92,20 @@ TESTS += %reldir%/verifiable_test
 
 # Compression: quant_bench (encode/decode speed, bits per coordinate, normalized variance; one
 # process) and qcoll_bench (compressed all-reduce against the fp32 ring in the same run);
-# compress.sh runs qcoll_bench on emulated hosts at 1 Gbit/s and 100 Mbit/s.
+# tempo-compress-net runs qcoll_bench on emulated hosts at 1 Gbit/s and 100 Mbit/s.
 bin_PROGRAMS += %reldir%/qcoll_bench %reldir%/quant_bench
 %canon_reldir%_quant_bench_SOURCES = %reldir%/quant_bench.c
 %canon_reldir%_quant_bench_LDADD = libtempo.la -lm
 %canon_reldir%_qcoll_bench_SOURCES = %reldir%/qcoll_bench.c
 %canon_reldir%_qcoll_bench_LDADD = libtempo.la -lm
-dist_bin_SCRIPTS += %reldir%/compress.sh
+bin_SCRIPTS += %reldir%/tempo-compress-net
+EXTRA_DIST += %reldir%/tempo-compress-net.in
 
 # The trainer's model against PyTorch on the CPU (needs trainer/test_model and python3-torch).
 EXTRA_DIST += %reldir%/model_bench.sh
 # tempo-train across emulated hosts (root): uncompressed and ALQ, tic and fifo.
-dist_bin_SCRIPTS += %reldir%/train_net.sh
+bin_SCRIPTS += %reldir%/tempo-train-net
+EXTRA_DIST += %reldir%/tempo-train-net.in
 
 # Queue handling: N small non-blocking requests posted, then one wait; time per request for growing
 # N (perf/req_bench -h), over shm or tcp.

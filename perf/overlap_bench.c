@@ -32,7 +32,7 @@
  * --overhead instead measures the cost of the scheduled path: a tiny all-reduce (8 floats)
  * through the bucketer (begin, ready, wait) against a direct blocking tempo_allreduce.
  *
- * Uses only include/tempo.h. Run under tempo-run (one host) or perf/netns-run (emulated hosts).
+ * Uses only include/tempo.h. Run under tempo-run (one host) or perf/tempo-netns-run (emulated hosts).
  */
 #include <errno.h>
 #include <math.h>
@@ -43,6 +43,7 @@
 #include <time.h>
 
 #include "perf/util.h"
+#include "tools/version.h"
 #include "tempo.h"
 
 #define MAX_LAYERS 64
@@ -309,7 +310,7 @@ static void run_overhead(tempo_comm_t comm, const opts_t *o)
 static void usage(void)
 {
     printf(
-        "usage: overlap_bench [options]   (run under tempo-run or perf/netns-run)\n"
+        "usage: overlap_bench [options]   (run under tempo-run or perf/tempo-netns-run)\n"
         "  -p, --profile NAME     uniform (24 equal layers) or vgg (VGG-16's 16 layers) [uniform]\n"
         "  -r, --ratio R          communication / compute the compute is scaled to [1.0]\n"
         "      --layer-bytes N    uniform: gradient bytes per layer (K, M suffixes) [1M]\n"
@@ -327,6 +328,7 @@ static void usage(void)
         "  -J, --json FILE        also write the results as JSON\n"
         "      --overhead         measure the scheduled path's per-call cost instead\n"
         "  -h, --help             this text\n"
+        "      --version          the package version\n"
         "Columns: iteration time T, compute P = T - exposed, communication busy time M, exposed\n"
         "(blocked in waits), overlap 1 - exposed/M, TicTac's E = (U-T)/(U-L) with U = P+M, L =\n"
         "max(P,M), and T against fifo without chunking (negative = faster). Times are the slowest\n"
@@ -344,6 +346,9 @@ static int parse_args(int argc, char **argv, opts_t *o)
 #define OPT(s, l) (!strcmp(a, s) || !strcmp(a, l))
         if (OPT("-h", "--help")) {
             usage();
+            exit(0);
+        } else if (!strcmp(a, "--version")) {
+            tempo_tool_print_version("overlap_bench");
             exit(0);
         } else if (!strcmp(a, "--overhead")) {
             o->overhead = 1;

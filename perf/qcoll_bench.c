@@ -10,7 +10,7 @@
  * time, the nccl-tests busbw of the data the caller synchronized), the speed-up over the ring
  * measured in the same rounds, the bits per coordinate that went on the wire (from the
  * compressor's counters: norms and headers included) and the relative L2 error of the result
- * against the exact (ring) sum. Run it across emulated hosts with perf/compress.sh.
+ * against the exact (ring) sum. Run it across emulated hosts with perf/tempo-compress-net.
  */
 #include <getopt.h>
 #include <math.h>
@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "perf/util.h"
+#include "tools/version.h"
 #include "tempo.h"
 
 #define MAX_SPECS 32
@@ -56,7 +57,8 @@ static void usage(FILE *f)
             "  -R ROUNDS  timed rounds (default 5); medians are reported\n"
             "  -w WARMUP  untimed rounds first (default 1; adaptive levels are fitted there)\n"
             "  -J FILE    also write the table as JSON\n"
-            "  -h         this help\n");
+            "  -h, --help this help\n"
+            "  --version  the package version\n");
 }
 
 static int check(tempo_status_t st, tempo_comm_t comm, const char *what)
@@ -107,7 +109,9 @@ int main(int argc, char **argv)
     int nspecs = 0, rounds = 5, warmup = 1;
     const char *json = NULL;
     int c;
-    while ((c = getopt(argc, argv, "b:c:R:w:J:h")) != -1) {
+    static const struct option lo[] = {
+        {"help", no_argument, NULL, 'h'}, {"version", no_argument, NULL, 'V'}, {NULL, 0, NULL, 0}};
+    while ((c = getopt_long(argc, argv, "b:c:R:w:J:h", lo, NULL)) != -1) {
         switch (c) {
         case 'b':
             if (perf_parse_size(optarg, &bytes) || bytes < 4) {
@@ -126,6 +130,7 @@ int main(int argc, char **argv)
         case 'w': warmup = atoi(optarg); break;
         case 'J': json = optarg; break;
         case 'h': usage(stdout); return 0;
+        case 'V': tempo_tool_print_version("qcoll_bench"); return 0;
         default: usage(stderr); return 2;
         }
     }

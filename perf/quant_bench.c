@@ -38,6 +38,7 @@
 #include <time.h>
 
 #include "perf/util.h"
+#include "tools/version.h"
 #include "tempo.h"
 
 #define NV_BUCKET 8192  /* coordinates per bucket of the normalized variance */
@@ -262,6 +263,7 @@ static void usage(void)
         "  -s, --seed N           seed of the N(0,1) data [1]\n"
         "  -J, --json FILE        also write the results as a JSON array of objects\n"
         "  -h, --help             this text\n"
+        "      --version          the package version\n"
         "Columns: bits/coord = 8 x encoded bytes / count (norms, headers included); enc and dec =\n"
         "median single-thread GB/s of float32 input (count x 4 bytes); first = the first encode in\n"
         "ms (adaptive compressors fit their levels there); nvar = mean over full buckets of 8192 of\n"
@@ -281,7 +283,8 @@ static int parse_args(int argc, char **argv, opts_t *o)
                                        {"reps", 1, 0, 'r'}, {"file", 1, 0, 'f'},
                                        {"skip", 1, 0, 'k'},
                                        {"seed", 1, 0, 's'}, {"json", 1, 0, 'J'},
-                                       {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+                                       {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'},
+                                       {0, 0, 0, 0}};
     int c;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":c:n:r:f:k:s:J:h", lo, NULL)) != -1) {
@@ -290,6 +293,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         int bad = 0;
         switch (c) {
         case 'h': usage(); exit(0);
+        case 'V': tempo_tool_print_version("quant_bench"); exit(0);
         case 'c':
             if (o->nspecs == MAX_SPECS) {
                 fprintf(stderr, "quant_bench: at most %d specs\n", MAX_SPECS);

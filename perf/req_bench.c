@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "perf/util.h"
+#include "tools/version.h"
 #include "tempo.h"
 
 #define MAX_NS 16
@@ -49,7 +50,8 @@ static void usage(FILE *f)
             "              also barrier)\n"
             "  -k COUNT    float32 elements per request (default 4)\n"
             "  -J FILE     also write the table as JSON\n"
-            "  -h          this help\n");
+            "  -h, --help  this help\n"
+            "  --version   the package version\n");
 }
 
 /* Post request i of collective c (one or two requests into reqs). Returns the requests used. */
@@ -133,8 +135,11 @@ int main(int argc, char **argv)
         const char *a = argv[i];
         char *v = i + 1 < argc ? argv[i + 1] : NULL;
         int ok = 1;
-        if (!strcmp(a, "-h")) {
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--version")) {
+            tempo_tool_print_version("req_bench");
             return 0;
         } else if (!v) {
             ok = 0;

@@ -14,3 +14,8 @@ noinst_HEADERS += %reldir%/tap.h
 TEMPO_SANITIZER_TESTS = $(TEMPO_UNIT_TESTS) tests/unit/test_trace_tool.sh $(TEMPO_FAULT_TESTS) \
 	tests/fault/fault_sched tests/fault/fault_blame tests/mr/tempo_run.sh tests/mr/sched.sh \
 	tests/mr/bucketer.sh tests/mr/coll_shm.sh tests/mr/coll_tcp.sh tests/mr/difftest.sh
+
+# Installed use: make install into a temporary DESTDIR, the README's example built (dynamic and
+# static, through tempo.pc) and run there, every installed program's name, --version and --help.
+TESTS += %reldir%/install.sh
+EXTRA_DIST += %reldir%/install.sh

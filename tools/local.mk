@@ -11,7 +11,11 @@ bin_PROGRAMS += %reldir%/tempo-info
 
 # tempo-trace: merge / check / summarize the per-rank TEMPO_TRACE files. A Python 3 script
 # (/usr/bin/python3, standard library only), installed as is.
-dist_bin_SCRIPTS += %reldir%/tempo-trace
+bin_SCRIPTS += %reldir%/tempo-trace
+EXTRA_DIST += %reldir%/tempo-trace.in
+
+# The `--version` line of every C program (tools, perf, tempo-train): tools/version.h.
+noinst_HEADERS += %reldir%/version.h
 
 # Shared by the programs that join their job with MPI (trainer/dist_mpi.c, perf/backend_mpi.c).
 noinst_HEADERS += %reldir%/mpi_launch.h

@@ -5,6 +5,7 @@
  * Uses only the public API; starts no communicator.
  */
 #include "config.h"
+#include "tools/version.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -24,7 +25,7 @@ static void usage(FILE *f)
         "  -t, --transports   transports and whether they are usable here\n"
         "  -a, --algorithms   collective algorithms (names for TEMPO_ALGO)\n"
         "  -q, --compressors  gradient compressors and their parameters (TEMPO_COMPRESS specs)\n"
-        "  -v, --version      the library version\n"
+        "  -v, --version      the package version, then the library's and the header's\n"
         "  -h, --help         this text\n");
 }
 
@@ -103,7 +104,8 @@ int main(int argc, char **argv)
         case 'a': a = any = 1; break;
         case 'q': q = any = 1; break;
         case 'v':
-            printf("tempo %s (header %d.%d.%d)\n", tempo_version(), TEMPO_VERSION_MAJOR,
+            tempo_tool_print_version("tempo-info");
+            printf("library %s, header %d.%d.%d\n", tempo_version(), TEMPO_VERSION_MAJOR,
                    TEMPO_VERSION_MINOR, TEMPO_VERSION_PATCH);
             return 0;
         case 'h': usage(stdout); return 0;

@@ -22,6 +22,7 @@
  *   --timeout expired), get SIGKILL, and tempo-run names them.
  */
 #include "config.h"
+#include "tools/version.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -963,7 +964,7 @@ static void parse_args(int argc, char **argv)
             usage_full();
             exit(0);
         } else if (strcmp(name, "-V") == 0 || strcmp(name, "--version") == 0) {
-            printf("tempo-run (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION);
+            tempo_tool_print_version("tempo-run");
             exit(0);
         } else if (strcmp(name, "-n") == 0 || strcmp(name, "--np") == 0) {
             char *end;

@@ -21,6 +21,7 @@
  * gradients for the layout tests (tests/trainer).
  */
 #include "config.h"
+#include "tools/version.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -156,6 +157,7 @@ static void usage(FILE *f)
         "  --threads N         OpenMP threads per rank [OMP_NUM_THREADS or cores / ranks]\n"
         "  --quiet             no per-step lines\n"
         "  -h, --help          this text\n"
+        "      --version       the package version\n"
         "Each step line: loss (mean over the global batch), tokens/s (global), step time split into\n"
         "compute and exposed communication (time blocked waiting for gradients, parameters or the\n"
         "step's loss and norm), and the bytes this rank sent (estimated from the algorithms'\n"
@@ -210,6 +212,7 @@ static void parse(int argc, char **argv, opts_t *o)
         {"threads", 1, 0, O_THR},     {"quiet", 0, 0, O_QUIET},     {"help", 0, 0, 'h'},
         {"ckpt-every", 1, 0, O_CKE},  {"ckpt-keep", 1, 0, O_CKK},   {"resume", 1, 0, O_RESUME},
         {"bucket-bytes", 1, 0, O_BUCKET}, {"val-windows", 1, 0, O_VW}, {"overwrite", 0, 0, O_OVER},
+        {"version", 0, 0, 'V'},
         {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -260,6 +263,7 @@ static void parse(int argc, char **argv, opts_t *o)
         case O_BUCKET: o->bucket_bytes = parse_bytes("--bucket-bytes", optarg); break;
         case O_OVER: o->overwrite = 1; break;
         case 'h': usage(stdout); exit(0);
+        case 'V': tempo_tool_print_version("tempo-train"); exit(0);
         default: usage(stderr); exit(2);
         }
     }

@@ -14,7 +14,7 @@ TR="${top_builddir:-.}/tools/tempo-run"
 PROG="${top_builddir:-.}/tests/mr/bucketer_test"
 srcdir=${top_srcdir:-$(dirname "$0")/../..}
 . "$srcdir/tests/mr/launch.sh"
-TRACE_TOOL="$srcdir/tools/tempo-trace"
+TRACE_TOOL="${top_builddir:-.}/tools/tempo-trace"  # written by config.status from tempo-trace.in
 mr_prepare BUCKETER "$PROG"
 
 groups="bucketer/layout bucketer/values bucketer/stats bucketer/errors"

@@ -139,7 +139,7 @@ if [ -x /usr/bin/python3 ]; then
         TEMPO_TRACE="$tmp/tr$z.%r.json"
         export TEMPO_TRACE
         train 2 "$z" "$tmp/tr$z" --steps 3 &&
-            /usr/bin/python3 "$srcdir/tools/tempo-trace" check "$tmp/tr$z.0.json" \
+            /usr/bin/python3 "${top_builddir:-.}/tools/tempo-trace" check "$tmp/tr$z.0.json" \
                 "$tmp/tr$z.1.json" >"$tmp/trc$z" 2>&1
         rc=$?
         unset TEMPO_TRACE

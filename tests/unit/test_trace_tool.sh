@@ -7,8 +7,8 @@
 # B/E, E with the wrong name, unmatched async b, negative dur, truncated JSON, non-numeric counter
 # arg), merge refuses a duplicate rank, summary computes unions and the compute/comm overlap, and
 # gzip works both ways. No libtempo and no processes of tempo. POSIX sh, run by the automake
-# harness with top_srcdir exported, or by hand:
-#     top_srcdir=/path/to/src sh tests/unit/test_trace_tool.sh
+# harness with top_builddir exported, or by hand:
+#     top_builddir=/path/to/build sh tests/unit/test_trace_tool.sh
 
 PY=/usr/bin/python3
 if [ ! -x "$PY" ]; then
@@ -19,9 +19,9 @@ if ! "$PY" -c 'import json, gzip, argparse' 2>/dev/null; then
     echo "1..0 # SKIP $PY lacks json, gzip or argparse (install python3, not only python3-minimal)"
     exit 0
 fi
-TT="${top_srcdir:-.}/tools/tempo-trace"
+TT="${top_builddir:-.}/tools/tempo-trace"
 if [ ! -f "$TT" ]; then
-    echo "Bail out! $TT not found (set top_srcdir)"
+    echo "Bail out! $TT not found (set top_builddir)"
     exit 1
 fi
 
