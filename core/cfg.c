@@ -116,11 +116,13 @@ static const field_t fields[] = {
       "Bucketer with TEMPO_SCHED=tac: iterations measured (in TIC order) before the TAC order is "
       "computed from the measured times"),
     F("TEMPO_TRACE", "", T_STRING, trace,
-      "Write a Chrome Trace Event timeline per rank to this path (%r rank, %p pid, %h host); "
+      "Write a Chrome Trace Event timeline per rank to this path (%r rank, %p pid, %h host; "
+      "without %r or %p each rank inserts its rank before the extension, t.json -> t.0.json); "
       "open it in Perfetto or merge the ranks with tempo-trace merge"),
     F("TEMPO_SCHED_LOG", "", T_STRING, sched_log,
-      "Write the start order of scheduled chunks to this path (%r rank, %p pid, %h host): one line "
-      "per chunk, identical on every rank"),
+      "Write the start order of scheduled chunks to this path (%r rank, %p pid, %h host; without "
+      "%r or %p the rank is inserted before the extension): one line per chunk, identical on "
+      "every rank"),
     F("TEMPO_COMPRESS", "none", T_STRING, compress,
       "Default compressor of bucketers' gradient synchronization, as a spec "
       "(\"alq:bits=3,bucket=8192\"; see tempo-info -q for compressors and parameters)"),
