@@ -32,7 +32,7 @@
 
 #include <mpi.h>
 
-#include "tools/mpi_launch.h"
+#include "tools/mpi_common.h"
 
 typedef struct pending_avg {
     void *buf;     /* (count) elements of dtype, divided after the request completes */
@@ -84,20 +84,6 @@ static void push_request(MPI_Request req)
     reqs[nreqs++] = req;
 }
 
-static MPI_Datatype mpi_dtype(tempo_dtype_t dtype)
-{
-    switch (dtype) {
-    case TEMPO_INT8: return MPI_INT8_T;
-    case TEMPO_UINT8: return MPI_UINT8_T;
-    case TEMPO_INT32: return MPI_INT32_T;
-    case TEMPO_UINT32: return MPI_UINT32_T;
-    case TEMPO_INT64: return MPI_INT64_T;
-    case TEMPO_UINT64: return MPI_UINT64_T;
-    case TEMPO_FLOAT32: return MPI_FLOAT;
-    case TEMPO_FLOAT64: return MPI_DOUBLE;
-    default: return MPI_DATATYPE_NULL;
-    }
-}
 
 static MPI_Op mpi_op(tempo_op_t op)
 {
@@ -112,7 +98,7 @@ static MPI_Op mpi_op(tempo_op_t op)
 static size_t dtype_bytes(tempo_dtype_t dtype)
 {
     int size = 0;
-    MPI_CHECK("MPI_Type_size", MPI_Type_size(mpi_dtype(dtype), &size));
+    MPI_CHECK("MPI_Type_size", MPI_Type_size(tempo_mpi_dtype(dtype), &size));
     return (size_t)size;
 }
 
@@ -250,11 +236,11 @@ static void mpi_allreduce(const void *sendbuf, void *recvbuf, size_t count, temp
     int n = icount(count, "allreduce");
     if (nonblocking) {
         MPI_Request req;
-        MPI_CHECK("MPI_Iallreduce", MPI_Iallreduce(src, recvbuf, n, mpi_dtype(dtype), mpi_op(op),
+        MPI_CHECK("MPI_Iallreduce", MPI_Iallreduce(src, recvbuf, n, tempo_mpi_dtype(dtype), mpi_op(op),
                                                    MPI_COMM_WORLD, &req));
         push_request(req);
     } else {
-        MPI_CHECK("MPI_Allreduce", MPI_Allreduce(src, recvbuf, n, mpi_dtype(dtype), mpi_op(op),
+        MPI_CHECK("MPI_Allreduce", MPI_Allreduce(src, recvbuf, n, tempo_mpi_dtype(dtype), mpi_op(op),
                                                  MPI_COMM_WORLD));
     }
     after_avg(op, recvbuf, count, dtype, nonblocking);
@@ -268,12 +254,12 @@ static void mpi_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvco
     if (nonblocking) {
         MPI_Request req;
         MPI_CHECK("MPI_Ireduce_scatter_block",
-                  MPI_Ireduce_scatter_block(src, recvbuf, n, mpi_dtype(dtype), mpi_op(op),
+                  MPI_Ireduce_scatter_block(src, recvbuf, n, tempo_mpi_dtype(dtype), mpi_op(op),
                                             MPI_COMM_WORLD, &req));
         push_request(req);
     } else {
         MPI_CHECK("MPI_Reduce_scatter_block",
-                  MPI_Reduce_scatter_block(src, recvbuf, n, mpi_dtype(dtype), mpi_op(op),
+                  MPI_Reduce_scatter_block(src, recvbuf, n, tempo_mpi_dtype(dtype), mpi_op(op),
                                            MPI_COMM_WORLD));
     }
     after_avg(op, recvbuf, recvcount, dtype, nonblocking);
@@ -282,7 +268,7 @@ static void mpi_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvco
 static void mpi_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, tempo_dtype_t dtype,
                           int nonblocking)
 {
-    MPI_Datatype t = mpi_dtype(dtype);
+    MPI_Datatype t = tempo_mpi_dtype(dtype);
     int n = icount(sendcount, "allgather");
     size_t offset = (size_t)my_rank * sendcount * dtype_bytes(dtype);
     const void *src = sendbuf == (const char *)recvbuf + offset ? MPI_IN_PLACE : sendbuf;
@@ -308,10 +294,10 @@ static void mpi_broadcast(const void *sendbuf, void *recvbuf, size_t count, temp
     }
     if (nonblocking) {
         MPI_Request req;
-        MPI_CHECK("MPI_Ibcast", MPI_Ibcast(buf, n, mpi_dtype(dtype), root, MPI_COMM_WORLD, &req));
+        MPI_CHECK("MPI_Ibcast", MPI_Ibcast(buf, n, tempo_mpi_dtype(dtype), root, MPI_COMM_WORLD, &req));
         push_request(req);
     } else {
-        MPI_CHECK("MPI_Bcast", MPI_Bcast(buf, n, mpi_dtype(dtype), root, MPI_COMM_WORLD));
+        MPI_CHECK("MPI_Bcast", MPI_Bcast(buf, n, tempo_mpi_dtype(dtype), root, MPI_COMM_WORLD));
     }
 }
 
@@ -322,11 +308,11 @@ static void mpi_reduce(const void *sendbuf, void *recvbuf, size_t count, tempo_d
     int n = icount(count, "reduce");
     if (nonblocking) {
         MPI_Request req;
-        MPI_CHECK("MPI_Ireduce", MPI_Ireduce(src, recvbuf, n, mpi_dtype(dtype), mpi_op(op), root,
+        MPI_CHECK("MPI_Ireduce", MPI_Ireduce(src, recvbuf, n, tempo_mpi_dtype(dtype), mpi_op(op), root,
                                              MPI_COMM_WORLD, &req));
         push_request(req);
     } else {
-        MPI_CHECK("MPI_Reduce", MPI_Reduce(src, recvbuf, n, mpi_dtype(dtype), mpi_op(op), root,
+        MPI_CHECK("MPI_Reduce", MPI_Reduce(src, recvbuf, n, tempo_mpi_dtype(dtype), mpi_op(op), root,
                                            MPI_COMM_WORLD));
     }
     if (my_rank == root)
@@ -336,7 +322,7 @@ static void mpi_reduce(const void *sendbuf, void *recvbuf, size_t count, tempo_d
 static void mpi_alltoall(const void *sendbuf, void *recvbuf, size_t count, tempo_dtype_t dtype,
                          int nonblocking)
 {
-    MPI_Datatype t = mpi_dtype(dtype);
+    MPI_Datatype t = tempo_mpi_dtype(dtype);
     int n = icount(count, "alltoall");
     const void *src = sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf;
     if (nonblocking) {
@@ -351,7 +337,7 @@ static void mpi_alltoall(const void *sendbuf, void *recvbuf, size_t count, tempo
 static void mpi_sendrecv(const void *sendbuf, void *recvbuf, size_t count, tempo_dtype_t dtype,
                          int to, int from, int nonblocking)
 {
-    MPI_Datatype t = mpi_dtype(dtype);
+    MPI_Datatype t = tempo_mpi_dtype(dtype);
     int n = icount(count, "sendrecv");
     if (nonblocking) {
         MPI_Request req;

@@ -17,5 +17,6 @@ EXTRA_DIST += %reldir%/tempo-trace.in
 # The `--version` line of every C program (tools, perf, tempo-train): tools/version.h.
 noinst_HEADERS += %reldir%/version.h
 
-# Shared by the programs that join their job with MPI (trainer/dist_mpi.c, perf/backend_mpi.c).
-noinst_HEADERS += %reldir%/mpi_launch.h
+# Shared by the programs that join their job with MPI (trainer/dist_mpi.c, perf/backend_mpi.c,
+# tests/mr/difftest.c's MPI build).
+noinst_HEADERS += %reldir%/mpi_common.h

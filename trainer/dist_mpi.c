@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tools/mpi_launch.h"
+#include "tools/mpi_common.h"
 #include "trainer/dist.h"
 
 typedef struct {

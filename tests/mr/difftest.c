@@ -89,6 +89,8 @@
 
 #ifdef DIFFTEST_MPI
 #include <mpi.h>
+
+#include "tools/mpi_common.h"
 typedef MPI_Comm dcomm_t; /* the communicators of the tree, tempo's or MPI's */
 #else
 typedef tempo_comm_t dcomm_t;
@@ -1224,17 +1226,8 @@ static void run_batch(ctx_t *c, case_t *cs)
 /* Moved data of any dtype is bytes: fp16 and bf16 travel as MPI_UINT16_T. */
 static MPI_Datatype mpi_dtype(tempo_dtype_t dt)
 {
-    switch (dt) {
-    case TEMPO_INT8: return MPI_INT8_T;
-    case TEMPO_UINT8: return MPI_UINT8_T;
-    case TEMPO_INT32: return MPI_INT32_T;
-    case TEMPO_UINT32: return MPI_UINT32_T;
-    case TEMPO_INT64: return MPI_INT64_T;
-    case TEMPO_UINT64: return MPI_UINT64_T;
-    case TEMPO_FLOAT32: return MPI_FLOAT;
-    case TEMPO_FLOAT64: return MPI_DOUBLE;
-    default: return MPI_UINT16_T; /* fp16, bf16 */
-    }
+    MPI_Datatype d = tempo_mpi_dtype(dt);
+    return d == MPI_DATATYPE_NULL ? MPI_UINT16_T : d;
 }
 
 static MPI_Op mpi_op(tempo_op_t op)
