@@ -1,7 +1,11 @@
 /*
  * train.c — tempo-train: trains a GPT (model.h) on a text corpus or llm.c token shards (data.h),
  * data parallel over the job's ranks (dist.h: tempo by default), with ZeRO 0, 1 or 2, gradient
- * accumulation, bucketed priority-scheduled and optionally compressed gradient synchronization.
+ * accumulation, bucketed priority-scheduled and optionally compressed gradient synchronization;
+ * --tp T adds Megatron tensor parallelism (the model's gpt_tp_t, filled from dist's TP group) on a
+ * DP x TP mesh: everything below then runs over the DP dimension on this rank's shards, the
+ * gradient norm adds the TP shards' parts, and dumps and checkpoints gather the shards into the
+ * single-rank layout.
  *
  * One step = --accum micro-batches of --batch sequences per rank, then one AdamW update:
  *   ZeRO 0  gradients accumulate locally; on the last micro-batch backward hands each finished layer
@@ -91,7 +95,7 @@ static void usage(FILE *f)
     fprintf(f,
         "usage: tempo-run -n N tempo-train [options]    (or tempo-train alone for one rank)\n"
         "       mpirun -n N tempo-train --backend mpi [options]\n"
-        "Trains a GPT-2-style model on the CPU, data parallel over the job's N ranks.\n"
+        "Trains a GPT-2-style model on the CPU, data (and tensor) parallel over the job's N ranks.\n"
         "\n"
         "Data\n"
         "  --data PATH         text file, directory of text files, or llm.c .bin shards (glob)\n"
@@ -113,7 +117,14 @@ static void usage(FILE *f)
         "                      priority order of --sched pays off)\n"
         "  --seed N            weights and data order [1337]\n"
         "Parallelism and communication\n"
-        "  --dp N              data-parallel ranks: must equal the job size [job size]\n"
+        "  --dp N              data-parallel ranks: --dp x --tp must equal the job size\n"
+        "                      [job size / --tp]\n"
+        "  --tp T              tensor-parallel ranks (Megatron: attention by heads, MLP by\n"
+        "                      columns/rows, embedding and cross-entropy by vocabulary) [1]; rank\n"
+        "                      order is TP fastest (a TP group is T consecutive ranks); heads, 4C\n"
+        "                      and the vocabulary must be multiples of T; tempo backend only;\n"
+        "                      checkpoints (unsharded, load at any --tp) need --zero 0\n"
+        "  --pp P              pipeline-parallel stages: only 1 for now [1]\n"
         "  --zero S            0: all-reduce; 1: shard AdamW state (reduce-scatter + all-gather);\n"
         "                      2: also shard gradients (no full gradient buffer) [0]\n"
         "  --compress SPEC     gradient compressor, e.g. alq:bits=3, qsgd:bits=4, powersgd:rank=2,\n"
