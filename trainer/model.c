@@ -3,7 +3,12 @@
  * contract). The layers follow llm.c's train_gpt2.c: one forward and one hand-written backward
  * per layer type, every backward accumulating (+=) into its parameter gradients.
  *
- * Not here: the optimizer (optim.c), data, communication.
+ * Not here: the optimizer (optim.c), data, communication. Tensor parallelism (Megatron) is here
+ * only as shapes and calls: a TP model holds its shards (build_table cuts each tensor by its
+ * GPT_TP_* kind), runs the same kernels on its heads, MLP columns and vocabulary slice, and calls
+ * the caller's gpt_tp_t all-reduces at the f/g points (tp_reduce, row_parallel_forward,
+ * crossentropy_tp, the embedding). At tp.size 1 every path is the single-rank one, bit for bit.
+ * Activations stay sized for the full widths (a TP rank uses a prefix of qkv, atty, fch, logits).
  *
  * Kernels
  *   - matmuls go through one blocked GEMM, C(M, N) += A(M, K) · B(K, N), whose micro-kernel keeps

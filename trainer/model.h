@@ -9,7 +9,8 @@
  * vocabulary padding (Vp = V).
  *
  * Not here: the optimizer (optim.h), data loading, anything distributed. The model does not use
- * tempo; a data-parallel caller hooks its communication between the per-layer calls below.
+ * tempo; a data-parallel caller hooks its communication between the per-layer calls below, and a
+ * tensor-parallel one hands gpt_create_tp two all-reduce callbacks (gpt_tp_t).
  *
  * Invariants
  *   - All parameters live in ONE contiguous fp32 buffer (params), the gradients in a second buffer
