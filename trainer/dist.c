@@ -67,6 +67,9 @@ dist_t *dist_open(const char *backend, char *err)
         free(d);
         return NULL;
     }
+    d->world_rank = d->rank;
+    d->world_size = d->size;
+    d->tp_size = 1;
     return d;
 }
 

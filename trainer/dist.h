@@ -13,8 +13,16 @@
  * A group is posted as soon as it is ready (overlapping the rest of backward) and waited for just
  * before it is used, so the next forward waits only for the layer it is about to run.
  *
- * What it is not: a model of parallelism beyond data parallel (tensor and pipeline groups come with
- * their own communicators later), or a place for the optimizer.
+ * Tensor parallelism (tempo only): mesh() cuts the job into a mesh of D data-parallel x T
+ * tensor-parallel ranks, TP fastest (job rank w = dp_rank * T + tp_rank: a TP group is T consecutive
+ * ranks, on one host as Megatron places them), with one communicator per dimension split from the
+ * job's. Afterwards rank and size and every method above belong to the DP dimension (the gradient
+ * groups sync among the ranks that hold the same TP shard), and the tp_* methods run exactly
+ * (uncompressed, blocking) on the rank's TP group. Before mesh (or without it) the job is all DP
+ * and tp_size is 1.
+ *
+ * What it is not: pipeline parallelism (its own communicator later), or a place for the
+ * optimizer.
  *
  * Errors: functions return 0 or -1; after -1 dist_error() says what failed in words (the backend's
  * own message included). A failure of a collective is fatal for the job: the caller reports it and
@@ -54,7 +62,9 @@ typedef struct dist dist_t;
 
 struct dist {
     const char *backend; /* "tempo" or "mpi" */
-    int rank, size;
+    int rank, size;             /* in the data-parallel dimension */
+    int world_rank, world_size; /* in the job (dist_open sets them) */
+    int tp_rank, tp_size;       /* in the tensor-parallel group (0, 1 without mesh) */
     void *impl;
 
     int (*sum_f64)(dist_t *d, double *x, int n); /* in place, blocking, same order on every rank */
@@ -82,6 +92,14 @@ struct dist {
     const char *(*describe)(dist_t *d); /* one line: transport, compressor, policy, buckets */
     const char *(*error)(dist_t *d);
     void (*abort)(dist_t *d);
+    /* Build the DP x TP mesh (collective over the job, before grads_register); NULL in a backend
+     * without tensor parallelism. -1 with the reason in err (256 bytes). */
+    int (*mesh)(dist_t *d, int tp, char *err);
+    /* On the TP group, in place and blocking: sum (max = 0) or max (max = 1) of n floats; sums of
+     * n doubles; the all-gather of every rank's n floats into recv (tp_size * n, rank order). */
+    int (*tp_allreduce)(dist_t *d, float *buf, size_t n, int max);
+    int (*tp_sum_f64)(dist_t *d, double *x, int n);
+    int (*tp_allgather)(dist_t *d, const float *send, float *recv, size_t n);
     int (*destroy)(dist_t *d); /* leave the job, free impl (not d: callers use dist_close) */
 };
 

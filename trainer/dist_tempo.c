@@ -25,7 +25,8 @@
 #include "trainer/dist.h"
 
 typedef struct {
-    tempo_comm_t comm;
+    tempo_comm_t comm;      /* the data-parallel dimension: the job's, or a split of it (mesh) */
+    tempo_comm_t world, tp; /* after mesh: the job's communicator and the TP group's; else NULL */
     char err[512];
     char desc[512];
     dist_mode_t mode;
@@ -325,7 +326,64 @@ static const char *t_error(dist_t *d)
 
 static void t_abort(dist_t *d)
 {
-    tempo_comm_abort(((tdist_t *)d->impl)->comm);
+    tdist_t *t = d->impl;
+    tempo_comm_abort(t->world ? t->world : t->comm);
+}
+
+/* A failure on the TP communicator, in dist_error's words. */
+static int tp_fail(dist_t *d, const char *what, tempo_status_t st)
+{
+    tdist_t *t = d->impl;
+    snprintf(t->err, sizeof t->err, "tensor parallel %s: %s (%s)", what, tempo_last_error(t->tp),
+             tempo_status_name(st));
+    return -1;
+}
+
+static int t_tp_allreduce(dist_t *d, float *buf, size_t n, int max)
+{
+    tdist_t *t = d->impl;
+    tempo_status_t st = tempo_allreduce(t->tp, buf, buf, n, TEMPO_FLOAT32, max ? TEMPO_MAX : TEMPO_SUM);
+    return st == TEMPO_OK ? 0 : tp_fail(d, "all-reduce", st);
+}
+
+static int t_tp_sum_f64(dist_t *d, double *x, int n)
+{
+    tdist_t *t = d->impl;
+    tempo_status_t st = tempo_allreduce(t->tp, x, x, (size_t)n, TEMPO_FLOAT64, TEMPO_SUM);
+    return st == TEMPO_OK ? 0 : tp_fail(d, "all-reduce of statistics", st);
+}
+
+static int t_tp_allgather(dist_t *d, const float *send, float *recv, size_t n)
+{
+    tdist_t *t = d->impl;
+    tempo_status_t st = tempo_allgather(t->tp, send, recv, n, TEMPO_FLOAT32);
+    return st == TEMPO_OK ? 0 : tp_fail(d, "all-gather", st);
+}
+
+/* Job rank w = dp_rank * tp + tp_rank: TP groups are colored by w / tp, DP groups by w % tp. */
+static int t_mesh(dist_t *d, int tp, char *err)
+{
+    tdist_t *t = d->impl;
+    const int w = d->world_rank;
+    tempo_comm_t dp = NULL, tpc = NULL;
+    tempo_status_t st = tempo_comm_split(t->comm, w / tp, w % tp, &tpc);
+    if (st == TEMPO_OK) {
+        st = tempo_comm_split(t->comm, w % tp, w / tp, &dp);
+    }
+    if (st != TEMPO_OK) {
+        snprintf(err, 256, "cannot split the job into its TP and DP groups: %s (%s)",
+                 tempo_last_error(t->comm), tempo_status_name(st));
+        tempo_comm_destroy(tpc);
+        return -1;
+    }
+    t->world = t->comm;
+    t->comm = dp;
+    t->tp = tpc;
+    d->rank = tempo_comm_rank(dp);
+    d->size = tempo_comm_size(dp);
+    d->tp_rank = tempo_comm_rank(tpc);
+    d->tp_size = tempo_comm_size(tpc);
+    return 0;
 }
 
 static int t_destroy(dist_t *d)
@@ -343,8 +401,11 @@ static int t_destroy(dist_t *d)
         rc = -1;
     }
     tempo_compressor_destroy(t->qc);
-    if (tempo_comm_destroy(t->comm) != TEMPO_OK) {
-        rc = -1;
+    tempo_comm_t comms[3] = {t->tp, t->comm, t->world}; /* world last: it closes the job */
+    for (int i = 0; i < 3; i++) {
+        if (tempo_comm_destroy(comms[i]) != TEMPO_OK) {
+            rc = -1;
+        }
     }
     free(t->groups);
     free(t->rs);
@@ -384,6 +445,10 @@ int dist_open_tempo(dist_t *d, char *err)
                   .describe = t_describe,
                   .error = t_error,
                   .abort = t_abort,
+                  .mesh = t_mesh,
+                  .tp_allreduce = t_tp_allreduce,
+                  .tp_sum_f64 = t_tp_sum_f64,
+                  .tp_allgather = t_tp_allgather,
                   .destroy = t_destroy};
     return 0;
 }

@@ -19,7 +19,7 @@ noinst_HEADERS += %reldir%/model.h %reldir%/optim.h
 check_PROGRAMS += %reldir%/test_model
 TESTS += %reldir%/test_model
 %canon_reldir%_test_model_SOURCES = %reldir%/test_model.c
-%canon_reldir%_test_model_LDADD = libtrainer.la
+%canon_reldir%_test_model_LDADD = libtrainer.la $(PTHREAD_LIBS)
 %canon_reldir%_test_model_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS)
 EXTRA_DIST += tests/golden/gpt_small.bin tests/golden/make_gpt_golden.py
 
@@ -50,8 +50,8 @@ endif
 check_PROGRAMS += tests/trainer/dumpcmp
 tests_trainer_dumpcmp_SOURCES = tests/trainer/dumpcmp.c
 tests_trainer_dumpcmp_LDADD = -lm
-TESTS += tests/trainer/layouts.sh tests/trainer/compressed.sh
-EXTRA_DIST += tests/trainer/layouts.sh tests/trainer/compressed.sh
+TESTS += tests/trainer/layouts.sh tests/trainer/compressed.sh tests/trainer/tp.sh
+EXTRA_DIST += tests/trainer/layouts.sh tests/trainer/compressed.sh tests/trainer/tp.sh
 # runs in an --out folder (refused, --overwrite, resume) and across layouts (global batch kept on
 # resume, validation loss the same at any layout)
 TESTS += tests/trainer/runs.sh

@@ -3,7 +3,12 @@
  * contract). The layers follow llm.c's train_gpt2.c: one forward and one hand-written backward
  * per layer type, every backward accumulating (+=) into its parameter gradients.
  *
- * Not here: the optimizer (optim.c), data, communication.
+ * Not here: the optimizer (optim.c), data, communication. Tensor parallelism (Megatron) is here
+ * only as shapes and calls: a TP model holds its shards (build_table cuts each tensor by its
+ * GPT_TP_* kind), runs the same kernels on its heads, MLP columns and vocabulary slice, and calls
+ * the caller's gpt_tp_t all-reduces at the f/g points (tp_reduce, row_parallel_forward,
+ * crossentropy_tp, the embedding). At tp.size 1 every path is the single-rank one, bit for bit.
+ * Activations stay sized for the full widths (a TP rank uses a prefix of qkv, atty, fch, logits).
  *
  * Kernels
  *   - matmuls go through one blocked GEMM, C(M, N) += A(M, K) · B(K, N), whose micro-kernel keeps
@@ -134,13 +139,20 @@ static const struct {
     int ndim;
     int rows, cols; /* in units of C (0 means 1) */
     int init;
+    int split; /* GPT_TP_*: column-parallel qkv and fc by rows, row-parallel projections by columns */
 } block_tensors[P_PER_BLOCK] = {
-    {"ln1.w", 1, 1, 0, INIT_ONE},         {"ln1.b", 1, 1, 0, INIT_ZERO},
-    {"attn.qkv.w", 2, 3, 1, INIT_NORMAL}, {"attn.qkv.b", 1, 3, 0, INIT_ZERO},
-    {"attn.proj.w", 2, 1, 1, INIT_RESID}, {"attn.proj.b", 1, 1, 0, INIT_ZERO},
-    {"ln2.w", 1, 1, 0, INIT_ONE},         {"ln2.b", 1, 1, 0, INIT_ZERO},
-    {"mlp.fc.w", 2, 4, 1, INIT_NORMAL},   {"mlp.fc.b", 1, 4, 0, INIT_ZERO},
-    {"mlp.proj.w", 2, 1, 4, INIT_RESID},  {"mlp.proj.b", 1, 1, 0, INIT_ZERO},
+    {"ln1.w", 1, 1, 0, INIT_ONE, GPT_TP_REPLICATED},
+    {"ln1.b", 1, 1, 0, INIT_ZERO, GPT_TP_REPLICATED},
+    {"attn.qkv.w", 2, 3, 1, INIT_NORMAL, GPT_TP_QKV},
+    {"attn.qkv.b", 1, 3, 0, INIT_ZERO, GPT_TP_QKV},
+    {"attn.proj.w", 2, 1, 1, INIT_RESID, GPT_TP_COLS},
+    {"attn.proj.b", 1, 1, 0, INIT_ZERO, GPT_TP_REPLICATED},
+    {"ln2.w", 1, 1, 0, INIT_ONE, GPT_TP_REPLICATED},
+    {"ln2.b", 1, 1, 0, INIT_ZERO, GPT_TP_REPLICATED},
+    {"mlp.fc.w", 2, 4, 1, INIT_NORMAL, GPT_TP_ROWS},
+    {"mlp.fc.b", 1, 4, 0, INIT_ZERO, GPT_TP_ROWS},
+    {"mlp.proj.w", 2, 1, 4, INIT_RESID, GPT_TP_COLS},
+    {"mlp.proj.b", 1, 1, 0, INIT_ZERO, GPT_TP_REPLICATED},
 };
 
 /* Pointers to one block's tensors in params or grads. */
@@ -189,6 +201,7 @@ typedef void (*gemm_block_fn)(const gemm_t *g, int i0, int i1, int j0, int j1);
 
 struct gpt_work {
     uint8_t *init;            /* (num_tensors) INIT_* */
+    float *init_full;         /* tensor parallel: one whole tensor while initializing, or NULL */
     float **ggrad;            /* (L + 2) where backward writes group g (gpt_set_group_grads) */
     gemm_block_fn gemm_block; /* the GEMM build for this CPU */
     const char *gemm_name;
@@ -853,10 +866,11 @@ GPT_CLONES static void crossentropy_rows(float *probs, float *losses, const floa
     }
 }
 
-/* dlogits rows = (probs - onehot(target)) * scale. */
+/* dlogits rows = (probs - onehot(target)) * scale, over the V columns of vocabulary entries
+ * [v0, v0 + V) (tensor parallel: a slice; the target may be outside it). */
 GPT_CLONES static void crossentropy_backward_rows(float *dlogits, const float *probs,
                                                   const int *targets, float scale, int r0, int r1,
-                                                  int V)
+                                                  int V, int v0)
 {
     for (int r = r0; r < r1; r++) {
         const float *p = probs + (size_t)r * V;
@@ -864,8 +878,102 @@ GPT_CLONES static void crossentropy_backward_rows(float *dlogits, const float *p
         for (int i = 0; i < V; i++) {
             d[i] = p[i] * scale;
         }
-        d[targets[r]] = (p[targets[r]] - 1.0f) * scale;
+        const int k = targets[r] - v0;
+        if (k >= 0 && k < V) {
+            d[k] = (p[k] - 1.0f) * scale;
+        }
     }
+}
+
+/*
+ * Vocabulary-parallel cross-entropy (Megatron): logits (BT, Vl) hold this rank's slice [v0,
+ * v0 + Vl); the row maxima are all-reduced (max), then the sums of exponentials and the target
+ * logits (0 on the ranks that do not own the target) in one sum; probs gets the rank's slice of
+ * the softmax and losses every row's loss. The full logits never exist on one rank.
+ */
+static int tp_reduce(const gpt_model_t *m, float *buf, size_t n, int max);
+
+static int crossentropy_tp(gpt_model_t *m, int BT, int Vl)
+{
+    gpt_work_t *w = m->work;
+    const int v0 = m->tp.rank * Vl;
+    float *mx = w->scratch, *st = w->scratch + BT; /* (BT) maxima; (2, BT) sums, target logits */
+    OMP(omp parallel for schedule(static))
+    for (int r = 0; r < BT; r++) {
+        const float *l = w->logits + (size_t)r * Vl;
+        float v = -INFINITY;
+        for (int i = 0; i < Vl; i++) {
+            v = l[i] > v ? l[i] : v;
+        }
+        mx[r] = v;
+    }
+    if (tp_reduce(m, mx, (size_t)BT, 1) != 0) {
+        return -1;
+    }
+    OMP(omp parallel for schedule(static))
+    for (int r = 0; r < BT; r++) {
+        const float *l = w->logits + (size_t)r * Vl;
+        float *p = w->probs + (size_t)r * Vl, sum = 0.0f;
+        for (int i = 0; i < Vl; i++) {
+            p[i] = exp_poly(l[i] - mx[r]);
+            sum += p[i];
+        }
+        const int k = w->targets[r] - v0;
+        st[r] = sum;
+        st[BT + r] = k >= 0 && k < Vl ? l[k] : 0.0f;
+    }
+    if (tp_reduce(m, st, 2 * (size_t)BT, 0) != 0) {
+        return -1;
+    }
+    OMP(omp parallel for schedule(static))
+    for (int r = 0; r < BT; r++) {
+        float *p = w->probs + (size_t)r * Vl;
+        const float inv = 1.0f / st[r];
+        for (int i = 0; i < Vl; i++) {
+            p[i] *= inv;
+        }
+        w->losses[r] = logf(st[r]) + mx[r] - st[BT + r];
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* tensor parallelism: the caller's collectives, and the row-parallel matmul                    */
+
+/* In-place sum (max) of buf over the tensor-parallel ranks; a no-op without them. */
+static int tp_reduce(const gpt_model_t *m, float *buf, size_t n, int max)
+{
+    if (m->tp.size == 1) {
+        return 0;
+    }
+    /* a failing callback has said why with gpt_fail (model.h) */
+    return (max ? m->tp.allreduce_max : m->tp.allreduce_sum)(m->tp.ctx, buf, n) != 0 ? -1 : 0;
+}
+
+/*
+ * A row-parallel matmul and Megatron's g operator: out (BT, OC) = Σ_ranks inp_r · weight_rᵀ + bias,
+ * inp_r (BT, K) and weight_r (OC, K) this rank's column slice; the bias (replicated) is added once,
+ * after the all-reduce. Backward needs no communication (dout is the same on every rank).
+ */
+static int row_parallel_forward(gpt_model_t *m, float *out, const float *inp, const float *weight,
+                                const float *bias, int BT, int K, int OC)
+{
+    if (m->tp.size == 1) {
+        matmul_forward(m->work, out, inp, weight, bias, BT, K, OC);
+        return 0;
+    }
+    matmul_forward(m->work, out, inp, weight, NULL, BT, K, OC);
+    if (tp_reduce(m, out, (size_t)BT * OC, 0) != 0) {
+        return -1;
+    }
+    OMP(omp parallel for schedule(static))
+    for (int bt = 0; bt < BT; bt++) {
+        float *o = out + (size_t)bt * OC;
+        for (int i = 0; i < OC; i++) {
+            o[i] += bias[i];
+        }
+    }
+    return 0;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -909,26 +1017,41 @@ size_t gpt_num_params(const gpt_config_t *cfg)
            2 * C;
 }
 
+/* Parameters of one tensor-parallel rank's shard (T = 1: gpt_num_params). */
+static size_t gpt_tp_params(const gpt_config_t *cfg, int T)
+{
+    size_t C = (size_t)cfg->channels, t = (size_t)T;
+    size_t per_block = 12 * C * C / t + 7 * C / t + 6 * C; /* sharded: qkv, proj.w, fc, fcproj.w */
+    return (size_t)cfg->vocab_size / t * C + (size_t)cfg->max_seq_len * C +
+           cfg->n_layer * per_block + 2 * C;
+}
+
 double gpt_flops_per_token(const gpt_config_t *cfg, int T)
 {
     return 6.0 * (double)gpt_num_params(cfg) +
            6.0 * cfg->n_layer * (double)cfg->channels * (double)T;
 }
 
+/* Appends a tensor of full shape (rows, cols), cut by split over m->tp (the shard's shape is
+ * stored); m->full_params counts the unsharded layout meanwhile. */
 static void add_tensor(gpt_model_t *m, uint8_t *init, int *n, size_t *off, const char *name,
-                       int ndim, size_t rows, size_t cols, int layer, int kind)
+                       int ndim, size_t rows, size_t cols, int layer, int kind, int split)
 {
     gpt_tensor_t *t = &m->tensors[*n];
+    const size_t T = (size_t)m->tp.size;
     snprintf(t->name, sizeof t->name, "%s", name);
     t->ndim = ndim;
-    t->shape[0] = rows;
-    t->shape[1] = cols;
+    t->shape[0] = split == GPT_TP_ROWS || split == GPT_TP_QKV ? rows / T : rows;
+    t->shape[1] = split == GPT_TP_COLS ? cols / T : cols;
     t->offset = *off;
-    t->size = rows * cols;
+    t->size = t->shape[0] * t->shape[1];
     t->layer = layer;
     t->decay = ndim == 2;
+    t->tp_split = split;
+    t->full_offset = m->full_params;
     init[*n] = (uint8_t)kind;
     *off += t->size;
+    m->full_params += rows * cols;
     (*n)++;
 }
 
@@ -942,8 +1065,11 @@ static void build_table(gpt_model_t *m)
     size_t off = 0;
     char name[GPT_NAME_MAX];
     m->groups[0].off = off;
-    add_tensor(m, init, &n, &off, "wte", 2, (size_t)cfg->vocab_size, C, -1, INIT_NORMAL);
-    add_tensor(m, init, &n, &off, "wpe", 2, (size_t)cfg->max_seq_len, C, -1, INIT_NORMAL);
+    m->full_params = 0;
+    add_tensor(m, init, &n, &off, "wte", 2, (size_t)cfg->vocab_size, C, -1, INIT_NORMAL,
+               GPT_TP_ROWS);
+    add_tensor(m, init, &n, &off, "wpe", 2, (size_t)cfg->max_seq_len, C, -1, INIT_NORMAL,
+               GPT_TP_REPLICATED);
     m->groups[0].n = off - m->groups[0].off;
     for (int l = 0; l < L; l++) {
         m->groups[1 + l].off = off;
@@ -952,13 +1078,13 @@ static void build_table(gpt_model_t *m)
             size_t rows = (size_t)block_tensors[p].rows * C;
             size_t cols = block_tensors[p].cols ? (size_t)block_tensors[p].cols * C : 1;
             add_tensor(m, init, &n, &off, name, block_tensors[p].ndim, rows, cols, l,
-                       block_tensors[p].init);
+                       block_tensors[p].init, block_tensors[p].split);
         }
         m->groups[1 + l].n = off - m->groups[1 + l].off;
     }
     m->groups[1 + L].off = off;
-    add_tensor(m, init, &n, &off, "lnf.w", 1, C, 1, L, INIT_ONE);
-    add_tensor(m, init, &n, &off, "lnf.b", 1, C, 1, L, INIT_ZERO);
+    add_tensor(m, init, &n, &off, "lnf.w", 1, C, 1, L, INIT_ONE, GPT_TP_REPLICATED);
+    add_tensor(m, init, &n, &off, "lnf.b", 1, C, 1, L, INIT_ZERO, GPT_TP_REPLICATED);
     m->groups[1 + L].n = off - m->groups[1 + L].off;
     m->num_tensors = n;
 }
@@ -984,11 +1110,49 @@ static float *grad_of(const gpt_model_t *m, int g, int ti)
 
 #define INIT_CHUNK 65536
 
+/* Copies between one tensor's shard (rank r of T, the shape in t) and the full tensor:
+ * to_full 0: full -> shard, 1: shard -> full. */
+static void tp_copy(const gpt_tensor_t *t, int r, int T, float *full, float *shard, int to_full)
+{
+    size_t rows = t->shape[0], cols = t->shape[1], fcols = cols, frow0 = 0, parts = 1, rp;
+    if (t->tp_split == GPT_TP_COLS) {
+        fcols = cols * (size_t)T;
+    } else if (t->tp_split != GPT_TP_REPLICATED) {
+        parts = t->tp_split == GPT_TP_QKV ? 3 : 1;
+        frow0 = (size_t)r * (rows / parts);
+    }
+    rp = rows / parts; /* shard rows per part; a full part has rp * T rows */
+    for (size_t i = 0; i < rows; i++) {
+        size_t k = i / rp, fi = k * rp * (size_t)T + frow0 + i % rp;
+        size_t fc0 = t->tp_split == GPT_TP_COLS ? (size_t)r * cols : 0;
+        float *f = full + fi * fcols + fc0, *s = shard + i * cols;
+        memcpy(to_full ? f : s, to_full ? s : f, cols * sizeof(float));
+    }
+}
+
+void gpt_tp_slice(const gpt_model_t *m, const float *full, float *shard)
+{
+    for (int ti = 0; ti < m->num_tensors; ti++) {
+        const gpt_tensor_t *t = &m->tensors[ti];
+        tp_copy(t, m->tp.rank, m->tp.size, (float *)(uintptr_t)(full + t->full_offset),
+                shard + t->offset, 0);
+    }
+}
+
+void gpt_tp_place(const gpt_model_t *m, const float *shard, int r, float *full)
+{
+    for (int ti = 0; ti < m->num_tensors; ti++) {
+        const gpt_tensor_t *t = &m->tensors[ti];
+        tp_copy(t, r, m->tp.size, full + t->full_offset, (float *)(uintptr_t)(shard + t->offset),
+                1);
+    }
+}
+
 void gpt_init_weights(gpt_model_t *m, uint64_t seed)
 {
     const double resid_std = GPT_INIT_STD / sqrt(2.0 * m->cfg.n_layer);
     for (int ti = 0; ti < m->num_tensors; ti++) {
-        const gpt_tensor_t *t = &m->tensors[ti];
+        gpt_tensor_t full_t = m->tensors[ti], *t = &full_t;
         const int kind = m->work->init[ti];
         float *p = m->params + t->offset;
         if (kind == INIT_ZERO || kind == INIT_ONE) {
@@ -996,6 +1160,12 @@ void gpt_init_weights(gpt_model_t *m, uint64_t seed)
                 p[i] = kind == INIT_ONE ? 1.0f : 0.0f;
             }
             continue;
+        }
+        /* a shard draws the whole tensor (the single-rank model's values) and keeps its slice */
+        const int sharded = m->tp.size > 1 && t->tp_split != GPT_TP_REPLICATED;
+        if (sharded) {
+            t->size *= (size_t)m->tp.size;
+            p = m->work->init_full;
         }
         const double std = kind == INIT_RESID ? resid_std : GPT_INIT_STD;
         /* chunks with their own stream (seed, tensor, chunk): thread-count independent */
@@ -1017,13 +1187,48 @@ void gpt_init_weights(gpt_model_t *m, uint64_t seed)
                 }
             }
         }
+        if (sharded) {
+            tp_copy(&m->tensors[ti], m->tp.rank, m->tp.size, p, m->params + m->tensors[ti].offset,
+                    0);
+        }
     }
+}
+
+int gpt_tp_check(const gpt_config_t *cfg, int T)
+{
+    if (T < 1) {
+        return gpt_fail("gpt: tensor-parallel size %d must be >= 1", T);
+    }
+    if (cfg->n_head % T != 0) {
+        return gpt_fail("tensor parallel: %d heads cannot be split over %d ranks (each rank owns "
+                        "whole heads: --heads must be a multiple of --tp)", cfg->n_head, T);
+    }
+    if ((4 * cfg->channels) % T != 0) {
+        return gpt_fail("tensor parallel: the MLP width 4C = %d is not a multiple of --tp %d",
+                        4 * cfg->channels, T);
+    }
+    if (cfg->vocab_size % T != 0) {
+        return gpt_fail("tensor parallel: the vocabulary (%d) is not a multiple of --tp %d (the "
+                        "embedding and the cross-entropy are split by vocabulary)",
+                        cfg->vocab_size, T);
+    }
+    return 0;
 }
 
 int gpt_create(const gpt_config_t *cfg, uint64_t seed, gpt_model_t **model_p)
 {
-    if (gpt_config_check(cfg) != 0) {
+    return gpt_create_tp(cfg, NULL, seed, model_p);
+}
+
+int gpt_create_tp(const gpt_config_t *cfg, const gpt_tp_t *tp, uint64_t seed,
+                  gpt_model_t **model_p)
+{
+    const int T = tp ? tp->size : 1;
+    if (gpt_config_check(cfg) != 0 || gpt_tp_check(cfg, T) != 0) {
         return -1;
+    }
+    if (T > 1 && (!tp->allreduce_sum || !tp->allreduce_max || tp->rank < 0 || tp->rank >= T)) {
+        return gpt_fail("gpt: tensor parallel rank %d of %d without its collectives", tp->rank, T);
     }
     const int L = cfg->n_layer;
     gpt_model_t *m = calloc(1, sizeof *m);
@@ -1031,7 +1236,8 @@ int gpt_create(const gpt_config_t *cfg, uint64_t seed, gpt_model_t **model_p)
         goto oom;
     }
     m->cfg = *cfg;
-    m->num_params = gpt_num_params(cfg);
+    m->tp = tp ? *tp : (gpt_tp_t){.rank = 0, .size = 1};
+    m->num_params = gpt_tp_params(cfg, T);
     m->num_tensors = 2 + P_PER_BLOCK * L + 2;
     m->mean_loss = -1.0f;
     m->work = calloc(1, sizeof *m->work);
@@ -1056,6 +1262,13 @@ int gpt_create(const gpt_config_t *cfg, uint64_t seed, gpt_model_t **model_p)
         m->work->ggrad[g] = m->grads + m->groups[g].off;
     }
     gemm_select(m->work);
+    if (T > 1) { /* the largest sharded tensor, whole: wte or a (4C, C) matmul weight */
+        size_t C = (size_t)cfg->channels, V = (size_t)cfg->vocab_size;
+        m->work->init_full = malloc((V > 4 * C ? V : 4 * C) * C * sizeof(float));
+        if (!m->work->init_full) {
+            goto oom;
+        }
+    }
     gpt_init_weights(m, seed);
     *model_p = m;
     return 0;
@@ -1085,6 +1298,7 @@ void gpt_destroy(gpt_model_t *m)
         free_acts(m->work);
         free(m->work->init);
         free(m->work->ggrad);
+        free(m->work->init_full);
         free(m->work);
     }
     free(m->tensors);
@@ -1237,10 +1451,27 @@ int gpt_forward_embed(gpt_model_t *m, const int *inputs, int B, int T)
     w->bwd_next = -2;
     const float *wte = m->params + m->tensors[0].offset;
     const float *wpe = m->params + m->tensors[1].offset;
+    if (m->tp.size > 1) {
+        /* vocabulary-parallel: this rank's rows [v0, v0 + Vl), 0 for the other tokens, summed */
+        const int Vl = V / m->tp.size, v0 = m->tp.rank * Vl;
+        OMP(omp parallel for schedule(static))
+        for (int bt = 0; bt < BT; bt++) {
+            const int id = w->inputs[bt] - v0;
+            float *o = w->encoded + (size_t)bt * C;
+            for (int i = 0; i < C; i++) {
+                o[i] = id >= 0 && id < Vl ? wte[(size_t)id * C + i] : 0.0f;
+            }
+        }
+        if (tp_reduce(m, w->encoded, (size_t)BT * C, 0) != 0) {
+            return -1;
+        }
+        wte = NULL; /* te + 0 + ... + 0 is te exactly: o = te + pe as at one rank */
+    }
     OMP(omp parallel for schedule(static))
     for (int bt = 0; bt < BT; bt++) {
-        const float *te = wte + (size_t)w->inputs[bt] * C, *pe = wpe + (size_t)(bt % T) * C;
+        const float *pe = wpe + (size_t)(bt % T) * C;
         float *o = w->encoded + (size_t)bt * C;
+        const float *te = wte ? wte + (size_t)w->inputs[bt] * C : o;
         for (int i = 0; i < C; i++) {
             o[i] = te[i] + pe[i];
         }
@@ -1267,15 +1498,23 @@ int gpt_forward_layer(gpt_model_t *m, int l)
     block_acts_t *a = &w->blocks[l];
     const float *res = l == 0 ? w->encoded : w->blocks[l - 1].res3;
 
+    /* tensor parallel: this rank's Cl channels of attention (its NHl heads) and 4 Cl of the MLP */
+    const int Cl = C / m->tp.size, NHl = NH / m->tp.size;
+    const size_t nl = (size_t)BT * Cl;
+
     layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, res, p.ln1w, p.ln1b, BT, C);
-    matmul_forward(w, a->qkv, a->ln1, p.qkvw, p.qkvb, BT, C, 3 * C);
-    attention_forward(w, a->atty, a->att, a->qkv, B, T, C, NH);
-    matmul_forward(w, a->attproj, a->atty, p.attprojw, p.attprojb, BT, C, C);
+    matmul_forward(w, a->qkv, a->ln1, p.qkvw, p.qkvb, BT, C, 3 * Cl); /* column-parallel */
+    attention_forward(w, a->atty, a->att, a->qkv, B, T, Cl, NHl);
+    if (row_parallel_forward(m, a->attproj, a->atty, p.attprojw, p.attprojb, BT, Cl, C) != 0) {
+        return -1;
+    }
     residual_forward(a->res2, res, a->attproj, n);
     layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p.ln2w, p.ln2b, BT, C);
-    matmul_forward(w, a->fch, a->ln2, p.fcw, p.fcb, BT, C, 4 * C);
-    gelu_forward(a->fch_gelu, a->fch, 4 * n);
-    matmul_forward(w, a->fcproj, a->fch_gelu, p.fcprojw, p.fcprojb, BT, 4 * C, C);
+    matmul_forward(w, a->fch, a->ln2, p.fcw, p.fcb, BT, C, 4 * Cl); /* column-parallel */
+    gelu_forward(a->fch_gelu, a->fch, 4 * nl);
+    if (row_parallel_forward(m, a->fcproj, a->fch_gelu, p.fcprojw, p.fcprojb, BT, 4 * Cl, C)) {
+        return -1;
+    }
     residual_forward(a->res3, a->res2, a->fcproj, n);
     w->fwd_done = l;
     return 0;
@@ -1302,8 +1541,9 @@ int gpt_forward_head(gpt_model_t *m, const int *targets, float *loss_p)
     const gpt_tensor_t *tl = &m->tensors[m->num_tensors - 2];
     const float *lnfw = m->params + tl[0].offset, *lnfb = m->params + tl[1].offset;
     const float *wte = m->params + m->tensors[0].offset;
+    const int Vl = V / m->tp.size; /* tensor parallel: this rank's vocabulary slice */
     layernorm_forward(w->lnf, w->lnf_mean, w->lnf_rstd, w->blocks[L - 1].res3, lnfw, lnfb, BT, C);
-    matmul_forward(w, w->logits, w->lnf, wte, NULL, BT, C, V);
+    matmul_forward(w, w->logits, w->lnf, wte, NULL, BT, C, Vl);
     w->fwd_done = L;
     if (!targets) {
         w->have_targets = 0;
@@ -1314,11 +1554,17 @@ int gpt_forward_head(gpt_model_t *m, const int *targets, float *loss_p)
         return 0;
     }
     const int nt = (BT + ROWS_PER_TASK - 1) / ROWS_PER_TASK;
-    OMP(omp parallel for schedule(static))
-    for (int t = 0; t < nt; t++) {
-        int r1 = (t + 1) * ROWS_PER_TASK;
-        crossentropy_rows(w->probs, w->losses, w->logits, w->targets, t * ROWS_PER_TASK,
-                          r1 < BT ? r1 : BT, V);
+    if (m->tp.size > 1) {
+        if (crossentropy_tp(m, BT, Vl) != 0) {
+            return -1;
+        }
+    } else {
+        OMP(omp parallel for schedule(static))
+        for (int t = 0; t < nt; t++) {
+            int r1 = (t + 1) * ROWS_PER_TASK;
+            crossentropy_rows(w->probs, w->losses, w->logits, w->targets, t * ROWS_PER_TASK,
+                              r1 < BT ? r1 : BT, V);
+        }
     }
     double sum = 0.0;
     for (int i = 0; i < BT; i++) {
@@ -1429,14 +1675,14 @@ int gpt_backward_head(gpt_model_t *m, float dloss)
     if (need_grads(m, L + 1, "the head") || need_grads(m, 0, "the head")) {
         return -1;
     }
-    const int BT = m->B * m->T;
+    const int BT = m->B * m->T, Vl = V / m->tp.size;
     const float scale = dloss / (float)BT;
     const int nt = (BT + ROWS_PER_TASK - 1) / ROWS_PER_TASK;
     OMP(omp parallel for schedule(static))
     for (int t = 0; t < nt; t++) {
         int r1 = (t + 1) * ROWS_PER_TASK;
         crossentropy_backward_rows(w->dlogits, w->probs, w->targets, scale, t * ROWS_PER_TASK,
-                                   r1 < BT ? r1 : BT, V);
+                                   r1 < BT ? r1 : BT, Vl, Vl * m->tp.rank);
     }
     const gpt_tensor_t *tl = &m->tensors[m->num_tensors - 2];
     const float *lnfw = m->params + tl[0].offset;
@@ -1446,7 +1692,10 @@ int gpt_backward_head(gpt_model_t *m, float dloss)
     float *dwte = grad_of(m, 0, 0);
     const size_t n = (size_t)BT * C;
     memset(w->dln, 0, n * sizeof(float));
-    matmul_backward(w, w->dln, dwte, NULL, w->dlogits, w->lnf, wte, BT, C, V);
+    matmul_backward(w, w->dln, dwte, NULL, w->dlogits, w->lnf, wte, BT, C, Vl);
+    if (tp_reduce(m, w->dln, n, 0) != 0) { /* f: the head is column-parallel over the vocabulary */
+        return -1;
+    }
     memset(w->dres, 0, n * sizeof(float));
     layernorm_backward(w->dres, dlnfw, dlnfb, w->dln, w->blocks[L - 1].res3, lnfw, w->lnf_mean,
                        w->lnf_rstd, BT, C);
@@ -1471,22 +1720,34 @@ int gpt_backward_layer(gpt_model_t *m, int l)
     block_acts_t *a = &w->blocks[l];
     const float *res = l == 0 ? w->encoded : w->blocks[l - 1].res3;
 
+    /* tensor parallel: this rank's slices (see gpt_forward_layer); the row-parallel backward needs
+     * nothing (dres is the same on every rank), the column-parallel one ends with f's all-reduce
+     * of the LayerNorm output's gradient, so that the replicated LayerNorms see the full one */
+    const int Cl = C / m->tp.size, NHl = NH / m->tp.size;
+    const size_t nl = (size_t)BT * Cl;
+
     /* w->dres = d res3 on entry; the MLP branch */
-    memset(w->dfch, 0, 4 * n * sizeof(float));
-    matmul_backward(w, w->dfch, g.fcprojw, g.fcprojb, w->dres, a->fch_gelu, p.fcprojw, BT, 4 * C,
+    memset(w->dfch, 0, 4 * nl * sizeof(float));
+    matmul_backward(w, w->dfch, g.fcprojw, g.fcprojb, w->dres, a->fch_gelu, p.fcprojw, BT, 4 * Cl,
                     C);
-    gelu_backward(w->dfch, a->fch, 4 * n);
+    gelu_backward(w->dfch, a->fch, 4 * nl);
     memset(w->dln, 0, n * sizeof(float));
-    matmul_backward(w, w->dln, g.fcw, g.fcb, w->dfch, a->ln2, p.fcw, BT, C, 4 * C);
+    matmul_backward(w, w->dln, g.fcw, g.fcb, w->dfch, a->ln2, p.fcw, BT, C, 4 * Cl);
+    if (tp_reduce(m, w->dln, n, 0) != 0) {
+        return -1;
+    }
     layernorm_backward(w->dres, g.ln2w, g.ln2b, w->dln, a->res2, p.ln2w, a->ln2_mean, a->ln2_rstd,
                        BT, C);
     /* w->dres = d res2; the attention branch */
-    memset(w->datty, 0, n * sizeof(float));
-    matmul_backward(w, w->datty, g.attprojw, g.attprojb, w->dres, a->atty, p.attprojw, BT, C, C);
-    memset(w->dqkv, 0, 3 * n * sizeof(float));
-    attention_backward(w, w->dqkv, w->datty, a->att, a->qkv, B, T, C, NH);
+    memset(w->datty, 0, nl * sizeof(float));
+    matmul_backward(w, w->datty, g.attprojw, g.attprojb, w->dres, a->atty, p.attprojw, BT, Cl, C);
+    memset(w->dqkv, 0, 3 * nl * sizeof(float));
+    attention_backward(w, w->dqkv, w->datty, a->att, a->qkv, B, T, Cl, NHl);
     memset(w->dln, 0, n * sizeof(float));
-    matmul_backward(w, w->dln, g.qkvw, g.qkvb, w->dqkv, a->ln1, p.qkvw, BT, C, 3 * C);
+    matmul_backward(w, w->dln, g.qkvw, g.qkvb, w->dqkv, a->ln1, p.qkvw, BT, C, 3 * Cl);
+    if (tp_reduce(m, w->dln, n, 0) != 0) {
+        return -1;
+    }
     layernorm_backward(w->dres, g.ln1w, g.ln1b, w->dln, res, p.ln1w, a->ln1_mean, a->ln1_rstd, BT,
                        C);
     /* w->dres = d of the block input */
@@ -1517,8 +1778,13 @@ int gpt_backward_embed(gpt_model_t *m)
             }
         }
     }
+    const int Vl = m->cfg.vocab_size / m->tp.size, v0 = m->tp.rank * Vl;
     for (int bt = 0; bt < B * T; bt++) {
-        float *d = dwte + (size_t)w->inputs[bt] * C;
+        const int id = w->inputs[bt] - v0; /* tensor parallel: only this rank's rows */
+        if (id < 0 || id >= Vl) {
+            continue;
+        }
+        float *d = dwte + (size_t)id * C;
         const float *g = w->dres + (size_t)bt * C;
         for (int i = 0; i < C; i++) {
             d[i] += g[i];

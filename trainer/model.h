@@ -9,7 +9,8 @@
  * vocabulary padding (Vp = V).
  *
  * Not here: the optimizer (optim.h), data loading, anything distributed. The model does not use
- * tempo; a data-parallel caller hooks its communication between the per-layer calls below.
+ * tempo; a data-parallel caller hooks its communication between the per-layer calls below, and a
+ * tensor-parallel one hands gpt_create_tp two all-reduce callbacks (gpt_tp_t).
  *
  * Invariants
  *   - All parameters live in ONE contiguous fp32 buffer (params), the gradients in a second buffer
@@ -53,7 +54,30 @@ typedef struct {
     size_t size;             /* elements: shape[0] * shape[1] */
     int layer;               /* -1 embeddings, 0..L-1 block, L final LayerNorm */
     int decay;               /* 1 for 2-D tensors (matmul weights, embeddings): weight decay */
+    int tp_split;            /* GPT_TP_*: how tensor parallelism cuts it (shape is the shard's) */
+    size_t full_offset;      /* first element in the unsharded (single-rank) layout */
 } gpt_tensor_t;
+
+/* How a tensor is cut over the tensor-parallel ranks (Megatron): rank r of T holds */
+enum {
+    GPT_TP_REPLICATED = 0, /* all of it (LayerNorms, wpe, row-parallel biases, lnf) */
+    GPT_TP_ROWS = 1,       /* rows [r R/T, (r+1) R/T): column-parallel fc, wte's vocabulary */
+    GPT_TP_COLS = 2,       /* columns [r K/T, (r+1) K/T) of every row: row-parallel weights */
+    GPT_TP_QKV = 3         /* rows of its own heads in each of the q, k and v thirds */
+};
+
+/*
+ * Tensor parallelism: the model's only window on communication, filled by the caller (tempo-train
+ * from its TP communicator). The callbacks are collective over the size ranks, in place, and return
+ * 0, or -1 after recording the reason with gpt_fail (the failing model call then returns -1 with
+ * it). size 1 needs no callbacks.
+ */
+typedef struct {
+    int rank, size;
+    int (*allreduce_sum)(void *ctx, float *buf, size_t n);
+    int (*allreduce_max)(void *ctx, float *buf, size_t n);
+    void *ctx;
+} gpt_tp_t;
 
 /* A contiguous range [off, off + n) of the parameter buffer. */
 typedef struct {
@@ -74,6 +98,8 @@ typedef struct {
     int B, T;              /* batch and sequence length of the last forward (0 before) */
     float mean_loss;       /* of the last forward with targets; -1 without targets */
     gpt_work_t *work;
+    gpt_tp_t tp;           /* {0, 1} without tensor parallelism */
+    size_t full_params;    /* parameters of the unsharded model (num_params when tp.size is 1) */
 } gpt_model_t;
 
 /* The message of the calling thread's last failure ("" if none). */
@@ -99,6 +125,34 @@ double gpt_flops_per_token(const gpt_config_t *cfg, int T);
 
 /* Allocates a model and initializes its weights from seed (gpt_init_weights). */
 int gpt_create(const gpt_config_t *cfg, uint64_t seed, gpt_model_t **model_p);
+
+/*
+ * 0 if the model of cfg can be cut over T tensor-parallel ranks, else -1 with the reason: heads,
+ * the MLP width 4C and the vocabulary must be multiples of T.
+ */
+int gpt_tp_check(const gpt_config_t *cfg, int T);
+
+/*
+ * gpt_create for rank tp->rank of tp->size tensor-parallel ranks (tp NULL or size 1: gpt_create).
+ * The model holds only its shards (tensors[] gives their shapes and GPT_TP_* cut), initialized to
+ * exactly the slices of the single-rank model of the same seed. Its forward and backward call tp's
+ * collectives: the f operator (identity forward, all-reduce of the input gradient backward) before
+ * each column-parallel matmul, the g operator (all-reduce forward) after each row-parallel one, a
+ * vocabulary-parallel embedding (rows outside the rank's range count 0, then all-reduce) and a
+ * vocabulary-parallel cross-entropy (max, sum of exponentials and target logit all-reduced: only
+ * the rank's V/T logits exist on it). Replicated tensors get the same gradient on every rank by
+ * construction (their inputs and output gradients are all-reduced values).
+ */
+int gpt_create_tp(const gpt_config_t *cfg, const gpt_tp_t *tp, uint64_t seed,
+                  gpt_model_t **model_p);
+
+/*
+ * Between the unsharded layout (full_params floats, the single-rank model's) and a shard layout
+ * (num_params): gpt_tp_slice copies rank m->tp.rank's pieces of full into shard; gpt_tp_place
+ * copies a shard of rank r (of m->tp.size, same shapes as m's) into its places in full.
+ */
+void gpt_tp_slice(const gpt_model_t *m, const float *full, float *shard);
+void gpt_tp_place(const gpt_model_t *m, const float *shard, int r, float *full);
 
 /* Frees everything; NULL is a no-op. */
 void gpt_destroy(gpt_model_t *model);
@@ -137,7 +191,8 @@ int gpt_forward_head(gpt_model_t *model, const int *targets, float *loss_p);
 int gpt_forward(gpt_model_t *model, const int *inputs, const int *targets, int B, int T,
                 float *loss_p);
 
-/* The logits of the last forward: (B, T, V), row (b, t) at (b * T + t) * V; NULL before any. */
+/* The logits of the last forward: (B, T, V), row (b, t) at (b * T + t) * V; NULL before any.
+ * With tensor parallelism, the rank's vocabulary slice: (B, T, V / tp.size). */
 const float *gpt_logits(const gpt_model_t *model);
 
 /* grads = 0 (and every group buffer of gpt_set_group_grads). */

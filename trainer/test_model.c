@@ -20,6 +20,12 @@
  *   errors      bad configurations, T > max_seq_len, tokens outside the vocabulary, backward out
  *               of order: -1 and a message that says so
  *   sampling    argmax at temperature 0, frequencies of a known distribution
+ *   tp          tensor parallelism without a network: T = 2 and 4 shards of the fd model, one thread
+ *               each, whose collectives meet in shared memory; the shards' weights are exactly
+ *               the single-rank model's slices, and the loss and every gradient (placed back into
+ *               the unsharded layout) equal the single-rank model's within 1e-5 of the tensor's
+ *               scale; replicated tensors get bitwise the same gradient on every shard; a
+ *               configuration whose heads T does not divide is refused
  *
  * Error measure for the golden comparisons: max_i |ours_i - ref_i| / max_i |ref_i| over a tensor,
  * i.e. relative to the tensor's scale. Elementwise relative errors are meaningless for entries
@@ -33,6 +39,7 @@
 #include "config.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -813,6 +820,155 @@ static void test_sampling(void)
 
 /* ------------------------------------------------------------------------------------------ */
 
+/* ---- tp: T shards in T threads; all-reduce = every thread adds (or maxes) its buffer into a
+ * shared one in rank order between barriers, so the result is the same bits on every shard */
+#define TP_MAX 4
+typedef struct {
+    pthread_barrier_t bar;
+    float *acc; /* (n) the reduction being built */
+    gpt_model_t *m[TP_MAX];
+    const int *x, *y;
+    int B, T, n, rc[TP_MAX];
+    float loss[TP_MAX];
+} fake_tp_t;
+
+typedef struct {
+    fake_tp_t *f;
+    int rank;
+} fake_rank_t;
+
+static int fake_reduce(void *ctx, float *buf, size_t n, int max)
+{
+    fake_rank_t *r = ctx;
+    fake_tp_t *f = r->f;
+    for (int k = 0; k < f->n; k++) { /* rank order: the same sum on every shard */
+        if (k == r->rank) {
+            for (size_t i = 0; i < n; i++) {
+                f->acc[i] = k == 0 ? buf[i] : max ? fmaxf(f->acc[i], buf[i]) : f->acc[i] + buf[i];
+            }
+        }
+        pthread_barrier_wait(&f->bar);
+    }
+    memcpy(buf, f->acc, n * sizeof(float));
+    pthread_barrier_wait(&f->bar); /* everyone has read acc before the next reduction */
+    return 0;
+}
+
+static int fake_sum(void *ctx, float *buf, size_t n)
+{
+    return fake_reduce(ctx, buf, n, 0);
+}
+
+static int fake_max(void *ctx, float *buf, size_t n)
+{
+    return fake_reduce(ctx, buf, n, 1);
+}
+
+static void *fake_rank_main(void *arg)
+{
+    fake_rank_t *r = arg;
+    fake_tp_t *f = r->f;
+    gpt_model_t *m = f->m[r->rank];
+    gpt_zero_grad(m);
+    f->rc[r->rank] = gpt_forward(m, f->x, f->y, f->B, f->T, &f->loss[r->rank]) ||
+                     gpt_backward(m, 1.0f);
+    return NULL;
+}
+
+static void test_tp(void)
+{
+    const gpt_config_t cfg = {9, 36, 2, 4, 20}; /* the fd model's shapes with V = 36 (T | V) */
+    const int B = 3, T = 7, BT = B * T;
+    gpt_model_t *ref = NULL;
+    if (!TAP_OK(gpt_create(&cfg, 11, &ref) == 0, "tp: single-rank model")) {
+        return;
+    }
+    uint64_t s = (seed ^ 0x7e) | 1;
+    int x[21], y[21];
+    random_tokens(x, BT, cfg.vocab_size, &s);
+    random_tokens(y, BT, cfg.vocab_size, &s);
+    float ref_loss;
+    gpt_zero_grad(ref);
+    TAP_OK(gpt_forward(ref, x, y, B, T, &ref_loss) == 0 && gpt_backward(ref, 1.0f) == 0,
+           "tp: single-rank forward and backward");
+    float *full = malloc(ref->num_params * sizeof(float));
+    float *acc = malloc((size_t)BT * cfg.vocab_size * sizeof(float) + 3 * BT * cfg.channels * 4);
+    for (int n = 2; n <= TP_MAX && full && acc; n *= 2) {
+        fake_tp_t f = {.acc = acc, .x = x, .y = y, .B = B, .T = T, .n = n};
+        fake_rank_t rk[TP_MAX];
+        pthread_t th[TP_MAX];
+        pthread_barrier_init(&f.bar, NULL, (unsigned)n);
+        int made = 1, same_w = 1, same_rep = 1;
+        for (int r = 0; r < n; r++) {
+            rk[r] = (fake_rank_t){&f, r};
+            gpt_tp_t tp = {r, n, fake_sum, fake_max, &rk[r]};
+            made = made && gpt_create_tp(&cfg, &tp, 11, &f.m[r]) == 0;
+        }
+        if (!TAP_OK(made, "tp %d: shards created", n)) {
+            return;
+        }
+        TAP_EQ_UINT(f.m[0]->full_params, ref->num_params, "tp %d: unsharded size", n);
+        for (int r = 0; r < n; r++) { /* weights: the slices of the single-rank model */
+            float *w = malloc(f.m[r]->num_params * sizeof(float));
+            gpt_tp_slice(f.m[r], ref->params, w);
+            same_w = same_w && !memcmp(w, f.m[r]->params, f.m[r]->num_params * sizeof(float));
+            free(w);
+        }
+        TAP_OK(same_w, "tp %d: every shard's initial weights are the single-rank model's slices",
+               n);
+        for (int r = 0; r < n; r++) {
+            pthread_create(&th[r], NULL, fake_rank_main, &rk[r]);
+        }
+        int rc = 0;
+        for (int r = 0; r < n; r++) {
+            pthread_join(th[r], NULL);
+            rc |= f.rc[r];
+        }
+        TAP_OK(rc == 0, "tp %d: forward and backward on every shard", n);
+        TAP_OK(fabsf(f.loss[0] - ref_loss) <= 1e-5f * ref_loss && f.loss[n - 1] == f.loss[0],
+               "tp %d: loss %.8f equals one rank's %.8f within 1e-5 on every shard", n,
+               f.loss[0], ref_loss);
+        memset(full, 0, ref->num_params * sizeof(float));
+        for (int r = n - 1; r >= 0; r--) { /* rank 0's replicated tensors last: they stay */
+            gpt_tp_place(f.m[r], f.m[r]->grads, r, full);
+        }
+        for (int ti = 0; ti < f.m[0]->num_tensors; ti++) {
+            const gpt_tensor_t *t = &f.m[0]->tensors[ti];
+            for (int r = 1; r < n && t->tp_split == GPT_TP_REPLICATED; r++) {
+                same_rep = same_rep && !memcmp(f.m[r]->grads + t->offset,
+                                               f.m[0]->grads + t->offset,
+                                               t->size * sizeof(float));
+            }
+        }
+        TAP_OK(same_rep, "tp %d: replicated tensors have bitwise the same gradient on every shard",
+               n);
+        double worst = 0;
+        const char *wname = "";
+        for (int ti = 0; ti < ref->num_tensors; ti++) {
+            const gpt_tensor_t *t = &ref->tensors[ti];
+            size_t wi;
+            double e = rel_err(full + t->offset, ref->grads + t->offset, t->size, &wi);
+            if (e > worst) {
+                worst = e, wname = t->name;
+            }
+        }
+        TAP_OK(worst <= 1e-5, "tp %d: every gradient equals one rank's within 1e-5 (worst %.3g, %s)",
+               n, worst, wname);
+        for (int r = 0; r < n; r++) {
+            gpt_destroy(f.m[r]);
+        }
+        pthread_barrier_destroy(&f.bar);
+    }
+    const gpt_config_t bad = {9, 36, 2, 3, 24};
+    gpt_model_t *m = NULL;
+    gpt_tp_t tp2 = {0, 2, fake_sum, fake_max, NULL};
+    TAP_OK(gpt_create_tp(&bad, &tp2, 1, &m) == -1 && m == NULL, "tp: 3 heads over 2 ranks refused");
+    TAP_CONTAINS(gpt_last_error(), "3 heads cannot be split over 2 ranks", "tp: the error says why");
+    free(full);
+    free(acc);
+    gpt_destroy(ref);
+}
+
 static double now(void)
 {
     struct timespec ts;
@@ -887,5 +1043,6 @@ int main(int argc, char **argv)
     test_adamw();
     test_errors();
     test_sampling();
+    test_tp();
     return tap_done();
 }

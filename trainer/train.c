@@ -1,7 +1,11 @@
 /*
  * train.c — tempo-train: trains a GPT (model.h) on a text corpus or llm.c token shards (data.h),
  * data parallel over the job's ranks (dist.h: tempo by default), with ZeRO 0, 1 or 2, gradient
- * accumulation, bucketed priority-scheduled and optionally compressed gradient synchronization.
+ * accumulation, bucketed priority-scheduled and optionally compressed gradient synchronization;
+ * --tp T adds Megatron tensor parallelism (the model's gpt_tp_t, filled from dist's TP group) on a
+ * DP x TP mesh: everything below then runs over the DP dimension on this rank's shards, the
+ * gradient norm adds the TP shards' parts, and dumps and checkpoints gather the shards into the
+ * single-rank layout.
  *
  * One step = --accum micro-batches of --batch sequences per rank, then one AdamW update:
  *   ZeRO 0  gradients accumulate locally; on the last micro-batch backward hands each finished layer
@@ -47,7 +51,7 @@
 typedef struct {
     const char *data, *backend, *compress, *sched, *out, *dump, *resume;
     const char *compress_src; /* "--compress", "TEMPO_COMPRESS" or NULL (the default, none) */
-    int dp, zero, layers, heads, channels, context, batch, accum, steps, warmup, val_every;
+    int dp, tp, pp, zero, layers, heads, channels, context, batch, accum, steps, warmup, val_every;
     int ckpt_every, ckpt_keep, overwrite;
     int batch_set, accum_set; /* --batch, --accum given: a resume keeps them (keep_global_batch) */
     int val_windows, sample, threads, quiet;
@@ -62,11 +66,11 @@ static void die(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "tempo-train: rank %d: ", D ? D->rank : 0);
+    fprintf(stderr, "tempo-train: rank %d: ", D ? D->world_rank : 0);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
-    if (D && D->size > 1) {
+    if (D && D->world_size > 1) {
         D->abort(D);
     }
     exit(1);
@@ -91,7 +95,7 @@ static void usage(FILE *f)
     fprintf(f,
         "usage: tempo-run -n N tempo-train [options]    (or tempo-train alone for one rank)\n"
         "       mpirun -n N tempo-train --backend mpi [options]\n"
-        "Trains a GPT-2-style model on the CPU, data parallel over the job's N ranks.\n"
+        "Trains a GPT-2-style model on the CPU, data (and tensor) parallel over the job's N ranks.\n"
         "\n"
         "Data\n"
         "  --data PATH         text file, directory of text files, or llm.c .bin shards (glob)\n"
@@ -113,7 +117,14 @@ static void usage(FILE *f)
         "                      priority order of --sched pays off)\n"
         "  --seed N            weights and data order [1337]\n"
         "Parallelism and communication\n"
-        "  --dp N              data-parallel ranks: must equal the job size [job size]\n"
+        "  --dp N              data-parallel ranks: --dp x --tp must equal the job size\n"
+        "                      [job size / --tp]\n"
+        "  --tp T              tensor-parallel ranks (Megatron: attention by heads, MLP by\n"
+        "                      columns/rows, embedding and cross-entropy by vocabulary) [1]; rank\n"
+        "                      order is TP fastest (a TP group is T consecutive ranks); heads, 4C\n"
+        "                      and the vocabulary must be multiples of T; tempo backend only;\n"
+        "                      checkpoints (unsharded, load at any --tp) need --zero 0\n"
+        "  --pp P              pipeline-parallel stages: only 1 for now [1]\n"
         "  --zero S            0: all-reduce; 1: shard AdamW state (reduce-scatter + all-gather);\n"
         "                      2: also shard gradients (no full gradient buffer) [0]\n"
         "  --compress SPEC     gradient compressor, e.g. alq:bits=3, qsgd:bits=4, powersgd:rank=2,\n"
@@ -194,11 +205,12 @@ static void parse(int argc, char **argv, opts_t *o)
                   .heads = 4, .channels = 128, .context = 128, .batch = 8, .accum = 1,
                   .steps = 200, .warmup = 20, .val_every = 25, .val_windows = 64, .sample = 200,
                   .lr = 1e-3, .min_lr_frac = 0.1, .wd = 0.1, .clip = 1.0, .beta1 = 0.9,
-                  .beta2 = 0.95, .val_frac = 0.1, .seed = 1337, .ckpt_keep = 2};
+                  .beta2 = 0.95, .val_frac = 0.1, .seed = 1337, .ckpt_keep = 2,
+                  .tp = 1, .pp = 1};
     enum { O_DATA = 256, O_VALF, O_LAYERS, O_HEADS, O_CH, O_CTX, O_BATCH, O_ACCUM, O_STEPS, O_LR,
            O_WARM, O_MINLR, O_WD, O_B1, O_B2, O_CLIP, O_SEED, O_DP, O_ZERO, O_COMP, O_SCHED,
            O_BACK, O_VEVERY, O_VB, O_SAMPLE, O_OUT, O_DUMP, O_THR, O_QUIET, O_CKE, O_CKK,
-           O_RESUME, O_BUCKET, O_VW, O_OVER };
+           O_RESUME, O_BUCKET, O_VW, O_OVER, O_TP, O_PP };
     static const struct option lo[] = {
         {"data", 1, 0, O_DATA},       {"val-frac", 1, 0, O_VALF},   {"layers", 1, 0, O_LAYERS},
         {"heads", 1, 0, O_HEADS},     {"channels", 1, 0, O_CH},     {"context", 1, 0, O_CTX},
@@ -212,7 +224,7 @@ static void parse(int argc, char **argv, opts_t *o)
         {"threads", 1, 0, O_THR},     {"quiet", 0, 0, O_QUIET},     {"help", 0, 0, 'h'},
         {"ckpt-every", 1, 0, O_CKE},  {"ckpt-keep", 1, 0, O_CKK},   {"resume", 1, 0, O_RESUME},
         {"bucket-bytes", 1, 0, O_BUCKET}, {"val-windows", 1, 0, O_VW}, {"overwrite", 0, 0, O_OVER},
-        {"version", 0, 0, 'V'},
+        {"version", 0, 0, 'V'},       {"tp", 1, 0, O_TP},           {"pp", 1, 0, O_PP},
         {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -241,6 +253,8 @@ static void parse(int argc, char **argv, opts_t *o)
         case O_CLIP: o->clip = parse_num("--clip", optarg, 0, 1e9); break;
         case O_SEED: o->seed = (uint64_t)parse_num("--seed", optarg, 0, 1e18); break;
         case O_DP: o->dp = (int)parse_num("--dp", optarg, 1, 1 << 20); break;
+        case O_TP: o->tp = (int)parse_num("--tp", optarg, 1, 1 << 20); break;
+        case O_PP: o->pp = (int)parse_num("--pp", optarg, 1, 1 << 20); break;
         case O_ZERO: o->zero = (int)parse_num("--zero", optarg, 0, 2); break;
         case O_COMP: o->compress = optarg, o->compress_src = "--compress"; break;
         case O_SCHED: o->sched = optarg; break;
@@ -293,13 +307,22 @@ static void quit(int rc)
     exit(rc);
 }
 
+/* Sums of x[0, n) over the whole job: the DP dimension, then the TP group. */
+static void world_sum(double *x, int n, const char *what)
+{
+    DIST_CHECK(D->sum_f64(D, x, n), what);
+    if (D->tp_size > 1) {
+        DIST_CHECK(D->tp_sum_f64(D, x, n), what);
+    }
+}
+
 /* Rank 0's values of x[0, n) on every rank. */
 static void from_rank0(double *x, int n)
 {
-    for (int i = 0; i < n && D->rank != 0; i++) {
+    for (int i = 0; i < n && D->world_rank != 0; i++) {
         x[i] = 0;
     }
-    DIST_CHECK(D->sum_f64(D, x, n), "start-up");
+    world_sum(x, n, "start-up");
 }
 
 /* A new run refuses an --out that holds another run's results (loss.csv, checkpoints, latest):
@@ -309,7 +332,7 @@ static void from_rank0(double *x, int n)
 static void check_out(const opts_t *o)
 {
     double bad = 0;
-    if (D->rank == 0) {
+    if (D->world_rank == 0) {
         char csv[4096], png[4096], ck[4096], err[CKPT_ERR_LEN], lat[64] = "";
         snprintf(csv, sizeof csv, "%s/loss.csv", o->out);
         snprintf(png, sizeof png, "%s/loss.png", o->out);
@@ -387,7 +410,7 @@ static void keep_global_batch(opts_t *o, const char *path)
     double v[4] = {0}; /* ok, saved batch, dp, accum */
     ckpt_meta_t mt;
     char err[CKPT_ERR_LEN];
-    if (D->rank == 0) {
+    if (D->world_rank == 0) {
         if (ckpt_peek(path, &mt, err)) {
             fprintf(stderr, "tempo-train: --resume: %s; nothing was loaded\n", err);
         } else {
@@ -400,7 +423,7 @@ static void keep_global_batch(opts_t *o, const char *path)
     }
     int sb = (int)v[1], sdp = (int)v[2], sk = (int)v[3], dp = D->size;
     if (sb <= 0) { /* a version-1 checkpoint: its global batch is unknown */
-        if (D->rank == 0) {
+        if (D->world_rank == 0) {
             printf("warning: %s does not record its global batch (written by an older "
                    "tempo-train): training on with --batch %d x %d ranks x --accum %d = %d "
                    "sequences per step, as given\n",
@@ -415,7 +438,7 @@ static void keep_global_batch(opts_t *o, const char *path)
         b = per / o->accum;
     }
     if (G % dp == 0 && b >= 1 && k >= 1 && b * k == per) {
-        if (D->rank == 0 && (b != o->batch || k != o->accum)) {
+        if (D->world_rank == 0 && (b != o->batch || k != o->accum)) {
             printf("resume: keeping the checkpoint's global batch of %d sequences per step "
                    "(--batch %d x %d ranks x --accum %d): --batch %d --accum %d at %d ranks\n",
                    G, sb, sdp, sk, b, k, dp);
@@ -424,7 +447,7 @@ static void keep_global_batch(opts_t *o, const char *path)
         o->accum = k;
         return;
     }
-    if (D->rank == 0) {
+    if (D->world_rank == 0) {
         fprintf(stderr,
                 "tempo-train: %s was trained with a global batch of %d sequences per step "
                 "(--batch %d x %d ranks x --accum %d); ",
@@ -665,6 +688,30 @@ static const float *grad_slice(const trainer_t *t, int g)
     return t->gshard ? t->gshard + t->shard_off[g] : t->m->grads + slice_off(t, g);
 }
 
+/*
+ * Σ g² of this rank's synchronized slice of group g, for the global norm: with tensor parallelism
+ * the sharded tensors count on every TP rank and the replicated ones (the same on every TP rank)
+ * on TP rank 0 only, so that the sum over the job counts every parameter of the model once.
+ */
+static double slice_sumsq(const trainer_t *t, int g)
+{
+    const float *gs = grad_slice(t, g);
+    size_t lo = slice_off(t, g), hi = lo + slice_n(t, g);
+    if (D->tp_size == 1) {
+        return grad_sumsq(gs, hi - lo);
+    }
+    double sq = 0;
+    for (int i = 0; i < t->m->num_tensors; i++) {
+        const gpt_tensor_t *x = &t->m->tensors[i];
+        size_t a = x->offset > lo ? x->offset : lo;
+        size_t b = x->offset + x->size < hi ? x->offset + x->size : hi;
+        if (a < b && (x->tp_split != GPT_TP_REPLICATED || D->tp_rank == 0)) {
+            sq += grad_sumsq(gs + (a - lo), b - a);
+        }
+    }
+    return sq;
+}
+
 /* AdamW on this rank's slice of group g. */
 static void update_group(trainer_t *t, int g, int step, float lr, float scale)
 {
@@ -771,6 +818,25 @@ static void gather_full(trainer_t *t, float *buf)
     }
 }
 
+/*
+ * Tensor parallel: the unsharded (single-rank) layout of buf (laid out like this rank's
+ * parameters) from every TP rank's shard, on every rank; a new buffer of full_params floats.
+ */
+static float *tp_full(const gpt_model_t *m, const float *buf)
+{
+    float *all = malloc((size_t)D->tp_size * m->num_params * sizeof(float));
+    float *full = malloc(m->full_params * sizeof(float));
+    if (!all || !full) {
+        die("out of memory gathering the tensor-parallel shards");
+    }
+    DIST_CHECK(D->tp_allgather(D, buf, all, m->num_params), "tensor-parallel gather");
+    for (int r = 0; r < D->tp_size; r++) {
+        gpt_tp_place(m, all + (size_t)r * m->num_params, r, full);
+    }
+    free(all);
+    return full;
+}
+
 static void dump_step0(trainer_t *t, const char *path, double loss)
 {
     gpt_model_t *m = t->m;
@@ -787,11 +853,16 @@ static void dump_step0(trainer_t *t, const char *path, double loss)
         }
         gather_full(t, g);
     }
-    if (D->rank == 0) {
+    if (D->tp_size > 1) {
+        float *full = tp_full(m, g);
+        free(g);
+        g = full;
+    }
+    if (D->world_rank == 0) {
         FILE *f = fopen(path, "wb");
-        double hdr[2] = {loss, (double)m->num_params};
+        double hdr[2] = {loss, (double)m->full_params};
         if (!f || fwrite(hdr, sizeof hdr, 1, f) != 1 ||
-            fwrite(g, sizeof(float), m->num_params, f) != m->num_params || fclose(f) != 0) {
+            fwrite(g, sizeof(float), m->full_params, f) != m->full_params || fclose(f) != 0) {
             die("cannot write %s: %s", path, strerror(errno));
         }
     }
@@ -825,12 +896,13 @@ static double evaluate(trainer_t *t, loader_t *ld, const opts_t *o, int *x, int 
 static void sample(trainer_t *t, const opts_t *o)
 {
     wait_all_params(t);
-    if (D->rank != 0 || o->sample <= 0) {
+    if (D->rank != 0 || o->sample <= 0) { /* DP rank 0: all of its TP group */
         return;
     }
-    int T = o->context, n = 1;
+    int T = o->context, n = 1, V = t->m->cfg.vocab_size, Vl = V / D->tp_size;
     int *ctx = calloc((size_t)T + (size_t)o->sample, sizeof(int));
-    if (!ctx) {
+    float *row = malloc((size_t)V * sizeof(float)); /* the last position's logits, all of them */
+    if (!ctx || !row) {
         die("out of memory");
     }
     ctx[0] = '\n';
@@ -840,16 +912,21 @@ static void sample(trainer_t *t, const opts_t *o)
         if (gpt_forward(t->m, ctx + start, NULL, 1, len, NULL)) {
             die("sample: %s", gpt_last_error());
         }
-        const float *lg = gpt_logits(t->m) + (size_t)(len - 1) * (size_t)t->m->cfg.vocab_size;
-        ctx[n++] = gpt_sample_next(lg, t->m->cfg.vocab_size, 1.0f, &rng);
+        const float *lg = gpt_logits(t->m) + (size_t)(len - 1) * (size_t)Vl;
+        if (D->tp_size > 1) { /* every TP rank samples the same token from the same row */
+            DIST_CHECK(D->tp_allgather(D, lg, row, (size_t)Vl), "sample");
+            lg = row;
+        }
+        ctx[n++] = gpt_sample_next(lg, V, 1.0f, &rng);
     }
+    free(row);
     size_t need = data_detokenize(ctx + 1, (size_t)n - 1, NULL, 0) + 1;
     char *txt = malloc(need);
-    if (txt) {
+    if (txt && D->world_rank == 0) {
         data_detokenize(ctx + 1, (size_t)n - 1, txt, need);
         printf("sample (%d tokens):\n%s\n", o->sample, txt);
-        free(txt);
     }
+    free(txt);
     free(ctx);
 }
 
@@ -871,7 +948,7 @@ static int agree_cb(void *arg, int *failed)
 {
     double x = *failed != 0;
     (void)arg;
-    DIST_CHECK(D->sum_f64(D, &x, 1), "checkpoint");
+    world_sum(&x, 1, "checkpoint");
     *failed = x > 0;
     return 0;
 }
@@ -885,7 +962,7 @@ static ckpt_meta_t model_meta(const gpt_model_t *m)
     mt.channels = m->cfg.channels;
     mt.max_seq_len = m->cfg.max_seq_len;
     mt.vocab_size = m->cfg.vocab_size;
-    mt.num_params = m->num_params;
+    mt.num_params = m->full_params; /* checkpoints hold the unsharded layout */
     return mt;
 }
 
@@ -909,16 +986,29 @@ static int save_ckpt(trainer_t *t, const opts_t *o, loader_t *ld, int step)
     if (!t->zero && t->rank != 0) {
         nr = 0; /* replicated state: rank 0 writes it */
     }
+    /* tensor parallel (ZeRO 0): the shards gathered into the single-rank layout, which job rank 0
+     * writes as a one-rank checkpoint would: any layout loads it */
+    float *full[3] = {NULL, NULL, NULL};
+    if (D->tp_size > 1) {
+        full[0] = tp_full(t->m, t->m->params);
+        full[1] = tp_full(t->m, t->m1);
+        full[2] = tp_full(t->m, t->m2);
+        r[0] = (ckpt_range_t){0, t->m->full_params};
+        nr = D->world_rank == 0;
+    }
     char dir[4096], err[CKPT_ERR_LEN];
     snprintf(dir, sizeof dir, "%s/ckpt", o->out);
     double t0 = now_s();
-    int rc = ckpt_save(dir, &mt, t->m->params, r, nr, t->m1, t->m2, o->ckpt_keep, t->rank, agree_cb,
-                       NULL, err);
+    int rc = ckpt_save(dir, &mt, full[0] ? full[0] : t->m->params, r, nr, full[1] ? full[1] : t->m1,
+                       full[2] ? full[2] : t->m2, o->ckpt_keep, D->world_rank, agree_cb, NULL, err);
     free(r);
-    if (rc == CKPT_FAILED_HERE) {
-        fprintf(stderr, "tempo-train: rank %d: %s\n", t->rank, err);
+    for (int k = 0; k < 3; k++) {
+        free(full[k]);
     }
-    if (rc && t->rank == 0) {
+    if (rc == CKPT_FAILED_HERE) {
+        fprintf(stderr, "tempo-train: rank %d: %s\n", D->world_rank, err);
+    }
+    if (rc && D->world_rank == 0) {
         if (step < o->steps) {
             fprintf(stderr,
                     "tempo-train: warning: checkpoint %s/step_%08d failed (above); older "
@@ -930,7 +1020,7 @@ static int save_ckpt(trainer_t *t, const opts_t *o, loader_t *ld, int step)
                     "checkpoints are untouched; exit status 1\n",
                     dir, step);
         }
-    } else if (t->rank == 0) {
+    } else if (D->world_rank == 0) {
         printf("checkpoint: %s/step_%08d (%.0f ms)\n", dir, step, (now_s() - t0) * 1e3);
     }
     fflush(stdout);
@@ -949,15 +1039,31 @@ static int load_ckpt(trainer_t *t, const opts_t *o, loader_t *ld)
         die("out of memory");
     }
     int nr = owned_ranges(t, r);
-    if (ckpt_load(path, &want, &got, t->m->params, r, nr, t->m1, t->m2, err)) {
+    float *full[3] = {NULL, NULL, NULL}; /* tensor parallel (ZeRO 0): load whole, keep the slices */
+    for (int k = 0; k < 3 && D->tp_size > 1; k++) {
+        if (!(full[k] = malloc(t->m->full_params * sizeof(float)))) {
+            die("out of memory");
+        }
+        r[0] = (ckpt_range_t){0, t->m->full_params};
+    }
+    if (ckpt_load(path, &want, &got, full[0] ? full[0] : t->m->params, r, nr,
+                  full[1] ? full[1] : t->m1, full[2] ? full[2] : t->m2, err)) {
         die("--resume: %s; nothing was loaded (older checkpoints in %s are untouched)", err, dir);
+    }
+    if (full[0]) {
+        gpt_tp_slice(t->m, full[0], t->m->params);
+        gpt_tp_slice(t->m, full[1], t->m1);
+        gpt_tp_slice(t->m, full[2], t->m2);
+    }
+    for (int k = 0; k < 3; k++) {
+        free(full[k]);
     }
     char lerr[DATA_ERR_LEN];
     if (loader_set_state(ld, &got.loader, lerr)) {
         die("--resume %s: data position: %s", path, lerr);
     }
     free(r);
-    if (t->rank == 0) {
+    if (D->world_rank == 0) {
         printf("resumed from %s: step %lld (saved at dp %d, ZeRO %d)\n", path,
                (long long)got.step, got.dp, got.zero);
         fflush(stdout);
@@ -993,6 +1099,79 @@ static void plot(const char *dir)
     }
 }
 
+/* The model's tensor-parallel collectives (model.h's gpt_tp_t) on D's TP group. */
+static int tp_sum_cb(void *ctx, float *buf, size_t n)
+{
+    dist_t *d = ctx;
+    return d->tp_allreduce(d, buf, n, 0) ? gpt_fail("%s", d->error(d)) : 0;
+}
+
+static int tp_max_cb(void *ctx, float *buf, size_t n)
+{
+    dist_t *d = ctx;
+    return d->tp_allreduce(d, buf, n, 1) ? gpt_fail("%s", d->error(d)) : 0;
+}
+
+/* Checks the layout (--dp x --tp x --pp = the job's ranks, the model divisible by --tp) before any
+ * work, every rank alike (rank 0 says why), then builds the DP x TP mesh and prints it. */
+static void setup_mesh(opts_t *o, const gpt_config_t *cfg)
+{
+    const int n = D->world_size, tp = o->tp;
+    char why[512] = "";
+    if (o->pp != 1) {
+        snprintf(why, sizeof why, "--pp %d: pipeline parallelism is not there yet (only --pp 1)",
+                 o->pp);
+    } else if (gpt_config_check(cfg)) {
+        snprintf(why, sizeof why, "model: %s", gpt_last_error());
+    } else if (n % tp != 0 || (o->dp && o->dp * tp != n)) {
+        snprintf(why, sizeof why, "--dp %d x --tp %d must equal the job's %d ranks (run with "
+                 "tempo-run -n %d, or pass --dp %d)", o->dp ? o->dp : n / tp, tp, n,
+                 (o->dp ? o->dp : 1) * tp, n % tp ? 1 : n / tp);
+    } else if (tp > 1 && !D->mesh) {
+        snprintf(why, sizeof why, "--tp %d: the %s backend has no tensor parallelism (use "
+                 "--backend tempo)", tp, D->backend);
+    } else if (gpt_tp_check(cfg, tp)) {
+        snprintf(why, sizeof why, "%s", gpt_last_error());
+    } else if (tp > 1 && o->zero && (o->ckpt_every || o->resume)) {
+        snprintf(why, sizeof why, "--tp %d with --zero %d: checkpoints are not there yet for "
+                 "this layout (use --zero 0, or no --ckpt-every / --resume)", tp, o->zero);
+    }
+    if (*why) {
+        if (D->world_rank == 0) {
+            fprintf(stderr, "tempo-train: %s\n", why);
+        }
+        quit(2);
+    }
+    o->dp = n / tp;
+    if (tp == 1) {
+        return;
+    }
+    char err[256];
+    if (D->mesh(D, tp, err)) {
+        die("mesh: %s", err);
+    }
+    if (D->world_rank != D->rank * tp + D->tp_rank || D->size != o->dp || D->tp_size != tp) {
+        die("mesh: job rank %d became dp rank %d of %d, tp rank %d of %d (expected %d x %d)",
+            D->world_rank, D->rank, D->size, D->tp_rank, D->tp_size, o->dp, tp);
+    }
+    if (D->world_rank == 0) {
+        printf("mesh: %d ranks = dp %d x tp %d (TP fastest: job rank = dp rank x %d + tp rank)\n",
+               n, o->dp, tp, tp);
+        for (int k = 0; k < 2; k++) { /* k 0: TP groups (consecutive), 1: DP groups (stride tp) */
+            printf("  %s groups:", k ? "DP" : "TP");
+            for (int g = 0; g < (k ? tp : o->dp); g++) {
+                printf(" {");
+                for (int i = 0; i < (k ? o->dp : tp); i++) {
+                    printf("%s%d", i ? "," : "", k ? g + i * tp : g * tp + i);
+                }
+                printf("}");
+            }
+            printf("\n");
+        }
+        fflush(stdout);
+    }
+}
+
 int main(int argc, char **argv)
 {
     opts_t o;
@@ -1003,14 +1182,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "tempo-train: %s\n", err);
         return 1;
     }
-    if (o.dp && o.dp != D->size) {
-        die("--dp %d but the job has %d ranks (run with tempo-run -n %d)", o.dp, D->size, o.dp);
-    }
+    gpt_config_t cfg = {.max_seq_len = o.context, .vocab_size = DATA_BYTE_VOCAB,
+                        .n_layer = o.layers, .n_head = o.heads, .channels = o.channels};
+    setup_mesh(&o, &cfg);
 #ifdef _OPENMP
     int threads = o.threads;
     if (!threads) {
         threads = getenv("OMP_NUM_THREADS") ? omp_get_max_threads()
-                                            : (int)(sysconf(_SC_NPROCESSORS_ONLN) / D->size);
+                                            : (int)(sysconf(_SC_NPROCESSORS_ONLN) / D->world_size);
     }
     omp_set_num_threads(threads > 0 ? threads : 1);
 #endif
@@ -1022,10 +1201,10 @@ int main(int argc, char **argv)
         resume_path(&o, path);
         keep_global_batch(&o, path);
     }
-    gpt_config_t cfg = {.max_seq_len = o.context, .vocab_size = DATA_BYTE_VOCAB,
-                        .n_layer = o.layers, .n_head = o.heads, .channels = o.channels};
     gpt_model_t *m;
-    if (gpt_config_check(&cfg) || gpt_create(&cfg, o.seed, &m)) {
+    gpt_tp_t tp = {.rank = D->tp_rank, .size = D->tp_size, .allreduce_sum = tp_sum_cb,
+                   .allreduce_max = tp_max_cb, .ctx = D};
+    if (gpt_create_tp(&cfg, &tp, o.seed, &m)) {
         die("model: %s", gpt_last_error());
     }
     loader_t *ld = loader_open(o.data, DATA_BYTE_VOCAB, o.context, o.batch, D->rank, D->size,
@@ -1046,14 +1225,21 @@ int main(int argc, char **argv)
     size_t tokens_step = (size_t)o.batch * (size_t)o.context * (size_t)o.accum * (size_t)D->size;
     double flops_tok = gpt_flops_per_token(&cfg, o.context);
     FILE *csv = NULL;
-    if (D->rank == 0) {
-        printf("tempo-train: %d rank(s), backend %s, ZeRO %d; %s%s\n", D->size, D->backend, o.zero,
+    if (D->world_rank == 0) {
+        printf("tempo-train: %d rank(s), backend %s, ZeRO %d; %s%s\n", D->world_size, D->backend,
+               o.zero,
                D->describe(D),
                o.compress_src && !strcmp(o.compress_src, "TEMPO_COMPRESS")
                    ? " (compressor from TEMPO_COMPRESS)" : "");
         printf("model: %d layers, %d heads, %d channels, context %d, vocabulary %d: %zu "
-               "parameters\n",
-               o.layers, o.heads, o.channels, o.context, cfg.vocab_size, m->num_params);
+               "parameters",
+               o.layers, o.heads, o.channels, o.context, cfg.vocab_size, m->full_params);
+        if (D->tp_size > 1) {
+            printf(" (%zu per tensor-parallel rank: qkv, fc and wte by rows, the projections "
+                   "by columns, LayerNorms, wpe and the projections' biases replicated)",
+                   m->num_params);
+        }
+        printf("\n");
         printf("memory per rank: parameters %.2f MB, gradients %.2f MB%s, AdamW state %.2f MB\n",
                4e-6 * (double)m->num_params, 4e-6 * (double)t.grad_floats,
                o.zero == 2 ? " (a shard and backward buffers for 2 blocks, embeddings and lnf)"
@@ -1077,19 +1263,19 @@ int main(int argc, char **argv)
     double sum_step = 0, sum_comm = 0, sum_bytes = 0; /* steps after this run's first */
     int nsum = 0, final_ckpt_failed = 0;
     int start = o.resume ? load_ckpt(&t, &o, ld) : 0, ran = start < o.steps;
-    if (D->rank == 0 && !o.dump && !ran) {
+    if (D->world_rank == 0 && !o.dump && !ran) {
         if (o.resume) {
             printf("nothing to train: the checkpoint is at step %d and --steps is %d (pass a "
                    "larger --steps to train on)\n", start, o.steps);
         } else {
             printf("nothing to train: --steps %d\n", o.steps);
         }
-    } else if (D->rank == 0 && !o.dump) {
+    } else if (D->world_rank == 0 && !o.dump) {
         csv = open_csv(&o, start);
     }
     if (o.val_every > 0 && !o.dump) {
         first_val = evaluate(&t, ld, &o, x, y);
-        if (D->rank == 0) {
+        if (D->world_rank == 0) {
             printf("step %4d | val loss %.4f\n", start, first_val);
         }
     }
@@ -1114,10 +1300,15 @@ int main(int argc, char **argv)
         int lazy = t.per_layer && !o.dump;
         for (int g = 0; g < t.ngroups && !lazy; g++) {
             DIST_CHECK(D->grads_wait(D, g), "gradients");
-            sq += grad_sumsq(grad_slice(&t, g), slice_n(&t, g));
+            sq += slice_sumsq(&t, g);
         }
         double red[2] = {loss_sum, o.zero ? sq : 0}, t_red = now_s();
         DIST_CHECK(D->sum_f64(D, red, 2), "loss");
+        if (D->tp_size > 1 && !lazy) { /* the TP shards' parts of the norm */
+            sq = o.zero ? red[1] : sq;
+            DIST_CHECK(D->tp_sum_f64(D, &sq, 1), "gradient norm");
+            red[1] = sq;
+        }
         t_red = now_s() - t_red; /* blocked too: counted as exposed communication */
         double loss = red[0] / ((double)o.accum * D->size);
         double norm = lazy ? NAN : sqrt(o.zero ? red[1] : sq);
@@ -1158,7 +1349,7 @@ int main(int argc, char **argv)
             val = evaluate(&t, ld, &o, x, y);
             last_val = val;
         }
-        if (D->rank == 0) {
+        if (D->world_rank == 0) {
             double tps = (double)tokens_step / step_s;
             if (!o.quiet) {
                 char nb[32] = "-"; /* per-layer mode computes no global norm */
@@ -1187,13 +1378,13 @@ int main(int argc, char **argv)
             final_ckpt_failed = save_ckpt(&t, &o, ld, s + 1) != 0; /* the last save decides */
         }
     }
-    if (!o.dump && !ran && D->rank == 0) {
+    if (!o.dump && !ran && D->world_rank == 0) {
         if (o.val_every > 0) {
             printf("validation loss: %.6f at step %d (no steps run)\n", first_val, start);
         }
     } else if (!o.dump) {
         sample(&t, &o);
-        if (D->rank == 0) {
+        if (D->world_rank == 0) {
             fclose(csv);
             if (nsum > 0) {
                 printf("step time, mean of steps %d-%d: %.1f ms = compute %.1f + exposed "
