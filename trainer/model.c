@@ -1582,17 +1582,17 @@ int gpt_sample_next(const float *logits, int V, float temperature, uint64_t *rng
  * the tail of carve_acts' layout), since one micro-batch's backward runs at a time.
  */
 struct gpt_stage {
-    gpt_model_t base;       /* the stage's parameters; work = &base_work */
-    gpt_work_t base_work;   /* init kinds, ggrad (shared by the slots), the GEMM build */
-    int l0, l1;             /* blocks [l0, l1) */
-    int first, last;        /* l0 == 0, l1 == L */
-    int nslots, B, T;       /* activation slots for micro-batches of up to B x T */
-    gpt_model_t *slot;      /* (nslots) base with work = &slot_work[i] */
-    gpt_work_t *slot_work;  /* (nslots) */
-    block_acts_t *blocks;   /* (nslots, L) */
-    int *slot_mb;           /* (nslots) micro-batch held by the slot, -1 free */
-    float *mem;             /* the slots' activations, then the shared backward temporaries */
-    int *tok;               /* (nslots, 2, B T) inputs and targets */
+    gpt_model_t base;      /* the stage's parameters; work = &base_work */
+    gpt_work_t base_work;  /* init kinds, ggrad (shared by the slots), the GEMM build */
+    int l0, l1;            /* blocks [l0, l1) */
+    int first, last;       /* l0 == 0, l1 == L */
+    int nslots, B, T;      /* activation slots for micro-batches of up to B x T */
+    gpt_model_t *slot;     /* (nslots) base with work = &slot_work[i] */
+    gpt_work_t *slot_work; /* (nslots) */
+    block_acts_t *blocks;  /* (nslots, L) */
+    int *slot_mb;          /* (nslots) micro-batch held by the slot, -1 free */
+    float *mem;            /* the slots' activations, then the shared backward temporaries */
+    int *tok;              /* (nslots, 2, B T) inputs and targets */
 };
 
 /* Whether tensor ti (of the whole model's table) lives on stage st. */
@@ -1719,11 +1719,13 @@ int gpt_stage_create(const gpt_config_t *cfg, int l0, int l1, int slots, int B, 
     const int L = cfg->n_layer;
     if (l0 < 0 || l1 <= l0 || l1 > L) {
         return gpt_fail("gpt_stage: layers [%d, %d) are not a non-empty range of the model's "
-                        "0..%d", l0, l1, L - 1);
+                        "0..%d",
+                        l0, l1, L - 1);
     }
     if (slots < 1 || B < 1 || T < 1 || T > cfg->max_seq_len) {
         return gpt_fail("gpt_stage: %d slots of %d x %d tokens: need slots, B, T >= 1 and "
-                        "T <= max_seq_len (%d)", slots, B, T, cfg->max_seq_len);
+                        "T <= max_seq_len (%d)",
+                        slots, B, T, cfg->max_seq_len);
     }
     gpt_stage_t *st = calloc(1, sizeof *st);
     if (!st) {
@@ -1773,8 +1775,8 @@ int gpt_stage_create(const gpt_config_t *cfg, int l0, int l1, int slots, int B, 
     return 0;
 oom:
     gpt_stage_destroy(st);
-    return gpt_fail("gpt_stage: out of memory for layers [%d, %d) with %d slots of %d x %d", l0,
-                    l1, slots, B, T);
+    return gpt_fail("gpt_stage: out of memory for layers [%d, %d) with %d slots of %d x %d", l0, l1,
+                    slots, B, T);
 }
 
 void gpt_stage_destroy(gpt_stage_t *st)
@@ -1859,8 +1861,8 @@ int gpt_stage_forward(gpt_stage_t *st, int mb, const int *tokens, const float *x
                         st->last ? "targets (y NULL)" : "y (targets NULL)");
     }
     if (B < 1 || T < 1 || B > st->B || T > st->T) {
-        return gpt_fail("gpt_stage_forward: batch %d x %d: the stage was made for up to %d x %d",
-                        B, T, st->B, st->T);
+        return gpt_fail("gpt_stage_forward: batch %d x %d: the stage was made for up to %d x %d", B,
+                        T, st->B, st->T);
     }
     if (mb < 0 || stage_slot_of(st, mb) >= 0) {
         return gpt_fail("gpt_stage_forward: micro-batch %d is negative or already in flight", mb);
@@ -1868,8 +1870,8 @@ int gpt_stage_forward(gpt_stage_t *st, int mb, const int *tokens, const float *x
     const int i = stage_slot_of(st, -1);
     if (i < 0) {
         return gpt_fail("gpt_stage_forward: micro-batch %d: all %d activation slots of stage "
-                        "[%d, %d) hold micro-batches whose backward has not run", mb, st->nslots,
-                        st->l0, st->l1);
+                        "[%d, %d) hold micro-batches whose backward has not run",
+                        mb, st->nslots, st->l0, st->l1);
     }
     gpt_model_t *m = &st->slot[i];
     gpt_work_t *w = m->work;
@@ -1912,7 +1914,8 @@ int gpt_stage_backward(gpt_stage_t *st, int mb, const float *dy, float dloss, fl
     const int i = mb < 0 ? -1 : stage_slot_of(st, mb);
     if (i < 0) {
         return gpt_fail("gpt_stage_backward: micro-batch %d is not in flight on stage [%d, %d) "
-                        "(no forward, or its backward already ran)", mb, st->l0, st->l1);
+                        "(no forward, or its backward already ran)",
+                        mb, st->l0, st->l1);
     }
     gpt_model_t *m = &st->slot[i];
     gpt_work_t *w = m->work;

@@ -235,7 +235,8 @@ const gpt_model_t *gpt_stage_model(const gpt_stage_t *st);
 /* The stage's range of the buffers holding wte (n == 0 if it holds none). */
 gpt_range_t gpt_stage_wte(const gpt_stage_t *st);
 
-/* The stage's range of a layer group (-1 embeddings, 0..L-1 block, L final LN); n == 0 if absent. */
+/* The stage's range of a layer group (-1 embeddings, 0..L-1 block, L final LN); n == 0 if absent.
+ */
 gpt_range_t gpt_stage_layer_range(const gpt_stage_t *st, int layer);
 
 /* Whether the stage is first / last: which inputs and outputs gpt_stage_forward takes. */

@@ -46,23 +46,28 @@ static int schedule_check(pp_kind_t kind, int P, int M, int V)
     }
     if (P < 1 || M < 1 || V < 1) {
         return gpt_fail("pipeline: stages (%d), micro-batches (%d) and chunks per rank (%d) must "
-                        "be >= 1", P, M, V);
+                        "be >= 1",
+                        P, M, V);
     }
     if (V > 1 && kind != PP_INTERLEAVED) {
         return gpt_fail("pipeline: %d chunks per rank (--virtual) need the interleaved schedule, "
-                        "not %s", V, pp_kind_name(kind));
+                        "not %s",
+                        V, pp_kind_name(kind));
     }
     if (kind == PP_1F1B && M < P) {
         return gpt_fail("pipeline: 1f1b needs at least as many micro-batches as stages: %d "
-                        "micro-batches < %d stages (use --micro >= %d, or gpipe)", M, P, P);
+                        "micro-batches < %d stages (use --micro >= %d, or gpipe)",
+                        M, P, P);
     }
     if (kind == PP_INTERLEAVED && P < 2) {
         return gpt_fail("pipeline: the interleaved schedule needs at least 2 pipeline stages "
-                        "(got %d)", P);
+                        "(got %d)",
+                        P);
     }
     if (kind == PP_INTERLEAVED && M % P != 0) {
         return gpt_fail("pipeline: the interleaved schedule needs micro-batches a multiple of the "
-                        "stages: %d micro-batches, %d stages", M, P);
+                        "stages: %d micro-batches, %d stages",
+                        M, P);
     }
     return 0;
 }
@@ -74,7 +79,8 @@ int pp_layout_check(pp_kind_t kind, int P, int M, int V, int n_layer)
     }
     if (n_layer % (P * V) != 0) {
         return gpt_fail("pipeline: %d layers cannot be split evenly into %d stages x %d chunks "
-                        "per rank (layers must be a multiple of %d)", n_layer, P, V, P * V);
+                        "per rank (layers must be a multiple of %d)",
+                        n_layer, P, V, P * V);
     }
     return 0;
 }
@@ -123,13 +129,13 @@ static void compute_order(pp_kind_t kind, int P, int M, int V, int r, comp_t *c)
     }
     warm = warm < total ? warm : total;
     int n = 0, f = 0, b = 0;
-#define PUSH(is_bwd, k)                                                         \
-    do {                                                                        \
-        int v_ = ((k) % group) / P;                                             \
-        c[n].bwd = (is_bwd);                                                    \
-        c[n].mb = ((k) / group) * P + (k) % P;                                  \
-        c[n].chunk = (is_bwd) ? V - 1 - v_ : v_;                                \
-        n++;                                                                    \
+#define PUSH(is_bwd, k)                          \
+    do {                                         \
+        int v_ = ((k) % group) / P;              \
+        c[n].bwd = (is_bwd);                     \
+        c[n].mb = ((k) / group) * P + (k) % P;   \
+        c[n].chunk = (is_bwd) ? V - 1 - v_ : v_; \
+        n++;                                     \
     } while (0)
     for (; f < warm; f++) {
         PUSH(0, f);

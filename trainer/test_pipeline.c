@@ -16,6 +16,7 @@
 #include "config.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,10 +71,14 @@ struct sim {
     num_t *num;
 };
 
-static void sim_fail(sim_t *sm, const char *fmt, int a, int b, int c)
+static void sim_fail(sim_t *sm, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sim_fail(sim_t *sm, const char *fmt, ...)
 {
-    if (!sm->err[0]) {
-        snprintf(sm->err, sizeof sm->err, fmt, a, b, c);
+    if (!sm->err[0]) { /* the first violation */
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(sm->err, sizeof sm->err, fmt, ap);
+        va_end(ap);
     }
 }
 
@@ -104,7 +109,7 @@ static int cb_compute(void *ctx, const pp_action_t *a)
     const int s = a->chunk * sm->P + rk->rank, m = a->mb;
     if (a->op == PP_FORWARD) {
         if (sm->fwd[s][m]++) {
-            sim_fail(sm, "stage %d: second forward of micro-batch %d%.0d", s, m, 0);
+            sim_fail(sm, "stage %d: second forward of micro-batch %d", s, m);
         }
         if (s > 0 && (!sm->fwd[s - 1][m] || sm->fwd_end[s - 1][m] > rk->t)) {
             sim_fail(sm, "stage %d: forward of micro-batch %d before stage %d's", s, m, s - 1);
@@ -116,8 +121,7 @@ static int cb_compute(void *ctx, const pp_action_t *a)
                                      : sm->max_live[rk->rank];
     } else {
         if (sm->bwd[s][m]++ || !sm->fwd[s][m]) {
-            sim_fail(sm, "stage %d: backward of micro-batch %d twice or before its forward%.0d",
-                     s, m, 0);
+            sim_fail(sm, "stage %d: backward of micro-batch %d twice or before its forward", s, m);
         }
         if (s < sm->S - 1 && (!sm->bwd[s + 1][m] || sm->bwd_end[s + 1][m] > rk->t)) {
             sim_fail(sm, "stage %d: backward of micro-batch %d before stage %d's", s, m, s + 1);
@@ -134,7 +138,7 @@ static int cb_post(void *ctx, const pp_action_t *a)
     rank_t *rk = ctx;
     sim_t *sm = rk->sim;
     if (a->peer < 0 || a->peer >= sm->P || a->tag >= MAXTAG) {
-        sim_fail(sm, "rank %d: bad peer %d or tag %d", rk->rank, a->peer, (int)a->tag);
+        sim_fail(sm, "rank %d: bad peer %d or tag %u", rk->rank, a->peer, a->tag);
         return -1;
     }
     if (a->op == PP_POST_RECV) {
@@ -156,8 +160,8 @@ static int cb_wait(void *ctx, const pp_action_t *a)
         return sm->rendezvous && sm->posted[a->peer][a->tag] == 0 ? PP_AGAIN : 0;
     }
     if (sm->posted[rk->rank][a->tag] != 1) {
-        sim_fail(sm, "rank %d: wait for a receive (tag %d) posted %d times", rk->rank,
-                 (int)a->tag, sm->posted[rk->rank][a->tag]);
+        sim_fail(sm, "rank %d: wait for a receive (tag %u) posted %d times", rk->rank, a->tag,
+                 sm->posted[rk->rank][a->tag]);
         return -1;
     }
     chan_t *c = &sm->ch[a->peer][rk->rank][a->grad];
@@ -165,8 +169,8 @@ static int cb_wait(void *ctx, const pp_action_t *a)
         return PP_AGAIN;
     }
     if (c->tag[c->head] != a->tag) {
-        sim_fail(sm, "rank %d waits for tag %d but rank %d sent tag %d first", rk->rank,
-                 (int)a->tag, a->peer * 1000 + (int)c->tag[c->head]);
+        sim_fail(sm, "rank %d waits for tag %u but rank %d sent tag %u first", rk->rank, a->tag,
+                 a->peer, c->tag[c->head]);
         return -1;
     }
     rk->t = c->at[c->head] > rk->t ? c->at[c->head] : rk->t;
@@ -208,14 +212,13 @@ static int sim_run(sim_t *sm, pp_kind_t kind, int P, int M, int V, int rendezvou
             int before = sm->ex[r].next;
             int rc = sm->ex[r].next < sm->s[r].n ? pp_exec_run(&sm->ex[r], &ops) : 0;
             if (rc < 0) {
-                sim_fail(sm, "rank %d: a callback failed at action %d (%s)", r, sm->ex[r].next,
-                         0);
+                sim_fail(sm, "rank %d: a callback failed at action %d", r, sm->ex[r].next);
             }
             done += rc == 0;
             progress |= sm->ex[r].next != before || rc == 0;
         }
         if (!progress && done < P) {
-            sim_fail(sm, "deadlock: no rank can go on (%d of %d done)%.0d", done, P, 0);
+            sim_fail(sm, "deadlock: no rank can go on (%d of %d done)", done, P);
         }
     }
     for (int s = 0; s < sm->S && !sm->err[0]; s++) {
@@ -330,8 +333,7 @@ static void test_schedules(void)
                             order_ok &= order_matches(&sm.s[r], ops, n);
                         }
                     }
-                    int bubble_ok = fabs(bubble - formula) < 1e-12 &&
-                                    fabs(rank0 - formula) < 1e-12;
+                    int bubble_ok = fabs(bubble - formula) < 1e-12 && fabs(rank0 - formula) < 1e-12;
                     if (!ok || !inflight_ok || !order_ok) {
                         bad++;
                         tap_diag("%s P=%d M=%d V=%d: %s%s%s", kn, P, M, V, sm.err,
@@ -354,13 +356,16 @@ static void test_schedules(void)
             }
         }
     }
-    /* gpipe 4 x 8, 1f1b 8 + 7 + 6 + 5 (M >= P), interleaved (4 + 2 + 2) x 3 (M a multiple of P >= 2) */
+    /* gpipe 4 x 8, 1f1b 8 + 7 + 6 + 5 (M >= P), interleaved (4 + 2 + 2) x 3 (M a multiple of P >=
+     * 2) */
     TAP_OK(bad == 0 && layouts == 32 + 26 + 24,
            "%d layouts: one forward and backward per (chunk, micro-batch), dependencies, "
            "matched sends and receives, no deadlock, activations in flight, Megatron order",
            layouts);
-    TAP_OK(bad_bubble == 0, "the simulated bubble (forward 1, backward 2) equals the formula in "
-                            "all %d layouts, for the step and for rank 0's executor", layouts);
+    TAP_OK(bad_bubble == 0,
+           "the simulated bubble (forward 1, backward 2) equals the formula in "
+           "all %d layouts, for the step and for rank 0's executor",
+           layouts);
 }
 
 /* A literal: Megatron's interleaved schedule for P = 2, V = 2, M = 4 on rank 0, worked by hand. */
@@ -454,9 +459,9 @@ static void test_stages(pp_kind_t kind, int P, int M, int V, uint64_t seed)
             const gpt_model_t *sv = ok ? gpt_stage_model(nu.st[r][v]) : NULL;
             for (int ti = 0; ok && ti < sv->num_tensors; ti++) {
                 const gpt_tensor_t *t = &sv->tensors[ti];
-                params_equal &= memcmp(sv->params + t->offset,
-                                       whole->params + whole->tensors[ti].offset,
-                                       t->size * sizeof(float)) == 0;
+                params_equal &=
+                    memcmp(sv->params + t->offset, whole->params + whole->tensors[ti].offset,
+                           t->size * sizeof(float)) == 0;
             }
         }
         pp_schedule_free(&s);
@@ -500,8 +505,9 @@ static void test_stages(pp_kind_t kind, int P, int M, int V, uint64_t seed)
         }
     }
     free(g);
-    if (!TAP_OK(worst <= 1e-5, "%s P=%d M=%d V=%d: loss and gradients equal the whole model's "
-                               "(worst %.2e relative, %s)",
+    if (!TAP_OK(worst <= 1e-5,
+                "%s P=%d M=%d V=%d: loss and gradients equal the whole model's "
+                "(worst %.2e relative, %s)",
                 pp_kind_name(kind), P, M, V, worst, worst_name)) {
         tap_diag("seed %llu, loss %.8f vs %.8f", (unsigned long long)seed, pl, loss);
     }
