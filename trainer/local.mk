@@ -2,7 +2,8 @@
 # links libtempo.la; the model kernels use OpenMP where configure found it.
 #
 # The trainer's pieces go into one convenience library (libtrainer.la) that tempo-train and the
-# trainer tests link. Sections: model (model.c, optim.c), data (data.c), the trainer program.
+# trainer tests link. Sections: model (model.c, optim.c), pipeline (pipeline.c), data (data.c), the
+# trainer program.
 
 noinst_LTLIBRARIES += libtrainer.la
 libtrainer_la_SOURCES =
@@ -22,6 +23,17 @@ TESTS += %reldir%/test_model
 %canon_reldir%_test_model_LDADD = libtrainer.la $(PTHREAD_LIBS)
 %canon_reldir%_test_model_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS)
 EXTRA_DIST += tests/golden/gpt_small.bin tests/golden/make_gpt_golden.py
+
+# ---- pipeline: schedules as per-rank action lists and their executor (trainer/pipeline.[ch])
+libtrainer_la_SOURCES += %reldir%/pipeline.c
+noinst_HEADERS += %reldir%/pipeline.h
+# test_pipeline: every gpipe/1f1b/interleaved layout simulated in one process, the bubble against
+# its formula, the model's stage API against the whole model, layout errors.
+check_PROGRAMS += %reldir%/test_pipeline
+TESTS += %reldir%/test_pipeline
+%canon_reldir%_test_pipeline_SOURCES = %reldir%/test_pipeline.c
+%canon_reldir%_test_pipeline_LDADD = libtrainer.la -lm
+%canon_reldir%_test_pipeline_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS)
 
 # ---- data: tokenizer, token shards, loader (trainer/data.[ch])
 libtrainer_la_SOURCES += %reldir%/data.c

@@ -1833,3 +1833,384 @@ int gpt_sample_next(const float *logits, int V, float temperature, uint64_t *rng
     }
     return V - 1; /* rounding */
 }
+
+/* ------------------------------------------------------------------------------------------ */
+/* pipeline stages                                                                             */
+
+/*
+ * A stage is a whole-model view (base) whose tensor table keeps the whole model's names, indices
+ * and layers but has offsets into the stage's own buffers (size 0 for a tensor not on the stage),
+ * so the per-layer functions above run on it unchanged: they index parameters and gradients
+ * through the table and the group ranges only. Each activation slot is a copy of base with its own
+ * gpt_work_t, whose blocks array has all L entries but activations for [l0, l1) only; on a
+ * non-first stage blocks[l0 - 1].res3 points at the slot's `encoded` buffer, which holds the
+ * received input x. The slots share the backward temporaries and the scratch (dres ... scratch:
+ * the tail of carve_acts' layout), since one micro-batch's backward runs at a time.
+ */
+struct gpt_stage {
+    gpt_model_t base;      /* the stage's parameters; work = &base_work */
+    gpt_work_t base_work;  /* init kinds, ggrad (shared by the slots), the GEMM build */
+    int l0, l1;            /* blocks [l0, l1) */
+    int first, last;       /* l0 == 0, l1 == L */
+    int nslots, B, T;      /* activation slots for micro-batches of up to B x T */
+    gpt_model_t *slot;     /* (nslots) base with work = &slot_work[i] */
+    gpt_work_t *slot_work; /* (nslots) */
+    block_acts_t *blocks;  /* (nslots, L) */
+    int *slot_mb;          /* (nslots) micro-batch held by the slot, -1 free */
+    float *mem;            /* the slots' activations, then the shared backward temporaries */
+    int *tok;              /* (nslots, 2, B T) inputs and targets */
+};
+
+/* Whether tensor ti (of the whole model's table) lives on stage st. */
+static int stage_holds(const gpt_stage_t *st, int ti, int layer)
+{
+    if (layer == -1) {
+        return st->first || (st->last && ti == 0); /* wte on the last stage: the tied head */
+    }
+    if (layer == st->base.cfg.n_layer) {
+        return st->last;
+    }
+    return layer >= st->l0 && layer < st->l1;
+}
+
+/* Remaps base's whole-model table to the stage buffer; returns the stage's parameter count. */
+static size_t stage_table(gpt_stage_t *st)
+{
+    gpt_model_t *m = &st->base;
+    const int L = m->cfg.n_layer;
+    size_t off = 0;
+    size_t *newoff = calloc((size_t)m->num_tensors, sizeof *newoff);
+    if (!newoff) {
+        return 0;
+    }
+    for (int ti = 0; ti < m->num_tensors; ti++) {
+        if (stage_holds(st, ti, m->tensors[ti].layer) && (ti != 0 || st->first)) {
+            newoff[ti] = off;
+            off += m->tensors[ti].size;
+        }
+    }
+    if (st->last && !st->first) { /* wte after everything else */
+        newoff[0] = off;
+        off += m->tensors[0].size;
+    }
+    for (int ti = 0; ti < m->num_tensors; ti++) {
+        gpt_tensor_t *t = &m->tensors[ti];
+        int held = stage_holds(st, ti, t->layer);
+        t->offset = held ? newoff[ti] : 0;
+        t->size = held ? t->size : 0;
+    }
+    for (int g = 0; g < L + 2; g++) {
+        gpt_range_t r = {SIZE_MAX, 0};
+        for (int ti = 0; ti < m->num_tensors; ti++) {
+            const gpt_tensor_t *t = &m->tensors[ti];
+            if (t->layer == g - 1 && t->size) {
+                r.off = t->offset < r.off ? t->offset : r.off;
+                r.n += t->size;
+            }
+        }
+        m->groups[g] = r.n ? r : (gpt_range_t){0, 0};
+    }
+    free(newoff);
+    return off;
+}
+
+/* Lays out every slot's activations in st->mem (allocating it) as described above. */
+static int stage_alloc_acts(gpt_stage_t *st)
+{
+    const gpt_config_t *cfg = &st->base.cfg;
+    const int L = cfg->n_layer;
+    const size_t nl = (size_t)(st->l1 - st->l0), C = (size_t)cfg->channels;
+    const size_t V = st->last ? (size_t)cfg->vocab_size : 0; /* logits on the last stage only */
+    const size_t BT = (size_t)st->B * (size_t)st->T;
+    const size_t att = (size_t)st->B * (size_t)cfg->n_head * (size_t)st->T * (size_t)st->T;
+    const size_t maxoc = 4 * C > V ? 4 * C : V;
+    size_t scratch = C * maxoc;
+    scratch = BT * maxoc > scratch ? BT * maxoc : scratch;
+    scratch = BT * C + att > scratch ? BT * C + att : scratch;
+    gpt_work_t probe = {.blocks = st->blocks + st->l0};
+    const size_t total = carve_acts(&probe, NULL, nl, BT, C, V, att, scratch);
+    st->mem = malloc(total * sizeof(float));
+    if (!st->mem) {
+        return -1;
+    }
+    carve_acts(&probe, st->mem, nl, BT, C, V, att, scratch);
+    const size_t head = (size_t)(probe.dres - st->mem); /* per-slot part */
+    float *mem = realloc(st->mem, ((size_t)(st->nslots - 1) * head + total) * sizeof(float));
+    if (!mem) {
+        return -1;
+    }
+    st->mem = mem;
+    for (int i = 0; i < st->nslots; i++) {
+        gpt_work_t *w = &st->slot_work[i];
+        w->blocks = st->blocks + (size_t)i * L + st->l0;
+        carve_acts(w, st->mem + (size_t)i * head, nl, BT, C, V, att, scratch);
+        w->blocks = st->blocks + (size_t)i * L;
+        if (!st->first) {
+            w->blocks[st->l0 - 1].res3 = w->encoded; /* the received input */
+        }
+    }
+    const gpt_work_t *tail = &st->slot_work[st->nslots - 1];
+    for (int i = 0; i < st->nslots; i++) {
+        gpt_work_t *w = &st->slot_work[i];
+        w->dres = tail->dres;
+        w->dln = tail->dln;
+        w->dqkv = tail->dqkv;
+        w->datty = tail->datty;
+        w->dfch = tail->dfch;
+        w->dlogits = tail->dlogits;
+        w->scratch = tail->scratch;
+        w->scratch_n = scratch;
+        w->ggrad = st->base_work.ggrad;
+        w->gemm_block = st->base_work.gemm_block;
+        w->gemm_name = st->base_work.gemm_name;
+        w->alloc_B = st->B;
+        w->alloc_T = st->T;
+        w->inputs = st->tok + (size_t)i * 2 * BT;
+        w->targets = w->inputs + BT;
+        w->fwd_done = -2;
+        w->bwd_next = -2;
+        st->slot[i] = st->base;
+        st->slot[i].work = w;
+        st->slot_mb[i] = -1;
+    }
+    return 0;
+}
+
+int gpt_stage_create(const gpt_config_t *cfg, int l0, int l1, int slots, int B, int T,
+                     uint64_t seed, gpt_stage_t **stage_p)
+{
+    if (gpt_config_check(cfg) != 0) {
+        return -1;
+    }
+    const int L = cfg->n_layer;
+    if (l0 < 0 || l1 <= l0 || l1 > L) {
+        return gpt_fail("gpt_stage: layers [%d, %d) are not a non-empty range of the model's "
+                        "0..%d",
+                        l0, l1, L - 1);
+    }
+    if (slots < 1 || B < 1 || T < 1 || T > cfg->max_seq_len) {
+        return gpt_fail("gpt_stage: %d slots of %d x %d tokens: need slots, B, T >= 1 and "
+                        "T <= max_seq_len (%d)",
+                        slots, B, T, cfg->max_seq_len);
+    }
+    gpt_stage_t *st = calloc(1, sizeof *st);
+    if (!st) {
+        return gpt_fail("gpt_stage: out of memory");
+    }
+    gpt_model_t *m = &st->base;
+    st->l0 = l0;
+    st->l1 = l1;
+    st->first = l0 == 0;
+    st->last = l1 == L;
+    st->nslots = slots;
+    st->B = B;
+    st->T = T;
+    m->cfg = *cfg;
+    m->num_tensors = 2 + P_PER_BLOCK * L + 2;
+    m->mean_loss = -1.0f;
+    m->work = &st->base_work;
+    m->tensors = calloc((size_t)m->num_tensors, sizeof *m->tensors);
+    m->groups = calloc((size_t)L + 2, sizeof *m->groups);
+    st->base_work.init = calloc((size_t)m->num_tensors, 1);
+    st->base_work.ggrad = calloc((size_t)L + 2, sizeof(float *));
+    st->slot = calloc((size_t)slots, sizeof *st->slot);
+    st->slot_work = calloc((size_t)slots, sizeof *st->slot_work);
+    st->blocks = calloc((size_t)slots * (size_t)L, sizeof *st->blocks);
+    st->slot_mb = calloc((size_t)slots, sizeof *st->slot_mb);
+    st->tok = malloc((size_t)slots * 2 * (size_t)B * (size_t)T * sizeof(int));
+    if (!m->tensors || !m->groups || !st->base_work.init || !st->base_work.ggrad || !st->slot ||
+        !st->slot_work || !st->blocks || !st->slot_mb || !st->tok) {
+        goto oom;
+    }
+    build_table(m);
+    m->num_params = stage_table(st);
+    m->params = malloc(m->num_params * sizeof(float));
+    m->grads = calloc(m->num_params, sizeof(float));
+    if (!m->num_params || !m->params || !m->grads) {
+        goto oom;
+    }
+    for (int g = 0; g < L + 2; g++) {
+        st->base_work.ggrad[g] = m->groups[g].n ? m->grads + m->groups[g].off : NULL;
+    }
+    gemm_select(&st->base_work);
+    gpt_init_weights(m, seed); /* size-0 tensors are skipped; streams by global tensor index */
+    if (stage_alloc_acts(st) != 0) {
+        goto oom;
+    }
+    *stage_p = st;
+    return 0;
+oom:
+    gpt_stage_destroy(st);
+    return gpt_fail("gpt_stage: out of memory for layers [%d, %d) with %d slots of %d x %d", l0, l1,
+                    slots, B, T);
+}
+
+void gpt_stage_destroy(gpt_stage_t *st)
+{
+    if (!st) {
+        return;
+    }
+    free(st->base.params);
+    free(st->base.grads);
+    free(st->base.tensors);
+    free(st->base.groups);
+    free(st->base_work.init);
+    free(st->base_work.ggrad);
+    free(st->slot);
+    free(st->slot_work);
+    free(st->blocks);
+    free(st->slot_mb);
+    free(st->mem);
+    free(st->tok);
+    free(st);
+}
+
+int gpt_stage_load(gpt_stage_t *st, const gpt_model_t *src)
+{
+    const gpt_config_t *a = &st->base.cfg, *b = &src->cfg;
+    if (a->max_seq_len != b->max_seq_len || a->vocab_size != b->vocab_size ||
+        a->n_layer != b->n_layer || a->n_head != b->n_head || a->channels != b->channels) {
+        return gpt_fail("gpt_stage_load: the model's configuration differs from the stage's");
+    }
+    for (int ti = 0; ti < st->base.num_tensors; ti++) {
+        const gpt_tensor_t *t = &st->base.tensors[ti];
+        memcpy(st->base.params + t->offset, src->params + src->tensors[ti].offset,
+               t->size * sizeof(float));
+    }
+    return 0;
+}
+
+const gpt_model_t *gpt_stage_model(const gpt_stage_t *st)
+{
+    return &st->base;
+}
+
+gpt_range_t gpt_stage_wte(const gpt_stage_t *st)
+{
+    gpt_range_t r = {st->base.tensors[0].offset, st->base.tensors[0].size};
+    return r;
+}
+
+gpt_range_t gpt_stage_layer_range(const gpt_stage_t *st, int layer)
+{
+    return gpt_layer_range(&st->base, layer);
+}
+
+int gpt_stage_is_first(const gpt_stage_t *st)
+{
+    return st->first;
+}
+
+int gpt_stage_is_last(const gpt_stage_t *st)
+{
+    return st->last;
+}
+
+/* The slot holding micro-batch mb, or -1. */
+static int stage_slot_of(const gpt_stage_t *st, int mb)
+{
+    for (int i = 0; i < st->nslots; i++) {
+        if (st->slot_mb[i] == mb) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+int gpt_stage_forward(gpt_stage_t *st, int mb, const int *tokens, const float *x,
+                      const int *targets, int B, int T, float *y, float *loss_p)
+{
+    if ((tokens != NULL) != st->first || (x != NULL) == st->first ||
+        (targets != NULL) != st->last || (y != NULL) == st->last) {
+        return gpt_fail("gpt_stage_forward: stage [%d, %d) takes %s and %s", st->l0, st->l1,
+                        st->first ? "tokens (x NULL)" : "x (tokens NULL)",
+                        st->last ? "targets (y NULL)" : "y (targets NULL)");
+    }
+    if (B < 1 || T < 1 || B > st->B || T > st->T) {
+        return gpt_fail("gpt_stage_forward: batch %d x %d: the stage was made for up to %d x %d", B,
+                        T, st->B, st->T);
+    }
+    if (mb < 0 || stage_slot_of(st, mb) >= 0) {
+        return gpt_fail("gpt_stage_forward: micro-batch %d is negative or already in flight", mb);
+    }
+    const int i = stage_slot_of(st, -1);
+    if (i < 0) {
+        return gpt_fail("gpt_stage_forward: micro-batch %d: all %d activation slots of stage "
+                        "[%d, %d) hold micro-batches whose backward has not run",
+                        mb, st->nslots, st->l0, st->l1);
+    }
+    gpt_model_t *m = &st->slot[i];
+    gpt_work_t *w = m->work;
+    const size_t n = (size_t)B * (size_t)T * (size_t)m->cfg.channels;
+    if (st->first) {
+        if (gpt_forward_embed(m, tokens, B, T) != 0) {
+            return -1;
+        }
+    } else {
+        m->B = B;
+        m->T = T;
+        m->mean_loss = -1.0f;
+        w->have_targets = 0;
+        w->bwd_next = -2;
+        memcpy(w->encoded, x, n * sizeof(float));
+        w->fwd_done = st->l0 - 1;
+    }
+    for (int l = st->l0; l < st->l1; l++) {
+        if (gpt_forward_layer(m, l) != 0) {
+            return -1;
+        }
+    }
+    if (st->last) {
+        if (gpt_forward_head(m, targets, loss_p) != 0) {
+            return -1;
+        }
+    } else {
+        memcpy(y, w->blocks[st->l1 - 1].res3, n * sizeof(float));
+    }
+    st->slot_mb[i] = mb;
+    return 0;
+}
+
+int gpt_stage_backward(gpt_stage_t *st, int mb, const float *dy, float dloss, float *dx)
+{
+    if ((dy != NULL) == st->last || (dx != NULL) == st->first) {
+        return gpt_fail("gpt_stage_backward: stage [%d, %d) takes %s and %s", st->l0, st->l1,
+                        st->last ? "dloss (dy NULL)" : "dy", st->first ? "dx NULL" : "dx");
+    }
+    const int i = mb < 0 ? -1 : stage_slot_of(st, mb);
+    if (i < 0) {
+        return gpt_fail("gpt_stage_backward: micro-batch %d is not in flight on stage [%d, %d) "
+                        "(no forward, or its backward already ran)",
+                        mb, st->l0, st->l1);
+    }
+    gpt_model_t *m = &st->slot[i];
+    gpt_work_t *w = m->work;
+    const size_t n = (size_t)m->B * (size_t)m->T * (size_t)m->cfg.channels;
+    if (st->last) {
+        if (gpt_backward_head(m, dloss) != 0) {
+            return -1;
+        }
+    } else {
+        memcpy(w->dres, dy, n * sizeof(float));
+        w->bwd_next = st->l1 - 1;
+    }
+    for (int l = st->l1 - 1; l >= st->l0; l--) {
+        if (gpt_backward_layer(m, l) != 0) {
+            return -1;
+        }
+    }
+    if (st->first) {
+        if (gpt_backward_embed(m) != 0) {
+            return -1;
+        }
+    } else {
+        memcpy(dx, w->dres, n * sizeof(float));
+    }
+    st->slot_mb[i] = -1;
+    return 0;
+}
+
+void gpt_stage_zero_grad(gpt_stage_t *st)
+{
+    memset(st->base.grads, 0, st->base.num_params * sizeof(float));
+}

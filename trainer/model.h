@@ -240,4 +240,84 @@ float gpt_random_f32(uint64_t *state);
  */
 int gpt_sample_next(const float *logits, int V, float temperature, uint64_t *rng_state);
 
+/* ------------------------------------------------------------------------------------------ */
+/*
+ * Pipeline stages. A stage owns the blocks [l0, l1) of the whole model; the first stage (l0 == 0)
+ * also runs the embeddings (wte, wpe), the last (l1 == L) the final LayerNorm, the LM head and the
+ * loss, and holds wte too (the head is tied to it). A stage holds only its own parameters and
+ * gradients, in one buffer each (memory drops with the number of stages), ordered like the whole
+ * model's (embeddings, blocks l0..l1-1, lnf), with wte appended last on a last stage that is not
+ * also the first. The tied wte therefore lives on two stages when there are several: their two
+ * gradients must be summed (Megatron's embedding group: an all-reduce of gpt_stage_wte()'s range
+ * of the grads between the first and the last stage) before the optimizer step, and both copies
+ * then take the same update.
+ *
+ * A stage runs micro-batches: gpt_stage_forward(mb) keeps that micro-batch's activations in one of
+ * `slots` activation slots until gpt_stage_backward(mb) frees it, so several micro-batches may be
+ * in flight (1F1B keeps up to P, GPipe M); the backward temporaries are shared by all slots.
+ * Gradients accumulate (+=) over micro-batches until gpt_stage_zero_grad. The stage runs the same
+ * kernels as the whole model (the per-layer functions above), so its results are those of the
+ * whole model on the same micro-batch.
+ *
+ * Not here: communication (trainer/pipeline.h runs the schedules). The whole-model functions are
+ * unaffected; a stage does not share memory with any gpt_model_t.
+ */
+typedef struct gpt_stage gpt_stage_t;
+
+/*
+ * A stage of cfg's model owning blocks [l0, l1) (0 <= l0 < l1 <= L), with `slots` activation slots
+ * for micro-batches of up to B x T tokens. The parameters are initialized from seed exactly as
+ * gpt_create(cfg, seed) initializes the same tensors (gpt_stage_load copies them from a model
+ * instead); gradients start at 0. -1 with gpt_last_error() for a bad range or out of memory.
+ */
+int gpt_stage_create(const gpt_config_t *cfg, int l0, int l1, int slots, int B, int T,
+                     uint64_t seed, gpt_stage_t **stage_p);
+
+/* Frees everything; NULL is a no-op. */
+void gpt_stage_destroy(gpt_stage_t *st);
+
+/* Copies the stage's parameters from a whole model of the same configuration (a checkpoint). */
+int gpt_stage_load(gpt_stage_t *st, const gpt_model_t *src);
+
+/*
+ * The stage's parameters as a model view, for the optimizer (adamw_step), gradient norms and
+ * checkpoints: num_params, params and grads are the stage's buffers; tensors[] is the whole
+ * model's table with offsets into them, size 0 for a tensor that is not on this stage (so
+ * gpt_find_tensor works by global name). Not for gpt_forward / gpt_backward.
+ */
+const gpt_model_t *gpt_stage_model(const gpt_stage_t *st);
+
+/* The stage's range of the buffers holding wte (n == 0 if it holds none). */
+gpt_range_t gpt_stage_wte(const gpt_stage_t *st);
+
+/* The stage's range of a layer group (-1 embeddings, 0..L-1 block, L final LN); n == 0 if absent.
+ */
+gpt_range_t gpt_stage_layer_range(const gpt_stage_t *st, int layer);
+
+/* Whether the stage is first / last: which inputs and outputs gpt_stage_forward takes. */
+int gpt_stage_is_first(const gpt_stage_t *st);
+int gpt_stage_is_last(const gpt_stage_t *st);
+
+/*
+ * Forward of micro-batch mb (any int, unique among those in flight) of B x T tokens (at most the
+ * sizes given at creation). First stage: tokens (B, T) ids; others: x (B, T, C), the previous
+ * stage's output. Last stage: targets (B, T) ids, *loss_p = the micro-batch's mean cross-entropy;
+ * others: y (B, T, C) receives the output. Arguments a stage does not use must be NULL. Fails
+ * (-1) when every slot is in use or mb is already in flight. Inputs are copied.
+ */
+int gpt_stage_forward(gpt_stage_t *st, int mb, const int *tokens, const float *x,
+                      const int *targets, int B, int T, float *y, float *loss_p);
+
+/*
+ * Backward of micro-batch mb, accumulating into the stage's gradients, and freeing its slot. Last
+ * stage: dloss = d objective / d this micro-batch's mean loss (1/M for the mean over M
+ * micro-batches), dy NULL; others: dy (B, T, C), the gradient of this stage's output (dloss
+ * ignored). Non-first stages write dx (B, T, C), the gradient of the input x; the first stage
+ * takes dx NULL.
+ */
+int gpt_stage_backward(gpt_stage_t *st, int mb, const float *dy, float dloss, float *dx);
+
+/* grads = 0. */
+void gpt_stage_zero_grad(gpt_stage_t *st);
+
 #endif /* TEMPO_TRAINER_MODEL_H */
