@@ -210,6 +210,17 @@ int gpt_set_group_grads(gpt_model_t *model, int g, float *buf);
 void gpt_release_grads(gpt_model_t *model);
 
 /*
+ * Where forward and backward read group g's parameters, in the same way: buf holds the group's n
+ * parameters in buffer order (buf[i] is parameter groups[g].off + i); NULL goes back to params +
+ * groups[g].off. A caller that holds only a shard of the parameters (ZeRO 3) points each group at
+ * a gathered buffer just before its forward and backward and frees params with
+ * gpt_release_params (params is NULL afterwards; a forward or backward of a group without a
+ * buffer fails, naming it). The buffer must stay unchanged from a group's forward to its backward.
+ */
+int gpt_set_group_params(gpt_model_t *model, int g, const float *buf);
+void gpt_release_params(gpt_model_t *model);
+
+/*
  * Backward of the last forward (which must have had targets), accumulating into grads. dloss is
  * the derivative of the caller's objective by this forward's mean loss: 1 for one batch, 1/n for
  * the mean over n micro-batches of gradient accumulation. gpt_backward runs gpt_backward_head,
