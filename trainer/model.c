@@ -210,6 +210,7 @@ struct gpt_work {
 
     int alloc_B, alloc_T; /* 0 until gpt_alloc_acts */
     float *mem;           /* every buffer below */
+    size_t mem_n;         /* floats of mem (gpt_act_floats) */
     float *encoded;       /* (B, T, C) the block-0 input */
     block_acts_t *blocks; /* (L) */
     float *lnf;           /* (B, T, C) */
@@ -1304,6 +1305,7 @@ static void free_acts(gpt_work_t *w)
     free(w->inputs);
     free(w->targets);
     w->mem = NULL;
+    w->mem_n = 0;
     w->blocks = NULL;
     w->inputs = w->targets = NULL;
     w->alloc_B = w->alloc_T = 0;
@@ -1436,6 +1438,7 @@ int gpt_alloc_acts(gpt_model_t *m, int B, int T)
     }
     carve_acts(w, w->mem, L, BT, C, V, att, scratch);
     w->scratch_n = scratch;
+    w->mem_n = total;
     w->alloc_B = B;
     w->alloc_T = T;
     m->B = m->T = 0;
@@ -1685,17 +1688,18 @@ void gpt_release_grads(gpt_model_t *m)
     m->grads = NULL;
 }
 
+size_t gpt_act_floats(const gpt_model_t *m)
+{
+    return m->work->mem_n;
+}
+
 int gpt_set_group_params(gpt_model_t *m, int g, const float *buf)
 {
     if (g < 0 || g > m->cfg.n_layer + 1) {
         return gpt_fail("gpt_set_group_params: group %d out of range [0, %d]", g,
                         m->cfg.n_layer + 1);
     }
-    if (!buf && !m->params) {
-        return gpt_fail("gpt_set_group_params: group %d needs a buffer (the shared parameter "
-                        "buffer was released)", g);
-    }
-    m->work->gparam[g] = buf ? (float *)buf : m->params + m->groups[g].off;
+    m->work->gparam[g] = buf || !m->params ? (float *)buf : m->params + m->groups[g].off;
     return 0;
 }
 
