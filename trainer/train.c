@@ -1,6 +1,6 @@
 /*
  * train.c — tempo-train: trains a GPT (model.h) on a text corpus or llm.c token shards (data.h),
- * data parallel over the job's ranks (dist.h: tempo by default), with ZeRO 0, 1 or 2, gradient
+ * data parallel over the job's ranks (dist.h: tempo by default), with ZeRO 0, 1, 2 or 3, gradient
  * accumulation, bucketed priority-scheduled and optionally compressed gradient synchronization;
  * --tp T adds Megatron tensor parallelism (the model's gpt_tp_t, filled from dist's TP group) on a
  * DP x TP mesh: everything below then runs over the DP dimension on this rank's shards, the
@@ -16,6 +16,10 @@
  *           runs.
  *   ZeRO 2  as 1, but every micro-batch is reduce-scattered and accumulated into a sharded gradient
  *           (the full-size gradient buffer is only backward's scratch).
+ *   ZeRO 3  as 2, and the parameters are sharded too: the rank keeps its slices (and updates them),
+ *           and each layer group is all-gathered into a reused buffer before its forward and again
+ *           before its backward, the next group's all-gather posted before the current group's
+ *           compute (z3_*). Not with --tp > 1 yet.
  * The mean gradient over ranks equals the single-rank gradient of the global batch (dp * batch
  * sequences): the loader gives rank r rows [r*B, (r+1)*B) of every global batch.
  *
@@ -126,7 +130,9 @@ static void usage(FILE *f)
         "                      checkpoints (unsharded, load at any --tp) need --zero 0\n"
         "  --pp P              pipeline-parallel stages: only 1 for now [1]\n"
         "  --zero S            0: all-reduce; 1: shard AdamW state (reduce-scatter + all-gather);\n"
-        "                      2: also shard gradients (no full gradient buffer) [0]\n"
+        "                      2: also shard gradients (no full gradient buffer); 3: also shard\n"
+        "                      parameters (each layer all-gathered before its forward and its\n"
+        "                      backward, the next one prefetched; not with --tp > 1) [0]\n"
         "  --compress SPEC     gradient compressor, e.g. alq:bits=3, qsgd:bits=4, powersgd:rank=2,\n"
         "                      none [none] (see tempo-info -q)\n"
         "  --sched P           priority policy: tic, tac, fifo [tic]\n"
@@ -1400,12 +1406,14 @@ int main(int argc, char **argv)
                    m->num_params);
         }
         printf("\n");
+        char zp[128] = ""; /* ZeRO 3: the shard, then the gathered working set */
+        if (o.zero == 3) {
+            snprintf(zp, sizeof zp, " (a shard of %.2f MB and gathered buffers for 2 blocks, "
+                     "embeddings and lnf)", 4e-6 * (double)t.shard_n);
+        }
         printf("memory per rank: parameters %.2f MB%s, gradients %.2f MB%s, AdamW state %.2f "
                "MB, activations %.2f MB (batch %d x context %d)\n",
-               4e-6 * (double)t.param_floats,
-               o.zero == 3 ? " (a shard, and gathered buffers for 2 blocks, embeddings and lnf)"
-                           : "",
-               4e-6 * (double)t.grad_floats,
+               4e-6 * (double)t.param_floats, zp, 4e-6 * (double)t.grad_floats,
                o.zero >= 2 ? " (a shard and backward buffers for 2 blocks, embeddings and lnf)"
                            : "",
                8e-6 * (double)t.shard_n, 4e-6 * (double)gpt_act_floats(m), o.batch, o.context);
