@@ -9,7 +9,9 @@
  *   DIST_ALLREDUCE       every rank ends with the mean over ranks of every group (ZeRO 0);
  *   DIST_REDUCE_SCATTER  rank r ends with the mean of slice r of every group (group g's n elements
  *                        are dp slices of n / dp; ZeRO 1 and 2), and the parameters' slices are
- *                        gathered back with gather (every rank ends with every slice).
+ *                        gathered back with gather (every rank ends with every slice), or, for
+ *                        ZeRO 3, gather_to from the rank's own copy of its slices into a buffer
+ *                        of the group (the parameters, gathered just before they are used).
  * A group is posted as soon as it is ready (overlapping the rest of backward) and waited for just
  * before it is used, so the next forward waits only for the layer it is about to run.
  *
@@ -83,6 +85,10 @@ struct dist {
      * like the parameters: the parameters after an update, or a gradient for a dump); one at a
      * time per group, until gather_wait. */
     int (*gather)(dist_t *d, int g, float *buf);
+    /* DIST_REDUCE_SCATTER, ZeRO 3: post the all-gather of group g from this rank's slice (n/dp
+     * elements) into full (the group's n, rank r's slice at full + r * n/dp); shares gather's one
+     * request per group, so gather_wait completes it. */
+    int (*gather_to)(dist_t *d, int g, const float *slice, float *full);
     int (*gather_wait)(dist_t *d, int g);
     /* Optional markers around the caller's compute of group g (phase 0 forward, 1 backward): the
      * timeline's compute spans, and the per-layer times of the tac policy. Spans do not nest. */

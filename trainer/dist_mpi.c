@@ -9,7 +9,8 @@
  *   DIST_REDUCE_SCATTER  each group is one MPI_Ireduce_scatter_block into a slice-sized scratch
  *                        buffer (MPI's in-place form would put rank r's slice at the front), copied
  *                        to off + r * n/p and scaled when waited for; parameters come back with an
- *                        in-place MPI_Iallgather per group.
+ *                        in-place MPI_Iallgather per group (ZeRO 3: from the rank's slice
+ *                        into a gathered buffer).
  * MPI libraries progress non-blocking collectives mostly inside MPI calls, so every post also
  * tests the requests in flight (MPI_Testall), which is what lets them overlap the rest of backward.
  *
@@ -200,21 +201,38 @@ static int m_grads_wait(dist_t *d, int g)
     return 0;
 }
 
-static int m_gather(dist_t *d, int g, float *buf)
+/* Post the all-gather of group g's slices into recv (n floats): from send (this rank's n/dp), or
+ * in place (send NULL: this rank's slice is already at recv + rank * n/dp). */
+static int post_gather(dist_t *d, int g, const float *send, float *recv)
 {
     mdist_t *m = d->impl;
     const dist_group_t *gr = &m->groups[g];
     if (d->size == 1) {
+        if (send && send != recv) {
+            memcpy(recv, send, gr->n * sizeof(float));
+        }
         return 0;
     }
     int q = (int)(gr->n / (size_t)d->size);
-    int rc = MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf + gr->off, q, MPI_FLOAT,
-                            MPI_COMM_WORLD, &m->ag[g]);
+    int rc = send ? MPI_Iallgather(send, q, MPI_FLOAT, recv, q, MPI_FLOAT, MPI_COMM_WORLD,
+                                   &m->ag[g])
+                  : MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, q, MPI_FLOAT,
+                                   MPI_COMM_WORLD, &m->ag[g]);
     m->bytes += dist_ring_share(d) * 4.0 * (double)gr->n;
     if (rc != MPI_SUCCESS) {
         return fail(d, "all-gather of slices", rc);
     }
     return poke(d);
+}
+
+static int m_gather(dist_t *d, int g, float *buf)
+{
+    return post_gather(d, g, NULL, buf + ((mdist_t *)d->impl)->groups[g].off);
+}
+
+static int m_gather_to(dist_t *d, int g, const float *slice, float *full)
+{
+    return post_gather(d, g, slice, full);
 }
 
 static int m_gather_wait(dist_t *d, int g)
@@ -315,6 +333,7 @@ int dist_open_mpi(dist_t *d, char *err)
                   .grads_ready = m_grads_ready,
                   .grads_wait = m_grads_wait,
                   .gather = m_gather,
+                  .gather_to = m_gather_to,
                   .gather_wait = m_gather_wait,
                   .compute_begin = m_compute_begin,
                   .compute_end = m_compute_end,

@@ -7,9 +7,11 @@
  * float32 buckets with the compressor of the spec, and waits per group.
  * DIST_REDUCE_SCATTER: each group is its own scheduled in-place reduce-scatter (TEMPO_AVG, same
  * compressor; rank r's slice lands at off + r * n/dp), and parameters come back with a scheduled
- * in-place all-gather per group. Priorities: tic gives both the group's forward index, so the
- * first layer's gradients and parameters go first; fifo gives every request the same priority, so
- * they run in the order they became posted; tac needs the bucketer's measurements and is refused.
+ * in-place all-gather per group (ZeRO 3: out of place, from the rank's slice into a gathered
+ * buffer, which the trainer posts one group ahead of the compute that needs it). Priorities: tic
+ * gives both the group's forward index, so the first layer's gradients and parameters go first;
+ * fifo gives every request the same priority, so they run in the order they became posted; tac
+ * needs the bucketer's measurements and is refused.
  * Compute markers go to the bucketer (DIST_ALLREDUCE) or straight to the timeline.
  *
  * Bytes sent are estimated from the algorithms' traffic (a ring moves 2(p-1)/p of an all-reduce's
@@ -245,21 +247,32 @@ static int t_grads_wait(dist_t *d, int g)
     return wait_req(d, &t->rs[g], "reduce-scatter of gradients");
 }
 
-static int t_gather(dist_t *d, int g, float *buf)
+/* Post the all-gather of group g's slices from send (this rank's n/dp) into recv (n). */
+static int post_gather(dist_t *d, int g, const float *send, float *recv)
 {
     tdist_t *t = d->impl;
     const dist_group_t *gr = &t->groups[g];
-    size_t q = gr->n / (size_t)d->size;
     tempo_attr_t a = {0};
     a.field_mask = TEMPO_ATTR_PRIORITY | TEMPO_ATTR_TAG | TEMPO_ATTR_NAME;
     a.priority = t->fifo ? 0 : gr->layer;
     a.tag = (uint64_t)t->ngroups + (uint64_t)g + 1;
     a.name = gr->name;
-    float *base = buf + gr->off;
-    tempo_status_t st = tempo_iallgather(t->comm, base + (size_t)d->rank * q, base, q,
+    tempo_status_t st = tempo_iallgather(t->comm, send, recv, gr->n / (size_t)d->size,
                                          TEMPO_FLOAT32, &a, &t->ag[g]);
     t->raw_bytes += dist_ring_share(d) * 4.0 * (double)gr->n;
     return st == TEMPO_OK ? 0 : fail(d, "all-gather of slices", st);
+}
+
+static int t_gather(dist_t *d, int g, float *buf)
+{
+    const dist_group_t *gr = &((tdist_t *)d->impl)->groups[g];
+    float *base = buf + gr->off;
+    return post_gather(d, g, base + (size_t)d->rank * (gr->n / (size_t)d->size), base);
+}
+
+static int t_gather_to(dist_t *d, int g, const float *slice, float *full)
+{
+    return post_gather(d, g, slice, full);
 }
 
 static int t_gather_wait(dist_t *d, int g)
@@ -438,6 +451,7 @@ int dist_open_tempo(dist_t *d, char *err)
                   .grads_ready = t_grads_ready,
                   .grads_wait = t_grads_wait,
                   .gather = t_gather,
+                  .gather_to = t_gather_to,
                   .gather_wait = t_gather_wait,
                   .compute_begin = t_compute_begin,
                   .compute_end = t_compute_end,

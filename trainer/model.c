@@ -203,11 +203,14 @@ struct gpt_work {
     uint8_t *init;            /* (num_tensors) INIT_* */
     float *init_full;         /* tensor parallel: one whole tensor while initializing, or NULL */
     float **ggrad;            /* (L + 2) where backward writes group g (gpt_set_group_grads) */
+    float **gparam;           /* (L + 2) where forward and backward read group g's parameters
+                               * (gpt_set_group_params; ZeRO 3's gathered buffers) */
     gemm_block_fn gemm_block; /* the GEMM build for this CPU */
     const char *gemm_name;
 
     int alloc_B, alloc_T; /* 0 until gpt_alloc_acts */
     float *mem;           /* every buffer below */
+    size_t mem_n;         /* floats of mem (gpt_act_floats) */
     float *encoded;       /* (B, T, C) the block-0 input */
     block_acts_t *blocks; /* (L) */
     float *lnf;           /* (B, T, C) */
@@ -1102,6 +1105,22 @@ static block_params_t block_view(const gpt_model_t *m, float *base, size_t first
     return p;
 }
 
+/* Where forward and backward read tensor ti of group g. */
+static const float *param_of(const gpt_model_t *m, int g, int ti)
+{
+    return m->work->gparam[g] + (m->tensors[ti].offset - m->groups[g].off);
+}
+
+/* Group g has parameters to read. */
+static int need_params(const gpt_model_t *m, int g, const char *what)
+{
+    if (!m->work->gparam[g]) {
+        return gpt_fail("gpt: %s: group %d has no parameters (the shared buffer was released; "
+                        "gpt_set_group_params first)", what, g);
+    }
+    return 0;
+}
+
 /* Where backward writes tensor ti of group g. */
 static float *grad_of(const gpt_model_t *m, int g, int ti)
 {
@@ -1254,12 +1273,14 @@ int gpt_create_tp(const gpt_config_t *cfg, const gpt_tp_t *tp, uint64_t seed,
     }
     m->work->init = calloc((size_t)m->num_tensors, 1);
     m->work->ggrad = calloc((size_t)L + 2, sizeof(float *));
-    if (!m->work->init || !m->work->ggrad) {
+    m->work->gparam = calloc((size_t)L + 2, sizeof(float *));
+    if (!m->work->init || !m->work->ggrad || !m->work->gparam) {
         goto oom;
     }
     build_table(m);
     for (int g = 0; g < L + 2; g++) {
         m->work->ggrad[g] = m->grads + m->groups[g].off;
+        m->work->gparam[g] = m->params + m->groups[g].off;
     }
     gemm_select(m->work);
     if (T > 1) { /* the largest sharded tensor, whole: wte or a (4C, C) matmul weight */
@@ -1284,6 +1305,7 @@ static void free_acts(gpt_work_t *w)
     free(w->inputs);
     free(w->targets);
     w->mem = NULL;
+    w->mem_n = 0;
     w->blocks = NULL;
     w->inputs = w->targets = NULL;
     w->alloc_B = w->alloc_T = 0;
@@ -1298,6 +1320,7 @@ void gpt_destroy(gpt_model_t *m)
         free_acts(m->work);
         free(m->work->init);
         free(m->work->ggrad);
+        free(m->work->gparam);
         free(m->work->init_full);
         free(m->work);
     }
@@ -1415,6 +1438,7 @@ int gpt_alloc_acts(gpt_model_t *m, int B, int T)
     }
     carve_acts(w, w->mem, L, BT, C, V, att, scratch);
     w->scratch_n = scratch;
+    w->mem_n = total;
     w->alloc_B = B;
     w->alloc_T = T;
     m->B = m->T = 0;
@@ -1449,8 +1473,11 @@ int gpt_forward_embed(gpt_model_t *m, const int *inputs, int B, int T)
     m->mean_loss = -1.0f;
     w->have_targets = 0;
     w->bwd_next = -2;
-    const float *wte = m->params + m->tensors[0].offset;
-    const float *wpe = m->params + m->tensors[1].offset;
+    if (need_params(m, 0, "forward of the embeddings")) {
+        return -1;
+    }
+    const float *wte = param_of(m, 0, 0);
+    const float *wpe = param_of(m, 0, 1);
     if (m->tp.size > 1) {
         /* vocabulary-parallel: this rank's rows [v0, v0 + Vl), 0 for the other tokens, summed */
         const int Vl = V / m->tp.size, v0 = m->tp.rank * Vl;
@@ -1494,7 +1521,10 @@ int gpt_forward_layer(gpt_model_t *m, int l)
     }
     const int B = m->B, T = m->T, BT = B * T;
     const size_t n = (size_t)BT * C;
-    block_params_t p = block_view(m, m->params, 0, l);
+    if (need_params(m, l + 1, "forward of a block")) {
+        return -1;
+    }
+    block_params_t p = block_view(m, w->gparam[l + 1], m->groups[l + 1].off, l);
     block_acts_t *a = &w->blocks[l];
     const float *res = l == 0 ? w->encoded : w->blocks[l - 1].res3;
 
@@ -1538,9 +1568,12 @@ int gpt_forward_head(gpt_model_t *m, const int *targets, float *loss_p)
         }
         memcpy(w->targets, targets, (size_t)BT * sizeof(int));
     }
-    const gpt_tensor_t *tl = &m->tensors[m->num_tensors - 2];
-    const float *lnfw = m->params + tl[0].offset, *lnfb = m->params + tl[1].offset;
-    const float *wte = m->params + m->tensors[0].offset;
+    if (need_params(m, L + 1, "forward of the head") || need_params(m, 0, "forward of the head")) {
+        return -1;
+    }
+    const float *lnfw = param_of(m, L + 1, m->num_tensors - 2);
+    const float *lnfb = param_of(m, L + 1, m->num_tensors - 1);
+    const float *wte = param_of(m, 0, 0);
     const int Vl = V / m->tp.size; /* tensor parallel: this rank's vocabulary slice */
     layernorm_forward(w->lnf, w->lnf_mean, w->lnf_rstd, w->blocks[L - 1].res3, lnfw, lnfb, BT, C);
     matmul_forward(w, w->logits, w->lnf, wte, NULL, BT, C, Vl);
@@ -1655,6 +1688,32 @@ void gpt_release_grads(gpt_model_t *m)
     m->grads = NULL;
 }
 
+size_t gpt_act_floats(const gpt_model_t *m)
+{
+    return m->work->mem_n;
+}
+
+int gpt_set_group_params(gpt_model_t *m, int g, const float *buf)
+{
+    if (g < 0 || g > m->cfg.n_layer + 1) {
+        return gpt_fail("gpt_set_group_params: group %d out of range [0, %d]", g,
+                        m->cfg.n_layer + 1);
+    }
+    m->work->gparam[g] = buf || !m->params ? (float *)buf : m->params + m->groups[g].off;
+    return 0;
+}
+
+void gpt_release_params(gpt_model_t *m)
+{
+    for (int g = 0; m->params && g < m->cfg.n_layer + 2; g++) {
+        if (m->work->gparam[g] == m->params + m->groups[g].off) {
+            m->work->gparam[g] = NULL;
+        }
+    }
+    free(m->params);
+    m->params = NULL;
+}
+
 /* Group g has somewhere to write its gradients. */
 static int need_grads(const gpt_model_t *m, int g, const char *what)
 {
@@ -1684,11 +1743,14 @@ int gpt_backward_head(gpt_model_t *m, float dloss)
         crossentropy_backward_rows(w->dlogits, w->probs, w->targets, scale, t * ROWS_PER_TASK,
                                    r1 < BT ? r1 : BT, Vl, Vl * m->tp.rank);
     }
-    const gpt_tensor_t *tl = &m->tensors[m->num_tensors - 2];
-    const float *lnfw = m->params + tl[0].offset;
+    if (need_params(m, L + 1, "backward of the head") ||
+        need_params(m, 0, "backward of the head")) {
+        return -1;
+    }
+    const float *lnfw = param_of(m, L + 1, m->num_tensors - 2);
     float *dlnfw = grad_of(m, L + 1, m->num_tensors - 2);
     float *dlnfb = grad_of(m, L + 1, m->num_tensors - 1);
-    const float *wte = m->params + m->tensors[0].offset;
+    const float *wte = param_of(m, 0, 0);
     float *dwte = grad_of(m, 0, 0);
     const size_t n = (size_t)BT * C;
     memset(w->dln, 0, n * sizeof(float));
@@ -1715,7 +1777,10 @@ int gpt_backward_layer(gpt_model_t *m, int l)
     }
     const int B = m->B, T = m->T, BT = B * T;
     const size_t n = (size_t)BT * C;
-    block_params_t p = block_view(m, m->params, 0, l);
+    if (need_params(m, l + 1, "backward of a block")) {
+        return -1;
+    }
+    block_params_t p = block_view(m, w->gparam[l + 1], m->groups[l + 1].off, l);
     block_params_t g = block_view(m, m->work->ggrad[l + 1], m->groups[l + 1].off, l);
     block_acts_t *a = &w->blocks[l];
     const float *res = l == 0 ? w->encoded : w->blocks[l - 1].res3;

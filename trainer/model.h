@@ -177,6 +177,9 @@ gpt_range_t gpt_layer_range(const gpt_model_t *model, int layer);
  */
 int gpt_alloc_acts(gpt_model_t *model, int B, int T);
 
+/* Floats allocated for activations and scratch by the last gpt_alloc_acts (0 before). */
+size_t gpt_act_floats(const gpt_model_t *model);
+
 /*
  * Forward. inputs and targets are (B, T) token ids in [0, V); the layers must run in order 0..L-1
  * after the embedding and before the head. gpt_forward runs gpt_forward_embed,
@@ -208,6 +211,17 @@ void gpt_zero_grad(gpt_model_t *model);
  */
 int gpt_set_group_grads(gpt_model_t *model, int g, float *buf);
 void gpt_release_grads(gpt_model_t *model);
+
+/*
+ * Where forward and backward read group g's parameters, in the same way: buf holds the group's n
+ * parameters in buffer order (buf[i] is parameter groups[g].off + i); NULL goes back to params +
+ * groups[g].off, or, once params is released, leaves the group without parameters. A caller that holds only a shard of the parameters (ZeRO 3) points each group at
+ * a gathered buffer just before its forward and backward and frees params with
+ * gpt_release_params (params is NULL afterwards; a forward or backward of a group without a
+ * buffer fails, naming it). The buffer must stay unchanged from a group's forward to its backward.
+ */
+int gpt_set_group_params(gpt_model_t *model, int g, const float *buf);
+void gpt_release_params(gpt_model_t *model);
 
 /*
  * Backward of the last forward (which must have had targets), accumulating into grads. dloss is

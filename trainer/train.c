@@ -1,6 +1,6 @@
 /*
  * train.c — tempo-train: trains a GPT (model.h) on a text corpus or llm.c token shards (data.h),
- * data parallel over the job's ranks (dist.h: tempo by default), with ZeRO 0, 1 or 2, gradient
+ * data parallel over the job's ranks (dist.h: tempo by default), with ZeRO 0, 1, 2 or 3, gradient
  * accumulation, bucketed priority-scheduled and optionally compressed gradient synchronization;
  * --tp T adds Megatron tensor parallelism (the model's gpt_tp_t, filled from dist's TP group) on a
  * DP x TP mesh: everything below then runs over the DP dimension on this rank's shards, the
@@ -16,6 +16,10 @@
  *           runs.
  *   ZeRO 2  as 1, but every micro-batch is reduce-scattered and accumulated into a sharded gradient
  *           (the full-size gradient buffer is only backward's scratch).
+ *   ZeRO 3  as 2, and the parameters are sharded too: the rank keeps its slices (and updates them),
+ *           and each layer group is all-gathered into a reused buffer before its forward and again
+ *           before its backward, the next group's all-gather posted before the current group's
+ *           compute (z3_*). Not with --tp > 1 yet.
  * The mean gradient over ranks equals the single-rank gradient of the global batch (dp * batch
  * sequences): the loader gives rank r rows [r*B, (r+1)*B) of every global batch.
  *
@@ -126,7 +130,9 @@ static void usage(FILE *f)
         "                      checkpoints (unsharded, load at any --tp) need --zero 0\n"
         "  --pp P              pipeline-parallel stages: only 1 for now [1]\n"
         "  --zero S            0: all-reduce; 1: shard AdamW state (reduce-scatter + all-gather);\n"
-        "                      2: also shard gradients (no full gradient buffer) [0]\n"
+        "                      2: also shard gradients (no full gradient buffer); 3: also shard\n"
+        "                      parameters (each layer all-gathered before its forward and its\n"
+        "                      backward, the next one prefetched; not with --tp > 1) [0]\n"
         "  --compress SPEC     gradient compressor, e.g. alq:bits=3, qsgd:bits=4, powersgd:rank=2,\n"
         "                      none [none] (see tempo-info -q)\n"
         "  --sched P           priority policy: tic, tac, fifo [tic]\n"
@@ -255,7 +261,7 @@ static void parse(int argc, char **argv, opts_t *o)
         case O_DP: o->dp = (int)parse_num("--dp", optarg, 1, 1 << 20); break;
         case O_TP: o->tp = (int)parse_num("--tp", optarg, 1, 1 << 20); break;
         case O_PP: o->pp = (int)parse_num("--pp", optarg, 1, 1 << 20); break;
-        case O_ZERO: o->zero = (int)parse_num("--zero", optarg, 0, 2); break;
+        case O_ZERO: o->zero = (int)parse_num("--zero", optarg, 0, 3); break;
         case O_COMP: o->compress = optarg, o->compress_src = "--compress"; break;
         case O_SCHED: o->sched = optarg; break;
         case O_BACK: o->backend = optarg; break;
@@ -547,6 +553,18 @@ typedef struct {
     float *slot[NSLOT], *gemb, *glnf;
     int slot_owner[NSLOT]; /* the group in the slot, or -1 */
     unsigned char *pending; /* (ngroups) ZeRO 2: reduce-scatter posted, slice not accumulated */
+    /* ZeRO 3: the rank keeps only its slices of the parameters (pshard, laid out like m1), and
+     * each group is all-gathered into a buffer just before its forward and again before its
+     * backward: the embeddings and the final LayerNorm into buffers of their own (they serve from
+     * the first forward to the head's backward), the blocks in turns in NSLOT slots, so that the
+     * next block's all-gather (posted before the current block's compute) has a slot to land in.
+     * pstate: 0 not held, 1 all-gather posted, 2 held; pbuf[k] / powner[k]: slot k (0 embeddings,
+     * 1 lnf, 2 + (g - 1) % NSLOT the blocks) and the group in it, or -1. */
+    float *pshard;
+    float *pbuf[NSLOT + 2];
+    int powner[NSLOT + 2];
+    unsigned char *pstate; /* (ngroups) */
+    size_t param_floats;  /* parameter memory: the model's buffer, or ZeRO 3's shard and buffers */
     int micro;            /* this micro-batch's index in the step */
     int params_pending;   /* ZeRO 1/2: all-gathers posted, not yet waited */
     /* --clip 0 (no global norm to wait for): each group is updated as soon as its own gradients
@@ -559,6 +577,8 @@ typedef struct {
     adamw_cfg_t ac;
     size_t grad_floats;   /* gradient memory: buffers and shard */
 } trainer_t;
+
+static void z3_setup(trainer_t *t, size_t mx);
 
 static size_t slice_n(const trainer_t *t, int g)
 {
@@ -616,11 +636,15 @@ static void trainer_setup(trainer_t *t, gpt_model_t *m, const opts_t *o)
     for (int g = 0; g < t->ngroups; g++) {
         t->gbuf[g] = m->grads + t->groups[g].off;
     }
-    if (o->zero == 2) {
-        size_t mx = 0;
-        for (int g = 1; g <= L; g++) {
-            mx = t->groups[g].n > mx ? t->groups[g].n : mx;
-        }
+    size_t mx = 0; /* the largest block */
+    for (int g = 1; g <= L; g++) {
+        mx = t->groups[g].n > mx ? t->groups[g].n : mx;
+    }
+    t->param_floats = m->num_params;
+    if (o->zero == 3) {
+        z3_setup(t, mx);
+    }
+    if (o->zero >= 2) {
         t->gshard = calloc(t->shard_n, sizeof(float));
         t->gemb = calloc(t->groups[0].n, sizeof(float));
         t->glnf = calloc(t->groups[L + 1].n, sizeof(float));
@@ -675,11 +699,105 @@ static void take_slot(trainer_t *t, int g)
     t->slot_owner[k] = g;
 }
 
+/* ZeRO 3: this rank's slices between pshard and a buffer laid out like the whole parameters:
+ * into the buffer (to_shard 0), or from it into pshard (1). */
+static void z3_shards(trainer_t *t, float *full, int to_shard)
+{
+    for (int g = 0; g < t->ngroups; g++) {
+        float *a = full + slice_off(t, g), *b = t->pshard + t->shard_off[g];
+        memmove(to_shard ? b : a, to_shard ? a : b, slice_n(t, g) * sizeof(float));
+    }
+}
+
+/* ZeRO 3: this rank's slices of the parameters into pshard, the model's whole buffer freed, and
+ * the buffers that groups are gathered into (mx: the largest block's parameters). */
+static void z3_setup(trainer_t *t, size_t mx)
+{
+    gpt_model_t *m = t->m;
+    const int L = m->cfg.n_layer;
+    t->pshard = malloc(t->shard_n * sizeof(float));
+    t->pstate = calloc((size_t)t->ngroups, 1);
+    t->pbuf[0] = malloc(t->groups[0].n * sizeof(float));
+    t->pbuf[1] = malloc(t->groups[L + 1].n * sizeof(float));
+    int ok = t->pshard && t->pstate && t->pbuf[0] && t->pbuf[1];
+    for (int k = 2; k < NSLOT + 2; k++) {
+        ok = ok && (t->pbuf[k] = malloc(mx * sizeof(float)));
+    }
+    if (!ok) {
+        die("out of memory for ZeRO 3's parameter buffers");
+    }
+    z3_shards(t, m->params, 1);
+    for (int k = 0; k < NSLOT + 2; k++) {
+        t->powner[k] = -1;
+    }
+    gpt_release_params(m);
+    t->param_floats = t->shard_n + t->groups[0].n + t->groups[L + 1].n + NSLOT * mx;
+}
+
+static int z3_slot(const trainer_t *t, int g)
+{
+    return g == 0 ? 0 : g == t->ngroups - 1 ? 1 : 2 + (g - 1) % NSLOT;
+}
+
+/* ZeRO 3: post group g's all-gather into its buffer unless the group is held or on its way
+ * (nothing for g outside the groups), first dropping the buffer's previous group. The forward
+ * index is the all-gather's priority (dist's gather). */
+static void z3_post(trainer_t *t, int g)
+{
+    if (g < 0 || g >= t->ngroups || t->pstate[g]) {
+        return;
+    }
+    int k = z3_slot(t, g), o = t->powner[k];
+    if (o >= 0) {
+        if (t->pstate[o] == 1) { /* not expected (it is the group before last): complete it */
+            DIST_CHECK(D->gather_wait(D, o), "parameters");
+        }
+        t->pstate[o] = 0;
+        gpt_set_group_params(t->m, o, NULL);
+    }
+    t->powner[k] = g;
+    DIST_CHECK(D->gather_to(D, g, t->pshard + t->shard_off[g], t->pbuf[k]), "parameters");
+    t->pstate[g] = 1;
+}
+
+/* ZeRO 3: group g's parameters in the model (gathered now, or waited for), and the all-gather of
+ * group `next`, the one to run after g, posted so that it overlaps g's compute. */
+static void z3_params(trainer_t *t, int g, int next)
+{
+    z3_post(t, g);
+    if (t->pstate[g] == 1) {
+        DIST_CHECK(D->gather_wait(D, g), "parameters");
+        t->pstate[g] = 2;
+        if (gpt_set_group_params(t->m, g, t->pbuf[z3_slot(t, g)])) {
+            die("model: %s", gpt_last_error());
+        }
+    }
+    z3_post(t, next);
+}
+
+/* ZeRO 3, after an update of the shards: every gathered buffer is stale (dropped, not freed:
+ * they are reused), and the next forward's first two groups are posted at once. */
+static void z3_updated(trainer_t *t)
+{
+    for (int g = 0; g < t->ngroups; g++) {
+        if (t->pstate[g] == 1) {
+            DIST_CHECK(D->gather_wait(D, g), "parameters");
+        }
+        t->pstate[g] = 0;
+        gpt_set_group_params(t->m, g, NULL);
+    }
+    for (int k = 0; k < NSLOT + 2; k++) {
+        t->powner[k] = -1;
+    }
+    z3_post(t, 0);
+    z3_post(t, 1);
+}
+
 /* Group g's gradients are final: hand them to the backend. */
 static void grads_ready(trainer_t *t, int g)
 {
     DIST_CHECK(D->grads_ready(D, g, t->gbuf[g]), "gradients");
-    t->pending[g] = t->zero == 2;
+    t->pending[g] = t->zero >= 2;
 }
 
 /* This rank's synchronized gradient slice of group g. */
@@ -716,7 +834,8 @@ static double slice_sumsq(const trainer_t *t, int g)
 static void update_group(trainer_t *t, int g, int step, float lr, float scale)
 {
     size_t off = slice_off(t, g), n = slice_n(t, g), so = t->shard_off[g];
-    if (adamw_step(t->m, t->m->params + off, grad_slice(t, g), t->m1 + so, t->m2 + so, off,
+    float *p = t->pshard ? t->pshard + so : t->m->params + off;
+    if (adamw_step(t->m, p, grad_slice(t, g), t->m1 + so, t->m2 + so, off,
                    off + n, step, &t->ac, lr, scale)) {
         die("optimizer: %s", gpt_last_error());
     }
@@ -726,6 +845,10 @@ static void update_group(trainer_t *t, int g, int step, float lr, float scale)
  * update); ZeRO 0 per-layer waits for the group's gradients and applies its deferred update. */
 static void wait_params(trainer_t *t, int g)
 {
+    if (t->zero == 3) {
+        z3_params(t, g, g + 1);
+        return;
+    }
     if (t->params_pending) {
         DIST_CHECK(D->gather_wait(D, g), "parameters");
     }
@@ -739,6 +862,14 @@ static void wait_params(trainer_t *t, int g)
 
 static void wait_all_params(trainer_t *t)
 {
+    for (int g = 0; t->zero == 3 && g < t->ngroups; g++) {
+        if (t->pstate[g] == 1) {
+            z3_params(t, g, -1);
+        }
+    }
+    if (t->zero == 3) {
+        return;
+    }
     wait_params(t, t->ngroups - 1);
     t->params_pending = 0;
 }
@@ -784,6 +915,9 @@ static void backward(trainer_t *t, float dloss)
 {
     gpt_model_t *m = t->m;
     int L = m->cfg.n_layer;
+    if (t->zero == 3) { /* the head's groups, held since its forward; block L - 1 too */
+        z3_params(t, L + 1, L);
+    }
     mark(L + 1, 1);
     if (gpt_backward_head(m, dloss)) {
         die("backward: %s", gpt_last_error());
@@ -791,8 +925,11 @@ static void backward(trainer_t *t, float dloss)
     mark(-1, 1);
     grads_ready(t, L + 1);
     for (int l = L - 1; l >= 0; l--) {
-        if (t->zero == 2) {
+        if (t->zero >= 2) {
             take_slot(t, l + 1);
+        }
+        if (t->zero == 3) { /* block l again, and block l - 1's all-gather behind it */
+            z3_params(t, l + 1, l);
         }
         mark(l + 1, 1);
         if (gpt_backward_layer(m, l)) {
@@ -874,20 +1011,34 @@ static void dump_step0(trainer_t *t, const char *path, double loss)
  * nv*(r+1)/dp), one at a time (a window's loss then does not depend on which others share its
  * batch), and the ranks' sums meet in one float64 sum: every layout gets the same value up to the
  * order of that sum. */
+/* A forward of one sequence outside training (validation, sampling); ZeRO 3 gathers group by
+ * group as training does, so every DP rank must call it alike. */
+static float infer(trainer_t *t, const int *x, const int *y, int T)
+{
+    float loss = -1;
+    if (t->zero == 3) {
+        return forward(t, x, y, 1, T);
+    }
+    if (gpt_forward(t->m, x, y, 1, T, &loss)) {
+        die("forward: %s", gpt_last_error());
+    }
+    return loss;
+}
+
 static double evaluate(trainer_t *t, loader_t *ld, const opts_t *o, int *x, int *y)
 {
     wait_all_params(t);
     size_t nv = loader_val_windows(ld);
     nv = nv < (size_t)o->val_windows ? nv : (size_t)o->val_windows;
     double s = 0;
-    for (size_t w = nv * (size_t)t->rank / (size_t)t->dp;
-         w < nv * (size_t)(t->rank + 1) / (size_t)t->dp; w++) {
-        loader_val_window(ld, w, x, y);
-        float loss;
-        if (gpt_forward(t->m, x, y, 1, o->context, &loss)) {
-            die("validation: %s", gpt_last_error());
-        }
-        s += loss;
+    size_t lo = nv * (size_t)t->rank / (size_t)t->dp, hi = nv * (size_t)(t->rank + 1) / (size_t)t->dp;
+    /* ZeRO 3's forward is collective (its all-gathers): every rank runs as many as the busiest,
+     * those beyond its own windows on window 0, uncounted */
+    size_t runs = t->zero == 3 ? (nv + (size_t)t->dp - 1) / (size_t)t->dp : hi - lo;
+    for (size_t i = 0; i < runs; i++) {
+        loader_val_window(ld, lo + i < hi ? lo + i : 0, x, y);
+        float loss = infer(t, x, y, o->context);
+        s += lo + i < hi ? loss : 0;
     }
     DIST_CHECK(D->sum_f64(D, &s, 1), "validation loss");
     return nv > 0 ? s / (double)nv : NAN;
@@ -896,7 +1047,8 @@ static double evaluate(trainer_t *t, loader_t *ld, const opts_t *o, int *x, int 
 static void sample(trainer_t *t, const opts_t *o)
 {
     wait_all_params(t);
-    if (D->rank != 0 || o->sample <= 0) { /* DP rank 0: all of its TP group */
+    if ((D->rank != 0 && t->zero != 3) || o->sample <= 0) { /* DP rank 0: all of its TP group;
+                                                               * ZeRO 3: every rank (gathers) */
         return;
     }
     int T = o->context, n = 1, V = t->m->cfg.vocab_size, Vl = V / D->tp_size;
@@ -909,9 +1061,7 @@ static void sample(trainer_t *t, const opts_t *o)
     uint64_t rng = o->seed ^ 0x5eed5eedull;
     for (int i = 0; i < o->sample; i++) {
         int start = n > T ? n - T : 0, len = n - start;
-        if (gpt_forward(t->m, ctx + start, NULL, 1, len, NULL)) {
-            die("sample: %s", gpt_last_error());
-        }
+        infer(t, ctx + start, NULL, len);
         const float *lg = gpt_logits(t->m) + (size_t)(len - 1) * (size_t)Vl;
         if (D->tp_size > 1) { /* every TP rank samples the same token from the same row */
             DIST_CHECK(D->tp_allgather(D, lg, row, (size_t)Vl), "sample");
@@ -989,6 +1139,13 @@ static int save_ckpt(trainer_t *t, const opts_t *o, loader_t *ld, int step)
     /* tensor parallel (ZeRO 0): the shards gathered into the single-rank layout, which job rank 0
      * writes as a one-rank checkpoint would: any layout loads it */
     float *full[3] = {NULL, NULL, NULL};
+    if (t->zero == 3) { /* ckpt_save reads whole parameters on rank 0: gathered for the save */
+        if (!(full[0] = malloc(t->m->num_params * sizeof(float)))) {
+            die("out of memory gathering the parameters for a checkpoint");
+        }
+        z3_shards(t, full[0], 0);
+        gather_full(t, full[0]);
+    }
     if (D->tp_size > 1) {
         full[0] = tp_full(t->m, t->m->params);
         full[1] = tp_full(t->m, t->m1);
@@ -1040,6 +1197,9 @@ static int load_ckpt(trainer_t *t, const opts_t *o, loader_t *ld)
     }
     int nr = owned_ranges(t, r);
     float *full[3] = {NULL, NULL, NULL}; /* tensor parallel (ZeRO 0): load whole, keep the slices */
+    if (t->zero == 3 && !(full[0] = malloc(t->m->num_params * sizeof(float)))) {
+        die("out of memory"); /* ZeRO 3: whole parameters loaded, the rank's slices kept */
+    }
     for (int k = 0; k < 3 && D->tp_size > 1; k++) {
         if (!(full[k] = malloc(t->m->full_params * sizeof(float)))) {
             die("out of memory");
@@ -1050,7 +1210,10 @@ static int load_ckpt(trainer_t *t, const opts_t *o, loader_t *ld)
                   full[1] ? full[1] : t->m1, full[2] ? full[2] : t->m2, err)) {
         die("--resume: %s; nothing was loaded (older checkpoints in %s are untouched)", err, dir);
     }
-    if (full[0]) {
+    if (t->zero == 3) {
+        z3_shards(t, full[0], 1);
+        z3_updated(t);
+    } else if (full[0]) {
         gpt_tp_slice(t->m, full[0], t->m->params);
         gpt_tp_slice(t->m, full[1], t->m1);
         gpt_tp_slice(t->m, full[2], t->m2);
@@ -1132,6 +1295,9 @@ static void setup_mesh(opts_t *o, const gpt_config_t *cfg)
                  "--backend tempo)", tp, D->backend);
     } else if (gpt_tp_check(cfg, tp)) {
         snprintf(why, sizeof why, "%s", gpt_last_error());
+    } else if (tp > 1 && o->zero == 3) {
+        snprintf(why, sizeof why, "--tp %d with --zero 3: ZeRO 3 is not there yet on a tensor-"
+                 "parallel mesh (use --zero 0, 1 or 2 with --tp, or --zero 3 with --tp 1)", tp);
     } else if (tp > 1 && o->zero && (o->ckpt_every || o->resume)) {
         snprintf(why, sizeof why, "--tp %d with --zero %d: checkpoints are not there yet for "
                  "this layout (use --zero 0, or no --ckpt-every / --resume)", tp, o->zero);
@@ -1240,11 +1406,17 @@ int main(int argc, char **argv)
                    m->num_params);
         }
         printf("\n");
-        printf("memory per rank: parameters %.2f MB, gradients %.2f MB%s, AdamW state %.2f MB\n",
-               4e-6 * (double)m->num_params, 4e-6 * (double)t.grad_floats,
-               o.zero == 2 ? " (a shard and backward buffers for 2 blocks, embeddings and lnf)"
+        char zp[128] = ""; /* ZeRO 3: the shard, then the gathered working set */
+        if (o.zero == 3) {
+            snprintf(zp, sizeof zp, " (a shard of %.2f MB and gathered buffers for 2 blocks, "
+                     "embeddings and lnf)", 4e-6 * (double)t.shard_n);
+        }
+        printf("memory per rank: parameters %.2f MB%s, gradients %.2f MB%s, AdamW state %.2f "
+               "MB, activations %.2f MB (batch %d x context %d)\n",
+               4e-6 * (double)t.param_floats, zp, 4e-6 * (double)t.grad_floats,
+               o.zero >= 2 ? " (a shard and backward buffers for 2 blocks, embeddings and lnf)"
                            : "",
-               8e-6 * (double)t.shard_n);
+               8e-6 * (double)t.shard_n, 4e-6 * (double)gpt_act_floats(m), o.batch, o.context);
         size_t nv = li.val_windows < (size_t)o.val_windows ? li.val_windows : (size_t)o.val_windows;
         printf("data: %s: %zu tokens in %d file(s), %zu train / %zu validation (%zu of its "
                "windows evaluated)\n",
@@ -1282,17 +1454,17 @@ int main(int argc, char **argv)
     for (int s = start; s < o.steps; s++) {
         double t0 = now_s(), loss_sum = 0;
         for (int k = 0; k < o.accum; k++) {
-            int sync = o.zero == 2 || k == o.accum - 1;
+            int sync = o.zero >= 2 || k == o.accum - 1;
             loader_next_train(ld, x, y);
             loss_sum += forward(&t, x, y, o.batch, o.context); /* applies deferred updates */
             DIST_CHECK(D->grads_begin(D, sync), "gradients");
-            if (o.zero == 2 || k == 0) {
-                gpt_zero_grad(m); /* ZeRO 2: backward's scratch, this micro-batch only */
+            if (o.zero >= 2 || k == 0) {
+                gpt_zero_grad(m); /* ZeRO 2, 3: backward's scratch, this micro-batch only */
             }
             t.micro = k;
             backward(&t, 1.0f / (float)o.accum);
             for (int g = 0; g < t.ngroups; g++) {
-                finish_group(&t, g); /* ZeRO 2 */
+                finish_group(&t, g); /* ZeRO 2, 3 */
             }
         }
         /* the global gradient norm (clipping) needs every group; per-layer mode skips it */
@@ -1326,11 +1498,14 @@ int main(int argc, char **argv)
                 DIST_CHECK(D->grads_wait(D, g), "gradients");
             }
             update_group(&t, g, s + 1, lr, scale);
-            if (o.zero) {
+            if (o.zero == 1 || o.zero == 2) {
                 DIST_CHECK(D->gather(D, g, m->params), "parameters");
             }
         }
-        t.params_pending = o.zero != 0;
+        t.params_pending = o.zero == 1 || o.zero == 2;
+        if (o.zero == 3) {
+            z3_updated(&t); /* the next forward gathers the updated shards group by group */
+        }
         double dt = now_s() - t0;
         dist_counters_t cn;
         D->counters_take(D, &cn);
@@ -1421,6 +1596,11 @@ int main(int argc, char **argv)
     free(t.gshard);
     free(t.gbuf);
     free(t.pending);
+    free(t.pshard);
+    free(t.pstate);
+    for (int k = 0; k < NSLOT + 2; k++) {
+        free(t.pbuf[k]);
+    }
     free(t.gemb);
     free(t.glnf);
     for (int k = 0; k < NSLOT; k++) {

@@ -1,0 +1,151 @@
+#!/bin/sh
+# tests/trainer/zero3.sh — tempo-train --zero 3 (parameters sharded over DP), on real ranks:
+#   1. step 0: the loss and every gradient at DP=2 and DP=4 equal the single-rank run of the same
+#      global batch within 1e-5 (tests/trainer/dumpcmp); also with 2 accumulated micro-batches and
+#      4 blocks taking turns in the 2 gathered-parameter buffers;
+#   2. 10 steps at DP=2 and DP=4 track the single-rank losses within 1e-4, with clipping on;
+#   3. checkpoints: saved at ZeRO 3 DP=2 after step 5, resumed at DP=1 ZeRO 0 (and the reverse), the
+#      resumed steps 6-10 equal the uninterrupted run's within 1e-5;
+#   4. the prefetch, from TEMPO_TRACE: on every rank and in every forward, block l + 1's all-gather
+#      is posted (its "queued" event) after the previous group's forward ended and before block l's
+#      forward ends (the order the code promises; whether it also started running then is timing,
+#      printed, not asserted);
+#   5. the memory line names parameters, gradients, AdamW state and activations, and --tp 2 with
+#      --zero 3 is refused with a clear error.
+# Model and corpus as tests/trainer/layouts.sh. Knobs: TRAINER_KEEP=1, TRAINER_TIMEOUT.
+
+TR="${top_builddir:-.}/tools/tempo-run"
+TT="${top_builddir:-.}/trainer/tempo-train"
+CMP="${top_builddir:-.}/tests/trainer/dumpcmp"
+srcdir=${top_srcdir:-$(dirname "$0")/../..}
+. "$srcdir/tests/mr/launch.sh"
+[ -x "$CMP" ] || { echo "Bail out! $CMP not found (build it first: make check)"; exit 1; }
+mr_prepare TRAINER "$TT"
+OMP_NUM_THREADS=1
+export OMP_NUM_THREADS
+cat "$srcdir/README.md" "$srcdir/include/tempo.h" >"$tmp/corpus.txt"
+
+MODEL="--data $tmp/corpus.txt --layers 2 --heads 2 --channels 32 --context 32 --val-every 0 \
+--sample 0 --quiet --warmup 3 --lr 3e-3"
+num=0
+ok() { num=$((num + 1)); echo "ok $num - $*"; }
+notok() { num=$((num + 1)); echo "not ok $num - $*"; }
+point() { if [ "$1" = 0 ]; then ok "$2"; else notok "$2"; fi; }
+# train N ZERO OUT [args...]: N ranks, 8/N sequences per rank
+train() {
+    _n=$1 _z=$2 _out=$3
+    shift 3
+    "$TR" -n "$_n" --timeout "$guard" "$TT" $MODEL --batch $((8 / _n)) --zero "$_z" \
+        --out "$_out" "$@" >"$_out.log" 2>&1
+}
+losses() { tail -n +2 "$1/loss.csv" | cut -d, -f2; }
+worst() { # worst A B N: largest relative difference of two loss columns, "missing" unless N each
+    paste -d' ' "$1" "$2" | awk -v n="$3" '{e = ($1 - $2) / $1; if (e < 0) e = -e;
+        if (e > w) w = e} END {if (NR != n) print "missing"; else printf "%.3g", w}'
+}
+within() { awk -v w="$1" -v t="$2" 'BEGIN {exit !(w != "missing" && w + 0 <= t + 0)}'; }
+cmp0() { # cmp0 REF NAME DESCRIPTION
+    res=$("$CMP" "$tmp/$1.bin" "$tmp/$2.bin" 1e-5)
+    _rc=$?
+    point $_rc "$3"
+    echo "# $res"
+    [ $_rc = 0 ] || sed 's/^/#   /' "$tmp/$2.log" | tail -n 5
+}
+
+echo "1..13"
+
+# 1. step 0
+train 1 0 "$tmp/ref" --dump "$tmp/ref.bin"
+point $? "single-rank step-0 dump"
+for n in 2 4; do
+    train "$n" 3 "$tmp/z$n" --dump "$tmp/z$n.bin"
+    cmp0 ref "z$n" "DP=$n ZeRO 3: step-0 loss and gradients equal one rank's within 1e-5"
+done
+train 1 0 "$tmp/ref4" --layers 4 --accum 2 --dump "$tmp/ref4.bin"
+for n in 2 4; do
+    train "$n" 3 "$tmp/a$n" --layers 4 --accum 2 --dump "$tmp/a$n.bin"
+    cmp0 ref4 "a$n" "DP=$n ZeRO 3, 4 blocks in 2 gathered buffers, 2 micro-batches: step 0 equals one rank's within 1e-5"
+done
+
+# 2. 10 steps
+train 1 0 "$tmp/s1" --steps 10
+losses "$tmp/s1" >"$tmp/l1"
+for n in 2 4; do
+    train "$n" 3 "$tmp/s$n" --steps 10
+    losses "$tmp/s$n" >"$tmp/l$n"
+    w=$(worst "$tmp/l1" "$tmp/l$n" 10)
+    within "$w" 1e-4
+    point $? "DP=$n ZeRO 3: 10 losses track one rank's within 1e-4 (worst relative $w)"
+done
+
+# 3. checkpoints across ZeRO 3 and ZeRO 0: resumed steps 6-10 against the uninterrupted run
+# resumed SRC DST N ZERO: copy run SRC to DST, resume its step 5 on N ranks at ZeRO
+resumed() {
+    cp -r "$tmp/$1" "$tmp/$2"
+    "$TR" -n "$3" --timeout "$guard" "$TT" $MODEL --zero "$4" --out "$tmp/$2" --steps 10 \
+        --resume "$tmp/$1/ckpt/step_00000005" >"$tmp/$2.log" 2>&1 || return 1
+    losses "$tmp/$1" | tail -n 5 >"$tmp/u"
+    losses "$tmp/$2" | tail -n 5 >"$tmp/r"
+    w=$(worst "$tmp/u" "$tmp/r" 5)
+    within "$w" 1e-5
+}
+train 2 3 "$tmp/k3" --steps 10 --ckpt-every 5 --ckpt-keep 3
+resumed k3 k3r 1 0
+point $? "saved at DP=2 ZeRO 3, resumed at DP=1 ZeRO 0: steps 6-10 equal (worst relative $w)"
+train 1 0 "$tmp/k0" --steps 10 --ckpt-every 5 --ckpt-keep 3
+resumed k0 k0r 2 3
+point $? "saved at DP=1 ZeRO 0, resumed at DP=2 ZeRO 3: steps 6-10 equal (worst relative $w)"
+
+# 4. the prefetch in the timeline (3 blocks: two prefetches per forward)
+mkdir -p "$tmp/trace"
+TEMPO_TRACE="$tmp/trace/t.%r.json" train 2 3 "$tmp/tr" --layers 3 --steps 2
+point $? "DP=2 ZeRO 3 with TEMPO_TRACE"
+/usr/bin/python3 - "$tmp/trace/t.0.json" "$tmp/trace/t.1.json" <<'PY'
+import json, sys
+bad = checked = started = 0
+for path in sys.argv[1:]:
+    ev = json.load(open(path))["traceEvents"]
+    gathers = {e["args"]["tag"] for e in ev
+               if e.get("ph") == "X" and e.get("args", {}).get("collective") == "allgather"}
+    posted = [(e["ts"], e["name"][len("queued "):]) for e in ev
+              if e.get("ph") == "b" and e["name"].startswith("queued ")
+              and e["args"]["tag"] in gathers]
+    runs = [(e["ts"], e["name"]) for e in ev
+            if e.get("ph") == "X" and e.get("args", {}).get("collective") == "allgather"]
+    spans, open_ = [], {}
+    for e in ev:
+        if e.get("cat") == "compute" and e["name"].startswith("forward "):
+            if e["ph"] == "B":
+                open_[e["name"]] = e["ts"]
+            elif e["ph"] == "E":
+                spans.append((open_.pop(e["name"]), e["ts"], e["name"][len("forward "):]))
+    spans.sort()
+    for i, (s, e, g) in enumerate(spans):
+        if not g.startswith("h.") or i == 0:
+            continue
+        nxt = "h.%d" % (int(g[2:]) + 1)
+        if nxt == "h.3":
+            continue
+        prev_end = spans[i - 1][1]
+        checked += 1
+        if not any(prev_end <= ts < e and n == nxt for ts, n in posted):
+            bad += 1
+            print("# %s: %s's all-gather not posted between the previous forward's end (%.1f) "
+                  "and the end of forward %s (%.1f)" % (path, nxt, prev_end, g, e))
+        if any(prev_end <= ts < e and n == nxt for ts, n in runs):
+            started += 1
+print("# %d forward spans checked, %d with the next block's all-gather posted late; "
+      "%d where it also started running before the span ended" % (checked, bad, started))
+sys.exit(1 if bad or checked == 0 else 0)
+PY
+point $? "prefetch: block l+1's all-gather posted before block l's forward ends, every rank and step"
+
+# 5. memory line and refusal
+train 4 3 "$tmp/m4" --steps 1
+grep -q "memory per rank: parameters .*gradients .*AdamW state .*activations" "$tmp/m4.log"
+point $? "the memory line names parameters, gradients, AdamW state and activations"
+grep "memory per rank" "$tmp/m4.log" | sed 's/^/# /'
+"$TR" -n 2 --timeout "$guard" "$TT" $MODEL --tp 2 --zero 3 --out "$tmp/tp" >"$tmp/tp.log" 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q "with --zero 3: ZeRO 3 is not there yet on a tensor-parallel mesh" "$tmp/tp.log"
+point $? "--tp 2 --zero 3 refused with a clear error (exit $rc)"
