@@ -10,7 +10,8 @@
  *
  * Not here: the optimizer (optim.h), data loading, anything distributed. The model does not use
  * tempo; a data-parallel caller hooks its communication between the per-layer calls below, and a
- * tensor-parallel one hands gpt_create_tp two all-reduce callbacks (gpt_tp_t).
+ * tensor-parallel one hands gpt_create_tp two all-reduce callbacks (gpt_tp_t), and a sequence-
+ * parallel one an all-gather and a reduce-scatter too.
  *
  * Invariants
  *   - All parameters live in ONE contiguous fp32 buffer (params), the gradients in a second buffer
