@@ -102,10 +102,12 @@ struct dist {
      * without tensor parallelism. -1 with the reason in err (256 bytes). */
     int (*mesh)(dist_t *d, int tp, char *err);
     /* On the TP group, in place and blocking: sum (max = 0) or max (max = 1) of n floats; sums of
-     * n doubles; the all-gather of every rank's n floats into recv (tp_size * n, rank order). */
+     * n doubles; the all-gather of every rank's n floats into recv (tp_size * n, rank order); the
+     * reduce-scatter of send (tp_size * n) summed over the group, block tp_rank into recv (n). */
     int (*tp_allreduce)(dist_t *d, float *buf, size_t n, int max);
     int (*tp_sum_f64)(dist_t *d, double *x, int n);
     int (*tp_allgather)(dist_t *d, const float *send, float *recv, size_t n);
+    int (*tp_reduce_scatter)(dist_t *d, const float *send, float *recv, size_t n);
     int (*destroy)(dist_t *d); /* leave the job, free impl (not d: callers use dist_close) */
 };
 

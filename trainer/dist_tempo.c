@@ -373,6 +373,13 @@ static int t_tp_allgather(dist_t *d, const float *send, float *recv, size_t n)
     return st == TEMPO_OK ? 0 : tp_fail(d, "all-gather", st);
 }
 
+static int t_tp_reduce_scatter(dist_t *d, const float *send, float *recv, size_t n)
+{
+    tdist_t *t = d->impl;
+    tempo_status_t st = tempo_reduce_scatter(t->tp, send, recv, n, TEMPO_FLOAT32, TEMPO_SUM);
+    return st == TEMPO_OK ? 0 : tp_fail(d, "reduce-scatter", st);
+}
+
 /* Job rank w = dp_rank * tp + tp_rank: TP groups are colored by w / tp, DP groups by w % tp. */
 static int t_mesh(dist_t *d, int tp, char *err)
 {
@@ -463,6 +470,7 @@ int dist_open_tempo(dist_t *d, char *err)
                   .tp_allreduce = t_tp_allreduce,
                   .tp_sum_f64 = t_tp_sum_f64,
                   .tp_allgather = t_tp_allgather,
+                  .tp_reduce_scatter = t_tp_reduce_scatter,
                   .destroy = t_destroy};
     return 0;
 }

@@ -9,6 +9,9 @@
  * the caller's gpt_tp_t all-reduces at the f/g points (tp_reduce, row_parallel_forward,
  * crossentropy_tp, the embedding). At tp.size 1 every path is the single-rank one, bit for bit.
  * Activations stay sized for the full widths (a TP rank uses a prefix of qkv, atty, fch, logits).
+ * Sequence parallelism (tp.sp) keeps the LayerNorm and residual regions as the rank's block of
+ * B·T / tp.size token rows (sized so in carve_acts), and swaps TP's all-reduces for the all-gather
+ * and reduce-scatter of sp_gather / sp_scatter around the same kernels (model.h says where).
  *
  * Kernels
  *   - matmuls go through one blocked GEMM, C(M, N) += A(M, K) · B(K, N), whose micro-kernel keeps
@@ -226,6 +229,8 @@ struct gpt_work {
     float *datty;   /* (B, T, C) */
     float *dfch;    /* (B, T, 4C) d fch_gelu, then in place d fch */
     float *dlogits; /* (B, T, V) */
+    float *gath;    /* (B, T, C) sequence parallel only: an all-gathered LayerNorm output or
+                       output gradient, or a row-parallel matmul's partial output */
     float *scratch; /* transposed matmul operands, or attention's K/V packs (B, NH, hs, T) and,
                        in backward, (B, NH, T, T) per-head buffers */
     size_t scratch_n;
@@ -953,10 +958,99 @@ static int tp_reduce(const gpt_model_t *m, float *buf, size_t n, int max)
     return (max ? m->tp.allreduce_max : m->tp.allreduce_sum)(m->tp.ctx, buf, n) != 0 ? -1 : 0;
 }
 
+/* Sequence parallelism is on (gpt_create_tp allows it only with tp.size > 1). */
+static int sp_on(const gpt_model_t *m)
+{
+    return m->tp.sp;
+}
+
+/* Rows of the LayerNorm and residual regions on this rank: its block of the BT token rows. */
+static int seq_rows(const gpt_model_t *m, int BT)
+{
+    return sp_on(m) ? BT / m->tp.size : BT;
+}
+
+/* The rank's sequence shard (n floats per rank) all-gathered into full (rank blocks in order). */
+static int sp_gather(const gpt_model_t *m, const float *shard, float *full, size_t n)
+{
+    return m->tp.allgather(m->tp.ctx, shard, full, n) != 0 ? -1 : 0;
+}
+
+/* full (tp.size * n floats, partial on every rank) summed over the ranks; block rank -> shard. */
+static int sp_scatter(const gpt_model_t *m, const float *full, float *shard, size_t n)
+{
+    return m->tp.reduce_scatter(m->tp.ctx, full, shard, n) != 0 ? -1 : 0;
+}
+
+/*
+ * The input of a column-parallel matmul from the LayerNorm output ln (rows (BT or its shard), C):
+ * ln itself, or with sequence parallelism ln's shards all-gathered into w->gath. NULL on failure.
+ */
+static const float *col_parallel_input(gpt_model_t *m, const float *ln, int BT, int C)
+{
+    if (!sp_on(m)) {
+        return ln;
+    }
+    return sp_gather(m, ln, m->work->gath, (size_t)seq_rows(m, BT) * C) ? NULL : m->work->gath;
+}
+
+/*
+ * After a column-parallel matmul's backward left this rank's part of its input gradient in
+ * w->dln (BT, C): Megatron's f backward (all-reduce in place), or with sequence parallelism a
+ * reduce-scatter into the rank's rows (in w->gath). The gradient the LayerNorm backward reads, or
+ * NULL on failure.
+ */
+static const float *col_parallel_dinp(gpt_model_t *m, int BT, int C)
+{
+    gpt_work_t *w = m->work;
+    if (sp_on(m)) {
+        return sp_scatter(m, w->dln, w->gath, (size_t)seq_rows(m, BT) * C) ? NULL : w->gath;
+    }
+    return tp_reduce(m, w->dln, (size_t)BT * C, 0) ? NULL : w->dln;
+}
+
+/*
+ * The output gradient of a row-parallel matmul from dres (the residual stream's gradient): the
+ * same full tensor on every rank under TP; under SP the ranks' row blocks, all-gathered into
+ * w->gath (the backward of the forward's reduce-scatter). NULL on failure.
+ */
+static const float *row_parallel_dout(gpt_model_t *m, int BT, int C)
+{
+    return col_parallel_input(m, m->work->dres, BT, C);
+}
+
+/*
+ * LayerNorm backward over this rank's rows; with sequence parallelism the weight and bias
+ * gradients of the rank's rows are summed over the ranks first (all-reduce of a zeroed (2, C)
+ * partial in scratch), so every rank adds the same bits to dweight and dbias.
+ */
+static int ln_backward(gpt_model_t *m, float *dinp, float *dweight, float *dbias,
+                       const float *dout, const float *inp, const float *weight,
+                       const float *mean, const float *rstd, int rows, int C)
+{
+    if (!sp_on(m)) {
+        layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, C);
+        return 0;
+    }
+    float *part = m->work->scratch; /* (2, C) */
+    memset(part, 0, 2 * (size_t)C * sizeof(float));
+    layernorm_backward(dinp, part, part + C, dout, inp, weight, mean, rstd, rows, C);
+    if (tp_reduce(m, part, 2 * (size_t)C, 0) != 0) {
+        return -1;
+    }
+    for (int i = 0; i < C; i++) {
+        dweight[i] += part[i];
+        dbias[i] += part[C + i];
+    }
+    return 0;
+}
+
 /*
  * A row-parallel matmul and Megatron's g operator: out (BT, OC) = Σ_ranks inp_r · weight_rᵀ + bias,
  * inp_r (BT, K) and weight_r (OC, K) this rank's column slice; the bias (replicated) is added once,
- * after the all-reduce. Backward needs no communication (dout is the same on every rank).
+ * after the all-reduce. Backward needs no communication (dout is the same on every rank). With
+ * sequence parallelism the partial product goes to w->gath and is reduce-scattered into out (the
+ * rank's rows), which gets the bias; backward all-gathers dout (row_parallel_dout).
  */
 static int row_parallel_forward(gpt_model_t *m, float *out, const float *inp, const float *weight,
                                 const float *bias, int BT, int K, int OC)
@@ -965,12 +1059,15 @@ static int row_parallel_forward(gpt_model_t *m, float *out, const float *inp, co
         matmul_forward(m->work, out, inp, weight, bias, BT, K, OC);
         return 0;
     }
-    matmul_forward(m->work, out, inp, weight, NULL, BT, K, OC);
-    if (tp_reduce(m, out, (size_t)BT * OC, 0) != 0) {
+    const int rows = seq_rows(m, BT);
+    float *part = sp_on(m) ? m->work->gath : out;
+    matmul_forward(m->work, part, inp, weight, NULL, BT, K, OC);
+    if (sp_on(m) ? sp_scatter(m, part, out, (size_t)rows * OC)
+                 : tp_reduce(m, out, (size_t)BT * OC, 0) != 0) {
         return -1;
     }
     OMP(omp parallel for schedule(static))
-    for (int bt = 0; bt < BT; bt++) {
+    for (int bt = 0; bt < rows; bt++) {
         float *o = out + (size_t)bt * OC;
         for (int i = 0; i < OC; i++) {
             o[i] += bias[i];
@@ -1234,6 +1331,20 @@ int gpt_tp_check(const gpt_config_t *cfg, int T)
     return 0;
 }
 
+int gpt_sp_check(int seq, int tp_size)
+{
+    if (tp_size < 2) {
+        return gpt_fail("sequence parallel (--sp) needs a tensor-parallel group: --tp %d must be "
+                        "> 1", tp_size);
+    }
+    if (seq % tp_size != 0) {
+        return gpt_fail("sequence parallel: the sequence length T = %d is not a multiple of the "
+                        "tensor-parallel size %d (each rank holds T / %d positions of the "
+                        "LayerNorm and residual regions)", seq, tp_size, tp_size);
+    }
+    return 0;
+}
+
 int gpt_create(const gpt_config_t *cfg, uint64_t seed, gpt_model_t **model_p)
 {
     return gpt_create_tp(cfg, NULL, seed, model_p);
@@ -1248,6 +1359,12 @@ int gpt_create_tp(const gpt_config_t *cfg, const gpt_tp_t *tp, uint64_t seed,
     }
     if (T > 1 && (!tp->allreduce_sum || !tp->allreduce_max || tp->rank < 0 || tp->rank >= T)) {
         return gpt_fail("gpt: tensor parallel rank %d of %d without its collectives", tp->rank, T);
+    }
+    if (tp && tp->sp && gpt_sp_check(T, T) != 0) {
+        return -1;
+    }
+    if (tp && tp->sp && (!tp->allgather || !tp->reduce_scatter)) {
+        return gpt_fail("gpt: sequence parallelism without its collectives");
     }
     const int L = cfg->n_layer;
     gpt_model_t *m = calloc(1, sizeof *m);
@@ -1355,36 +1472,42 @@ gpt_range_t gpt_layer_range(const gpt_model_t *m, int layer)
  * the number of floats; with base == NULL it only counts, so sizes have one source of truth.
  */
 static size_t carve_acts(gpt_work_t *w, float *base, size_t L, size_t BT, size_t C, size_t V,
-                         size_t att, size_t scratch)
+                         size_t att, size_t scratch, size_t S, size_t *seq_p)
 {
-    size_t off = 0;
+    size_t off = 0, seq = 0; /* seq: the LayerNorm and residual regions, S rows each */
 #define CARVE(ptr, n)                     \
     do {                                  \
         (ptr) = base ? base + off : NULL; \
         off += (n);                       \
     } while (0)
-    CARVE(w->encoded, BT * C);
+#define CARVE_SEQ(ptr, n) \
+    do {                  \
+        CARVE(ptr, n);    \
+        seq += (n);       \
+    } while (0)
+    CARVE_SEQ(w->encoded, S * C);
     for (size_t l = 0; l < L; l++) {
         block_acts_t *a = &w->blocks[l];
-        CARVE(a->ln1, BT * C);
-        CARVE(a->ln1_mean, BT);
-        CARVE(a->ln1_rstd, BT);
+        CARVE_SEQ(a->ln1, S * C);
+        CARVE_SEQ(a->ln1_mean, S);
+        CARVE_SEQ(a->ln1_rstd, S);
         CARVE(a->qkv, 3 * BT * C);
         CARVE(a->atty, BT * C);
         CARVE(a->att, att);
-        CARVE(a->attproj, BT * C);
-        CARVE(a->res2, BT * C);
-        CARVE(a->ln2, BT * C);
-        CARVE(a->ln2_mean, BT);
-        CARVE(a->ln2_rstd, BT);
+        CARVE_SEQ(a->attproj, S * C);
+        CARVE_SEQ(a->res2, S * C);
+        CARVE_SEQ(a->ln2, S * C);
+        CARVE_SEQ(a->ln2_mean, S);
+        CARVE_SEQ(a->ln2_rstd, S);
         CARVE(a->fch, 4 * BT * C);
         CARVE(a->fch_gelu, 4 * BT * C);
-        CARVE(a->fcproj, BT * C);
-        CARVE(a->res3, BT * C);
+        CARVE_SEQ(a->fcproj, S * C);
+        CARVE_SEQ(a->res3, S * C);
     }
-    CARVE(w->lnf, BT * C);
-    CARVE(w->lnf_mean, BT);
-    CARVE(w->lnf_rstd, BT);
+    CARVE_SEQ(w->lnf, S * C);
+    CARVE_SEQ(w->lnf_mean, S);
+    CARVE_SEQ(w->lnf_rstd, S);
+    CARVE(w->gath, S < BT ? BT * C : 0);
     CARVE(w->logits, BT * V);
     CARVE(w->probs, BT * V);
     CARVE(w->losses, BT);
@@ -1395,7 +1518,9 @@ static size_t carve_acts(gpt_work_t *w, float *base, size_t L, size_t BT, size_t
     CARVE(w->dfch, 4 * BT * C);
     CARVE(w->dlogits, BT * V);
     CARVE(w->scratch, scratch);
+#undef CARVE_SEQ
 #undef CARVE
+    *seq_p = seq;
     return off;
 }
 
@@ -1409,6 +1534,9 @@ int gpt_alloc_acts(gpt_model_t *m, int B, int T)
     if (T > cfg->max_seq_len) {
         return gpt_fail("gpt: sequence length T = %d exceeds the model's max_seq_len = %d", T,
                         cfg->max_seq_len);
+    }
+    if (m->tp.sp && gpt_sp_check(T, m->tp.size)) {
+        return -1;
     }
     if (w->alloc_B >= B && w->alloc_T >= T) {
         return 0;
@@ -1425,9 +1553,12 @@ int gpt_alloc_acts(gpt_model_t *m, int B, int T)
     size_t scratch = C * maxoc;
     scratch = BT * maxoc > scratch ? BT * maxoc : scratch;
     scratch = BT * C + att > scratch ? BT * C + att : scratch; /* attention: packs, (T, T) each */
+    scratch = (size_t)T * C > scratch ? (size_t)T * C : scratch; /* SP: wpe's partial gradient */
+    const size_t S = m->tp.sp ? BT / (size_t)m->tp.size : BT; /* rows of the sequence regions */
+    size_t seq;
     free_acts(w);
     w->blocks = calloc(L, sizeof *w->blocks);
-    const size_t total = carve_acts(w, NULL, L, BT, C, V, att, scratch); /* sizes only */
+    const size_t total = carve_acts(w, NULL, L, BT, C, V, att, scratch, S, &seq); /* sizes */
     w->mem = malloc(total * sizeof(float));
     w->inputs = malloc(BT * sizeof(int));
     w->targets = malloc(BT * sizeof(int));
@@ -1436,7 +1567,9 @@ int gpt_alloc_acts(gpt_model_t *m, int B, int T)
         return gpt_fail("gpt: out of memory for activations (%zu MiB for B = %d, T = %d)",
                         total * sizeof(float) >> 20, B, T);
     }
-    carve_acts(w, w->mem, L, BT, C, V, att, scratch);
+    carve_acts(w, w->mem, L, BT, C, V, att, scratch, S, &seq);
+    m->act_floats = total;
+    m->act_seq_floats = seq;
     w->scratch_n = scratch;
     w->mem_n = total;
     w->alloc_B = B;
@@ -1456,6 +1589,9 @@ int gpt_forward_embed(gpt_model_t *m, const int *inputs, int B, int T)
     gpt_work_t *w = m->work;
     if (B < 1 || T < 1) {
         return gpt_fail("gpt: batch %d x %d: B and T must be >= 1", B, T);
+    }
+    if (sp_on(m) && gpt_sp_check(T, m->tp.size)) {
+        return -1;
     }
     if (gpt_alloc_acts(m, B > w->alloc_B ? B : w->alloc_B, T > w->alloc_T ? T : w->alloc_T)) {
         return -1;
@@ -1478,26 +1614,32 @@ int gpt_forward_embed(gpt_model_t *m, const int *inputs, int B, int T)
     }
     const float *wte = param_of(m, 0, 0);
     const float *wpe = param_of(m, 0, 1);
+    /* sequence parallel: this rank's rows [r0, r0 + rows) of the BT */
+    const int rows = seq_rows(m, BT), r0 = sp_on(m) ? m->tp.rank * rows : 0;
     if (m->tp.size > 1) {
-        /* vocabulary-parallel: this rank's rows [v0, v0 + Vl), 0 for the other tokens, summed */
+        /* vocabulary-parallel: this rank's rows [v0, v0 + Vl), 0 for the other tokens, summed
+         * (all-reduce; with sequence parallelism a reduce-scatter into the rank's rows) */
         const int Vl = V / m->tp.size, v0 = m->tp.rank * Vl;
+        float *part = sp_on(m) ? w->gath : w->encoded;
         OMP(omp parallel for schedule(static))
         for (int bt = 0; bt < BT; bt++) {
             const int id = w->inputs[bt] - v0;
-            float *o = w->encoded + (size_t)bt * C;
+            float *o = part + (size_t)bt * C;
             for (int i = 0; i < C; i++) {
                 o[i] = id >= 0 && id < Vl ? wte[(size_t)id * C + i] : 0.0f;
             }
         }
-        if (tp_reduce(m, w->encoded, (size_t)BT * C, 0) != 0) {
+        if (sp_on(m) ? sp_scatter(m, part, w->encoded, (size_t)rows * C)
+                     : tp_reduce(m, w->encoded, (size_t)BT * C, 0) != 0) {
             return -1;
         }
         wte = NULL; /* te + 0 + ... + 0 is te exactly: o = te + pe as at one rank */
     }
     OMP(omp parallel for schedule(static))
-    for (int bt = 0; bt < BT; bt++) {
+    for (int r = 0; r < rows; r++) {
+        const int bt = r0 + r;
         const float *pe = wpe + (size_t)(bt % T) * C;
-        float *o = w->encoded + (size_t)bt * C;
+        float *o = w->encoded + (size_t)r * C;
         const float *te = wte ? wte + (size_t)w->inputs[bt] * C : o;
         for (int i = 0; i < C; i++) {
             o[i] = te[i] + pe[i];
@@ -1519,8 +1661,8 @@ int gpt_forward_layer(gpt_model_t *m, int l)
                         "first)",
                         l, l - 1);
     }
-    const int B = m->B, T = m->T, BT = B * T;
-    const size_t n = (size_t)BT * C;
+    const int B = m->B, T = m->T, BT = B * T, rows = seq_rows(m, BT);
+    const size_t n = (size_t)rows * C; /* the LayerNorm and residual regions: rows token rows */
     if (need_params(m, l + 1, "forward of a block")) {
         return -1;
     }
@@ -1531,16 +1673,23 @@ int gpt_forward_layer(gpt_model_t *m, int l)
     /* tensor parallel: this rank's Cl channels of attention (its NHl heads) and 4 Cl of the MLP */
     const int Cl = C / m->tp.size, NHl = NH / m->tp.size;
     const size_t nl = (size_t)BT * Cl;
+    const float *x;
 
-    layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, res, p.ln1w, p.ln1b, BT, C);
-    matmul_forward(w, a->qkv, a->ln1, p.qkvw, p.qkvb, BT, C, 3 * Cl); /* column-parallel */
+    layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, res, p.ln1w, p.ln1b, rows, C);
+    if (!(x = col_parallel_input(m, a->ln1, BT, C))) {
+        return -1;
+    }
+    matmul_forward(w, a->qkv, x, p.qkvw, p.qkvb, BT, C, 3 * Cl); /* column-parallel */
     attention_forward(w, a->atty, a->att, a->qkv, B, T, Cl, NHl);
     if (row_parallel_forward(m, a->attproj, a->atty, p.attprojw, p.attprojb, BT, Cl, C) != 0) {
         return -1;
     }
     residual_forward(a->res2, res, a->attproj, n);
-    layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p.ln2w, p.ln2b, BT, C);
-    matmul_forward(w, a->fch, a->ln2, p.fcw, p.fcb, BT, C, 4 * Cl); /* column-parallel */
+    layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p.ln2w, p.ln2b, rows, C);
+    if (!(x = col_parallel_input(m, a->ln2, BT, C))) {
+        return -1;
+    }
+    matmul_forward(w, a->fch, x, p.fcw, p.fcb, BT, C, 4 * Cl); /* column-parallel */
     gelu_forward(a->fch_gelu, a->fch, 4 * nl);
     if (row_parallel_forward(m, a->fcproj, a->fch_gelu, p.fcprojw, p.fcprojb, BT, 4 * Cl, C)) {
         return -1;
@@ -1575,8 +1724,13 @@ int gpt_forward_head(gpt_model_t *m, const int *targets, float *loss_p)
     const float *lnfb = param_of(m, L + 1, m->num_tensors - 1);
     const float *wte = param_of(m, 0, 0);
     const int Vl = V / m->tp.size; /* tensor parallel: this rank's vocabulary slice */
-    layernorm_forward(w->lnf, w->lnf_mean, w->lnf_rstd, w->blocks[L - 1].res3, lnfw, lnfb, BT, C);
-    matmul_forward(w, w->logits, w->lnf, wte, NULL, BT, C, Vl);
+    layernorm_forward(w->lnf, w->lnf_mean, w->lnf_rstd, w->blocks[L - 1].res3, lnfw, lnfb,
+                      seq_rows(m, BT), C);
+    const float *x = col_parallel_input(m, w->lnf, BT, C); /* SP: the whole sequence again */
+    if (!x) {
+        return -1;
+    }
+    matmul_forward(w, w->logits, x, wte, NULL, BT, C, Vl);
     w->fwd_done = L;
     if (!targets) {
         w->have_targets = 0;
@@ -1752,15 +1906,21 @@ int gpt_backward_head(gpt_model_t *m, float dloss)
     float *dlnfb = grad_of(m, L + 1, m->num_tensors - 1);
     const float *wte = param_of(m, 0, 0);
     float *dwte = grad_of(m, 0, 0);
-    const size_t n = (size_t)BT * C;
-    memset(w->dln, 0, n * sizeof(float));
-    matmul_backward(w, w->dln, dwte, NULL, w->dlogits, w->lnf, wte, BT, C, Vl);
-    if (tp_reduce(m, w->dln, n, 0) != 0) { /* f: the head is column-parallel over the vocabulary */
+    const int rows = seq_rows(m, BT);
+    const float *x = col_parallel_input(m, w->lnf, BT, C), *d;
+    if (!x) {
         return -1;
     }
-    memset(w->dres, 0, n * sizeof(float));
-    layernorm_backward(w->dres, dlnfw, dlnfb, w->dln, w->blocks[L - 1].res3, lnfw, w->lnf_mean,
-                       w->lnf_rstd, BT, C);
+    memset(w->dln, 0, (size_t)BT * C * sizeof(float));
+    matmul_backward(w, w->dln, dwte, NULL, w->dlogits, x, wte, BT, C, Vl);
+    if (!(d = col_parallel_dinp(m, BT, C))) { /* the head is column-parallel over the vocabulary */
+        return -1;
+    }
+    memset(w->dres, 0, (size_t)rows * C * sizeof(float));
+    if (ln_backward(m, w->dres, dlnfw, dlnfb, d, w->blocks[L - 1].res3, lnfw, w->lnf_mean,
+                    w->lnf_rstd, rows, C)) {
+        return -1;
+    }
     w->bwd_next = L - 1;
     return 0;
 }
@@ -1775,7 +1935,7 @@ int gpt_backward_layer(gpt_model_t *m, int l)
     if (need_grads(m, l + 1, "a block")) {
         return -1;
     }
-    const int B = m->B, T = m->T, BT = B * T;
+    const int B = m->B, T = m->T, BT = B * T, rows = seq_rows(m, BT);
     const size_t n = (size_t)BT * C;
     if (need_params(m, l + 1, "backward of a block")) {
         return -1;
@@ -1787,34 +1947,50 @@ int gpt_backward_layer(gpt_model_t *m, int l)
 
     /* tensor parallel: this rank's slices (see gpt_forward_layer); the row-parallel backward needs
      * nothing (dres is the same on every rank), the column-parallel one ends with f's all-reduce
-     * of the LayerNorm output's gradient, so that the replicated LayerNorms see the full one */
+     * of the LayerNorm output's gradient, so that the replicated LayerNorms see the full one.
+     * Sequence parallel: dres holds the rank's rows; it is all-gathered before each row-parallel
+     * backward, the LayerNorm outputs are all-gathered again for the weight gradients, and the
+     * LayerNorm input gradients are reduce-scattered instead of all-reduced */
     const int Cl = C / m->tp.size, NHl = NH / m->tp.size;
     const size_t nl = (size_t)BT * Cl;
+    const float *dout, *x, *d;
 
     /* w->dres = d res3 on entry; the MLP branch */
+    if (!(dout = row_parallel_dout(m, BT, C))) {
+        return -1;
+    }
     memset(w->dfch, 0, 4 * nl * sizeof(float));
-    matmul_backward(w, w->dfch, g.fcprojw, g.fcprojb, w->dres, a->fch_gelu, p.fcprojw, BT, 4 * Cl,
+    matmul_backward(w, w->dfch, g.fcprojw, g.fcprojb, dout, a->fch_gelu, p.fcprojw, BT, 4 * Cl,
                     C);
     gelu_backward(w->dfch, a->fch, 4 * nl);
-    memset(w->dln, 0, n * sizeof(float));
-    matmul_backward(w, w->dln, g.fcw, g.fcb, w->dfch, a->ln2, p.fcw, BT, C, 4 * Cl);
-    if (tp_reduce(m, w->dln, n, 0) != 0) {
+    if (!(x = col_parallel_input(m, a->ln2, BT, C))) {
         return -1;
     }
-    layernorm_backward(w->dres, g.ln2w, g.ln2b, w->dln, a->res2, p.ln2w, a->ln2_mean, a->ln2_rstd,
-                       BT, C);
+    memset(w->dln, 0, n * sizeof(float));
+    matmul_backward(w, w->dln, g.fcw, g.fcb, w->dfch, x, p.fcw, BT, C, 4 * Cl);
+    if (!(d = col_parallel_dinp(m, BT, C)) ||
+        ln_backward(m, w->dres, g.ln2w, g.ln2b, d, a->res2, p.ln2w, a->ln2_mean, a->ln2_rstd,
+                    rows, C)) {
+        return -1;
+    }
     /* w->dres = d res2; the attention branch */
+    if (!(dout = row_parallel_dout(m, BT, C))) {
+        return -1;
+    }
     memset(w->datty, 0, nl * sizeof(float));
-    matmul_backward(w, w->datty, g.attprojw, g.attprojb, w->dres, a->atty, p.attprojw, BT, Cl, C);
+    matmul_backward(w, w->datty, g.attprojw, g.attprojb, dout, a->atty, p.attprojw, BT, Cl, C);
     memset(w->dqkv, 0, 3 * nl * sizeof(float));
     attention_backward(w, w->dqkv, w->datty, a->att, a->qkv, B, T, Cl, NHl);
-    memset(w->dln, 0, n * sizeof(float));
-    matmul_backward(w, w->dln, g.qkvw, g.qkvb, w->dqkv, a->ln1, p.qkvw, BT, C, 3 * Cl);
-    if (tp_reduce(m, w->dln, n, 0) != 0) {
+    if (!(x = col_parallel_input(m, a->ln1, BT, C))) {
         return -1;
     }
-    layernorm_backward(w->dres, g.ln1w, g.ln1b, w->dln, res, p.ln1w, a->ln1_mean, a->ln1_rstd, BT,
-                       C);
+    memset(w->dln, 0, n * sizeof(float));
+    matmul_backward(w, w->dln, g.qkvw, g.qkvb, w->dqkv, x, p.qkvw, BT, C, 3 * Cl);
+    if (!(d = col_parallel_dinp(m, BT, C)) ||
+        ln_backward(m, w->dres, g.ln1w, g.ln1b, d, res, p.ln1w, a->ln1_mean, a->ln1_rstd, rows,
+                    C)) {
+        return -1;
+    }
     /* w->dres = d of the block input */
     w->bwd_next = l - 1;
     return 0;
@@ -1830,27 +2006,48 @@ int gpt_backward_embed(gpt_model_t *m)
     if (need_grads(m, 0, "the embeddings")) {
         return -1;
     }
-    const int B = m->B, T = m->T;
+    const int B = m->B, T = m->T, BT = B * T;
     float *dwte = grad_of(m, 0, 0), *dwpe = grad_of(m, 0, 1);
+    /* sequence parallel: dres holds rows [r0, r0 + rows); wpe's gradient of those rows goes to a
+     * zeroed partial (scratch) summed over the ranks, and wte's scatter-add reads all BT rows */
+    const int rows = seq_rows(m, BT), r0 = sp_on(m) ? m->tp.rank * rows : 0;
+    float *dpe = dwpe;
+    const float *dfull = w->dres;
+    if (sp_on(m)) {
+        dpe = w->scratch;
+        memset(dpe, 0, (size_t)T * C * sizeof(float));
+    }
     /* dwpe rows are independent across t; dwte is a scatter-add, in position order */
     OMP(omp parallel for schedule(static))
     for (int t = 0; t < T; t++) {
-        float *d = dwpe + (size_t)t * C;
+        float *d = dpe + (size_t)t * C;
         for (int b = 0; b < B; b++) {
-            const float *g = w->dres + ((size_t)b * T + t) * C;
+            const int r = b * T + t - r0;
+            if (r < 0 || r >= rows) {
+                continue;
+            }
+            const float *g = w->dres + (size_t)r * C;
             for (int i = 0; i < C; i++) {
                 d[i] += g[i];
             }
         }
     }
+    if (sp_on(m)) {
+        if (tp_reduce(m, dpe, (size_t)T * C, 0) || !(dfull = row_parallel_dout(m, BT, C))) {
+            return -1;
+        }
+        for (size_t i = 0; i < (size_t)T * C; i++) {
+            dwpe[i] += dpe[i];
+        }
+    }
     const int Vl = m->cfg.vocab_size / m->tp.size, v0 = m->tp.rank * Vl;
-    for (int bt = 0; bt < B * T; bt++) {
+    for (int bt = 0; bt < BT; bt++) {
         const int id = w->inputs[bt] - v0; /* tensor parallel: only this rank's rows */
         if (id < 0 || id >= Vl) {
             continue;
         }
         float *d = dwte + (size_t)id * C;
-        const float *g = w->dres + (size_t)bt * C;
+        const float *g = dfull + (size_t)bt * C;
         for (int i = 0; i < C; i++) {
             d[i] += g[i];
         }
@@ -1993,12 +2190,13 @@ static int stage_alloc_acts(gpt_stage_t *st)
     scratch = BT * maxoc > scratch ? BT * maxoc : scratch;
     scratch = BT * C + att > scratch ? BT * C + att : scratch;
     gpt_work_t probe = {.blocks = st->blocks + st->l0};
-    const size_t total = carve_acts(&probe, NULL, nl, BT, C, V, att, scratch);
+    size_t seq; /* stages are not sequence-parallel: every region has all BT rows */
+    const size_t total = carve_acts(&probe, NULL, nl, BT, C, V, att, scratch, BT, &seq);
     st->mem = malloc(total * sizeof(float));
     if (!st->mem) {
         return -1;
     }
-    carve_acts(&probe, st->mem, nl, BT, C, V, att, scratch);
+    carve_acts(&probe, st->mem, nl, BT, C, V, att, scratch, BT, &seq);
     const size_t head = (size_t)(probe.dres - st->mem); /* per-slot part */
     float *mem = realloc(st->mem, ((size_t)(st->nslots - 1) * head + total) * sizeof(float));
     if (!mem) {
@@ -2008,7 +2206,7 @@ static int stage_alloc_acts(gpt_stage_t *st)
     for (int i = 0; i < st->nslots; i++) {
         gpt_work_t *w = &st->slot_work[i];
         w->blocks = st->blocks + (size_t)i * L + st->l0;
-        carve_acts(w, st->mem + (size_t)i * head, nl, BT, C, V, att, scratch);
+        carve_acts(w, st->mem + (size_t)i * head, nl, BT, C, V, att, scratch, BT, &seq);
         w->blocks = st->blocks + (size_t)i * L;
         if (!st->first) {
             w->blocks[st->l0 - 1].res3 = w->encoded; /* the received input */
@@ -2026,6 +2224,7 @@ static int stage_alloc_acts(gpt_stage_t *st)
         w->scratch = tail->scratch;
         w->scratch_n = scratch;
         w->ggrad = st->base_work.ggrad;
+        w->gparam = st->base_work.gparam;
         w->gemm_block = st->base_work.gemm_block;
         w->gemm_name = st->base_work.gemm_name;
         w->alloc_B = st->B;
@@ -2073,17 +2272,20 @@ int gpt_stage_create(const gpt_config_t *cfg, int l0, int l1, int slots, int B, 
     m->cfg = *cfg;
     m->num_tensors = 2 + P_PER_BLOCK * L + 2;
     m->mean_loss = -1.0f;
+    m->tp = (gpt_tp_t){.rank = 0, .size = 1}; /* stages are not tensor-parallel (yet) */
     m->work = &st->base_work;
     m->tensors = calloc((size_t)m->num_tensors, sizeof *m->tensors);
     m->groups = calloc((size_t)L + 2, sizeof *m->groups);
     st->base_work.init = calloc((size_t)m->num_tensors, 1);
     st->base_work.ggrad = calloc((size_t)L + 2, sizeof(float *));
+    st->base_work.gparam = calloc((size_t)L + 2, sizeof(float *));
     st->slot = calloc((size_t)slots, sizeof *st->slot);
     st->slot_work = calloc((size_t)slots, sizeof *st->slot_work);
     st->blocks = calloc((size_t)slots * (size_t)L, sizeof *st->blocks);
     st->slot_mb = calloc((size_t)slots, sizeof *st->slot_mb);
     st->tok = malloc((size_t)slots * 2 * (size_t)B * (size_t)T * sizeof(int));
-    if (!m->tensors || !m->groups || !st->base_work.init || !st->base_work.ggrad || !st->slot ||
+    if (!m->tensors || !m->groups || !st->base_work.init || !st->base_work.ggrad ||
+        !st->base_work.gparam || !st->slot ||
         !st->slot_work || !st->blocks || !st->slot_mb || !st->tok) {
         goto oom;
     }
@@ -2096,6 +2298,7 @@ int gpt_stage_create(const gpt_config_t *cfg, int l0, int l1, int slots, int B, 
     }
     for (int g = 0; g < L + 2; g++) {
         st->base_work.ggrad[g] = m->groups[g].n ? m->grads + m->groups[g].off : NULL;
+        st->base_work.gparam[g] = m->groups[g].n ? m->params + m->groups[g].off : NULL;
     }
     gemm_select(&st->base_work);
     gpt_init_weights(m, seed); /* size-0 tensors are skipped; streams by global tensor index */
@@ -2121,6 +2324,7 @@ void gpt_stage_destroy(gpt_stage_t *st)
     free(st->base.groups);
     free(st->base_work.init);
     free(st->base_work.ggrad);
+    free(st->base_work.gparam);
     free(st->slot);
     free(st->slot_work);
     free(st->blocks);

@@ -10,7 +10,8 @@
  *
  * Not here: the optimizer (optim.h), data loading, anything distributed. The model does not use
  * tempo; a data-parallel caller hooks its communication between the per-layer calls below, and a
- * tensor-parallel one hands gpt_create_tp two all-reduce callbacks (gpt_tp_t).
+ * tensor-parallel one hands gpt_create_tp two all-reduce callbacks (gpt_tp_t), and a sequence-
+ * parallel one an all-gather and a reduce-scatter too.
  *
  * Invariants
  *   - All parameters live in ONE contiguous fp32 buffer (params), the gradients in a second buffer
@@ -77,6 +78,12 @@ typedef struct {
     int (*allreduce_sum)(void *ctx, float *buf, size_t n);
     int (*allreduce_max)(void *ctx, float *buf, size_t n);
     void *ctx;
+    /* Sequence parallelism (Korthikanti et al. 2022), used when sp is 1 (size > 1): out of place,
+     * n floats per rank. allgather: recv (size * n) = every rank's send in rank order;
+     * reduce_scatter: recv (n) = block `rank` of the sum over ranks of send (size * n). */
+    int (*allgather)(void *ctx, const float *send, float *recv, size_t n);
+    int (*reduce_scatter)(void *ctx, const float *send, float *recv, size_t n);
+    int sp;
 } gpt_tp_t;
 
 /* A contiguous range [off, off + n) of the parameter buffer. */
@@ -100,6 +107,10 @@ typedef struct {
     gpt_work_t *work;
     gpt_tp_t tp;           /* {0, 1} without tensor parallelism */
     size_t full_params;    /* parameters of the unsharded model (num_params when tp.size is 1) */
+    size_t act_floats;     /* activation memory allocated by gpt_alloc_acts (floats), and of it */
+    size_t act_seq_floats; /* the LayerNorm and residual regions (embedding output, LayerNorm
+                              outputs and statistics, projections, residual stream, lnf): the part
+                              that sequence parallelism shards (1/tp.size of it with sp) */
 } gpt_model_t;
 
 /* The message of the calling thread's last failure ("" if none). */
@@ -132,6 +143,10 @@ int gpt_create(const gpt_config_t *cfg, uint64_t seed, gpt_model_t **model_p);
  */
 int gpt_tp_check(const gpt_config_t *cfg, int T);
 
+/* 0 if sequences of length seq can be cut over tp_size sequence-parallel ranks, else -1 with the
+ * reason (seq must be a multiple of tp_size). */
+int gpt_sp_check(int seq, int tp_size);
+
 /*
  * gpt_create for rank tp->rank of tp->size tensor-parallel ranks (tp NULL or size 1: gpt_create).
  * The model holds only its shards (tensors[] gives their shapes and GPT_TP_* cut), initialized to
@@ -142,6 +157,17 @@ int gpt_tp_check(const gpt_config_t *cfg, int T);
  * vocabulary-parallel cross-entropy (max, sum of exponentials and target logit all-reduced: only
  * the rank's V/T logits exist on it). Replicated tensors get the same gradient on every rank by
  * construction (their inputs and output gradients are all-reduced values).
+ *
+ * With tp->sp (sequence parallelism, tp->size > 1; the sequence length of every forward must be
+ * a multiple of tp->size), the LayerNorm and residual regions hold only the rank's shard of the
+ * B·T token rows: the flattened (B·T) row dimension is cut in tp->size contiguous blocks, rank r
+ * keeping rows [r B T / size, (r + 1) B T / size) (so an all-gather's rank-ordered blocks are the
+ * whole (B, T, C) tensor, no transpose). An all-gather of the LayerNorm output comes before each
+ * column-parallel matmul (qkv, fc, the head) and a reduce-scatter after each row-parallel one
+ * (and the vocabulary-parallel embedding) in place of TP's all-reduces; backward mirrors them.
+ * The gradients of the replicated tensors computed on shards (LayerNorms, lnf, wpe) are summed
+ * over the ranks (all-reduce) before they are added to grads; the row-parallel biases' gradients
+ * come from the gathered output gradient (all B·T rows) and need no sum.
  */
 int gpt_create_tp(const gpt_config_t *cfg, const gpt_tp_t *tp, uint64_t seed,
                   gpt_model_t **model_p);

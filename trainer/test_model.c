@@ -25,7 +25,10 @@
  *               the single-rank model's slices, and the loss and every gradient (placed back into
  *               the unsharded layout) equal the single-rank model's within 1e-5 of the tensor's
  *               scale; replicated tensors get bitwise the same gradient on every shard; a
- *               configuration whose heads T does not divide is refused
+ *               configuration whose heads T does not divide is refused. The same with sequence
+ *               parallelism (T = 2 and 4, sequence length 8, row blocks across sequences), whose
+ *               LayerNorm and residual activations are 1/T of one rank's; SP without a group,
+ *               without its collectives, or with a sequence length T does not divide is refused
  *
  * Error measure for the golden comparisons: max_i |ours_i - ref_i| / max_i |ref_i| over a tensor,
  * i.e. relative to the tensor's scale. Elementwise relative errors are meaningless for entries
@@ -821,11 +824,12 @@ static void test_sampling(void)
 /* ------------------------------------------------------------------------------------------ */
 
 /* ---- tp: T shards in T threads; all-reduce = every thread adds (or maxes) its buffer into a
- * shared one in rank order between barriers, so the result is the same bits on every shard */
+ * shared one in rank order between barriers, so the result is the same bits on every shard; the
+ * sequence-parallel all-gather and reduce-scatter meet in the same shared buffer */
 #define TP_MAX 4
 typedef struct {
     pthread_barrier_t bar;
-    float *acc; /* (n) the reduction being built */
+    float *acc; /* (n) the reduction being built, or the gathered blocks */
     gpt_model_t *m[TP_MAX];
     const int *x, *y;
     int B, T, n, rc[TP_MAX];
@@ -837,9 +841,9 @@ typedef struct {
     int rank;
 } fake_rank_t;
 
-static int fake_reduce(void *ctx, float *buf, size_t n, int max)
+/* acc = the sum (max) over the ranks of their buf (n), added in rank order. */
+static void fake_accumulate(fake_rank_t *r, const float *buf, size_t n, int max)
 {
-    fake_rank_t *r = ctx;
     fake_tp_t *f = r->f;
     for (int k = 0; k < f->n; k++) { /* rank order: the same sum on every shard */
         if (k == r->rank) {
@@ -849,19 +853,41 @@ static int fake_reduce(void *ctx, float *buf, size_t n, int max)
         }
         pthread_barrier_wait(&f->bar);
     }
-    memcpy(buf, f->acc, n * sizeof(float));
-    pthread_barrier_wait(&f->bar); /* everyone has read acc before the next reduction */
+}
+
+/* out (n) = acc from element first; then everyone has read acc before the next collective. */
+static int fake_read(fake_rank_t *r, float *out, size_t first, size_t n)
+{
+    memcpy(out, r->f->acc + first, n * sizeof(float));
+    pthread_barrier_wait(&r->f->bar);
     return 0;
 }
 
 static int fake_sum(void *ctx, float *buf, size_t n)
 {
-    return fake_reduce(ctx, buf, n, 0);
+    fake_accumulate(ctx, buf, n, 0);
+    return fake_read(ctx, buf, 0, n);
 }
 
 static int fake_max(void *ctx, float *buf, size_t n)
 {
-    return fake_reduce(ctx, buf, n, 1);
+    fake_accumulate(ctx, buf, n, 1);
+    return fake_read(ctx, buf, 0, n);
+}
+
+static int fake_reduce_scatter(void *ctx, const float *send, float *recv, size_t n)
+{
+    fake_rank_t *r = ctx;
+    fake_accumulate(r, send, (size_t)r->f->n * n, 0);
+    return fake_read(r, recv, (size_t)r->rank * n, n);
+}
+
+static int fake_allgather(void *ctx, const float *send, float *recv, size_t n)
+{
+    fake_rank_t *r = ctx;
+    memcpy(r->f->acc + (size_t)r->rank * n, send, n * sizeof(float));
+    pthread_barrier_wait(&r->f->bar);
+    return fake_read(r, recv, 0, (size_t)r->f->n * n);
 }
 
 static void *fake_rank_main(void *arg)
@@ -875,98 +901,141 @@ static void *fake_rank_main(void *arg)
     return NULL;
 }
 
+/*
+ * n shards (sequence-parallel if sp) against the single-rank model ref, which has just run
+ * forward and backward on x, y (B, T): weights, loss, gradients, replicated gradients bitwise
+ * alike; with sp, the LayerNorm and residual regions' activations are 1/n of ref's.
+ */
+static void tp_case(const gpt_config_t *cfg, gpt_model_t *ref, float ref_loss, const int *x,
+                    const int *y, int B, int T, int n, int sp, float *acc)
+{
+    const char *what = sp ? "sp" : "tp";
+    fake_tp_t f = {.acc = acc, .x = x, .y = y, .B = B, .T = T, .n = n};
+    fake_rank_t rk[TP_MAX];
+    pthread_t th[TP_MAX];
+    pthread_barrier_init(&f.bar, NULL, (unsigned)n);
+    int made = 1, same_w = 1, same_rep = 1;
+    for (int r = 0; r < n; r++) {
+        rk[r] = (fake_rank_t){&f, r};
+        gpt_tp_t tp = {r, n, fake_sum, fake_max, &rk[r], fake_allgather, fake_reduce_scatter, sp};
+        f.m[r] = NULL;
+        made = made && gpt_create_tp(cfg, &tp, 11, &f.m[r]) == 0;
+    }
+    float *full = malloc(ref->num_params * sizeof(float));
+    if (!TAP_OK(made && full, "%s %d: shards created", what, n)) {
+        goto out;
+    }
+    TAP_EQ_UINT(f.m[0]->full_params, ref->num_params, "%s %d: unsharded size", what, n);
+    for (int r = 0; r < n; r++) { /* weights: the slices of the single-rank model */
+        float *w = malloc(f.m[r]->num_params * sizeof(float));
+        gpt_tp_slice(f.m[r], ref->params, w);
+        same_w = same_w && !memcmp(w, f.m[r]->params, f.m[r]->num_params * sizeof(float));
+        free(w);
+    }
+    TAP_OK(same_w, "%s %d: every shard's initial weights are the single-rank model's slices", what,
+           n);
+    for (int r = 0; r < n; r++) {
+        pthread_create(&th[r], NULL, fake_rank_main, &rk[r]);
+    }
+    int rc = 0;
+    for (int r = 0; r < n; r++) {
+        pthread_join(th[r], NULL);
+        rc |= f.rc[r];
+    }
+    if (!TAP_OK(rc == 0, "%s %d: forward and backward on every shard", what, n)) {
+        tap_diag("%s", gpt_last_error());
+        goto out;
+    }
+    TAP_OK(fabsf(f.loss[0] - ref_loss) <= 1e-5f * ref_loss && f.loss[n - 1] == f.loss[0],
+           "%s %d: loss %.8f equals one rank's %.8f within 1e-5 on every shard", what, n,
+           f.loss[0], ref_loss);
+    memset(full, 0, ref->num_params * sizeof(float));
+    for (int r = n - 1; r >= 0; r--) { /* rank 0's replicated tensors last: they stay */
+        gpt_tp_place(f.m[r], f.m[r]->grads, r, full);
+    }
+    for (int ti = 0; ti < f.m[0]->num_tensors; ti++) {
+        const gpt_tensor_t *t = &f.m[0]->tensors[ti];
+        for (int r = 1; r < n && t->tp_split == GPT_TP_REPLICATED; r++) {
+            same_rep = same_rep && !memcmp(f.m[r]->grads + t->offset, f.m[0]->grads + t->offset,
+                                           t->size * sizeof(float));
+        }
+    }
+    TAP_OK(same_rep, "%s %d: replicated tensors have bitwise the same gradient on every shard",
+           what, n);
+    double worst = 0;
+    const char *wname = "";
+    for (int ti = 0; ti < ref->num_tensors; ti++) {
+        const gpt_tensor_t *t = &ref->tensors[ti];
+        size_t wi;
+        double e = rel_err(full + t->offset, ref->grads + t->offset, t->size, &wi);
+        if (e > worst) {
+            worst = e, wname = t->name;
+        }
+    }
+    TAP_OK(worst <= 1e-5, "%s %d: every gradient equals one rank's within 1e-5 (worst %.3g, %s)",
+           what, n, worst, wname);
+    const size_t want = sp ? ref->act_seq_floats / (size_t)n : ref->act_seq_floats;
+    TAP_OK(f.m[0]->act_seq_floats == want && ref->act_seq_floats > 0,
+           "%s %d: LayerNorm and residual activations %zu floats (one rank: %zu)", what, n,
+           f.m[0]->act_seq_floats, ref->act_seq_floats);
+out:
+    free(full);
+    for (int r = 0; r < n; r++) {
+        gpt_destroy(f.m[r]);
+    }
+    pthread_barrier_destroy(&f.bar);
+}
+
 static void test_tp(void)
 {
     const gpt_config_t cfg = {9, 36, 2, 4, 20}; /* the fd model's shapes with V = 36 (T | V) */
-    const int B = 3, T = 7, BT = B * T;
-    gpt_model_t *ref = NULL;
-    if (!TAP_OK(gpt_create(&cfg, 11, &ref) == 0, "tp: single-rank model")) {
-        return;
+    const int B = 3, TMAX = 8;
+    float *acc = malloc((size_t)B * TMAX * cfg.vocab_size * sizeof(float) +
+                        3 * (size_t)B * TMAX * cfg.channels * sizeof(float));
+    /* tensor parallel at T = 7 (no divisibility needed), sequence parallel at T = 8: the row
+     * blocks of 4 shards (6 of the 24 rows each) straddle the sequences of the batch */
+    for (int sp = 0; sp <= 1 && acc; sp++) {
+        const int T = sp ? 8 : 7, BT = B * T;
+        gpt_model_t *ref = NULL;
+        if (!TAP_OK(gpt_create(&cfg, 11, &ref) == 0, "%s: single-rank model", sp ? "sp" : "tp")) {
+            break;
+        }
+        uint64_t s = (seed ^ 0x7e) | 1;
+        int x[24], y[24];
+        random_tokens(x, BT, cfg.vocab_size, &s);
+        random_tokens(y, BT, cfg.vocab_size, &s);
+        float ref_loss;
+        gpt_zero_grad(ref);
+        TAP_OK(gpt_forward(ref, x, y, B, T, &ref_loss) == 0 && gpt_backward(ref, 1.0f) == 0,
+               "%s: single-rank forward and backward", sp ? "sp" : "tp");
+        for (int n = 2; n <= TP_MAX; n *= 2) {
+            tp_case(&cfg, ref, ref_loss, x, y, B, T, n, sp, acc);
+        }
+        gpt_destroy(ref);
     }
-    uint64_t s = (seed ^ 0x7e) | 1;
-    int x[21], y[21];
-    random_tokens(x, BT, cfg.vocab_size, &s);
-    random_tokens(y, BT, cfg.vocab_size, &s);
-    float ref_loss;
-    gpt_zero_grad(ref);
-    TAP_OK(gpt_forward(ref, x, y, B, T, &ref_loss) == 0 && gpt_backward(ref, 1.0f) == 0,
-           "tp: single-rank forward and backward");
-    float *full = malloc(ref->num_params * sizeof(float));
-    float *acc = malloc((size_t)BT * cfg.vocab_size * sizeof(float) + 3 * BT * cfg.channels * 4);
-    for (int n = 2; n <= TP_MAX && full && acc; n *= 2) {
-        fake_tp_t f = {.acc = acc, .x = x, .y = y, .B = B, .T = T, .n = n};
-        fake_rank_t rk[TP_MAX];
-        pthread_t th[TP_MAX];
-        pthread_barrier_init(&f.bar, NULL, (unsigned)n);
-        int made = 1, same_w = 1, same_rep = 1;
-        for (int r = 0; r < n; r++) {
-            rk[r] = (fake_rank_t){&f, r};
-            gpt_tp_t tp = {r, n, fake_sum, fake_max, &rk[r]};
-            made = made && gpt_create_tp(&cfg, &tp, 11, &f.m[r]) == 0;
-        }
-        if (!TAP_OK(made, "tp %d: shards created", n)) {
-            return;
-        }
-        TAP_EQ_UINT(f.m[0]->full_params, ref->num_params, "tp %d: unsharded size", n);
-        for (int r = 0; r < n; r++) { /* weights: the slices of the single-rank model */
-            float *w = malloc(f.m[r]->num_params * sizeof(float));
-            gpt_tp_slice(f.m[r], ref->params, w);
-            same_w = same_w && !memcmp(w, f.m[r]->params, f.m[r]->num_params * sizeof(float));
-            free(w);
-        }
-        TAP_OK(same_w, "tp %d: every shard's initial weights are the single-rank model's slices",
-               n);
-        for (int r = 0; r < n; r++) {
-            pthread_create(&th[r], NULL, fake_rank_main, &rk[r]);
-        }
-        int rc = 0;
-        for (int r = 0; r < n; r++) {
-            pthread_join(th[r], NULL);
-            rc |= f.rc[r];
-        }
-        TAP_OK(rc == 0, "tp %d: forward and backward on every shard", n);
-        TAP_OK(fabsf(f.loss[0] - ref_loss) <= 1e-5f * ref_loss && f.loss[n - 1] == f.loss[0],
-               "tp %d: loss %.8f equals one rank's %.8f within 1e-5 on every shard", n,
-               f.loss[0], ref_loss);
-        memset(full, 0, ref->num_params * sizeof(float));
-        for (int r = n - 1; r >= 0; r--) { /* rank 0's replicated tensors last: they stay */
-            gpt_tp_place(f.m[r], f.m[r]->grads, r, full);
-        }
-        for (int ti = 0; ti < f.m[0]->num_tensors; ti++) {
-            const gpt_tensor_t *t = &f.m[0]->tensors[ti];
-            for (int r = 1; r < n && t->tp_split == GPT_TP_REPLICATED; r++) {
-                same_rep = same_rep && !memcmp(f.m[r]->grads + t->offset,
-                                               f.m[0]->grads + t->offset,
-                                               t->size * sizeof(float));
-            }
-        }
-        TAP_OK(same_rep, "tp %d: replicated tensors have bitwise the same gradient on every shard",
-               n);
-        double worst = 0;
-        const char *wname = "";
-        for (int ti = 0; ti < ref->num_tensors; ti++) {
-            const gpt_tensor_t *t = &ref->tensors[ti];
-            size_t wi;
-            double e = rel_err(full + t->offset, ref->grads + t->offset, t->size, &wi);
-            if (e > worst) {
-                worst = e, wname = t->name;
-            }
-        }
-        TAP_OK(worst <= 1e-5, "tp %d: every gradient equals one rank's within 1e-5 (worst %.3g, %s)",
-               n, worst, wname);
-        for (int r = 0; r < n; r++) {
-            gpt_destroy(f.m[r]);
-        }
-        pthread_barrier_destroy(&f.bar);
-    }
+    free(acc);
     const gpt_config_t bad = {9, 36, 2, 3, 24};
     gpt_model_t *m = NULL;
-    gpt_tp_t tp2 = {0, 2, fake_sum, fake_max, NULL};
+    gpt_tp_t tp2 = {0, 2, fake_sum, fake_max, NULL, NULL, NULL, 0};
     TAP_OK(gpt_create_tp(&bad, &tp2, 1, &m) == -1 && m == NULL, "tp: 3 heads over 2 ranks refused");
     TAP_CONTAINS(gpt_last_error(), "3 heads cannot be split over 2 ranks", "tp: the error says why");
-    free(full);
-    free(acc);
-    gpt_destroy(ref);
+    /* sequence parallelism: a group of 1, missing collectives, T not a multiple of the group */
+    gpt_tp_t sp1 = {0, 1, NULL, NULL, NULL, NULL, NULL, 1};
+    TAP_OK(gpt_create_tp(&cfg, &sp1, 1, &m) == -1 && m == NULL, "sp: a TP group of 1 refused");
+    TAP_CONTAINS(gpt_last_error(), "--tp 1 must be > 1", "sp: the error says why");
+    gpt_tp_t sp2 = {0, 2, fake_sum, fake_max, NULL, NULL, NULL, 1};
+    TAP_OK(gpt_create_tp(&cfg, &sp2, 1, &m) == -1 && m == NULL, "sp: no all-gather refused");
+    sp2.allgather = fake_allgather;
+    sp2.reduce_scatter = fake_reduce_scatter;
+    if (TAP_OK(gpt_create_tp(&cfg, &sp2, 1, &m) == 0, "sp: shard 0 of 2 created")) {
+        int x[7] = {0};
+        TAP_OK(gpt_alloc_acts(m, 1, 7) == -1, "sp: activations for T = 7 over 2 ranks refused");
+        TAP_CONTAINS(gpt_last_error(), "T = 7 is not a multiple of the tensor-parallel size 2",
+                     "sp: the error says why");
+        TAP_OK(gpt_forward(m, x, NULL, 1, 7, NULL) == -1, "sp: a forward of T = 7 refused");
+        TAP_CONTAINS(gpt_last_error(), "T = 7 is not a multiple", "sp: the error says why");
+        gpt_destroy(m);
+    }
 }
 
 static double now(void)

@@ -5,7 +5,9 @@
  * --tp T adds Megatron tensor parallelism (the model's gpt_tp_t, filled from dist's TP group) on a
  * DP x TP mesh: everything below then runs over the DP dimension on this rank's shards, the
  * gradient norm adds the TP shards' parts, and dumps and checkpoints gather the shards into the
- * single-rank layout.
+ * single-rank layout. --sp adds sequence parallelism inside the model (gpt_tp_t.sp, with the TP
+ * group's all-gather and reduce-scatter); nothing else here changes but the sampler, which pads
+ * its context to a multiple of --tp.
  *
  * One step = --accum micro-batches of --batch sequences per rank, then one AdamW update:
  *   ZeRO 0  gradients accumulate locally; on the last micro-batch backward hands each finished layer
@@ -57,6 +59,7 @@ typedef struct {
     const char *compress_src; /* "--compress", "TEMPO_COMPRESS" or NULL (the default, none) */
     int dp, tp, pp, zero, layers, heads, channels, context, batch, accum, steps, warmup, val_every;
     int ckpt_every, ckpt_keep, overwrite;
+    int sp; /* --sp: sequence parallelism over the TP group */
     int batch_set, accum_set; /* --batch, --accum given: a resume keeps them (keep_global_batch) */
     int val_windows, sample, threads, quiet;
     double lr, min_lr_frac, wd, clip, beta1, beta2, val_frac;
@@ -128,6 +131,11 @@ static void usage(FILE *f)
         "                      order is TP fastest (a TP group is T consecutive ranks); heads, 4C\n"
         "                      and the vocabulary must be multiples of T; tempo backend only;\n"
         "                      checkpoints (unsharded, load at any --tp) need --zero 0\n"
+        "  --sp                sequence parallelism over the TP group (Korthikanti et al. 2022):\n"
+        "                      LayerNorm and residual activations cut along the B x T token rows\n"
+        "                      (1/T of them per rank; the activations line shows it), all-gather\n"
+        "                      before and reduce-scatter after the parallel blocks instead of\n"
+        "                      all-reduces; needs --tp > 1 and --context a multiple of --tp\n"
         "  --pp P              pipeline-parallel stages: only 1 for now [1]\n"
         "  --zero S            0: all-reduce; 1: shard AdamW state (reduce-scatter + all-gather);\n"
         "                      2: also shard gradients (no full gradient buffer); 3: also shard\n"
@@ -216,7 +224,7 @@ static void parse(int argc, char **argv, opts_t *o)
     enum { O_DATA = 256, O_VALF, O_LAYERS, O_HEADS, O_CH, O_CTX, O_BATCH, O_ACCUM, O_STEPS, O_LR,
            O_WARM, O_MINLR, O_WD, O_B1, O_B2, O_CLIP, O_SEED, O_DP, O_ZERO, O_COMP, O_SCHED,
            O_BACK, O_VEVERY, O_VB, O_SAMPLE, O_OUT, O_DUMP, O_THR, O_QUIET, O_CKE, O_CKK,
-           O_RESUME, O_BUCKET, O_VW, O_OVER, O_TP, O_PP };
+           O_RESUME, O_BUCKET, O_VW, O_OVER, O_TP, O_PP, O_SP };
     static const struct option lo[] = {
         {"data", 1, 0, O_DATA},       {"val-frac", 1, 0, O_VALF},   {"layers", 1, 0, O_LAYERS},
         {"heads", 1, 0, O_HEADS},     {"channels", 1, 0, O_CH},     {"context", 1, 0, O_CTX},
@@ -231,6 +239,7 @@ static void parse(int argc, char **argv, opts_t *o)
         {"ckpt-every", 1, 0, O_CKE},  {"ckpt-keep", 1, 0, O_CKK},   {"resume", 1, 0, O_RESUME},
         {"bucket-bytes", 1, 0, O_BUCKET}, {"val-windows", 1, 0, O_VW}, {"overwrite", 0, 0, O_OVER},
         {"version", 0, 0, 'V'},       {"tp", 1, 0, O_TP},           {"pp", 1, 0, O_PP},
+        {"sp", 0, 0, O_SP},
         {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -261,6 +270,7 @@ static void parse(int argc, char **argv, opts_t *o)
         case O_DP: o->dp = (int)parse_num("--dp", optarg, 1, 1 << 20); break;
         case O_TP: o->tp = (int)parse_num("--tp", optarg, 1, 1 << 20); break;
         case O_PP: o->pp = (int)parse_num("--pp", optarg, 1, 1 << 20); break;
+        case O_SP: o->sp = 1; break;
         case O_ZERO: o->zero = (int)parse_num("--zero", optarg, 0, 3); break;
         case O_COMP: o->compress = optarg, o->compress_src = "--compress"; break;
         case O_SCHED: o->sched = optarg; break;
@@ -309,6 +319,9 @@ static void parse(int argc, char **argv, opts_t *o)
  * why (a refusal before any work). */
 static void quit(int rc)
 {
+    /* Every rank refuses together, rank 0 saying why: a barrier first, so that no rank ends (and
+     * tempo-run ends the job) before rank 0 has written its reason (tp.sh saw it missing once). */
+    (void)D->barrier(D);
     dist_close(D);
     exit(rc);
 }
@@ -1061,7 +1074,10 @@ static void sample(trainer_t *t, const opts_t *o)
     uint64_t rng = o->seed ^ 0x5eed5eedull;
     for (int i = 0; i < o->sample; i++) {
         int start = n > T ? n - T : 0, len = n - start;
-        infer(t, ctx + start, NULL, len);
+        /* sequence parallel: a length the TP group divides (T does); the zeros after the context
+         * do not change its logits (causal attention) */
+        int padded = o->sp ? (len + D->tp_size - 1) / D->tp_size * D->tp_size : len;
+        infer(t, ctx + start, NULL, padded);
         const float *lg = gpt_logits(t->m) + (size_t)(len - 1) * (size_t)Vl;
         if (D->tp_size > 1) { /* every TP rank samples the same token from the same row */
             DIST_CHECK(D->tp_allgather(D, lg, row, (size_t)Vl), "sample");
@@ -1275,6 +1291,18 @@ static int tp_max_cb(void *ctx, float *buf, size_t n)
     return d->tp_allreduce(d, buf, n, 1) ? gpt_fail("%s", d->error(d)) : 0;
 }
 
+static int tp_gather_cb(void *ctx, const float *send, float *recv, size_t n)
+{
+    dist_t *d = ctx;
+    return d->tp_allgather(d, send, recv, n) ? gpt_fail("%s", d->error(d)) : 0;
+}
+
+static int tp_scatter_cb(void *ctx, const float *send, float *recv, size_t n)
+{
+    dist_t *d = ctx;
+    return d->tp_reduce_scatter(d, send, recv, n) ? gpt_fail("%s", d->error(d)) : 0;
+}
+
 /* Checks the layout (--dp x --tp x --pp = the job's ranks, the model divisible by --tp) before any
  * work, every rank alike (rank 0 says why), then builds the DP x TP mesh and prints it. */
 static void setup_mesh(opts_t *o, const gpt_config_t *cfg)
@@ -1298,6 +1326,8 @@ static void setup_mesh(opts_t *o, const gpt_config_t *cfg)
     } else if (tp > 1 && o->zero == 3) {
         snprintf(why, sizeof why, "--tp %d with --zero 3: ZeRO 3 is not there yet on a tensor-"
                  "parallel mesh (use --zero 0, 1 or 2 with --tp, or --zero 3 with --tp 1)", tp);
+    } else if (o->sp && gpt_sp_check(o->context, tp)) {
+        snprintf(why, sizeof why, "%s", gpt_last_error());
     } else if (tp > 1 && o->zero && (o->ckpt_every || o->resume)) {
         snprintf(why, sizeof why, "--tp %d with --zero %d: checkpoints are not there yet for "
                  "this layout (use --zero 0, or no --ckpt-every / --resume)", tp, o->zero);
@@ -1369,7 +1399,8 @@ int main(int argc, char **argv)
     }
     gpt_model_t *m;
     gpt_tp_t tp = {.rank = D->tp_rank, .size = D->tp_size, .allreduce_sum = tp_sum_cb,
-                   .allreduce_max = tp_max_cb, .ctx = D};
+                   .allreduce_max = tp_max_cb, .ctx = D, .allgather = tp_gather_cb,
+                   .reduce_scatter = tp_scatter_cb, .sp = o.sp};
     if (gpt_create_tp(&cfg, &tp, o.seed, &m)) {
         die("model: %s", gpt_last_error());
     }
@@ -1417,6 +1448,10 @@ int main(int argc, char **argv)
                o.zero >= 2 ? " (a shard and backward buffers for 2 blocks, embeddings and lnf)"
                            : "",
                8e-6 * (double)t.shard_n, 4e-6 * (double)gpt_act_floats(m), o.batch, o.context);
+        printf("activations per rank: %.3f MB, of which LayerNorm and residual regions "
+               "%.3f MB%s\n",
+               4e-6 * (double)m->act_floats, 4e-6 * (double)m->act_seq_floats,
+               o.sp ? " (sequence-parallel: 1/tp of them)" : "");
         size_t nv = li.val_windows < (size_t)o.val_windows ? li.val_windows : (size_t)o.val_windows;
         printf("data: %s: %zu tokens in %d file(s), %zu train / %zu validation (%zu of its "
                "windows evaluated)\n",
