@@ -47,6 +47,7 @@ TESTS += %reldir%/test_data
 bin_PROGRAMS += %reldir%/tempo-train
 noinst_HEADERS += %reldir%/dist.h
 %canon_reldir%_tempo_train_SOURCES = %reldir%/train.c %reldir%/dist.c %reldir%/dist_tempo.c \
+	%reldir%/pp_train.c %reldir%/pp_train.h \
 	%reldir%/ckpt.c
 noinst_HEADERS += %reldir%/ckpt.h
 %canon_reldir%_tempo_train_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS)

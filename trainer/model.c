@@ -2008,6 +2008,7 @@ int gpt_stage_create(const gpt_config_t *cfg, int l0, int l1, int slots, int B, 
     m->cfg = *cfg;
     m->num_tensors = 2 + P_PER_BLOCK * L + 2;
     m->mean_loss = -1.0f;
+    m->tp = (gpt_tp_t){.rank = 0, .size = 1}; /* a stage is never tensor parallel (yet) */
     m->work = &st->base_work;
     m->tensors = calloc((size_t)m->num_tensors, sizeof *m->tensors);
     m->groups = calloc((size_t)L + 2, sizeof *m->groups);

@@ -47,10 +47,13 @@
 #include "trainer/dist.h"
 #include "trainer/model.h"
 #include "trainer/optim.h"
+#include "trainer/pp_train.h"
 
 typedef struct {
     const char *data, *backend, *compress, *sched, *out, *dump, *resume;
     const char *compress_src; /* "--compress", "TEMPO_COMPRESS" or NULL (the default, none) */
+    const char *pp_schedule; /* --pp-schedule: gpipe, 1f1b or interleaved */
+    int micro, virt;         /* --micro M, --virtual V (pipeline) */
     int dp, tp, pp, zero, layers, heads, channels, context, batch, accum, steps, warmup, val_every;
     int ckpt_every, ckpt_keep, overwrite;
     int batch_set, accum_set; /* --batch, --accum given: a resume keeps them (keep_global_batch) */
@@ -124,7 +127,15 @@ static void usage(FILE *f)
         "                      order is TP fastest (a TP group is T consecutive ranks); heads, 4C\n"
         "                      and the vocabulary must be multiples of T; tempo backend only;\n"
         "                      checkpoints (unsharded, load at any --tp) need --zero 0\n"
-        "  --pp P              pipeline-parallel stages: only 1 for now [1]\n"
+        "  --pp P              pipeline-parallel stages [1]: --dp x --tp x --pp = the job size,\n"
+        "                      rank order TP fastest, then DP, then PP (a stage's ranks are\n"
+        "                      consecutive); the layers must divide by P x --virtual; with\n"
+        "                      --tp 1 and --zero 0, no checkpoints, validation or sample yet\n"
+        "  --pp-schedule S     gpipe, 1f1b or interleaved [1f1b]\n"
+        "  --micro M           micro-batches of --batch sequences per step and DP rank [P]\n"
+        "                      (replaces --accum: the step's loss is their mean); 1f1b needs\n"
+        "                      M >= P, interleaved a multiple of P\n"
+        "  --virtual V         interleaved: model chunks per rank [1]\n"
         "  --zero S            0: all-reduce; 1: shard AdamW state (reduce-scatter + all-gather);\n"
         "                      2: also shard gradients (no full gradient buffer) [0]\n"
         "  --compress SPEC     gradient compressor, e.g. alq:bits=3, qsgd:bits=4, powersgd:rank=2,\n"
@@ -173,7 +184,11 @@ static void usage(FILE *f)
         "compute and exposed communication (time blocked waiting for gradients, parameters or the\n"
         "step's loss and norm), and the bytes this rank sent (estimated from the algorithms'\n"
         "traffic and the compression ratio). The run ends with the mean of that split.\n"
-        "TEMPO_TRACE=FILE.%%r.json records the timeline (tempo-trace merge joins the ranks).\n",
+        "With --pp, each step line ends with the bubble: the ranks' time waiting on their\n"
+        "neighbours over their compute time, next to the formula (P-1)/M (gpipe, 1f1b) or\n"
+        "(P-1)/(V M) (interleaved).\n"
+        "TEMPO_TRACE=FILE.%%r.json records the timeline (tempo-trace merge joins the ranks); with\n"
+        "--pp each micro-batch's forward and backward is a span (\"F mb3 chunk0\").\n",
         dist_backends());
 }
 
@@ -206,11 +221,11 @@ static void parse(int argc, char **argv, opts_t *o)
                   .steps = 200, .warmup = 20, .val_every = 25, .val_windows = 64, .sample = 200,
                   .lr = 1e-3, .min_lr_frac = 0.1, .wd = 0.1, .clip = 1.0, .beta1 = 0.9,
                   .beta2 = 0.95, .val_frac = 0.1, .seed = 1337, .ckpt_keep = 2,
-                  .tp = 1, .pp = 1};
+                  .tp = 1, .pp = 1, .pp_schedule = "1f1b", .micro = 0, .virt = 1};
     enum { O_DATA = 256, O_VALF, O_LAYERS, O_HEADS, O_CH, O_CTX, O_BATCH, O_ACCUM, O_STEPS, O_LR,
            O_WARM, O_MINLR, O_WD, O_B1, O_B2, O_CLIP, O_SEED, O_DP, O_ZERO, O_COMP, O_SCHED,
            O_BACK, O_VEVERY, O_VB, O_SAMPLE, O_OUT, O_DUMP, O_THR, O_QUIET, O_CKE, O_CKK,
-           O_RESUME, O_BUCKET, O_VW, O_OVER, O_TP, O_PP };
+           O_RESUME, O_BUCKET, O_VW, O_OVER, O_TP, O_PP, O_PPS, O_MICRO, O_VIRT };
     static const struct option lo[] = {
         {"data", 1, 0, O_DATA},       {"val-frac", 1, 0, O_VALF},   {"layers", 1, 0, O_LAYERS},
         {"heads", 1, 0, O_HEADS},     {"channels", 1, 0, O_CH},     {"context", 1, 0, O_CTX},
@@ -225,6 +240,7 @@ static void parse(int argc, char **argv, opts_t *o)
         {"ckpt-every", 1, 0, O_CKE},  {"ckpt-keep", 1, 0, O_CKK},   {"resume", 1, 0, O_RESUME},
         {"bucket-bytes", 1, 0, O_BUCKET}, {"val-windows", 1, 0, O_VW}, {"overwrite", 0, 0, O_OVER},
         {"version", 0, 0, 'V'},       {"tp", 1, 0, O_TP},           {"pp", 1, 0, O_PP},
+        {"pp-schedule", 1, 0, O_PPS}, {"micro", 1, 0, O_MICRO},     {"virtual", 1, 0, O_VIRT},
         {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -255,6 +271,9 @@ static void parse(int argc, char **argv, opts_t *o)
         case O_DP: o->dp = (int)parse_num("--dp", optarg, 1, 1 << 20); break;
         case O_TP: o->tp = (int)parse_num("--tp", optarg, 1, 1 << 20); break;
         case O_PP: o->pp = (int)parse_num("--pp", optarg, 1, 1 << 20); break;
+        case O_PPS: o->pp_schedule = optarg; break;
+        case O_MICRO: o->micro = (int)parse_num("--micro", optarg, 1, 1 << 20); break;
+        case O_VIRT: o->virt = (int)parse_num("--virtual", optarg, 1, 1 << 20); break;
         case O_ZERO: o->zero = (int)parse_num("--zero", optarg, 0, 2); break;
         case O_COMP: o->compress = optarg, o->compress_src = "--compress"; break;
         case O_SCHED: o->sched = optarg; break;
@@ -1112,16 +1131,133 @@ static int tp_max_cb(void *ctx, float *buf, size_t n)
     return d->tp_allreduce(d, buf, n, 1) ? gpt_fail("%s", d->error(d)) : 0;
 }
 
+/* Rank 0's refusal of a layout before any work: every rank leaves alike. */
+static void refuse(const char *why)
+{
+    if (*why) {
+        if (D->world_rank == 0) {
+            fprintf(stderr, "tempo-train: %s\n", why);
+        }
+        quit(2);
+    }
+}
+
+/* --pp P > 1: checks the pipeline layout before any work (every rank alike, rank 0 says why),
+ * builds the PP x DP x TP mesh and prints it with its groups. */
+static void setup_pipeline(opts_t *o, const gpt_config_t *cfg, pp_kind_t *kind_p)
+{
+    const int n = D->world_size, tp = o->tp, pp = o->pp;
+    char why[512] = "";
+    o->micro = o->micro ? o->micro : pp;
+    int dp = o->dp ? o->dp : n / (tp * pp);
+    if (gpt_config_check(cfg)) {
+        snprintf(why, sizeof why, "model: %s", gpt_last_error());
+    } else if (pp_kind_parse(o->pp_schedule, kind_p)) {
+        snprintf(why, sizeof why, "--pp-schedule %s: not gpipe, 1f1b or interleaved",
+                 o->pp_schedule);
+    } else if (n % (tp * pp) != 0 || dp * tp * pp != n) {
+        snprintf(why, sizeof why, "--dp %d x --tp %d x --pp %d must equal the job's %d ranks (run "
+                 "with tempo-run -n %d)", dp, tp, pp, n, (dp ? dp : 1) * tp * pp);
+    } else if (!D->pp_mesh) {
+        snprintf(why, sizeof why, "--pp %d: the %s backend has no pipeline parallelism (use "
+                 "--backend tempo)", pp, D->backend);
+    } else if (tp > 1) {
+        snprintf(why, sizeof why, "--pp %d with --tp %d: pipeline stages have no tensor "
+                 "parallelism yet (use --tp 1 with --pp)", pp, tp);
+    } else if (o->zero) {
+        snprintf(why, sizeof why, "--pp %d with --zero %d: not there yet (use --zero 0)", pp,
+                 o->zero);
+    } else if (o->accum_set && o->accum != 1) {
+        snprintf(why, sizeof why, "--pp %d: the pipeline's micro-batches are the accumulation: "
+                 "pass --micro %d instead of --accum %d", pp, o->accum, o->accum);
+    } else if (o->ckpt_every || o->resume) {
+        snprintf(why, sizeof why, "--pp %d: checkpoints are not there yet for pipelines (no "
+                 "--ckpt-every / --resume)", pp);
+    } else if (pp_layout_check(*kind_p, pp, o->micro, o->virt, cfg->n_layer)) {
+        snprintf(why, sizeof why, "--pp %d --pp-schedule %s --micro %d --virtual %d, %d layers: %s",
+                 pp, o->pp_schedule, o->micro, o->virt, cfg->n_layer, gpt_last_error());
+    }
+    refuse(why);
+    o->dp = dp;
+    o->accum = o->micro; /* the loader reads M micro-batches per step */
+    char err[256];
+    if (D->pp_mesh(D, tp, pp, err)) {
+        die("mesh: %s", err);
+    }
+    if (D->world_rank != (D->pp_rank * dp + D->rank) * tp + D->tp_rank || D->size != dp ||
+        D->pp_size != pp) {
+        die("mesh: job rank %d became pp rank %d of %d, dp rank %d of %d (expected %d x %d)",
+            D->world_rank, D->pp_rank, D->pp_size, D->rank, D->size, pp, dp);
+    }
+    if (D->world_rank == 0) {
+        printf("mesh: %d ranks = pp %d x dp %d x tp %d (TP fastest, then DP, then PP: job rank = "
+               "(pp rank x %d + dp rank) x %d + tp rank)\n", n, pp, dp, tp, dp, tp);
+        const int dt = dp * tp;
+        for (int k = 0; k < 3; k++) { /* PP lines (stride dt), DP groups, embedding pairs */
+            printf("  %s groups:", k == 0 ? "PP" : k == 1 ? "DP" : "embedding");
+            for (int g = 0; g < (k == 1 ? pp * tp : dt); g++) {
+                printf(" {");
+                for (int i = 0; i < (k == 0 ? pp : k == 1 ? dp : 2); i++) {
+                    int w = k == 0 ? g + i * dt
+                            : k == 1 ? (g / tp) * dt + g % tp + i * tp
+                                     : g + (i ? (pp - 1) * dt : 0);
+                    printf("%s%d", i ? "," : "", w);
+                }
+                printf("}");
+            }
+            printf("\n");
+        }
+        fflush(stdout);
+    }
+}
+
+/* --pp P > 1: the whole run on this rank's pipeline stages (trainer/pp_train.c). */
+static int run_pipeline(opts_t *o, const gpt_config_t *cfg, pp_kind_t kind)
+{
+    char err[512];
+    loader_t *ld = loader_open(o->data, DATA_BYTE_VOCAB, o->context, o->batch, D->rank, D->size,
+                               o->seed, o->val_frac, err);
+    if (!ld || loader_set_accum(ld, o->micro, err)) {
+        die("data: %s", err);
+    }
+    pp_train_opts_t po = {.kind = kind, .M = o->micro, .V = o->virt, .B = o->batch,
+                          .T = o->context, .steps = o->steps, .warmup = o->warmup, .lr = o->lr,
+                          .min_lr_frac = o->min_lr_frac, .wd = o->wd, .clip = o->clip,
+                          .beta1 = o->beta1, .beta2 = o->beta2, .seed = o->seed, .dump = o->dump,
+                          .quiet = o->quiet};
+    if (D->world_rank == 0) {
+        printf("tempo-train: %d rank(s), backend %s, pipeline parallel; model: %d layers, %d "
+               "heads, %d channels, context %d: %zu parameters\n", D->world_size, D->backend,
+               o->layers, o->heads, o->channels, o->context, gpt_num_params(cfg));
+        printf("global batch: %d sequences per step (--batch %d x %d DP ranks x --micro %d)\n",
+               o->batch * D->size * o->micro, o->batch, D->size, o->micro);
+        if (!o->dump && (o->val_every || o->sample)) {
+            printf("note: no validation or sample with --pp yet\n");
+        }
+        if (!o->dump) {
+            po.csv = open_csv(o, 0);
+        }
+    }
+    int rc = pp_train_run(D, cfg, ld, &po, err);
+    if (rc) {
+        die("%s", err);
+    }
+    if (po.csv) {
+        fclose(po.csv);
+    }
+    loader_close(ld);
+    rc = dist_close(D) ? 1 : 0;
+    D = NULL;
+    return rc;
+}
+
 /* Checks the layout (--dp x --tp x --pp = the job's ranks, the model divisible by --tp) before any
  * work, every rank alike (rank 0 says why), then builds the DP x TP mesh and prints it. */
 static void setup_mesh(opts_t *o, const gpt_config_t *cfg)
 {
     const int n = D->world_size, tp = o->tp;
     char why[512] = "";
-    if (o->pp != 1) {
-        snprintf(why, sizeof why, "--pp %d: pipeline parallelism is not there yet (only --pp 1)",
-                 o->pp);
-    } else if (gpt_config_check(cfg)) {
+    if (gpt_config_check(cfg)) {
         snprintf(why, sizeof why, "model: %s", gpt_last_error());
     } else if (n % tp != 0 || (o->dp && o->dp * tp != n)) {
         snprintf(why, sizeof why, "--dp %d x --tp %d must equal the job's %d ranks (run with "
@@ -1136,12 +1272,7 @@ static void setup_mesh(opts_t *o, const gpt_config_t *cfg)
         snprintf(why, sizeof why, "--tp %d with --zero %d: checkpoints are not there yet for "
                  "this layout (use --zero 0, or no --ckpt-every / --resume)", tp, o->zero);
     }
-    if (*why) {
-        if (D->world_rank == 0) {
-            fprintf(stderr, "tempo-train: %s\n", why);
-        }
-        quit(2);
-    }
+    refuse(why);
     o->dp = n / tp;
     if (tp == 1) {
         return;
@@ -1184,7 +1315,12 @@ int main(int argc, char **argv)
     }
     gpt_config_t cfg = {.max_seq_len = o.context, .vocab_size = DATA_BYTE_VOCAB,
                         .n_layer = o.layers, .n_head = o.heads, .channels = o.channels};
-    setup_mesh(&o, &cfg);
+    pp_kind_t pp_kind = PP_1F1B;
+    if (o.pp > 1) {
+        setup_pipeline(&o, &cfg, &pp_kind);
+    } else {
+        setup_mesh(&o, &cfg);
+    }
 #ifdef _OPENMP
     int threads = o.threads;
     if (!threads) {
@@ -1200,6 +1336,9 @@ int main(int argc, char **argv)
         char path[4096];
         resume_path(&o, path);
         keep_global_batch(&o, path);
+    }
+    if (o.pp > 1) {
+        return run_pipeline(&o, &cfg, pp_kind);
     }
     gpt_model_t *m;
     gpt_tp_t tp = {.rank = D->tp_rank, .size = D->tp_size, .allreduce_sum = tp_sum_cb,
