@@ -21,8 +21,12 @@
  * the first and last stage hold the same wte (same summed gradient). Every rank calls the same
  * collectives in the same order.
  *
- * Not here (refused by train.c): tensor parallelism inside a stage, ZeRO 1/2, checkpoints,
- * validation and sampling (they need a pipelined forward of their own).
+ * Checkpoints hold the single-rank layout: parameters and AdamW moments are gathered into it on
+ * every rank (each chunk places its tensors, a sum over the line fills the rest; wte comes from
+ * the first stage) and job rank 0 writes them as a one-rank run would; a load slices them back.
+ *
+ * Not here (refused by train.c): tensor parallelism inside a stage, ZeRO 1/2, validation and
+ * sampling (they need a pipelined forward of their own).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -140,28 +144,45 @@ static double chunk_sumsq(const pp_run_t *r, int v)
     return sq;
 }
 
-/* The whole model's gradient in the single-rank layout on every rank of the line: each chunk
- * places its tensors (wte from the first stage), and a sum over the line fills the rest. */
-static float *full_grads(pp_run_t *r)
+/* Buffer k (0 parameters, 1 gradients, 2 and 3 the AdamW moments) of chunk v. */
+static float *chunk_buf(const pp_run_t *r, int v, int k)
+{
+    const gpt_model_t *m = gpt_stage_model(r->st[v]);
+    return k == 0 ? m->params : k == 1 ? m->grads : k == 2 ? r->m1[v] : r->m2[v];
+}
+
+/* Between buffer k of the chunks and the single-rank layout (full, full_params floats): to_full
+ * places each chunk's tensors (wte from the first stage only), else copies them out of full. */
+static void chunks_full(const pp_run_t *r, int k, float *full, int to_full)
+{
+    for (int v = 0; v < r->V; v++) {
+        const gpt_model_t *m = gpt_stage_model(r->st[v]);
+        float *b = chunk_buf(r, v, k);
+        for (int i = 0; i < m->num_tensors; i++) {
+            const gpt_tensor_t *t = &m->tensors[i];
+            if (t->size && to_full && (i != 0 || gpt_stage_is_first(r->st[v]))) {
+                memcpy(full + t->full_offset, b + t->offset, t->size * sizeof(float));
+            } else if (t->size && !to_full) {
+                memcpy(b + t->offset, full + t->full_offset, t->size * sizeof(float));
+            }
+        }
+    }
+}
+
+/* Buffer k of the whole model in the single-rank layout on every rank of the line (a sum over the
+ * line of each rank's placed tensors, zeros elsewhere: exact). */
+static float *gather_full(pp_run_t *r, int k)
 {
     size_t n = gpt_stage_model(r->st[0])->full_params;
     float *full = calloc(n, sizeof(float));
     if (!full) {
-        snprintf(r->err, 512, "out of memory gathering the gradient");
+        snprintf(r->err, 512, "out of memory gathering the stages");
         return NULL;
     }
-    for (int v = 0; v < r->V; v++) {
-        const gpt_model_t *m = gpt_stage_model(r->st[v]);
-        for (int i = 0; i < m->num_tensors; i++) {
-            const gpt_tensor_t *t = &m->tensors[i];
-            if (t->size && (i != 0 || gpt_stage_is_first(r->st[v]))) {
-                memcpy(full + t->full_offset, m->grads + t->offset, t->size * sizeof(float));
-            }
-        }
-    }
+    chunks_full(r, k, full, 1);
     if (r->d->pp_allreduce(r->d, DIST_PP_LINE, full, n, 0)) {
         free(full);
-        fail_dist(r, "gathering the gradient");
+        fail_dist(r, "gathering the stages");
         return NULL;
     }
     return full;
@@ -169,7 +190,7 @@ static float *full_grads(pp_run_t *r)
 
 static int dump(pp_run_t *r, double loss)
 {
-    float *g = full_grads(r);
+    float *g = gather_full(r, 1);
     if (!g) {
         return -1;
     }
@@ -222,6 +243,108 @@ static int sync_grads(pp_run_t *r, double *loss_p, double *norm_p)
     *loss_p = red[0] / ((double)r->M * d->size);
     *norm_p = sqrt(red[1]);
     return 0;
+}
+
+static ckpt_meta_t pp_meta(const pp_run_t *r, const gpt_config_t *cfg)
+{
+    ckpt_meta_t mt;
+    memset(&mt, 0, sizeof mt);
+    mt.n_layer = cfg->n_layer;
+    mt.n_head = cfg->n_head;
+    mt.channels = cfg->channels;
+    mt.max_seq_len = cfg->max_seq_len;
+    mt.vocab_size = cfg->vocab_size;
+    mt.num_params = gpt_stage_model(r->st[0])->full_params;
+    mt.dp = r->d->size;
+    mt.batch = r->o->B;
+    mt.accum = r->M;
+    return mt;
+}
+
+/* ckpt_save's agreement: whether any rank of the job failed. */
+static int agree_cb(void *arg, int *failed)
+{
+    pp_run_t *r = arg;
+    double x = *failed != 0;
+    if (r->d->pp_allreduce(r->d, DIST_PP_LINE, &x, 1, 1) ||
+        r->d->pp_allreduce(r->d, DIST_PP_DP, &x, 1, 1)) {
+        return -1;
+    }
+    *failed = x > 0;
+    return 0;
+}
+
+/* Saves after step: 0, 1 if the save failed (a warning; older checkpoints stay), -1 on a failed
+ * collective. */
+static int save(pp_run_t *r, const gpt_config_t *cfg, loader_t *ld, int step)
+{
+    float *full[3] = {NULL, NULL, NULL};
+    for (int k = 0; k < 3; k++) {
+        if (!(full[k] = gather_full(r, k ? k + 1 : 0))) {
+            free(full[0]), free(full[1]);
+            return -1;
+        }
+    }
+    ckpt_meta_t mt = pp_meta(r, cfg);
+    mt.step = step;
+    loader_get_state(ld, &mt.loader);
+    ckpt_range_t all = {0, mt.num_params};
+    char cerr[CKPT_ERR_LEN];
+    const int w = r->d->world_rank;
+    int rc = ckpt_save(r->o->ckpt_dir, &mt, full[0], &all, w == 0, full[1], full[2],
+                       r->o->ckpt_keep, w, agree_cb, r, cerr);
+    for (int k = 0; k < 3; k++) {
+        free(full[k]);
+    }
+    if (rc == CKPT_FAILED_HERE) {
+        fprintf(stderr, "tempo-train: rank %d: %s\n", w, cerr);
+    }
+    if (rc && w == 0) {
+        fprintf(stderr, "tempo-train: warning: checkpoint %s/step_%08d failed (above); older "
+                "checkpoints are untouched\n", r->o->ckpt_dir, step);
+    } else if (w == 0) {
+        printf("checkpoint: %s/step_%08d\n", r->o->ckpt_dir, step);
+        fflush(stdout);
+    }
+    return rc ? 1 : 0;
+}
+
+/* Loads o->resume into the chunks, their AdamW moments and the loader; the step to start from,
+ * or -1. */
+static int load(pp_run_t *r, const gpt_config_t *cfg, loader_t *ld)
+{
+    ckpt_meta_t want = pp_meta(r, cfg), got;
+    ckpt_range_t all = {0, want.num_params};
+    float *full[3] = {NULL, NULL, NULL};
+    int rc = -1;
+    for (int k = 0; k < 3; k++) {
+        if (!(full[k] = malloc(want.num_params * sizeof(float)))) {
+            snprintf(r->err, 512, "out of memory loading %s", r->o->resume);
+            goto out;
+        }
+    }
+    char cerr[CKPT_ERR_LEN], lerr[DATA_ERR_LEN];
+    if (ckpt_load(r->o->resume, &want, &got, full[0], &all, 1, full[1], full[2], cerr)) {
+        snprintf(r->err, 512, "--resume: %s; nothing was loaded", cerr);
+        goto out;
+    }
+    if (loader_set_state(ld, &got.loader, lerr)) {
+        snprintf(r->err, 512, "--resume %s: data position: %s", r->o->resume, lerr);
+        goto out;
+    }
+    for (int k = 0; k < 3; k++) {
+        chunks_full(r, k ? k + 1 : 0, full[k], 0);
+    }
+    if (r->d->world_rank == 0) {
+        printf("resumed from %s: step %lld (saved at dp %d, ZeRO %d)\n", r->o->resume,
+               (long long)got.step, got.dp, got.zero);
+    }
+    rc = (int)got.step;
+out:
+    for (int k = 0; k < 3; k++) {
+        free(full[k]);
+    }
+    return rc;
 }
 
 static int setup(pp_run_t *r, const gpt_config_t *cfg)
@@ -302,7 +425,10 @@ int pp_train_run(dist_t *d, const gpt_config_t *cfg, loader_t *ld, const pp_trai
 {
     pp_run_t r = {.d = d, .o = o, .P = d->pp_size, .V = o->V, .M = o->M, .err = err};
     pp_ops_t ops = {.ctx = &r, .compute = cb_compute, .post = cb_post, .wait = cb_wait};
-    int rc = setup(&r, cfg);
+    int rc = setup(&r, cfg), start = 0, ckpt_failed = 0;
+    if (!rc && o->resume && (start = load(&r, cfg, ld)) < 0) {
+        rc = -1;
+    }
     adamw_cfg_t ac = {.beta1 = (float)o->beta1, .beta2 = (float)o->beta2, .eps = 1e-8f,
                       .weight_decay = (float)o->wd};
     const size_t BT = (size_t)o->B * (size_t)o->T;
@@ -314,7 +440,7 @@ int pp_train_run(dist_t *d, const gpt_config_t *cfg, loader_t *ld, const pp_trai
         print_stages(&r, cfg);
         fflush(stdout);
     }
-    for (int s = 0; s < o->steps && !rc; s++) {
+    for (int s = start; s < o->steps && !rc; s++) {
         double t0 = now_s(), loss, norm;
         for (int k = 0; k < r.M; k++) {
             loader_next_train(ld, r.x + (size_t)k * BT, r.y + (size_t)k * BT);
@@ -349,7 +475,7 @@ int pp_train_run(dist_t *d, const gpt_config_t *cfg, loader_t *ld, const pp_trai
             rc = fail_dist(&r, "timers");
         }
         const double step_s = tm[0] / (r.P * d->size), bubble = tm[1] / (r.P * d->size);
-        if (s > 0) {
+        if (s > start) {
             sum_bubble += bubble;
             nsum++;
         }
@@ -367,12 +493,16 @@ int pp_train_run(dist_t *d, const gpt_config_t *cfg, loader_t *ld, const pp_trai
                 fflush(o->csv);
             }
         }
+        if (!rc && o->ckpt_every > 0 && ((s + 1) % o->ckpt_every == 0 || s + 1 == o->steps)) {
+            ckpt_failed = save(&r, cfg, ld, s + 1);
+            rc = ckpt_failed < 0 ? -1 : 0;
+        }
     }
     if (!rc && nsum && d->world_rank == 0) {
-        printf("bubble, mean of steps 2-%d: %.3f measured, %.3f formula (%s, P %d, M %d, V %d)\n",
-               o->steps, sum_bubble / nsum, formula,
+        printf("bubble, mean of steps %d-%d: %.3f measured, %.3f formula (%s, P %d, M %d, V %d)\n",
+               start + 2, o->steps, sum_bubble / nsum, formula,
                o->kind == PP_INTERLEAVED ? "(P-1)/(V M)" : "(P-1)/M", r.P, r.M, r.V);
     }
     teardown(&r);
-    return rc;
+    return rc ? rc : ckpt_failed;
 }

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "trainer/ckpt.h"
 #include "trainer/data.h"
 #include "trainer/dist.h"
 #include "trainer/model.h"
@@ -28,12 +29,17 @@ typedef struct {
     const char *dump;  /* write step 0's loss and full gradient here and stop (tests), or NULL */
     int quiet;
     FILE *csv;         /* job rank 0: loss.csv rows (step,loss,,lr,tokens_per_s,step_ms,...) */
+    const char *ckpt_dir; /* checkpoints: every ckpt_every steps and after the last (0: never) */
+    int ckpt_every, ckpt_keep;
+    const char *resume;   /* a checkpoint to start from (any layout's), or NULL */
 } pp_train_opts_t;
 
 /*
- * Trains cfg's model over d's PP x DP mesh for o->steps steps from step 0, job rank 0 printing
- * each step (loss, norm, tokens/s, the measured bubble next to the formula). 0, or -1 with the
- * reason in err (512 bytes); a failure of a collective is fatal (the caller aborts the job).
+ * Trains cfg's model over d's PP x DP mesh up to step o->steps (from o->resume's step, or 0), job
+ * rank 0 printing each step (loss, norm, tokens/s, the measured bubble next to the formula).
+ * Checkpoints hold the single-rank layout (the stages gathered on save, sliced on load), so they
+ * load at any --pp and --dp. 0; 1 if the last checkpoint failed to save (a warning names why);
+ * or -1 with the reason in err (512 bytes): the caller aborts the job.
  */
 int pp_train_run(dist_t *d, const gpt_config_t *cfg, loader_t *ld, const pp_train_opts_t *o,
                  char *err);

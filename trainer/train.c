@@ -130,7 +130,8 @@ static void usage(FILE *f)
         "  --pp P              pipeline-parallel stages [1]: --dp x --tp x --pp = the job size,\n"
         "                      rank order TP fastest, then DP, then PP (a stage's ranks are\n"
         "                      consecutive); the layers must divide by P x --virtual; with\n"
-        "                      --tp 1 and --zero 0, no checkpoints, validation or sample yet\n"
+        "                      --tp 1 and --zero 0, no validation or sample yet; checkpoints\n"
+        "                      hold the single-rank layout (load at any --pp)\n"
         "  --pp-schedule S     gpipe, 1f1b or interleaved [1f1b]\n"
         "  --micro M           micro-batches of --batch sequences per step and DP rank [P]\n"
         "                      (replaces --accum: the step's loss is their mean); 1f1b needs\n"
@@ -326,12 +327,15 @@ static void quit(int rc)
     exit(rc);
 }
 
-/* Sums of x[0, n) over the whole job: the DP dimension, then the TP group. */
+/* Sums of x[0, n) over the whole job: the DP dimension, then the TP group, then the pipeline. */
 static void world_sum(double *x, int n, const char *what)
 {
     DIST_CHECK(D->sum_f64(D, x, n), what);
     if (D->tp_size > 1) {
         DIST_CHECK(D->tp_sum_f64(D, x, n), what);
+    }
+    if (D->pp_size > 1) {
+        DIST_CHECK(D->pp_allreduce(D, DIST_PP_LINE, x, (size_t)n, 1), what);
     }
 }
 
@@ -1170,9 +1174,6 @@ static void setup_pipeline(opts_t *o, const gpt_config_t *cfg, pp_kind_t *kind_p
     } else if (o->accum_set && o->accum != 1) {
         snprintf(why, sizeof why, "--pp %d: the pipeline's micro-batches are the accumulation: "
                  "pass --micro %d instead of --accum %d", pp, o->accum, o->accum);
-    } else if (o->ckpt_every || o->resume) {
-        snprintf(why, sizeof why, "--pp %d: checkpoints are not there yet for pipelines (no "
-                 "--ckpt-every / --resume)", pp);
     } else if (pp_layout_check(*kind_p, pp, o->micro, o->virt, cfg->n_layer)) {
         snprintf(why, sizeof why, "--pp %d --pp-schedule %s --micro %d --virtual %d, %d layers: %s",
                  pp, o->pp_schedule, o->micro, o->virt, cfg->n_layer, gpt_last_error());
@@ -1180,6 +1181,7 @@ static void setup_pipeline(opts_t *o, const gpt_config_t *cfg, pp_kind_t *kind_p
     refuse(why);
     o->dp = dp;
     o->accum = o->micro; /* the loader reads M micro-batches per step */
+    o->accum_set = 1;    /* a resume keeps M and derives --batch (keep_global_batch) */
     char err[256];
     if (D->pp_mesh(D, tp, pp, err)) {
         die("mesh: %s", err);
@@ -1220,7 +1222,19 @@ static int run_pipeline(opts_t *o, const gpt_config_t *cfg, pp_kind_t kind)
     if (!ld || loader_set_accum(ld, o->micro, err)) {
         die("data: %s", err);
     }
-    pp_train_opts_t po = {.kind = kind, .M = o->micro, .V = o->virt, .B = o->batch,
+    char ckdir[4096], resume[4096];
+    snprintf(ckdir, sizeof ckdir, "%s/ckpt", o->out);
+    int start = 0;
+    if (o->resume) {
+        ckpt_meta_t mt;
+        resume_path(o, resume);
+        if (ckpt_peek(resume, &mt, err)) { /* keep_global_batch read it already */
+            die("--resume: %s", err);
+        }
+        start = (int)mt.step;
+    }
+    pp_train_opts_t po = {.ckpt_dir = ckdir, .ckpt_every = o->ckpt_every, .ckpt_keep = o->ckpt_keep,
+                          .resume = o->resume ? resume : NULL, .kind = kind, .M = o->micro, .V = o->virt, .B = o->batch,
                           .T = o->context, .steps = o->steps, .warmup = o->warmup, .lr = o->lr,
                           .min_lr_frac = o->min_lr_frac, .wd = o->wd, .clip = o->clip,
                           .beta1 = o->beta1, .beta2 = o->beta2, .seed = o->seed, .dump = o->dump,
@@ -1234,19 +1248,20 @@ static int run_pipeline(opts_t *o, const gpt_config_t *cfg, pp_kind_t kind)
         if (!o->dump && (o->val_every || o->sample)) {
             printf("note: no validation or sample with --pp yet\n");
         }
-        if (!o->dump) {
-            po.csv = open_csv(o, 0);
+        if (!o->dump && start < o->steps) {
+            po.csv = open_csv(o, start);
         }
     }
     int rc = pp_train_run(D, cfg, ld, &po, err);
-    if (rc) {
+    if (rc < 0) {
         die("%s", err);
     }
     if (po.csv) {
         fclose(po.csv);
     }
     loader_close(ld);
-    rc = dist_close(D) ? 1 : 0;
+    int last_save_failed = rc && D->world_rank == 0; /* rank 0 alone fails the run for it */
+    rc = dist_close(D) || last_save_failed ? 1 : 0;
     D = NULL;
     return rc;
 }

@@ -13,7 +13,10 @@
 #      next to the formula (P-1)/M or (P-1)/(V M) (only the formula's value is asserted: the
 #      measurement is a timing);
 #   3. impossible layouts are refused before any work, saying why: layers not divisible by P x V,
-#      1f1b with M < P, an unknown schedule, --tp with --pp, --zero 1 with --pp, checkpoints.
+#      1f1b with M < P, an unknown schedule, --tp with --pp, --zero 1 with --pp; and a new run
+#      into another run's --out;
+#   4. checkpoints hold the single-rank layout: written at PP=2, resumed at one rank, and written
+#      at one rank, resumed at DP=2 x PP=2, with the uninterrupted losses within 1e-5.
 # Model: 4 layers, 4 heads, 32 channels, context 32, 8 sequences per global batch.
 # Knobs: TRAINER_KEEP=1 keeps the temporary directory, TRAINER_TIMEOUT the hang guard per launch.
 
@@ -52,7 +55,7 @@ track() {
     [ "$_w" != missing ] || tail -n 3 "$2.log" | sed 's/^/#   /'
 }
 
-echo "1..21"
+echo "1..23"
 
 # 1. step 0 against one rank: --batch 2 --accum 4 (M = 4), --batch 4 --accum 2 (DP=2 x M = 2)
 run 1 "$tmp/r4" --batch 2 --accum 4 --dump "$tmp/r4.bin"
@@ -121,5 +124,27 @@ refused 4 "1f1b needs" "--pp 4 --micro 2 with 1f1b" --pp 4 --micro 2
 refused 2 "not gpipe, 1f1b or interleaved" "--pp-schedule zigzag" --pp 2 --pp-schedule zigzag
 refused 4 "pipeline stages have no tensor parallelism" "--pp 2 --tp 2" --pp 2 --tp 2
 refused 2 "--zero 1: not there yet" "--pp 2 --zero 1" --pp 2 --zero 1
-refused 2 "checkpoints are not there yet for pipelines" "--pp 2 --ckpt-every 5" --pp 2 \
-    --ckpt-every 5
+mkdir "$tmp/used" && echo "step,loss" >"$tmp/used/loss.csv"
+"$TR" -n 2 --timeout "$guard" "$TT" $MODEL --pp 2 --out "$tmp/used" >"$tmp/used.log" 2>&1
+[ $? != 0 ] && grep -q "holds another run's results" "$tmp/used.log" && ! grep -q "step " "$tmp/used.log"
+point $? "a new --pp 2 run into another run's --out is refused"
+
+# 4. checkpoints hold the single-rank layout
+# resumed A B LABEL: steps 6-10 of the resumed run B equal the uninterrupted run A's within 1e-5
+resumed() {
+    tail -n 5 "$1/loss.csv" | cut -d, -f2 >"$tmp/want"
+    tail -n +2 "$2/loss.csv" | cut -d, -f2 >"$tmp/got"
+    _w=$(paste -d' ' "$tmp/want" "$tmp/got" | awk '{e = ($1 - $2) / $1; if (e < 0) e = -e;
+        if (e > w) w = e} END {if (NR != 5 || $2 == "") print "missing"; else printf "%.3g", w}')
+    awk -v w="$_w" 'BEGIN {exit !(w != "missing" && w + 0 <= 1e-5)}'
+    point $? "$3: steps 6-10 within 1e-5 of the uninterrupted run (worst $_w)"
+    [ "$_w" != missing ] || tail -n 3 "$2.log" | sed 's/^/#   /'
+}
+run 2 "$tmp/c" --batch 2 --pp 2 --micro 4 --steps 10 --ckpt-every 5 --quiet
+mkdir "$tmp/c1" && cp -r "$tmp/c/ckpt" "$tmp/c1/" &&
+    run 1 "$tmp/c1" --steps 10 --resume "$tmp/c1/ckpt/step_00000005" --quiet
+resumed "$tmp/c" "$tmp/c1" "written at PP=2, resumed at one rank"
+run 1 "$tmp/e" --batch 2 --accum 4 --steps 10 --ckpt-every 5 --quiet
+mkdir "$tmp/e1" && cp -r "$tmp/e/ckpt" "$tmp/e1/" &&
+    run 4 "$tmp/e1" --pp 2 --dp 2 --micro 4 --steps 10 --resume "$tmp/e1/ckpt/step_00000005"
+resumed "$tmp/e" "$tmp/e1" "written at one rank, resumed at DP=2 x PP=2"
