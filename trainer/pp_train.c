@@ -41,13 +41,13 @@ typedef struct {
     const pp_train_opts_t *o;
     pp_schedule_t s;
     int P, V, M;
-    size_t msg;           /* floats of one message: B T C */
-    gpt_stage_t **st;     /* (V) */
-    float **m1, **m2;     /* (V) AdamW moments of each chunk */
-    float *bufs;          /* (M V 4 msg): message (mb, chunk, grad, send) at buf_of */
-    void **req;           /* (M V 4) posted requests */
-    int *x, *y;           /* (M, B T) the step's inputs and targets */
-    double loss_sum;      /* the last stage's sum of micro-batch losses this step */
+    size_t msg;       /* floats of one message: B T C */
+    gpt_stage_t **st; /* (V) */
+    float **m1, **m2; /* (V) AdamW moments of each chunk */
+    float *bufs;      /* (M V 4 msg): message (mb, chunk, grad, send) at buf_of */
+    void **req;       /* (M V 4) posted requests */
+    int *x, *y;       /* (M, B T) the step's inputs and targets */
+    double loss_sum;  /* the last stage's sum of micro-batch losses this step */
     char *err;
 } pp_run_t;
 
@@ -300,8 +300,10 @@ static int save(pp_run_t *r, const gpt_config_t *cfg, loader_t *ld, int step)
         fprintf(stderr, "tempo-train: rank %d: %s\n", w, cerr);
     }
     if (rc && w == 0) {
-        fprintf(stderr, "tempo-train: warning: checkpoint %s/step_%08d failed (above); older "
-                "checkpoints are untouched\n", r->o->ckpt_dir, step);
+        fprintf(stderr,
+                "tempo-train: warning: checkpoint %s/step_%08d failed (above); older "
+                "checkpoints are untouched\n",
+                r->o->ckpt_dir, step);
     } else if (w == 0) {
         printf("checkpoint: %s/step_%08d\n", r->o->ckpt_dir, step);
         fflush(stdout);
@@ -429,7 +431,9 @@ int pp_train_run(dist_t *d, const gpt_config_t *cfg, loader_t *ld, const pp_trai
     if (!rc && o->resume && (start = load(&r, cfg, ld)) < 0) {
         rc = -1;
     }
-    adamw_cfg_t ac = {.beta1 = (float)o->beta1, .beta2 = (float)o->beta2, .eps = 1e-8f,
+    adamw_cfg_t ac = {.beta1 = (float)o->beta1,
+                      .beta2 = (float)o->beta2,
+                      .eps = 1e-8f,
                       .weight_decay = (float)o->wd};
     const size_t BT = (size_t)o->B * (size_t)o->T;
     const double tokens_step = (double)BT * o->M * d->size;
@@ -460,8 +464,8 @@ int pp_train_run(dist_t *d, const gpt_config_t *cfg, loader_t *ld, const pp_trai
             break;
         }
         float scale = clip_scale(norm, (float)o->clip);
-        float lr = lr_schedule(s, o->warmup, o->steps, (float)o->lr,
-                               (float)(o->lr * o->min_lr_frac));
+        float lr =
+            lr_schedule(s, o->warmup, o->steps, (float)o->lr, (float)(o->lr * o->min_lr_frac));
         for (int v = 0; v < r.V; v++) {
             const gpt_model_t *m = gpt_stage_model(r.st[v]);
             if (adamw_step(m, m->params, m->grads, r.m1[v], r.m2[v], 0, m->num_params, s + 1, &ac,

@@ -26,12 +26,12 @@ typedef struct {
     int steps, warmup; /* optimizer steps, linear warm-up steps */
     double lr, min_lr_frac, wd, clip, beta1, beta2;
     uint64_t seed;
-    const char *dump;  /* write step 0's loss and full gradient here and stop (tests), or NULL */
+    const char *dump; /* write step 0's loss and full gradient here and stop (tests), or NULL */
     int quiet;
-    FILE *csv;         /* job rank 0: loss.csv rows (step,loss,,lr,tokens_per_s,step_ms,...) */
+    FILE *csv;            /* job rank 0: loss.csv rows (step,loss,,lr,tokens_per_s,step_ms,...) */
     const char *ckpt_dir; /* checkpoints: every ckpt_every steps and after the last (0: never) */
     int ckpt_every, ckpt_keep;
-    const char *resume;   /* a checkpoint to start from (any layout's), or NULL */
+    const char *resume; /* a checkpoint to start from (any layout's), or NULL */
 } pp_train_opts_t;
 
 /*

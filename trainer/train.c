@@ -6,6 +6,9 @@
  * DP x TP mesh: everything below then runs over the DP dimension on this rank's shards, the
  * gradient norm adds the TP shards' parts, and dumps and checkpoints gather the shards into the
  * single-rank layout.
+ * --pp P runs the whole training on a PP x DP mesh in trainer/pp_train.c instead (run_pipeline:
+ * each rank's pipeline stages under a gpipe, 1f1b or interleaved schedule); this file checks the
+ * layout, builds the mesh and prints it.
  *
  * One step = --accum micro-batches of --batch sequences per rank, then one AdamW update:
  *   ZeRO 0  gradients accumulate locally; on the last micro-batch backward hands each finished layer
@@ -98,7 +101,8 @@ static void usage(FILE *f)
     fprintf(f,
         "usage: tempo-run -n N tempo-train [options]    (or tempo-train alone for one rank)\n"
         "       mpirun -n N tempo-train --backend mpi [options]\n"
-        "Trains a GPT-2-style model on the CPU, data (and tensor) parallel over the job's N ranks.\n"
+        "Trains a GPT-2-style model on the CPU, data, tensor and pipeline parallel over the job's\n"
+        "N ranks.\n"
         "\n"
         "Data\n"
         "  --data PATH         text file, directory of text files, or llm.c .bin shards (glob)\n"
@@ -120,8 +124,8 @@ static void usage(FILE *f)
         "                      priority order of --sched pays off)\n"
         "  --seed N            weights and data order [1337]\n"
         "Parallelism and communication\n"
-        "  --dp N              data-parallel ranks: --dp x --tp must equal the job size\n"
-        "                      [job size / --tp]\n"
+        "  --dp N              data-parallel ranks: --dp x --tp x --pp must equal the job size\n"
+        "                      [job size / (--tp x --pp)]\n"
         "  --tp T              tensor-parallel ranks (Megatron: attention by heads, MLP by\n"
         "                      columns/rows, embedding and cross-entropy by vocabulary) [1]; rank\n"
         "                      order is TP fastest (a TP group is T consecutive ranks); heads, 4C\n"
