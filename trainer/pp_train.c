@@ -25,8 +25,7 @@
  * every rank (each chunk places its tensors, a sum over the line fills the rest; wte comes from
  * the first stage) and job rank 0 writes them as a one-rank run would; a load slices them back.
  *
- * Not here (refused by train.c): tensor parallelism inside a stage, ZeRO 1/2, validation and
- * sampling (they need a pipelined forward of their own).
+ * Not here (refused by train.c): tensor parallelism inside a stage, ZeRO 1/2, sampling.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -245,6 +244,55 @@ static int sync_grads(pp_run_t *r, double *loss_p, double *norm_p)
     return 0;
 }
 
+/*
+ * The validation loss: the mean over the first val_windows windows of the validation split, the
+ * same windows as one rank's (train.c's evaluate). DP rank q takes windows [nv q/D, nv (q+1)/D),
+ * one at a time through stages 0..PV-1 in turn (each rank runs its chunks' forwards, receiving and
+ * sending the activations blocking); the last stage's sums meet in one float64 sum.
+ */
+static int evaluate(pp_run_t *r, loader_t *ld, double *val_p)
+{
+    dist_t *d = r->d;
+    const int S = r->P * r->V, T = r->o->T;
+    const size_t n = (size_t)T * (size_t)gpt_stage_model(r->st[0])->cfg.channels;
+    size_t nv = loader_val_windows(ld);
+    nv = nv < (size_t)r->o->val_windows ? nv : (size_t)r->o->val_windows;
+    float *x = r->bufs, *y = r->bufs + r->msg; /* message buffers are B T C >= T C */
+    double sum = 0;
+    for (size_t w = nv * (size_t)d->rank / (size_t)d->size;
+         w < nv * (size_t)(d->rank + 1) / (size_t)d->size; w++) {
+        loader_val_window(ld, w, r->x, r->y);
+        for (int st = d->pp_rank; st < S; st += r->P) {
+            gpt_stage_t *g = r->st[st / r->P];
+            const int first = st == 0, last = st == S - 1;
+            void *req = NULL;
+            float loss = 0;
+            if (!first &&
+                (d->pp_post(d, x, n, (st - 1) % r->P, pp_tag(r->P, r->V, st - 1, 0, 0), 0, &req) ||
+                 d->pp_wait(d, &req))) {
+                return fail_dist(r, "validation");
+            }
+            if (gpt_stage_forward(g, 0, first ? r->x : NULL, first ? NULL : x, last ? r->y : NULL,
+                                  1, T, last ? NULL : y, last ? &loss : NULL) ||
+                gpt_stage_release(g, 0)) {
+                return fail_model(r, "validation");
+            }
+            sum += loss;
+            if (!last &&
+                (d->pp_post(d, y, n, (st + 1) % r->P, pp_tag(r->P, r->V, st, 0, 0), 1, &req) ||
+                 d->pp_wait(d, &req))) {
+                return fail_dist(r, "validation");
+            }
+        }
+    }
+    if (d->pp_allreduce(d, DIST_PP_LINE, &sum, 1, 1) ||
+        d->pp_allreduce(d, DIST_PP_DP, &sum, 1, 1)) {
+        return fail_dist(r, "validation loss");
+    }
+    *val_p = nv > 0 ? sum / (double)nv : NAN;
+    return 0;
+}
+
 static ckpt_meta_t pp_meta(const pp_run_t *r, const gpt_config_t *cfg)
 {
     ckpt_meta_t mt;
@@ -444,6 +492,13 @@ int pp_train_run(dist_t *d, const gpt_config_t *cfg, loader_t *ld, const pp_trai
         print_stages(&r, cfg);
         fflush(stdout);
     }
+    double first_val = NAN, val = NAN;
+    if (!rc && o->val_every > 0 && !o->dump) {
+        rc = evaluate(&r, ld, &first_val);
+        if (!rc && d->world_rank == 0) {
+            printf("step %4d | val loss %.4f\n", start, first_val);
+        }
+    }
     for (int s = start; s < o->steps && !rc; s++) {
         double t0 = now_s(), loss, norm;
         for (int k = 0; k < r.M; k++) {
@@ -479,6 +534,11 @@ int pp_train_run(dist_t *d, const gpt_config_t *cfg, loader_t *ld, const pp_trai
             rc = fail_dist(&r, "timers");
         }
         const double step_s = tm[0] / (r.P * d->size), bubble = tm[1] / (r.P * d->size);
+        const int last = s + 1 == o->steps;
+        val = NAN;
+        if (!rc && o->val_every > 0 && ((s + 1) % o->val_every == 0 || last)) {
+            rc = evaluate(&r, ld, &val);
+        }
         if (s > start) {
             sum_bubble += bubble;
             nsum++;
@@ -486,14 +546,22 @@ int pp_train_run(dist_t *d, const gpt_config_t *cfg, loader_t *ld, const pp_trai
         if (!rc && d->world_rank == 0) {
             if (!o->quiet) {
                 printf("step %4d/%d | loss %.4f | lr %.2e | norm %.3f | %8.0f tok/s | %7.1f ms | "
-                       "bubble %.3f (formula %.3f)\n",
+                       "bubble %.3f (formula %.3f)",
                        s + 1, o->steps, loss, lr, norm, tokens_step / step_s, step_s * 1e3, bubble,
                        formula);
+                if (!isnan(val)) {
+                    printf(" | val loss %.4f", val);
+                }
+                printf("\n");
                 fflush(stdout);
             }
             if (o->csv) {
-                fprintf(o->csv, "%d,%.17g,,%.6e,%.1f,%.3f,%.3f,0,0\n", s + 1, loss, lr,
-                        tokens_step / step_s, step_s * 1e3, step_s * 1e3);
+                fprintf(o->csv, "%d,%.17g,", s + 1, loss);
+                if (!isnan(val)) {
+                    fprintf(o->csv, "%.17g", val);
+                }
+                fprintf(o->csv, ",%.6e,%.1f,%.3f,%.3f,0,0\n", lr, tokens_step / step_s,
+                        step_s * 1e3, step_s * 1e3);
                 fflush(o->csv);
             }
         }
@@ -506,6 +574,9 @@ int pp_train_run(dist_t *d, const gpt_config_t *cfg, loader_t *ld, const pp_trai
         printf("bubble, mean of steps %d-%d: %.3f measured, %.3f formula (%s, P %d, M %d, V %d)\n",
                start + 2, o->steps, sum_bubble / nsum, formula,
                o->kind == PP_INTERLEAVED ? "(P-1)/(V M)" : "(P-1)/M", r.P, r.M, r.V);
+    }
+    if (!rc && o->val_every > 0 && !o->dump && start < o->steps && d->world_rank == 0) {
+        printf("validation loss: %.6f at start, %.6f at the end\n", first_val, val);
     }
     teardown(&r);
     return rc ? rc : ckpt_failed;

@@ -32,11 +32,14 @@ typedef struct {
     const char *ckpt_dir; /* checkpoints: every ckpt_every steps and after the last (0: never) */
     int ckpt_every, ckpt_keep;
     const char *resume; /* a checkpoint to start from (any layout's), or NULL */
+    int val_every;   /* validation loss every N steps, at the start and the end; 0: never */
+    int val_windows; /* of the validation split (all if fewer), split over the DP ranks */
 } pp_train_opts_t;
 
 /*
  * Trains cfg's model over d's PP x DP mesh up to step o->steps (from o->resume's step, or 0), job
- * rank 0 printing each step (loss, norm, tokens/s, the measured bubble next to the formula).
+ * rank 0 printing each step (loss, norm, tokens/s, the measured bubble next to the formula) and
+ * the validation loss (the same windows as one rank's, passed through the stages one by one).
  * Checkpoints hold the single-rank layout (the stages gathered on save, sliced on load), so they
  * load at any --pp and --dp. 0; 1 if the last checkpoint failed to save (a warning names why);
  * or -1 with the reason in err (512 bytes): the caller aborts the job.

@@ -134,7 +134,7 @@ static void usage(FILE *f)
         "  --pp P              pipeline-parallel stages [1]: --dp x --tp x --pp = the job size,\n"
         "                      rank order TP fastest, then DP, then PP (a stage's ranks are\n"
         "                      consecutive); the layers must divide by P x --virtual; with\n"
-        "                      --tp 1 and --zero 0, no validation or sample yet; checkpoints\n"
+        "                      --tp 1 and --zero 0, no sample at the end yet; checkpoints\n"
         "                      hold the single-rank layout (load at any --pp)\n"
         "  --pp-schedule S     gpipe, 1f1b or interleaved [1f1b]\n"
         "  --micro M           micro-batches of --batch sequences per step and DP rank [P]\n"
@@ -1238,7 +1238,8 @@ static int run_pipeline(opts_t *o, const gpt_config_t *cfg, pp_kind_t kind)
         start = (int)mt.step;
     }
     pp_train_opts_t po = {.ckpt_dir = ckdir, .ckpt_every = o->ckpt_every, .ckpt_keep = o->ckpt_keep,
-                          .resume = o->resume ? resume : NULL, .kind = kind, .M = o->micro, .V = o->virt, .B = o->batch,
+                          .resume = o->resume ? resume : NULL, .val_every = o->val_every,
+                          .val_windows = o->val_windows, .kind = kind, .M = o->micro, .V = o->virt, .B = o->batch,
                           .T = o->context, .steps = o->steps, .warmup = o->warmup, .lr = o->lr,
                           .min_lr_frac = o->min_lr_frac, .wd = o->wd, .clip = o->clip,
                           .beta1 = o->beta1, .beta2 = o->beta2, .seed = o->seed, .dump = o->dump,
@@ -1249,8 +1250,8 @@ static int run_pipeline(opts_t *o, const gpt_config_t *cfg, pp_kind_t kind)
                o->layers, o->heads, o->channels, o->context, gpt_num_params(cfg));
         printf("global batch: %d sequences per step (--batch %d x %d DP ranks x --micro %d)\n",
                o->batch * D->size * o->micro, o->batch, D->size, o->micro);
-        if (!o->dump && (o->val_every || o->sample)) {
-            printf("note: no validation or sample with --pp yet\n");
+        if (!o->dump && o->sample) {
+            printf("note: no sample at the end with --pp yet\n");
         }
         if (!o->dump && start < o->steps) {
             po.csv = open_csv(o, start);

@@ -8,7 +8,8 @@
 #      averaged over the micro-batches), a lost tied-embedding sum or a stage fed the wrong
 #      message fails here even where the loss agrees;
 #   2. 10 steps of PP=2 1f1b, interleaved PP=2 x V=2 and DP=2 x PP=2 track the single-rank losses
-#      within 1e-4 (clipping on: the norm counts every stage and wte once); DP=2 x PP=2 prints
+#      within 1e-4 (clipping on: the norm counts every stage and wte once), and so do the
+#      validation losses (within 1e-5: the same windows through the stages); DP=2 x PP=2 prints
 #      its mesh with the PP and embedding groups; every step line carries the measured bubble
 #      next to the formula (P-1)/M or (P-1)/(V M) (only the formula's value is asserted: the
 #      measurement is a timing);
@@ -55,7 +56,7 @@ track() {
     [ "$_w" != missing ] || tail -n 3 "$2.log" | sed 's/^/#   /'
 }
 
-echo "1..23"
+echo "1..25"
 
 # 1. step 0 against one rank: --batch 2 --accum 4 (M = 4), --batch 4 --accum 2 (DP=2 x M = 2)
 run 1 "$tmp/r4" --batch 2 --accum 4 --dump "$tmp/r4.bin"
@@ -82,15 +83,26 @@ step0 2 r4 "PP=2 interleaved V=2 M=4" --batch 2 --pp 2 --micro 4 --virtual 2 \
 step0 4 r2 "DP=2 x PP=2 1f1b M=2" --batch 2 --pp 2 --dp 2 --micro 2
 
 # 2. 10 steps
-run 1 "$tmp/l4" --batch 2 --accum 4 --steps 10 --quiet
+VAL="--val-every 5 --val-windows 16"
+run 1 "$tmp/l4" --batch 2 --accum 4 --steps 10 --quiet $VAL
 point $? "single-rank 10 steps, 4 micro-batches"
 run 2 "$tmp/p2" --batch 2 --pp 2 --micro 4 --steps 10
 track "$tmp/l4" "$tmp/p2" "PP=2 1f1b M=4"
-run 2 "$tmp/pi" --batch 2 --pp 2 --micro 4 --virtual 2 --pp-schedule interleaved --steps 10
+run 2 "$tmp/pi" --batch 2 --pp 2 --micro 4 --virtual 2 --pp-schedule interleaved --steps 10 $VAL
 track "$tmp/l4" "$tmp/pi" "PP=2 interleaved V=2 M=4"
-run 1 "$tmp/l2" --batch 4 --accum 2 --steps 10 --quiet
-run 4 "$tmp/d2" --batch 2 --pp 2 --dp 2 --micro 2 --steps 10
+run 1 "$tmp/l2" --batch 4 --accum 2 --steps 10 --quiet $VAL
+run 4 "$tmp/d2" --batch 2 --pp 2 --dp 2 --micro 2 --steps 10 $VAL
 track "$tmp/l2" "$tmp/d2" "DP=2 x PP=2 M=2"
+# vals A B LABEL: the validation losses (steps 5 and 10) of A and B agree within 1e-5
+vals() {
+    _w=$(paste -d, "$1/loss.csv" "$2/loss.csv" | awk -F, 'NR > 1 && $3 != "" {n++;
+        e = ($3 - $12) / $3; if (e < 0) e = -e; if (e > w) w = e}
+        END {if (n != 2) print "missing"; else printf "%.3g", w}')
+    awk -v w="$_w" 'BEGIN {exit !(w != "missing" && w + 0 <= 1e-5)}'
+    point $? "$3: the validation losses equal one rank's within 1e-5 (worst $_w)"
+}
+vals "$tmp/l4" "$tmp/pi" "PP=2 interleaved V=2"
+vals "$tmp/l2" "$tmp/d2" "DP=2 x PP=2"
 grep -q "PP groups: {0,2} {1,3}" "$tmp/d2.log" && grep -q "DP groups: {0,1} {2,3}" "$tmp/d2.log" &&
     grep -q "embedding groups: {0,2} {1,3}" "$tmp/d2.log"
 point $? "DP=2 x PP=2 prints its mesh (PP outermost) with the embedding groups"
@@ -98,7 +110,7 @@ grep "groups:" "$tmp/d2.log" | sed 's/^/# /'
 # bubble LOG FORMULA LABEL: 10 step lines end with "bubble B (formula FORMULA)", B >= 0, and the
 # run ends with the mean
 bubble() {
-    _k=$(grep -c "| bubble [0-9][0-9.]* (formula $2)\$" "$1")
+    _k=$(grep -Ec "\| bubble [0-9][0-9.]* \(formula $2\)( \| val loss [0-9.]*)?\$" "$1")
     [ "$_k" = 10 ] && grep -q "^.*bubble, mean of steps 2-10: [0-9.]* measured, $2 formula" "$1"
     point $? "$3: each step prints its measured bubble next to the formula $2"
     grep -m1 "bubble, mean" "$1" | sed 's/^/# /'
