@@ -1139,13 +1139,16 @@ static int tp_max_cb(void *ctx, float *buf, size_t n)
     return d->tp_allreduce(d, buf, n, 1) ? gpt_fail("%s", d->error(d)) : 0;
 }
 
-/* Rank 0's refusal of a layout before any work: every rank leaves alike. */
+/* Rank 0's refusal of a layout before any work (before the mesh: D is the job): every rank
+ * leaves alike, after rank 0 has said why (the barrier: a rank leaving first would make the
+ * launcher end rank 0 before its message). */
 static void refuse(const char *why)
 {
     if (*why) {
         if (D->world_rank == 0) {
             fprintf(stderr, "tempo-train: %s\n", why);
         }
+        (void)D->barrier(D);
         quit(2);
     }
 }
@@ -1277,7 +1280,10 @@ static void setup_mesh(opts_t *o, const gpt_config_t *cfg)
 {
     const int n = D->world_size, tp = o->tp;
     char why[512] = "";
-    if (gpt_config_check(cfg)) {
+    if (o->micro || o->virt != 1) {
+        snprintf(why, sizeof why, "--micro and --virtual are pipeline flags: pass --pp P > 1 with "
+                 "them (micro-batches at --pp 1 are --accum K)");
+    } else if (gpt_config_check(cfg)) {
         snprintf(why, sizeof why, "model: %s", gpt_last_error());
     } else if (n % tp != 0 || (o->dp && o->dp * tp != n)) {
         snprintf(why, sizeof why, "--dp %d x --tp %d must equal the job's %d ranks (run with "

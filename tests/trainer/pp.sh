@@ -14,7 +14,8 @@
 #      next to the formula (P-1)/M or (P-1)/(V M) (only the formula's value is asserted: the
 #      measurement is a timing);
 #   3. impossible layouts are refused before any work, saying why: layers not divisible by P x V,
-#      1f1b with M < P, an unknown schedule, --tp with --pp, --zero 1 with --pp; and a new run
+#      1f1b with M < P, an unknown schedule, --tp with --pp, --zero 1 with --pp, --micro without
+#      --pp; and a new run
 #      into another run's --out;
 #   4. checkpoints hold the single-rank layout: written at PP=2, resumed at one rank, and written
 #      at one rank, resumed at DP=2 x PP=2, with the uninterrupted losses within 1e-5.
@@ -56,7 +57,7 @@ track() {
     [ "$_w" != missing ] || tail -n 3 "$2.log" | sed 's/^/#   /'
 }
 
-echo "1..25"
+echo "1..26"
 
 # 1. step 0 against one rank: --batch 2 --accum 4 (M = 4), --batch 4 --accum 2 (DP=2 x M = 2)
 run 1 "$tmp/r4" --batch 2 --accum 4 --dump "$tmp/r4.bin"
@@ -136,6 +137,7 @@ refused 4 "1f1b needs" "--pp 4 --micro 2 with 1f1b" --pp 4 --micro 2
 refused 2 "not gpipe, 1f1b or interleaved" "--pp-schedule zigzag" --pp 2 --pp-schedule zigzag
 refused 4 "pipeline stages have no tensor parallelism" "--pp 2 --tp 2" --pp 2 --tp 2
 refused 2 "--zero 1: not there yet" "--pp 2 --zero 1" --pp 2 --zero 1
+refused 1 "are pipeline flags" "--micro 4 without --pp" --micro 4
 mkdir "$tmp/used" && echo "step,loss" >"$tmp/used/loss.csv"
 "$TR" -n 2 --timeout "$guard" "$TT" $MODEL --pp 2 --out "$tmp/used" >"$tmp/used.log" 2>&1
 [ $? != 0 ] && grep -q "holds another run's results" "$tmp/used.log" && ! grep -q "step " "$tmp/used.log"
