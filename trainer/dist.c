@@ -70,6 +70,7 @@ dist_t *dist_open(const char *backend, char *err)
     d->world_rank = d->rank;
     d->world_size = d->size;
     d->tp_size = 1;
+    d->pp_size = 1;
     return d;
 }
 

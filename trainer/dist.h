@@ -23,8 +23,14 @@
  * (uncompressed, blocking) on the rank's TP group. Before mesh (or without it) the job is all DP
  * and tp_size is 1.
  *
- * What it is not: pipeline parallelism (its own communicator later), or a place for the
- * optimizer.
+ * Pipeline parallelism (tempo only): pp_mesh() cuts the job into P pipelines' stages x D x T, PP
+ * outermost (job rank w = pp_rank * D * T + dp_rank * T + tp_rank: a stage's DP x TP ranks are
+ * consecutive), with a PP communicator per pipeline line (rank = stage) and the embedding group
+ * (the first and last stage of each line, for the tied wte gradient). pp_post / pp_wait move
+ * activations between stages (non-blocking, tagged, on the PP communicator); pp_allreduce sums
+ * floats or doubles over one of the groups (blocking, exact: no compression).
+ *
+ * What it is not: a place for the optimizer.
  *
  * Errors: functions return 0 or -1; after -1 dist_error() says what failed in words (the backend's
  * own message included). A failure of a collective is fatal for the job: the caller reports it and
@@ -67,6 +73,7 @@ struct dist {
     int rank, size;             /* in the data-parallel dimension */
     int world_rank, world_size; /* in the job (dist_open sets them) */
     int tp_rank, tp_size;       /* in the tensor-parallel group (0, 1 without mesh) */
+    int pp_rank, pp_size;       /* the pipeline stage, of pp_size (0, 1 without pp_mesh) */
     void *impl;
 
     int (*sum_f64)(dist_t *d, double *x, int n); /* in place, blocking, same order on every rank */
@@ -108,8 +115,24 @@ struct dist {
     int (*tp_sum_f64)(dist_t *d, double *x, int n);
     int (*tp_allgather)(dist_t *d, const float *send, float *recv, size_t n);
     int (*tp_reduce_scatter)(dist_t *d, const float *send, float *recv, size_t n);
+    /* Build the PP x DP x TP mesh (collective over the job, before grads_register; instead of
+     * mesh); NULL in a backend without pipeline parallelism. -1 with the reason in err (256). */
+    int (*pp_mesh)(dist_t *d, int tp, int pp, char *err);
+    /* On the PP communicator: post the send (send = 1) or receive of n floats to/from stage peer
+     * with tag into *req_p (an opaque request), and wait for it (*req_p NULL afterwards). */
+    int (*pp_post)(dist_t *d, float *buf, size_t n, int peer, uint32_t tag, int send,
+                   void **req_p);
+    int (*pp_wait)(dist_t *d, void **req_p);
+    /* In place, blocking: the sum of n floats (f64 = 0) or doubles over group (DIST_PP_*). */
+    int (*pp_allreduce)(dist_t *d, int group, void *buf, size_t n, int f64);
+    /* A span of the caller's compute on the timeline (TEMPO_TRACE): begin = 1, then 0. */
+    int (*pp_trace)(dist_t *d, const char *name, int begin);
     int (*destroy)(dist_t *d); /* leave the job, free impl (not d: callers use dist_close) */
 };
+
+/* pp_allreduce's groups: the pipeline line (PP), the embedding group (first and last stage of a
+ * line; other ranks must not call), the DP group. */
+enum { DIST_PP_LINE = 0, DIST_PP_EMBED = 1, DIST_PP_DP = 2 };
 
 /* Join the job (tempo-run, mpirun or srun) with the named backend ("tempo" or "mpi"). NULL with a
  * message in err (256 bytes) if the backend is unknown, not built, or the job cannot be joined. */

@@ -29,6 +29,8 @@
 typedef struct {
     tempo_comm_t comm;      /* the data-parallel dimension: the job's, or a split of it (mesh) */
     tempo_comm_t world, tp; /* after mesh: the job's communicator and the TP group's; else NULL */
+    tempo_comm_t pp, emb;   /* after pp_mesh: the pipeline line and the embedding group (NULL off
+                             * the first and last stage) */
     char err[512];
     char desc[512];
     dist_mode_t mode;
@@ -406,6 +408,91 @@ static int t_mesh(dist_t *d, int tp, char *err)
     return 0;
 }
 
+/* A failure on a pipeline communicator, in dist_error's words. */
+static int pp_fail(dist_t *d, tempo_comm_t c, const char *what, tempo_status_t st)
+{
+    tdist_t *t = d->impl;
+    snprintf(t->err, sizeof t->err, "pipeline %s: %s (%s)", what, tempo_last_error(c),
+             tempo_status_name(st));
+    return -1;
+}
+
+/*
+ * Job rank w = pp_rank * D T + dp_rank * T + tp_rank (DT = world / pp): a pipeline line is the
+ * ranks of equal w mod DT, the DP group of a rank those of its stage and TP rank, the TP group T
+ * consecutive ranks; the embedding group pairs stage 0 and stage pp - 1 of each line.
+ */
+static int t_pp_mesh(dist_t *d, int tp, int pp, char *err)
+{
+    tdist_t *t = d->impl;
+    const int w = d->world_rank, dt = d->world_size / pp, s = w / dt;
+    tempo_comm_t c[4] = {NULL, NULL, NULL, NULL}; /* tp, dp, pp, emb */
+    int color[4] = {w / tp, s * tp + w % tp, w % dt, s == 0 || s == pp - 1 ? w % dt : -1};
+    tempo_status_t st = TEMPO_OK;
+    for (int k = 0; k < 4 && st == TEMPO_OK; k++) {
+        st = tempo_comm_split(t->comm, color[k] < 0 ? TEMPO_UNDEFINED : color[k], w, &c[k]);
+    }
+    if (st != TEMPO_OK) {
+        snprintf(err, 256, "cannot split the job into its TP, DP, PP and embedding groups: %s (%s)",
+                 tempo_last_error(t->comm), tempo_status_name(st));
+        for (int k = 0; k < 4; k++) {
+            tempo_comm_destroy(c[k]);
+        }
+        return -1;
+    }
+    t->world = t->comm;
+    t->tp = c[0], t->comm = c[1], t->pp = c[2], t->emb = c[3];
+    d->rank = tempo_comm_rank(c[1]);
+    d->size = tempo_comm_size(c[1]);
+    d->tp_rank = tempo_comm_rank(c[0]);
+    d->tp_size = tempo_comm_size(c[0]);
+    d->pp_rank = tempo_comm_rank(c[2]);
+    d->pp_size = tempo_comm_size(c[2]);
+    return 0;
+}
+
+static int t_pp_post(dist_t *d, float *buf, size_t n, int peer, uint32_t tag, int send,
+                     void **req_p)
+{
+    tdist_t *t = d->impl;
+    tempo_request_t r = NULL;
+    tempo_status_t st =
+        send ? tempo_isend(t->pp, buf, n, TEMPO_FLOAT32, peer, tag, NULL, &r)
+             : tempo_irecv(t->pp, buf, n, TEMPO_FLOAT32, peer, tag, NULL, &r);
+    if (st != TEMPO_OK) {
+        return pp_fail(d, t->pp, send ? "send to the next stage" : "receive", st);
+    }
+    *req_p = r;
+    return 0;
+}
+
+static int t_pp_wait(dist_t *d, void **req_p)
+{
+    tdist_t *t = d->impl;
+    tempo_request_t r = *req_p;
+    tempo_status_t st = tempo_wait(&r);
+    *req_p = NULL;
+    return st == TEMPO_OK ? 0 : pp_fail(d, t->pp, "send or receive between stages", st);
+}
+
+static int t_pp_allreduce(dist_t *d, int group, void *buf, size_t n, int f64)
+{
+    tdist_t *t = d->impl;
+    tempo_comm_t c = group == DIST_PP_LINE ? t->pp : group == DIST_PP_EMBED ? t->emb : t->comm;
+    tempo_status_t st = tempo_allreduce(c, buf, buf, n, f64 ? TEMPO_FLOAT64 : TEMPO_FLOAT32,
+                                        TEMPO_SUM);
+    static const char *what[3] = {"all-reduce over the pipeline line",
+                                  "all-reduce of the tied embedding", "all-reduce over DP"};
+    return st == TEMPO_OK ? 0 : pp_fail(d, c, what[group], st);
+}
+
+static int t_pp_trace(dist_t *d, const char *name, int begin)
+{
+    tdist_t *t = d->impl;
+    tempo_status_t st = begin ? tempo_trace_begin(t->pp, name) : tempo_trace_end(t->pp, name);
+    return st == TEMPO_OK ? 0 : pp_fail(d, t->pp, "trace", st);
+}
+
 static int t_destroy(dist_t *d)
 {
     if (!d) {
@@ -421,8 +508,9 @@ static int t_destroy(dist_t *d)
         rc = -1;
     }
     tempo_compressor_destroy(t->qc);
-    tempo_comm_t comms[3] = {t->tp, t->comm, t->world}; /* world last: it closes the job */
-    for (int i = 0; i < 3; i++) {
+    tempo_comm_t comms[5] = {t->emb, t->pp, t->tp, t->comm, t->world}; /* world last: it
+                                                                        * closes the job */
+    for (int i = 0; i < 5; i++) {
         if (tempo_comm_destroy(comms[i]) != TEMPO_OK) {
             rc = -1;
         }
@@ -471,6 +559,11 @@ int dist_open_tempo(dist_t *d, char *err)
                   .tp_sum_f64 = t_tp_sum_f64,
                   .tp_allgather = t_tp_allgather,
                   .tp_reduce_scatter = t_tp_reduce_scatter,
+                  .pp_mesh = t_pp_mesh,
+                  .pp_post = t_pp_post,
+                  .pp_wait = t_pp_wait,
+                  .pp_allreduce = t_pp_allreduce,
+                  .pp_trace = t_pp_trace,
                   .destroy = t_destroy};
     return 0;
 }

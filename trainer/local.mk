@@ -47,6 +47,7 @@ TESTS += %reldir%/test_data
 bin_PROGRAMS += %reldir%/tempo-train
 noinst_HEADERS += %reldir%/dist.h
 %canon_reldir%_tempo_train_SOURCES = %reldir%/train.c %reldir%/dist.c %reldir%/dist_tempo.c \
+	%reldir%/pp_train.c %reldir%/pp_train.h \
 	%reldir%/ckpt.c
 noinst_HEADERS += %reldir%/ckpt.h
 %canon_reldir%_tempo_train_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS)
@@ -63,9 +64,9 @@ check_PROGRAMS += tests/trainer/dumpcmp
 tests_trainer_dumpcmp_SOURCES = tests/trainer/dumpcmp.c
 tests_trainer_dumpcmp_LDADD = -lm
 TESTS += tests/trainer/layouts.sh tests/trainer/compressed.sh tests/trainer/tp.sh \
-	tests/trainer/zero3.sh tests/trainer/sp.sh
+	tests/trainer/zero3.sh tests/trainer/sp.sh tests/trainer/pp.sh
 EXTRA_DIST += tests/trainer/layouts.sh tests/trainer/compressed.sh tests/trainer/tp.sh \
-	tests/trainer/zero3.sh tests/trainer/sp.sh
+	tests/trainer/zero3.sh tests/trainer/sp.sh tests/trainer/pp.sh
 # runs in an --out folder (refused, --overwrite, resume) and across layouts (global batch kept on
 # resume, validation loss the same at any layout)
 TESTS += tests/trainer/runs.sh

@@ -2479,6 +2479,17 @@ int gpt_stage_backward(gpt_stage_t *st, int mb, const float *dy, float dloss, fl
     return 0;
 }
 
+int gpt_stage_release(gpt_stage_t *st, int mb)
+{
+    const int i = mb < 0 ? -1 : stage_slot_of(st, mb);
+    if (i < 0) {
+        return gpt_fail("gpt_stage_release: micro-batch %d is not in flight on stage [%d, %d)", mb,
+                        st->l0, st->l1);
+    }
+    st->slot_mb[i] = -1;
+    return 0;
+}
+
 void gpt_stage_zero_grad(gpt_stage_t *st)
 {
     memset(st->base.grads, 0, st->base.num_params * sizeof(float));

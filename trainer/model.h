@@ -357,6 +357,10 @@ int gpt_stage_forward(gpt_stage_t *st, int mb, const int *tokens, const float *x
  */
 int gpt_stage_backward(gpt_stage_t *st, int mb, const float *dy, float dloss, float *dx);
 
+/* Frees micro-batch mb's activation slot without a backward (a forward for evaluation only); -1
+ * with gpt_last_error() if mb is not in flight. */
+int gpt_stage_release(gpt_stage_t *st, int mb);
+
 /* grads = 0. */
 void gpt_stage_zero_grad(gpt_stage_t *st);
 

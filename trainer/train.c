@@ -8,6 +8,9 @@
  * single-rank layout. --sp adds sequence parallelism inside the model (gpt_tp_t.sp, with the TP
  * group's all-gather and reduce-scatter); nothing else here changes but the sampler, which pads
  * its context to a multiple of --tp.
+ * --pp P runs the whole training on a PP x DP mesh in trainer/pp_train.c instead (run_pipeline:
+ * each rank's pipeline stages under a gpipe, 1f1b or interleaved schedule); this file checks the
+ * layout, builds the mesh and prints it.
  *
  * One step = --accum micro-batches of --batch sequences per rank, then one AdamW update:
  *   ZeRO 0  gradients accumulate locally; on the last micro-batch backward hands each finished layer
@@ -53,10 +56,13 @@
 #include "trainer/dist.h"
 #include "trainer/model.h"
 #include "trainer/optim.h"
+#include "trainer/pp_train.h"
 
 typedef struct {
     const char *data, *backend, *compress, *sched, *out, *dump, *resume;
     const char *compress_src; /* "--compress", "TEMPO_COMPRESS" or NULL (the default, none) */
+    const char *pp_schedule; /* --pp-schedule: gpipe, 1f1b or interleaved */
+    int micro, virt;         /* --micro M, --virtual V (pipeline) */
     int dp, tp, pp, zero, layers, heads, channels, context, batch, accum, steps, warmup, val_every;
     int ckpt_every, ckpt_keep, overwrite;
     int sp; /* --sp: sequence parallelism over the TP group */
@@ -102,7 +108,8 @@ static void usage(FILE *f)
     fprintf(f,
         "usage: tempo-run -n N tempo-train [options]    (or tempo-train alone for one rank)\n"
         "       mpirun -n N tempo-train --backend mpi [options]\n"
-        "Trains a GPT-2-style model on the CPU, data (and tensor) parallel over the job's N ranks.\n"
+        "Trains a GPT-2-style model on the CPU, data, tensor and pipeline parallel over the job's\n"
+        "N ranks.\n"
         "\n"
         "Data\n"
         "  --data PATH         text file, directory of text files, or llm.c .bin shards (glob)\n"
@@ -124,8 +131,8 @@ static void usage(FILE *f)
         "                      priority order of --sched pays off)\n"
         "  --seed N            weights and data order [1337]\n"
         "Parallelism and communication\n"
-        "  --dp N              data-parallel ranks: --dp x --tp must equal the job size\n"
-        "                      [job size / --tp]\n"
+        "  --dp N              data-parallel ranks: --dp x --tp x --pp must equal the job size\n"
+        "                      [job size / (--tp x --pp)]\n"
         "  --tp T              tensor-parallel ranks (Megatron: attention by heads, MLP by\n"
         "                      columns/rows, embedding and cross-entropy by vocabulary) [1]; rank\n"
         "                      order is TP fastest (a TP group is T consecutive ranks); heads, 4C\n"
@@ -136,7 +143,16 @@ static void usage(FILE *f)
         "                      (1/T of them per rank; the activations line shows it), all-gather\n"
         "                      before and reduce-scatter after the parallel blocks instead of\n"
         "                      all-reduces; needs --tp > 1 and --context a multiple of --tp\n"
-        "  --pp P              pipeline-parallel stages: only 1 for now [1]\n"
+        "  --pp P              pipeline-parallel stages [1]: --dp x --tp x --pp = the job size,\n"
+        "                      rank order TP fastest, then DP, then PP (a stage's ranks are\n"
+        "                      consecutive); the layers must divide by P x --virtual; with\n"
+        "                      --tp 1 and --zero 0, no sample at the end yet; checkpoints\n"
+        "                      hold the single-rank layout (load at any --pp)\n"
+        "  --pp-schedule S     gpipe, 1f1b or interleaved [1f1b]\n"
+        "  --micro M           micro-batches of --batch sequences per step and DP rank [P]\n"
+        "                      (replaces --accum: the step's loss is their mean); 1f1b needs\n"
+        "                      M >= P, interleaved a multiple of P\n"
+        "  --virtual V         interleaved: model chunks per rank [1]\n"
         "  --zero S            0: all-reduce; 1: shard AdamW state (reduce-scatter + all-gather);\n"
         "                      2: also shard gradients (no full gradient buffer); 3: also shard\n"
         "                      parameters (each layer all-gathered before its forward and its\n"
@@ -187,7 +203,11 @@ static void usage(FILE *f)
         "compute and exposed communication (time blocked waiting for gradients, parameters or the\n"
         "step's loss and norm), and the bytes this rank sent (estimated from the algorithms'\n"
         "traffic and the compression ratio). The run ends with the mean of that split.\n"
-        "TEMPO_TRACE=FILE.%%r.json records the timeline (tempo-trace merge joins the ranks).\n",
+        "With --pp, each step line ends with the bubble: the ranks' time waiting on their\n"
+        "neighbours over their compute time, next to the formula (P-1)/M (gpipe, 1f1b) or\n"
+        "(P-1)/(V M) (interleaved).\n"
+        "TEMPO_TRACE=FILE.%%r.json records the timeline (tempo-trace merge joins the ranks); with\n"
+        "--pp each micro-batch's forward and backward is a span (\"F mb3 chunk0\").\n",
         dist_backends());
 }
 
@@ -220,11 +240,11 @@ static void parse(int argc, char **argv, opts_t *o)
                   .steps = 200, .warmup = 20, .val_every = 25, .val_windows = 64, .sample = 200,
                   .lr = 1e-3, .min_lr_frac = 0.1, .wd = 0.1, .clip = 1.0, .beta1 = 0.9,
                   .beta2 = 0.95, .val_frac = 0.1, .seed = 1337, .ckpt_keep = 2,
-                  .tp = 1, .pp = 1};
+                  .tp = 1, .pp = 1, .pp_schedule = "1f1b", .micro = 0, .virt = 1};
     enum { O_DATA = 256, O_VALF, O_LAYERS, O_HEADS, O_CH, O_CTX, O_BATCH, O_ACCUM, O_STEPS, O_LR,
            O_WARM, O_MINLR, O_WD, O_B1, O_B2, O_CLIP, O_SEED, O_DP, O_ZERO, O_COMP, O_SCHED,
            O_BACK, O_VEVERY, O_VB, O_SAMPLE, O_OUT, O_DUMP, O_THR, O_QUIET, O_CKE, O_CKK,
-           O_RESUME, O_BUCKET, O_VW, O_OVER, O_TP, O_PP, O_SP };
+           O_RESUME, O_BUCKET, O_VW, O_OVER, O_TP, O_PP, O_SP, O_PPS, O_MICRO, O_VIRT };
     static const struct option lo[] = {
         {"data", 1, 0, O_DATA},       {"val-frac", 1, 0, O_VALF},   {"layers", 1, 0, O_LAYERS},
         {"heads", 1, 0, O_HEADS},     {"channels", 1, 0, O_CH},     {"context", 1, 0, O_CTX},
@@ -240,6 +260,7 @@ static void parse(int argc, char **argv, opts_t *o)
         {"bucket-bytes", 1, 0, O_BUCKET}, {"val-windows", 1, 0, O_VW}, {"overwrite", 0, 0, O_OVER},
         {"version", 0, 0, 'V'},       {"tp", 1, 0, O_TP},           {"pp", 1, 0, O_PP},
         {"sp", 0, 0, O_SP},
+        {"pp-schedule", 1, 0, O_PPS}, {"micro", 1, 0, O_MICRO},     {"virtual", 1, 0, O_VIRT},
         {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -272,6 +293,9 @@ static void parse(int argc, char **argv, opts_t *o)
         case O_PP: o->pp = (int)parse_num("--pp", optarg, 1, 1 << 20); break;
         case O_SP: o->sp = 1; break;
         case O_ZERO: o->zero = (int)parse_num("--zero", optarg, 0, 3); break;
+        case O_PPS: o->pp_schedule = optarg; break;
+        case O_MICRO: o->micro = (int)parse_num("--micro", optarg, 1, 1 << 20); break;
+        case O_VIRT: o->virt = (int)parse_num("--virtual", optarg, 1, 1 << 20); break;
         case O_COMP: o->compress = optarg, o->compress_src = "--compress"; break;
         case O_SCHED: o->sched = optarg; break;
         case O_BACK: o->backend = optarg; break;
@@ -326,12 +350,15 @@ static void quit(int rc)
     exit(rc);
 }
 
-/* Sums of x[0, n) over the whole job: the DP dimension, then the TP group. */
+/* Sums of x[0, n) over the whole job: the DP dimension, then the TP group, then the pipeline. */
 static void world_sum(double *x, int n, const char *what)
 {
     DIST_CHECK(D->sum_f64(D, x, n), what);
     if (D->tp_size > 1) {
         DIST_CHECK(D->tp_sum_f64(D, x, n), what);
+    }
+    if (D->pp_size > 1) {
+        DIST_CHECK(D->pp_allreduce(D, DIST_PP_LINE, x, (size_t)n, 1), what);
     }
 }
 
@@ -1303,15 +1330,149 @@ static int tp_scatter_cb(void *ctx, const float *send, float *recv, size_t n)
     return d->tp_reduce_scatter(d, send, recv, n) ? gpt_fail("%s", d->error(d)) : 0;
 }
 
+/* Rank 0's refusal of a layout before any work (before the mesh: D is the job): every rank
+ * leaves alike, after rank 0 has said why (the barrier: a rank leaving first would make the
+ * launcher end rank 0 before its message). */
+static void refuse(const char *why)
+{
+    if (*why) {
+        if (D->world_rank == 0) {
+            fprintf(stderr, "tempo-train: %s\n", why);
+        }
+        quit(2); /* (a barrier first) */
+    }
+}
+
+/* --pp P > 1: checks the pipeline layout before any work (every rank alike, rank 0 says why),
+ * builds the PP x DP x TP mesh and prints it with its groups. */
+static void setup_pipeline(opts_t *o, const gpt_config_t *cfg, pp_kind_t *kind_p)
+{
+    const int n = D->world_size, tp = o->tp, pp = o->pp;
+    char why[512] = "";
+    o->micro = o->micro ? o->micro : pp;
+    int dp = o->dp ? o->dp : n / (tp * pp);
+    if (gpt_config_check(cfg)) {
+        snprintf(why, sizeof why, "model: %s", gpt_last_error());
+    } else if (pp_kind_parse(o->pp_schedule, kind_p)) {
+        snprintf(why, sizeof why, "--pp-schedule %s: not gpipe, 1f1b or interleaved",
+                 o->pp_schedule);
+    } else if (n % (tp * pp) != 0 || dp * tp * pp != n) {
+        snprintf(why, sizeof why, "--dp %d x --tp %d x --pp %d must equal the job's %d ranks (run "
+                 "with tempo-run -n %d)", dp, tp, pp, n, (dp ? dp : 1) * tp * pp);
+    } else if (!D->pp_mesh) {
+        snprintf(why, sizeof why, "--pp %d: the %s backend has no pipeline parallelism (use "
+                 "--backend tempo)", pp, D->backend);
+    } else if (tp > 1 || o->sp) {
+        snprintf(why, sizeof why, "--pp %d with --tp %d%s: pipeline stages have no tensor or "
+                 "sequence parallelism yet (use --tp 1 with --pp)", pp, tp, o->sp ? " --sp" : "");
+    } else if (o->zero) {
+        snprintf(why, sizeof why, "--pp %d with --zero %d: not there yet (use --zero 0)", pp,
+                 o->zero);
+    } else if (o->accum_set && o->accum != 1) {
+        snprintf(why, sizeof why, "--pp %d: the pipeline's micro-batches are the accumulation: "
+                 "pass --micro %d instead of --accum %d", pp, o->accum, o->accum);
+    } else if (pp_layout_check(*kind_p, pp, o->micro, o->virt, cfg->n_layer)) {
+        snprintf(why, sizeof why, "--pp %d --pp-schedule %s --micro %d --virtual %d, %d layers: %s",
+                 pp, o->pp_schedule, o->micro, o->virt, cfg->n_layer, gpt_last_error());
+    }
+    refuse(why);
+    o->dp = dp;
+    o->accum = o->micro; /* the loader reads M micro-batches per step */
+    o->accum_set = 1;    /* a resume keeps M and derives --batch (keep_global_batch) */
+    char err[256];
+    if (D->pp_mesh(D, tp, pp, err)) {
+        die("mesh: %s", err);
+    }
+    if (D->world_rank != (D->pp_rank * dp + D->rank) * tp + D->tp_rank || D->size != dp ||
+        D->pp_size != pp) {
+        die("mesh: job rank %d became pp rank %d of %d, dp rank %d of %d (expected %d x %d)",
+            D->world_rank, D->pp_rank, D->pp_size, D->rank, D->size, pp, dp);
+    }
+    if (D->world_rank == 0) {
+        printf("mesh: %d ranks = pp %d x dp %d x tp %d (TP fastest, then DP, then PP: job rank = "
+               "(pp rank x %d + dp rank) x %d + tp rank)\n", n, pp, dp, tp, dp, tp);
+        const int dt = dp * tp;
+        for (int k = 0; k < 3; k++) { /* PP lines (stride dt), DP groups, embedding pairs */
+            printf("  %s groups:", k == 0 ? "PP" : k == 1 ? "DP" : "embedding");
+            for (int g = 0; g < (k == 1 ? pp * tp : dt); g++) {
+                printf(" {");
+                for (int i = 0; i < (k == 0 ? pp : k == 1 ? dp : 2); i++) {
+                    int w = k == 0 ? g + i * dt
+                            : k == 1 ? (g / tp) * dt + g % tp + i * tp
+                                     : g + (i ? (pp - 1) * dt : 0);
+                    printf("%s%d", i ? "," : "", w);
+                }
+                printf("}");
+            }
+            printf("\n");
+        }
+        fflush(stdout);
+    }
+}
+
+/* --pp P > 1: the whole run on this rank's pipeline stages (trainer/pp_train.c). */
+static int run_pipeline(opts_t *o, const gpt_config_t *cfg, pp_kind_t kind)
+{
+    char err[512];
+    loader_t *ld = loader_open(o->data, DATA_BYTE_VOCAB, o->context, o->batch, D->rank, D->size,
+                               o->seed, o->val_frac, err);
+    if (!ld || loader_set_accum(ld, o->micro, err)) {
+        die("data: %s", err);
+    }
+    char ckdir[4096], resume[4096];
+    snprintf(ckdir, sizeof ckdir, "%s/ckpt", o->out);
+    int start = 0;
+    if (o->resume) {
+        ckpt_meta_t mt;
+        resume_path(o, resume);
+        if (ckpt_peek(resume, &mt, err)) { /* keep_global_batch read it already */
+            die("--resume: %s", err);
+        }
+        start = (int)mt.step;
+    }
+    pp_train_opts_t po = {.ckpt_dir = ckdir, .ckpt_every = o->ckpt_every, .ckpt_keep = o->ckpt_keep,
+                          .resume = o->resume ? resume : NULL, .val_every = o->val_every,
+                          .val_windows = o->val_windows, .kind = kind, .M = o->micro, .V = o->virt, .B = o->batch,
+                          .T = o->context, .steps = o->steps, .warmup = o->warmup, .lr = o->lr,
+                          .min_lr_frac = o->min_lr_frac, .wd = o->wd, .clip = o->clip,
+                          .beta1 = o->beta1, .beta2 = o->beta2, .seed = o->seed, .dump = o->dump,
+                          .quiet = o->quiet};
+    if (D->world_rank == 0) {
+        printf("tempo-train: %d rank(s), backend %s, pipeline parallel; model: %d layers, %d "
+               "heads, %d channels, context %d: %zu parameters\n", D->world_size, D->backend,
+               o->layers, o->heads, o->channels, o->context, gpt_num_params(cfg));
+        printf("global batch: %d sequences per step (--batch %d x %d DP ranks x --micro %d)\n",
+               o->batch * D->size * o->micro, o->batch, D->size, o->micro);
+        if (!o->dump && o->sample) {
+            printf("note: no sample at the end with --pp yet\n");
+        }
+        if (!o->dump && start < o->steps) {
+            po.csv = open_csv(o, start);
+        }
+    }
+    int rc = pp_train_run(D, cfg, ld, &po, err);
+    if (rc < 0) {
+        die("%s", err);
+    }
+    if (po.csv) {
+        fclose(po.csv);
+    }
+    loader_close(ld);
+    int last_save_failed = rc && D->world_rank == 0; /* rank 0 alone fails the run for it */
+    rc = dist_close(D) || last_save_failed ? 1 : 0;
+    D = NULL;
+    return rc;
+}
+
 /* Checks the layout (--dp x --tp x --pp = the job's ranks, the model divisible by --tp) before any
  * work, every rank alike (rank 0 says why), then builds the DP x TP mesh and prints it. */
 static void setup_mesh(opts_t *o, const gpt_config_t *cfg)
 {
     const int n = D->world_size, tp = o->tp;
     char why[512] = "";
-    if (o->pp != 1) {
-        snprintf(why, sizeof why, "--pp %d: pipeline parallelism is not there yet (only --pp 1)",
-                 o->pp);
+    if (o->micro || o->virt != 1) {
+        snprintf(why, sizeof why, "--micro and --virtual are pipeline flags: pass --pp P > 1 with "
+                 "them (micro-batches at --pp 1 are --accum K)");
     } else if (gpt_config_check(cfg)) {
         snprintf(why, sizeof why, "model: %s", gpt_last_error());
     } else if (n % tp != 0 || (o->dp && o->dp * tp != n)) {
@@ -1332,12 +1493,7 @@ static void setup_mesh(opts_t *o, const gpt_config_t *cfg)
         snprintf(why, sizeof why, "--tp %d with --zero %d: checkpoints are not there yet for "
                  "this layout (use --zero 0, or no --ckpt-every / --resume)", tp, o->zero);
     }
-    if (*why) {
-        if (D->world_rank == 0) {
-            fprintf(stderr, "tempo-train: %s\n", why);
-        }
-        quit(2);
-    }
+    refuse(why);
     o->dp = n / tp;
     if (tp == 1) {
         return;
@@ -1380,7 +1536,12 @@ int main(int argc, char **argv)
     }
     gpt_config_t cfg = {.max_seq_len = o.context, .vocab_size = DATA_BYTE_VOCAB,
                         .n_layer = o.layers, .n_head = o.heads, .channels = o.channels};
-    setup_mesh(&o, &cfg);
+    pp_kind_t pp_kind = PP_1F1B;
+    if (o.pp > 1) {
+        setup_pipeline(&o, &cfg, &pp_kind);
+    } else {
+        setup_mesh(&o, &cfg);
+    }
 #ifdef _OPENMP
     int threads = o.threads;
     if (!threads) {
@@ -1396,6 +1557,9 @@ int main(int argc, char **argv)
         char path[4096];
         resume_path(&o, path);
         keep_global_batch(&o, path);
+    }
+    if (o.pp > 1) {
+        return run_pipeline(&o, &cfg, pp_kind);
     }
     gpt_model_t *m;
     gpt_tp_t tp = {.rank = D->tp_rank, .size = D->tp_size, .allreduce_sum = tp_sum_cb,
