@@ -742,7 +742,8 @@ GPT_CLONES static void softmax_causal_backward(float *ds, const float *att, int 
 
 /*
  * atty (T, C) columns of head h = P V with P = softmax(Q Kᵀ / sqrt(hs)) causal; att (T, T) keeps
- * P. qkv (T, 3C) of one sequence; kt (hs, T) scratch for K transposed.
+ * P. qkv (T, 3C) of one sequence; kt (hs, T) scratch for K transposed. atty NULL computes P only
+ * (selective recomputation before the backward: the same bits as the forward's P).
  */
 static void attention_head_forward(const gpt_work_t *w, float *atty, float *att, const float *qkv,
                                    float *kt, int T, int C, int NH, int h)
@@ -750,7 +751,7 @@ static void attention_head_forward(const gpt_work_t *w, float *atty, float *att,
     const int hs = C / NH;
     const size_t C3 = 3 * (size_t)C;
     const float *q = qkv + h * hs, *k = qkv + C + h * hs, *v = qkv + 2 * C + h * hs;
-    float *out = atty + h * hs;
+    float *out = atty ? atty + h * hs : NULL;
     transpose_rows(kt, (size_t)T, k, C3, 0, (size_t)T, (size_t)hs);
     for (int i0 = 0; i0 < T; i0 += ATT_RB) {
         const int i1 = i0 + ATT_RB < T ? i0 + ATT_RB : T;
@@ -759,6 +760,9 @@ static void attention_head_forward(const gpt_work_t *w, float *atty, float *att,
                     (size_t)T);
     }
     softmax_causal(att, T, 1.0f / sqrtf((float)hs));
+    if (!atty) {
+        return;
+    }
     zero_rows(out, (size_t)C, (size_t)T, (size_t)hs);
     for (int i0 = 0; i0 < T; i0 += ATT_RB) {
         const int i1 = i0 + ATT_RB < T ? i0 + ATT_RB : T;
@@ -822,7 +826,7 @@ static void attention_forward(gpt_work_t *w, float *atty, float *att, const floa
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
             const size_t task = (size_t)b * NH + h;
-            attention_head_forward(w, atty + (size_t)b * T * C, att + task * T * T,
+            attention_head_forward(w, atty ? atty + (size_t)b * T * C : NULL, att + task * T * T,
                                    qkv + (size_t)b * T * 3 * C, w->scratch + task * hs * T, T, C,
                                    NH, h);
         }
@@ -1468,60 +1472,83 @@ gpt_range_t gpt_layer_range(const gpt_model_t *m, int layer)
 }
 
 /*
- * Lays the activation buffers out from base (sizes for BT = alloc_B * alloc_T rows) and returns
- * the number of floats; with base == NULL it only counts, so sizes have one source of truth.
+ * Lays the activation buffers out (sizes for BT = alloc_B * alloc_T rows) and returns the number of
+ * floats from base; with NULL bases it only counts, so sizes have one source of truth. Two regions:
+ * from base what one forward must keep until its backward (a pipeline stage has one per
+ * micro-batch slot), from tail (*tail_n floats) what one backward at a time uses, shared by the
+ * slots: the backward temporaries, the scratch, and what recomputation rebuilds inside a block's
+ * backward (rc: GPT_RECOMPUTE_*). selective: one (B, NH, T, T) attention matrix for all blocks;
+ * full: one block's activations for all blocks, each block keeping only its output res3 (the next
+ * block's input) in base. A whole model puts tail right after base.
  */
-static size_t carve_acts(gpt_work_t *w, float *base, size_t L, size_t BT, size_t C, size_t V,
-                         size_t att, size_t scratch, size_t S, size_t *seq_p)
+static size_t carve_acts(gpt_work_t *w, float *base, float *tail, size_t L, size_t BT, size_t C,
+                         size_t V, size_t att, size_t scratch, size_t S, int rc, size_t *seq_p,
+                         size_t *tail_n)
 {
-    size_t off = 0, seq = 0; /* seq: the LayerNorm and residual regions, S rows each */
-#define CARVE(ptr, n)                     \
-    do {                                  \
-        (ptr) = base ? base + off : NULL; \
-        off += (n);                       \
+    size_t off[2] = {0, 0}, seq = 0; /* seq: the LayerNorm and residual regions, S rows each */
+    float *const at[2] = {base, tail};
+#define CARVE_IN(r, ptr, n)                        \
+    do {                                           \
+        (ptr) = at[r] ? at[r] + off[r] : NULL;     \
+        off[r] += (n);                             \
     } while (0)
-#define CARVE_SEQ(ptr, n) \
-    do {                  \
-        CARVE(ptr, n);    \
-        seq += (n);       \
+#define CARVE(ptr, n) CARVE_IN(0, ptr, n)
+#define CARVE_SEQ(r, ptr, n) \
+    do {                     \
+        CARVE_IN(r, ptr, n); \
+        seq += (n);          \
     } while (0)
-    CARVE_SEQ(w->encoded, S * C);
+    const int fr = rc == GPT_RECOMPUTE_FULL; /* region of a block's recomputed activations */
+    CARVE_SEQ(0, w->encoded, S * C);
     for (size_t l = 0; l < L; l++) {
         block_acts_t *a = &w->blocks[l];
-        CARVE_SEQ(a->ln1, S * C);
-        CARVE_SEQ(a->ln1_mean, S);
-        CARVE_SEQ(a->ln1_rstd, S);
-        CARVE(a->qkv, 3 * BT * C);
-        CARVE(a->atty, BT * C);
-        CARVE(a->att, att);
-        CARVE_SEQ(a->attproj, S * C);
-        CARVE_SEQ(a->res2, S * C);
-        CARVE_SEQ(a->ln2, S * C);
-        CARVE_SEQ(a->ln2_mean, S);
-        CARVE_SEQ(a->ln2_rstd, S);
-        CARVE(a->fch, 4 * BT * C);
-        CARVE(a->fch_gelu, 4 * BT * C);
-        CARVE_SEQ(a->fcproj, S * C);
-        CARVE_SEQ(a->res3, S * C);
+        if (fr && l > 0) {
+            *a = w->blocks[0]; /* the shared set, but its own output */
+            CARVE_SEQ(0, a->res3, S * C);
+            continue;
+        }
+        CARVE_SEQ(fr, a->ln1, S * C);
+        CARVE_SEQ(fr, a->ln1_mean, S);
+        CARVE_SEQ(fr, a->ln1_rstd, S);
+        CARVE_IN(fr, a->qkv, 3 * BT * C);
+        CARVE_IN(fr, a->atty, BT * C);
+        if (rc == GPT_RECOMPUTE_NONE) {
+            CARVE(a->att, att);
+        } else if (l == 0) {
+            CARVE_IN(1, a->att, att);
+        } else {
+            a->att = w->blocks[0].att;
+        }
+        CARVE_SEQ(fr, a->attproj, S * C);
+        CARVE_SEQ(fr, a->res2, S * C);
+        CARVE_SEQ(fr, a->ln2, S * C);
+        CARVE_SEQ(fr, a->ln2_mean, S);
+        CARVE_SEQ(fr, a->ln2_rstd, S);
+        CARVE_IN(fr, a->fch, 4 * BT * C);
+        CARVE_IN(fr, a->fch_gelu, 4 * BT * C);
+        CARVE_SEQ(fr, a->fcproj, S * C);
+        CARVE_SEQ(0, a->res3, S * C);
     }
-    CARVE_SEQ(w->lnf, S * C);
-    CARVE_SEQ(w->lnf_mean, S);
-    CARVE_SEQ(w->lnf_rstd, S);
+    CARVE_SEQ(0, w->lnf, S * C);
+    CARVE_SEQ(0, w->lnf_mean, S);
+    CARVE_SEQ(0, w->lnf_rstd, S);
     CARVE(w->gath, S < BT ? BT * C : 0);
     CARVE(w->logits, BT * V);
     CARVE(w->probs, BT * V);
     CARVE(w->losses, BT);
-    CARVE(w->dres, BT * C);
-    CARVE(w->dln, BT * C);
-    CARVE(w->dqkv, 3 * BT * C);
-    CARVE(w->datty, BT * C);
-    CARVE(w->dfch, 4 * BT * C);
-    CARVE(w->dlogits, BT * V);
-    CARVE(w->scratch, scratch);
+    CARVE_IN(1, w->dres, BT * C);
+    CARVE_IN(1, w->dln, BT * C);
+    CARVE_IN(1, w->dqkv, 3 * BT * C);
+    CARVE_IN(1, w->datty, BT * C);
+    CARVE_IN(1, w->dfch, 4 * BT * C);
+    CARVE_IN(1, w->dlogits, BT * V);
+    CARVE_IN(1, w->scratch, scratch);
 #undef CARVE_SEQ
 #undef CARVE
+#undef CARVE_IN
     *seq_p = seq;
-    return off;
+    *tail_n = off[1];
+    return off[0];
 }
 
 int gpt_alloc_acts(gpt_model_t *m, int B, int T)
@@ -1555,10 +1582,12 @@ int gpt_alloc_acts(gpt_model_t *m, int B, int T)
     scratch = BT * C + att > scratch ? BT * C + att : scratch; /* attention: packs, (T, T) each */
     scratch = (size_t)T * C > scratch ? (size_t)T * C : scratch; /* SP: wpe's partial gradient */
     const size_t S = m->tp.sp ? BT / (size_t)m->tp.size : BT; /* rows of the sequence regions */
-    size_t seq;
+    size_t seq, tail;
     free_acts(w);
     w->blocks = calloc(L, sizeof *w->blocks);
-    const size_t total = carve_acts(w, NULL, L, BT, C, V, att, scratch, S, &seq); /* sizes */
+    const int rc = m->recompute;
+    const size_t head = carve_acts(w, NULL, NULL, L, BT, C, V, att, scratch, S, rc, &seq, &tail);
+    const size_t total = head + tail;
     w->mem = malloc(total * sizeof(float));
     w->inputs = malloc(BT * sizeof(int));
     w->targets = malloc(BT * sizeof(int));
@@ -1567,7 +1596,7 @@ int gpt_alloc_acts(gpt_model_t *m, int B, int T)
         return gpt_fail("gpt: out of memory for activations (%zu MiB for B = %d, T = %d)",
                         total * sizeof(float) >> 20, B, T);
     }
-    carve_acts(w, w->mem, L, BT, C, V, att, scratch, S, &seq);
+    carve_acts(w, w->mem, w->mem + head, L, BT, C, V, att, scratch, S, rc, &seq, &tail);
     m->act_floats = total;
     m->act_seq_floats = seq;
     w->scratch_n = scratch;
@@ -1649,10 +1678,12 @@ int gpt_forward_embed(gpt_model_t *m, const int *inputs, int B, int T)
     return 0;
 }
 
+static int block_forward(gpt_model_t *m, int l);
+
 int gpt_forward_layer(gpt_model_t *m, int l)
 {
     gpt_work_t *w = m->work;
-    const int L = m->cfg.n_layer, C = m->cfg.channels, NH = m->cfg.n_head;
+    const int L = m->cfg.n_layer;
     if (l < 0 || l >= L) {
         return gpt_fail("gpt: forward of layer %d: the model has layers 0..%d", l, L - 1);
     }
@@ -1661,11 +1692,26 @@ int gpt_forward_layer(gpt_model_t *m, int l)
                         "first)",
                         l, l - 1);
     }
-    const int B = m->B, T = m->T, BT = B * T, rows = seq_rows(m, BT);
-    const size_t n = (size_t)rows * C; /* the LayerNorm and residual regions: rows token rows */
-    if (need_params(m, l + 1, "forward of a block")) {
+    if (need_params(m, l + 1, "forward of a block") || block_forward(m, l)) {
         return -1;
     }
+    w->fwd_done = l;
+    return 0;
+}
+
+/*
+ * Block l's forward from its input (the embedding output or block l - 1's res3) into blocks[l],
+ * with its TP/SP collectives. Also the recomputation inside a backward under --recompute full:
+ * every rank of a TP group runs it at the same point of the same backward sequence, so its
+ * collectives pair up as the forward's did, and with the same inputs, parameters and kernels it
+ * writes the same bits (res3 included, which it rewrites unchanged).
+ */
+static int block_forward(gpt_model_t *m, int l)
+{
+    gpt_work_t *w = m->work;
+    const int C = m->cfg.channels, NH = m->cfg.n_head;
+    const int B = m->B, T = m->T, BT = B * T, rows = seq_rows(m, BT);
+    const size_t n = (size_t)rows * C; /* the LayerNorm and residual regions: rows token rows */
     block_params_t p = block_view(m, w->gparam[l + 1], m->groups[l + 1].off, l);
     block_acts_t *a = &w->blocks[l];
     const float *res = l == 0 ? w->encoded : w->blocks[l - 1].res3;
@@ -1695,7 +1741,6 @@ int gpt_forward_layer(gpt_model_t *m, int l)
         return -1;
     }
     residual_forward(a->res3, a->res2, a->fcproj, n);
-    w->fwd_done = l;
     return 0;
 }
 
@@ -1847,6 +1892,43 @@ size_t gpt_act_floats(const gpt_model_t *m)
     return m->work->mem_n;
 }
 
+static const char *const recompute_names[] = {"none", "selective", "full"};
+
+int gpt_recompute_parse(const char *name)
+{
+    for (int i = 0; i < 3; i++) {
+        if (strcmp(name, recompute_names[i]) == 0) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+const char *gpt_recompute_name(int mode)
+{
+    return mode >= 0 && mode < 3 ? recompute_names[mode] : "?";
+}
+
+static int recompute_check(int mode)
+{
+    if (mode < GPT_RECOMPUTE_NONE || mode > GPT_RECOMPUTE_FULL) {
+        return gpt_fail("gpt: recompute mode %d is not none (0), selective (1) or full (2)", mode);
+    }
+    return 0;
+}
+
+int gpt_set_recompute(gpt_model_t *m, int mode)
+{
+    if (recompute_check(mode)) {
+        return -1;
+    }
+    free_acts(m->work);
+    m->recompute = mode;
+    m->B = m->T = 0;
+    m->act_floats = m->act_seq_floats = 0;
+    return 0;
+}
+
 int gpt_set_group_params(gpt_model_t *m, int g, const float *buf)
 {
     if (g < 0 || g > m->cfg.n_layer + 1) {
@@ -1940,6 +2022,9 @@ int gpt_backward_layer(gpt_model_t *m, int l)
     if (need_params(m, l + 1, "backward of a block")) {
         return -1;
     }
+    if (m->recompute == GPT_RECOMPUTE_FULL && block_forward(m, l)) {
+        return -1; /* only the block input was kept: rebuild the rest, collectives included */
+    }
     block_params_t p = block_view(m, w->gparam[l + 1], m->groups[l + 1].off, l);
     block_params_t g = block_view(m, m->work->ggrad[l + 1], m->groups[l + 1].off, l);
     block_acts_t *a = &w->blocks[l];
@@ -1979,6 +2064,9 @@ int gpt_backward_layer(gpt_model_t *m, int l)
     }
     memset(w->datty, 0, nl * sizeof(float));
     matmul_backward(w, w->datty, g.attprojw, g.attprojb, dout, a->atty, p.attprojw, BT, Cl, C);
+    if (m->recompute == GPT_RECOMPUTE_SELECTIVE) { /* P, from the kept qkv (no communication) */
+        attention_forward(w, NULL, a->att, a->qkv, B, T, Cl, NHl);
+    }
     memset(w->dqkv, 0, 3 * nl * sizeof(float));
     attention_backward(w, w->dqkv, w->datty, a->att, a->qkv, B, T, Cl, NHl);
     if (!(x = col_parallel_input(m, a->ln1, BT, C))) {
@@ -2120,6 +2208,7 @@ struct gpt_stage {
     block_acts_t *blocks;  /* (nslots, L) */
     int *slot_mb;          /* (nslots) micro-batch held by the slot, -1 free */
     float *mem;            /* the slots' activations, then the shared backward temporaries */
+    size_t act_floats;     /* floats of mem */
     int *tok;              /* (nslots, 2, B T) inputs and targets */
 };
 
@@ -2190,38 +2279,28 @@ static int stage_alloc_acts(gpt_stage_t *st)
     scratch = BT * maxoc > scratch ? BT * maxoc : scratch;
     scratch = BT * C + att > scratch ? BT * C + att : scratch;
     gpt_work_t probe = {.blocks = st->blocks + st->l0};
-    size_t seq; /* stages are not sequence-parallel: every region has all BT rows */
-    const size_t total = carve_acts(&probe, NULL, nl, BT, C, V, att, scratch, BT, &seq);
-    st->mem = malloc(total * sizeof(float));
+    size_t seq, tail; /* stages are not sequence-parallel: every region has all BT rows */
+    const int rc = st->base.recompute;
+    const size_t head = carve_acts(&probe, NULL, NULL, nl, BT, C, V, att, scratch, BT, rc, &seq,
+                                   &tail); /* per slot; the tail is shared */
+    st->act_floats = (size_t)st->nslots * head + tail;
+    st->mem = malloc(st->act_floats * sizeof(float));
     if (!st->mem) {
         return -1;
     }
-    carve_acts(&probe, st->mem, nl, BT, C, V, att, scratch, BT, &seq);
-    const size_t head = (size_t)(probe.dres - st->mem); /* per-slot part */
-    float *mem = realloc(st->mem, ((size_t)(st->nslots - 1) * head + total) * sizeof(float));
-    if (!mem) {
-        return -1;
-    }
-    st->mem = mem;
+    float *shared = st->mem + (size_t)st->nslots * head;
     for (int i = 0; i < st->nslots; i++) {
         gpt_work_t *w = &st->slot_work[i];
         w->blocks = st->blocks + (size_t)i * L + st->l0;
-        carve_acts(w, st->mem + (size_t)i * head, nl, BT, C, V, att, scratch, BT, &seq);
+        carve_acts(w, st->mem + (size_t)i * head, shared, nl, BT, C, V, att, scratch, BT, rc, &seq,
+                   &tail);
         w->blocks = st->blocks + (size_t)i * L;
         if (!st->first) {
             w->blocks[st->l0 - 1].res3 = w->encoded; /* the received input */
         }
     }
-    const gpt_work_t *tail = &st->slot_work[st->nslots - 1];
     for (int i = 0; i < st->nslots; i++) {
         gpt_work_t *w = &st->slot_work[i];
-        w->dres = tail->dres;
-        w->dln = tail->dln;
-        w->dqkv = tail->dqkv;
-        w->datty = tail->datty;
-        w->dfch = tail->dfch;
-        w->dlogits = tail->dlogits;
-        w->scratch = tail->scratch;
         w->scratch_n = scratch;
         w->ggrad = st->base_work.ggrad;
         w->gparam = st->base_work.gparam;
@@ -2493,4 +2572,30 @@ int gpt_stage_release(gpt_stage_t *st, int mb)
 void gpt_stage_zero_grad(gpt_stage_t *st)
 {
     memset(st->base.grads, 0, st->base.num_params * sizeof(float));
+}
+
+int gpt_stage_set_recompute(gpt_stage_t *st, int mode)
+{
+    if (recompute_check(mode)) {
+        return -1;
+    }
+    for (int i = 0; i < st->nslots; i++) {
+        if (st->slot_mb[i] >= 0) {
+            return gpt_fail("gpt_stage_set_recompute: micro-batch %d is in flight on stage "
+                            "[%d, %d)", st->slot_mb[i], st->l0, st->l1);
+        }
+    }
+    free(st->mem);
+    st->mem = NULL;
+    st->base.recompute = mode;
+    if (stage_alloc_acts(st) != 0) {
+        return gpt_fail("gpt_stage: out of memory for the activations of layers [%d, %d)", st->l0,
+                        st->l1);
+    }
+    return 0;
+}
+
+size_t gpt_stage_act_floats(const gpt_stage_t *st)
+{
+    return st->act_floats;
 }

@@ -94,6 +94,20 @@ typedef struct {
 
 typedef struct gpt_work gpt_work_t; /* activations and scratch, private to model.c */
 
+/*
+ * Activation recomputation (gpt_set_recompute): what a forward keeps for its backward.
+ *   NONE      every block's activations.
+ *   SELECTIVE all but the attention matrices (B, NH, T, T) per block, the largest at long context
+ *             (Korthikanti et al. 2022): one buffer serves every block's forward, and each block's
+ *             backward recomputes its softmax from the kept qkv (no communication).
+ *   FULL      only each block's input (the residual stream entering it, and the head's inputs):
+ *             one block's worth of buffers serves all, and each block's backward first re-runs the
+ *             block's forward, its TP/SP collectives included.
+ * The gradients and losses are bitwise those of NONE: the recomputation runs the same kernels on
+ * the same inputs and parameters, in the same order, on one machine.
+ */
+enum { GPT_RECOMPUTE_NONE = 0, GPT_RECOMPUTE_SELECTIVE = 1, GPT_RECOMPUTE_FULL = 2 };
+
 typedef struct {
     gpt_config_t cfg;
     size_t num_params;
@@ -111,6 +125,7 @@ typedef struct {
     size_t act_seq_floats; /* the LayerNorm and residual regions (embedding output, LayerNorm
                               outputs and statistics, projections, residual stream, lnf): the part
                               that sequence parallelism shards (1/tp.size of it with sp) */
+    int recompute;         /* GPT_RECOMPUTE_*, set with gpt_set_recompute (NONE at creation) */
 } gpt_model_t;
 
 /* The message of the calling thread's last failure ("" if none). */
@@ -205,6 +220,16 @@ int gpt_alloc_acts(gpt_model_t *model, int B, int T);
 
 /* Floats allocated for activations and scratch by the last gpt_alloc_acts (0 before). */
 size_t gpt_act_floats(const gpt_model_t *model);
+
+/*
+ * Chooses what forward keeps for backward (GPT_RECOMPUTE_*); frees the activations, so the next
+ * gpt_alloc_acts or forward sizes them for the mode. Call it between steps (not between a forward
+ * and its backward). -1 with gpt_last_error() for an unknown mode. gpt_recompute_parse maps
+ * "none", "selective", "full" to the mode (-1 for anything else); gpt_recompute_name the reverse.
+ */
+int gpt_set_recompute(gpt_model_t *model, int mode);
+int gpt_recompute_parse(const char *name);
+const char *gpt_recompute_name(int mode);
 
 /*
  * Forward. inputs and targets are (B, T) token ids in [0, V); the layers must run in order 0..L-1
@@ -363,5 +388,15 @@ int gpt_stage_release(gpt_stage_t *st, int mb);
 
 /* grads = 0. */
 void gpt_stage_zero_grad(gpt_stage_t *st);
+
+/*
+ * gpt_set_recompute for a stage: re-lays its activation slots for the mode (with FULL a slot keeps
+ * only its blocks' inputs and the head's; the recomputed block lives in the part shared by the
+ * slots). -1 with gpt_last_error() for an unknown mode, a micro-batch in flight, or out of memory.
+ */
+int gpt_stage_set_recompute(gpt_stage_t *st, int mode);
+
+/* Floats of the stage's activations: every slot's, and the backward temporaries they share. */
+size_t gpt_stage_act_floats(const gpt_stage_t *st);
 
 #endif /* TEMPO_TRAINER_MODEL_H */

@@ -420,7 +420,8 @@ static int setup(pp_run_t *r, const gpt_config_t *cfg)
     for (int v = 0; v < r->V; v++) {
         int l0, l1;
         pp_stage_layers(cfg->n_layer, r->P, r->V, d->pp_rank, v, &l0, &l1);
-        if (gpt_stage_create(cfg, l0, l1, r->s.slots[v], o->B, o->T, o->seed, &r->st[v])) {
+        if (gpt_stage_create(cfg, l0, l1, r->s.slots[v], o->B, o->T, o->seed, &r->st[v]) ||
+            gpt_stage_set_recompute(r->st[v], o->recompute)) {
             return fail_model(r, "pipeline stage");
         }
         size_t n = gpt_stage_model(r->st[v])->num_params;
@@ -466,8 +467,14 @@ static void print_stages(const pp_run_t *r, const gpt_config_t *cfg)
         printf("%s%s%s", p == 0 ? " + embeddings" : "", p == r->P - 1 ? " + lnf, head" : "",
                p < r->P - 1 ? ";" : "\n");
     }
+    size_t act = 0; /* every chunk's slots (as many as the schedule keeps in flight) */
+    for (int v = 0; v < r->V; v++) {
+        act += gpt_stage_act_floats(r->st[v]);
+    }
     printf("memory per rank (pp rank 0): parameters %.2f MB\n",
            4e-6 * (double)gpt_stage_model(r->st[0])->num_params);
+    printf("activations per rank (pp rank 0): %.3f MB (recompute %s)\n", 4e-6 * (double)act,
+           gpt_recompute_name(r->o->recompute));
 }
 
 int pp_train_run(dist_t *d, const gpt_config_t *cfg, loader_t *ld, const pp_train_opts_t *o,

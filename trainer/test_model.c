@@ -28,7 +28,13 @@
  *               configuration whose heads T does not divide is refused. The same with sequence
  *               parallelism (T = 2 and 4, sequence length 8, row blocks across sequences), whose
  *               LayerNorm and residual activations are 1/T of one rank's; SP without a group,
- *               without its collectives, or with a sequence length T does not divide is refused
+ *               without its collectives, or with a sequence length T does not divide is refused.
+ *               Each TP and SP case also runs with --recompute selective and full: the same loss
+ *               and gradients, bitwise, as the case without recomputation
+ *   recompute   activation recomputation (selective, full) against none: the loss and every
+ *               gradient bitwise equal, twice in a row (buffers reused), fewer activation floats
+ *               (none > selective > full); pipeline stages (two chained stages, two micro-batches
+ *               in flight): gradients bitwise equal, fewer floats; a bad mode refused
  *
  * Error measure for the golden comparisons: max_i |ours_i - ref_i| / max_i |ref_i| over a tensor,
  * i.e. relative to the tensor's scale. Elementwise relative errors are meaningless for entries
@@ -907,9 +913,11 @@ static void *fake_rank_main(void *arg)
  * alike; with sp, the LayerNorm and residual regions' activations are 1/n of ref's.
  */
 static void tp_case(const gpt_config_t *cfg, gpt_model_t *ref, float ref_loss, const int *x,
-                    const int *y, int B, int T, int n, int sp, float *acc)
+                    const int *y, int B, int T, int n, int sp, float *acc, int mode, float *base)
 {
-    const char *what = sp ? "sp" : "tp";
+    char what[32]; /* base: the placed gradients and the loss of the same case at rc none */
+    snprintf(what, sizeof what, "%s%s%s", sp ? "sp" : "tp", mode ? " recompute " : "",
+             mode ? gpt_recompute_name(mode) : "");
     fake_tp_t f = {.acc = acc, .x = x, .y = y, .B = B, .T = T, .n = n};
     fake_rank_t rk[TP_MAX];
     pthread_t th[TP_MAX];
@@ -919,7 +927,8 @@ static void tp_case(const gpt_config_t *cfg, gpt_model_t *ref, float ref_loss, c
         rk[r] = (fake_rank_t){&f, r};
         gpt_tp_t tp = {r, n, fake_sum, fake_max, &rk[r], fake_allgather, fake_reduce_scatter, sp};
         f.m[r] = NULL;
-        made = made && gpt_create_tp(cfg, &tp, 11, &f.m[r]) == 0;
+        made = made && gpt_create_tp(cfg, &tp, 11, &f.m[r]) == 0 &&
+               gpt_set_recompute(f.m[r], mode) == 0;
     }
     float *full = malloc(ref->num_params * sizeof(float));
     if (!TAP_OK(made && full, "%s %d: shards created", what, n)) {
@@ -974,8 +983,17 @@ static void tp_case(const gpt_config_t *cfg, gpt_model_t *ref, float ref_loss, c
     }
     TAP_OK(worst <= 1e-5, "%s %d: every gradient equals one rank's within 1e-5 (worst %.3g, %s)",
            what, n, worst, wname);
+    if (mode == GPT_RECOMPUTE_NONE) {
+        memcpy(base, full, ref->num_params * sizeof(float));
+        base[ref->num_params] = f.loss[0];
+    } else {
+        TAP_OK(!memcmp(base, full, ref->num_params * sizeof(float)) &&
+                   base[ref->num_params] == f.loss[0],
+               "%s %d: loss and every gradient bitwise those without recomputation", what, n);
+    }
     const size_t want = sp ? ref->act_seq_floats / (size_t)n : ref->act_seq_floats;
-    TAP_OK(f.m[0]->act_seq_floats == want && ref->act_seq_floats > 0,
+    TAP_OK((f.m[0]->act_seq_floats == want || mode == GPT_RECOMPUTE_FULL) &&
+               ref->act_seq_floats > 0, /* full keeps fewer: the recompute test counts them */
            "%s %d: LayerNorm and residual activations %zu floats (one rank: %zu)", what, n,
            f.m[0]->act_seq_floats, ref->act_seq_floats);
 out:
@@ -1008,9 +1026,13 @@ static void test_tp(void)
         gpt_zero_grad(ref);
         TAP_OK(gpt_forward(ref, x, y, B, T, &ref_loss) == 0 && gpt_backward(ref, 1.0f) == 0,
                "%s: single-rank forward and backward", sp ? "sp" : "tp");
-        for (int n = 2; n <= TP_MAX; n *= 2) {
-            tp_case(&cfg, ref, ref_loss, x, y, B, T, n, sp, acc);
+        float *base = malloc((ref->num_params + 1) * sizeof(float));
+        for (int n = 2; n <= TP_MAX && base; n *= 2) {
+            for (int rc = GPT_RECOMPUTE_NONE; rc <= GPT_RECOMPUTE_FULL; rc++) {
+                tp_case(&cfg, ref, ref_loss, x, y, B, T, n, sp, acc, rc, base);
+            }
         }
+        free(base);
         gpt_destroy(ref);
     }
     free(acc);
@@ -1096,6 +1118,122 @@ static int bench(int argc, char **argv)
     return 0;
 }
 
+/* ---- recompute: selective and full against none, whole models and pipeline stages */
+
+/* Two forward/backward passes (other tokens the second time) of a fresh seed-11 model in mode rc:
+ * the losses, the accumulated gradients (grads, the caller's), the activation floats. */
+static int recompute_run(const gpt_config_t *cfg, int rc, const int *x, const int *y, int B, int T,
+                         float *loss, float *grads, size_t *act)
+{
+    gpt_model_t *m = NULL;
+    int ok = gpt_create(cfg, 11, &m) == 0 && gpt_set_recompute(m, rc) == 0;
+    gpt_zero_grad(m);
+    for (int pass = 0; ok && pass < 2; pass++) {
+        const int *xp = x + pass * B * T, *yp = y + pass * B * T;
+        ok = gpt_forward(m, xp, yp, B, T, &loss[pass]) == 0 && gpt_backward(m, 1.0f) == 0;
+    }
+    if (ok) {
+        memcpy(grads, m->grads, m->num_params * sizeof(float));
+        *act = gpt_act_floats(m);
+    }
+    gpt_destroy(m);
+    return ok ? 0 : -1;
+}
+
+/* Stages [0, 1) and [1, 2) of a 2-layer model in mode rc, 2 slots each: forwards of micro-batches
+ * 0 and 1, then their backwards (0 first); grads gets stage 0's then stage 1's gradients. */
+static int recompute_stages(const gpt_config_t *cfg, int rc, const int *x, const int *y, int B,
+                            int T, float *grads, size_t *act)
+{
+    gpt_stage_t *st[2] = {NULL, NULL};
+    const size_t n = (size_t)B * T * cfg->channels;
+    float *h = malloc(2 * n * sizeof(float)), *d = malloc(n * sizeof(float)), loss;
+    int ok = h && d;
+    for (int i = 0; ok && i < 2; i++) {
+        ok = gpt_stage_create(cfg, i, i + 1, 2, B, T, 11, &st[i]) == 0 &&
+             gpt_stage_set_recompute(st[i], rc) == 0;
+    }
+    for (int mb = 0; ok && mb < 2; mb++) {
+        const size_t o = (size_t)mb * B * T;
+        ok = gpt_stage_forward(st[0], mb, x + o, NULL, NULL, B, T, h + mb * n, NULL) == 0 &&
+             gpt_stage_forward(st[1], mb, NULL, h + mb * n, y + o, B, T, NULL, &loss) == 0;
+    }
+    for (int mb = 0; ok && mb < 2; mb++) {
+        ok = gpt_stage_backward(st[1], mb, NULL, 0.5f, d) == 0 &&
+             gpt_stage_backward(st[0], mb, d, 0.0f, NULL) == 0;
+    }
+    if (ok) {
+        const gpt_model_t *a = gpt_stage_model(st[0]), *b = gpt_stage_model(st[1]);
+        memcpy(grads, a->grads, a->num_params * sizeof(float));
+        memcpy(grads + a->num_params, b->grads, b->num_params * sizeof(float));
+        *act = gpt_stage_act_floats(st[0]) + gpt_stage_act_floats(st[1]);
+    }
+    gpt_stage_destroy(st[0]);
+    gpt_stage_destroy(st[1]);
+    free(h);
+    free(d);
+    return ok ? 0 : -1;
+}
+
+static void test_recompute(void)
+{
+    const gpt_config_t cfg = {9, 36, 2, 4, 20}; /* the fd/tp model: odd shapes, 2 blocks */
+    const int B = 3, T = 9, BT = B * T;
+    const size_t np = gpt_num_params(&cfg);
+    int x[2 * 27], y[2 * 27];
+    uint64_t s = (seed ^ 0x5ec) | 1;
+    random_tokens(x, 2 * BT, cfg.vocab_size, &s);
+    random_tokens(y, 2 * BT, cfg.vocab_size, &s);
+    float loss[3][2], *g[3];
+    size_t act[3] = {0, 0, 0}, sact[3] = {0, 0, 0};
+    for (int rc = 0; rc < 3; rc++) {
+        g[rc] = malloc(2 * np * sizeof(float)); /* stages hold wte twice: < 2 np */
+        const char *name = gpt_recompute_name(rc);
+        if (!TAP_OK(g[rc] && recompute_run(&cfg, rc, x, y, B, T, loss[rc], g[rc], &act[rc]) == 0,
+                    "recompute %s: two forward and backward passes", name)) {
+            tap_diag("%s", gpt_last_error());
+            continue;
+        }
+        if (rc > 0) {
+            TAP_OK(loss[rc][0] == loss[0][0] && loss[rc][1] == loss[0][1] &&
+                       !memcmp(g[rc], g[0], np * sizeof(float)),
+                   "recompute %s: losses %.8f %.8f and every gradient bitwise those of none",
+                   name, loss[rc][0], loss[rc][1]);
+            TAP_OK(act[rc] < act[rc - 1], "recompute %s: %zu activation floats < %s's %zu", name,
+                   act[rc], gpt_recompute_name(rc - 1), act[rc - 1]);
+        }
+    }
+    float *sg = malloc(2 * np * sizeof(float));
+    for (int rc = 0; rc < 3 && sg; rc++) {
+        const char *name = gpt_recompute_name(rc);
+        if (!TAP_OK(recompute_stages(&cfg, rc, x, y, B, T, rc ? sg : g[0], &sact[rc]) == 0,
+                    "recompute %s: two stages, two micro-batches in flight", name)) {
+            tap_diag("%s", gpt_last_error());
+            continue;
+        }
+        if (rc > 0) {
+            TAP_OK(!memcmp(sg, g[0], (np + 36 * 20) * sizeof(float)),
+                   "recompute %s: stage gradients bitwise those of none", name);
+            TAP_OK(sact[rc] < sact[rc - 1], "recompute %s: stage activations %zu floats < %s's %zu",
+                   name, sact[rc], gpt_recompute_name(rc - 1), sact[rc - 1]);
+        }
+    }
+    free(sg);
+    for (int rc = 0; rc < 3; rc++) {
+        free(g[rc]);
+    }
+    gpt_model_t *m = NULL;
+    if (TAP_OK(gpt_create(&cfg, 1, &m) == 0, "recompute: model for the bad mode")) {
+        TAP_OK(gpt_set_recompute(m, 3) == -1, "recompute: mode 3 refused");
+        TAP_CONTAINS(gpt_last_error(), "not none (0), selective (1) or full (2)",
+                     "recompute: the error says why");
+        TAP_OK(gpt_recompute_parse("full") == GPT_RECOMPUTE_FULL &&
+                   gpt_recompute_parse("ful") == -1,
+               "recompute: names parse");
+        gpt_destroy(m);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--bench") == 0) {
@@ -1113,5 +1251,6 @@ int main(int argc, char **argv)
     test_errors();
     test_sampling();
     test_tp();
+    test_recompute();
     return tap_done();
 }

@@ -66,6 +66,7 @@ typedef struct {
     int dp, tp, pp, zero, layers, heads, channels, context, batch, accum, steps, warmup, val_every;
     int ckpt_every, ckpt_keep, overwrite;
     int sp; /* --sp: sequence parallelism over the TP group */
+    int recompute; /* --recompute: GPT_RECOMPUTE_* */
     int batch_set, accum_set; /* --batch, --accum given: a resume keeps them (keep_global_batch) */
     int val_windows, sample, threads, quiet;
     double lr, min_lr_frac, wd, clip, beta1, beta2, val_frac;
@@ -143,6 +144,12 @@ static void usage(FILE *f)
         "                      (1/T of them per rank; the activations line shows it), all-gather\n"
         "                      before and reduce-scatter after the parallel blocks instead of\n"
         "                      all-reduces; needs --tp > 1 and --context a multiple of --tp\n"
+        "  --recompute MODE    activation recomputation: none, selective (the attention's\n"
+        "                      (B, heads, T, T) softmax recomputed in backward from the kept q,\n"
+        "                      k, v; Korthikanti et al. 2022) or full (each block keeps only its\n"
+        "                      input and re-runs its forward, TP/SP collectives included, in its\n"
+        "                      backward) [none]; gradients bitwise those of none; the activations\n"
+        "                      line shows the memory of the chosen mode\n"
         "  --pp P              pipeline-parallel stages [1]: --dp x --tp x --pp = the job size,\n"
         "                      rank order TP fastest, then DP, then PP (a stage's ranks are\n"
         "                      consecutive); the layers must divide by P x --virtual; with\n"
@@ -244,7 +251,7 @@ static void parse(int argc, char **argv, opts_t *o)
     enum { O_DATA = 256, O_VALF, O_LAYERS, O_HEADS, O_CH, O_CTX, O_BATCH, O_ACCUM, O_STEPS, O_LR,
            O_WARM, O_MINLR, O_WD, O_B1, O_B2, O_CLIP, O_SEED, O_DP, O_ZERO, O_COMP, O_SCHED,
            O_BACK, O_VEVERY, O_VB, O_SAMPLE, O_OUT, O_DUMP, O_THR, O_QUIET, O_CKE, O_CKK,
-           O_RESUME, O_BUCKET, O_VW, O_OVER, O_TP, O_PP, O_SP, O_PPS, O_MICRO, O_VIRT };
+           O_RESUME, O_BUCKET, O_VW, O_OVER, O_TP, O_PP, O_SP, O_PPS, O_MICRO, O_VIRT, O_RECOMP };
     static const struct option lo[] = {
         {"data", 1, 0, O_DATA},       {"val-frac", 1, 0, O_VALF},   {"layers", 1, 0, O_LAYERS},
         {"heads", 1, 0, O_HEADS},     {"channels", 1, 0, O_CH},     {"context", 1, 0, O_CTX},
@@ -259,7 +266,7 @@ static void parse(int argc, char **argv, opts_t *o)
         {"ckpt-every", 1, 0, O_CKE},  {"ckpt-keep", 1, 0, O_CKK},   {"resume", 1, 0, O_RESUME},
         {"bucket-bytes", 1, 0, O_BUCKET}, {"val-windows", 1, 0, O_VW}, {"overwrite", 0, 0, O_OVER},
         {"version", 0, 0, 'V'},       {"tp", 1, 0, O_TP},           {"pp", 1, 0, O_PP},
-        {"sp", 0, 0, O_SP},
+        {"sp", 0, 0, O_SP},           {"recompute", 1, 0, O_RECOMP},
         {"pp-schedule", 1, 0, O_PPS}, {"micro", 1, 0, O_MICRO},     {"virtual", 1, 0, O_VIRT},
         {0, 0, 0, 0}};
     int c;
@@ -292,6 +299,13 @@ static void parse(int argc, char **argv, opts_t *o)
         case O_TP: o->tp = (int)parse_num("--tp", optarg, 1, 1 << 20); break;
         case O_PP: o->pp = (int)parse_num("--pp", optarg, 1, 1 << 20); break;
         case O_SP: o->sp = 1; break;
+        case O_RECOMP:
+            if ((o->recompute = gpt_recompute_parse(optarg)) < 0) {
+                fprintf(stderr, "tempo-train: --recompute %s: use none, selective or full\n",
+                        optarg);
+                exit(2);
+            }
+            break;
         case O_ZERO: o->zero = (int)parse_num("--zero", optarg, 0, 3); break;
         case O_PPS: o->pp_schedule = optarg; break;
         case O_MICRO: o->micro = (int)parse_num("--micro", optarg, 1, 1 << 20); break;
@@ -1436,7 +1450,7 @@ static int run_pipeline(opts_t *o, const gpt_config_t *cfg, pp_kind_t kind)
                           .T = o->context, .steps = o->steps, .warmup = o->warmup, .lr = o->lr,
                           .min_lr_frac = o->min_lr_frac, .wd = o->wd, .clip = o->clip,
                           .beta1 = o->beta1, .beta2 = o->beta2, .seed = o->seed, .dump = o->dump,
-                          .quiet = o->quiet};
+                          .quiet = o->quiet, .recompute = o->recompute};
     if (D->world_rank == 0) {
         printf("tempo-train: %d rank(s), backend %s, pipeline parallel; model: %d layers, %d "
                "heads, %d channels, context %d: %zu parameters\n", D->world_size, D->backend,
@@ -1565,7 +1579,7 @@ int main(int argc, char **argv)
     gpt_tp_t tp = {.rank = D->tp_rank, .size = D->tp_size, .allreduce_sum = tp_sum_cb,
                    .allreduce_max = tp_max_cb, .ctx = D, .allgather = tp_gather_cb,
                    .reduce_scatter = tp_scatter_cb, .sp = o.sp};
-    if (gpt_create_tp(&cfg, &tp, o.seed, &m)) {
+    if (gpt_create_tp(&cfg, &tp, o.seed, &m) || gpt_set_recompute(m, o.recompute)) {
         die("model: %s", gpt_last_error());
     }
     loader_t *ld = loader_open(o.data, DATA_BYTE_VOCAB, o.context, o.batch, D->rank, D->size,
@@ -1612,10 +1626,10 @@ int main(int argc, char **argv)
                o.zero >= 2 ? " (a shard and backward buffers for 2 blocks, embeddings and lnf)"
                            : "",
                8e-6 * (double)t.shard_n, 4e-6 * (double)gpt_act_floats(m), o.batch, o.context);
-        printf("activations per rank: %.3f MB, of which LayerNorm and residual regions "
-               "%.3f MB%s\n",
-               4e-6 * (double)m->act_floats, 4e-6 * (double)m->act_seq_floats,
-               o.sp ? " (sequence-parallel: 1/tp of them)" : "");
+        printf("activations per rank: %.3f MB (recompute %s), of which LayerNorm and residual "
+               "regions %.3f MB%s\n",
+               4e-6 * (double)m->act_floats, gpt_recompute_name(o.recompute),
+               4e-6 * (double)m->act_seq_floats, o.sp ? " (sequence-parallel: 1/tp of them)" : "");
         size_t nv = li.val_windows < (size_t)o.val_windows ? li.val_windows : (size_t)o.val_windows;
         printf("data: %s: %zu tokens in %d file(s), %zu train / %zu validation (%zu of its "
                "windows evaluated)\n",
