@@ -64,9 +64,11 @@ check_PROGRAMS += tests/trainer/dumpcmp
 tests_trainer_dumpcmp_SOURCES = tests/trainer/dumpcmp.c
 tests_trainer_dumpcmp_LDADD = -lm
 TESTS += tests/trainer/layouts.sh tests/trainer/compressed.sh tests/trainer/tp.sh \
-	tests/trainer/zero3.sh tests/trainer/sp.sh tests/trainer/pp.sh
+	tests/trainer/zero3.sh tests/trainer/sp.sh tests/trainer/pp.sh \
+	tests/trainer/recompute.sh
 EXTRA_DIST += tests/trainer/layouts.sh tests/trainer/compressed.sh tests/trainer/tp.sh \
-	tests/trainer/zero3.sh tests/trainer/sp.sh tests/trainer/pp.sh
+	tests/trainer/zero3.sh tests/trainer/sp.sh tests/trainer/pp.sh \
+	tests/trainer/recompute.sh
 # runs in an --out folder (refused, --overwrite, resume) and across layouts (global batch kept on
 # resume, validation loss the same at any layout)
 TESTS += tests/trainer/runs.sh
