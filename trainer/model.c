@@ -12,6 +12,9 @@
  * Sequence parallelism (tp.sp) keeps the LayerNorm and residual regions as the rank's block of
  * B·T / tp.size token rows (sized so in carve_acts), and swaps TP's all-reduces for the all-gather
  * and reduce-scatter of sp_gather / sp_scatter around the same kernels (model.h says where).
+ * Activation recomputation (m->recompute) only changes what carve_acts keeps per block (the rest
+ * shares one buffer set) and adds a recomputation at the top of a block's backward: the attention
+ * softmax (selective) or the whole block_forward (full), the same kernels on the same inputs.
  *
  * Kernels
  *   - matmuls go through one blocked GEMM, C(M, N) += A(M, K) · B(K, N), whose micro-kernel keeps

@@ -35,7 +35,9 @@ run() {
 }
 losses() { tail -n +2 "$1/loss.csv" | cut -d, -f2; }
 # actmb LOG: the activation MB per rank the run printed for its recompute mode
-actmb() { sed -n 's/^\(\[0\] \)\{0,1\}activations per rank[^:]*: \([0-9.]*\) MB (recompute .*/\2/p' "$1"; }
+actmb() {
+    sed -n 's/^\(\[0\] \)\{0,1\}activations per rank[^:]*: \([0-9.]*\) MB (recompute .*/\2/p' "$1"
+}
 
 LAYOUTS="1rank:1:--batch 8
 dp2:2:--batch 4 --dp 2
