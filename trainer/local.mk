@@ -76,3 +76,5 @@ EXTRA_DIST += tests/trainer/runs.sh
 # checkpoints on a full disk (a small tmpfs the test mounts; skipped where mount is not allowed)
 TESTS += tests/trainer/ckpt_full.sh
 EXTRA_DIST += tests/trainer/ckpt_full.sh
+# tests/trainer/lib.sh: the helpers those scripts source (not a test)
+EXTRA_DIST += tests/trainer/lib.sh

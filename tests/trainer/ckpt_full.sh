@@ -10,13 +10,9 @@
 # Needs root (mount); skipped where a tmpfs cannot be mounted. The tmpfs is unmounted on exit.
 # Knobs: CKPTFULL_KEEP=1 keeps the temporary directory (unmounted), CKPTFULL_TIMEOUT the hang guard.
 
-TR="${top_builddir:-.}/tools/tempo-run"
-TT="${top_builddir:-.}/trainer/tempo-train"
 srcdir=${top_srcdir:-$(dirname "$0")/../..}
-. "$srcdir/tests/mr/launch.sh"
-mr_prepare CKPTFULL "$TT" # checks, clears TEMPO_*, TEMPO_TIMEOUT=60, $tmp, $guard
-OMP_NUM_THREADS=1
-export OMP_NUM_THREADS
+. "$srcdir/tests/trainer/lib.sh"
+prepare CKPTFULL README.md
 ckpt="$tmp/out/ckpt"
 mkdir -p "$ckpt" || exit 1
 if ! why=$(mount -t tmpfs -o size=64k tempo-ckpt-test "$ckpt" 2>&1); then
@@ -24,42 +20,39 @@ if ! why=$(mount -t tmpfs -o size=64k tempo-ckpt-test "$ckpt" 2>&1); then
     exit 0
 fi
 trap 'umount "$ckpt"; if [ "$_keep" = 1 ]; then echo "# kept $tmp"; else rm -rf "$tmp"; fi' EXIT
-cat "$srcdir/README.md" >"$tmp/corpus.txt"
 
-num=0
-point() { # point DESCRIPTION COMMAND...: one TAP line; on failure the run's log as diagnostics
+# check DESCRIPTION COMMAND...: one TAP point, COMMAND's status; on failure the run's log
+check() {
     _d=$1
     shift
-    num=$((num + 1))
-    if "$@"; then
-        echo "ok $num - $_d"
-    else
-        echo "not ok $num - $_d"
+    "$@"
+    _s=$?
+    point $_s "$_d"
+    if [ $_s != 0 ]; then
         echo "# exit status $rc; contents of $ckpt:"
         ls -AR "$ckpt" | sed 's/^/#   /'
         tail -n 12 "$tmp/log" | cut -c 1-250 | sed 's/^/#   /'
     fi
 }
 # train OUT [args...]: 2 ranks, ZeRO 1, a checkpoint after each step; sets rc
+MODEL="--data $tmp/corpus.txt --layers 1 --heads 1 --channels 16 --context 16 --batch 2 --zero 1 \
+--ckpt-every 1 --ckpt-keep 3 --val-every 0 --sample 0"
 train() {
     _out=$1
     shift
-    "$TR" -n 2 --timeout "$guard" "$TT" --data "$tmp/corpus.txt" --layers 1 --heads 1 \
-        --channels 16 --context 16 --batch 2 --zero 1 --ckpt-every 1 --ckpt-keep 3 \
-        --val-every 0 --sample 0 --out "$_out" "$@" >"$tmp/log" 2>&1 </dev/null
-    rc=$?
+    launch 2 "$tmp/log" --out "$_out" "$@"
 }
 rows() { [ "$(tail -n +2 "$tmp/out/loss.csv" | wc -l)" -eq "$1" ]; }
 
 echo "1..5"
 
 train "$tmp/out" --steps 2
-point "disk full: the run trains to its end despite the failed saves, exits 1 (final save failed)" \
+check "disk full: the run trains to its end despite the failed saves, exits 1 (final save failed)" \
     eval '[ $rc = 1 ] && rows 2 && grep -q "warning: checkpoint .*step_00000001 failed" "$tmp/log"'
-point "the failure names the file and the cause" \
+check "the failure names the file and the cause" \
     grep -q -E "cannot write $ckpt/step_00000001\.tmp/(model|optim_0000[01])\.bin: No space left on device" \
     "$tmp/log"
-point "nothing of the failed saves is left in the checkpoint directory" \
+check "nothing of the failed saves is left in the checkpoint directory" \
     eval '[ -z "$(ls -A "$ckpt")" ]'
 
 mount -o remount,size=1m "$ckpt" || echo "Bail out! cannot resize the tmpfs at $ckpt"
@@ -69,8 +62,8 @@ mkdir "$ckpt/step_00000099.tmp" "$ckpt/step_00000000" &&
 train "$tmp/seed" --steps 1
 [ $rc = 0 ] || echo "Bail out! a 1-step run into $tmp/seed failed"
 train "$tmp/out" --steps 3 --resume "$tmp/seed/ckpt/step_00000001"
-point "with space again, a stale step_*.tmp filling it does not make the resumed run's saves fail" \
+check "with space again, a stale step_*.tmp filling it does not make the resumed run's saves fail" \
     eval '[ $rc = 0 ] && rows 3 && [ "$(cat "$ckpt/latest")" = step_00000003 ] &&
         [ "$(ls "$ckpt/step_00000002" "$ckpt/step_00000003" | grep -c bin)" = 6 ]'
-point "the stale step_00000099.tmp is removed, the complete step_00000000 is kept" \
+check "the stale step_00000099.tmp is removed, the complete step_00000000 is kept" \
     eval '[ ! -e "$ckpt/step_00000099.tmp" ] && [ -f "$ckpt/step_00000000/model.bin" ]'

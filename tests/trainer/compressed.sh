@@ -7,10 +7,8 @@
 # (apt-get install fortunes). Takes about a minute and a half on 2 cores.
 # Knobs: COMPRESSED_KEEP=1 keeps the temporary directory, COMPRESSED_TIMEOUT the hang guard.
 
-TR="${top_builddir:-.}/tools/tempo-run"
-TT="${top_builddir:-.}/trainer/tempo-train"
 srcdir=${top_srcdir:-$(dirname "$0")/../..}
-. "$srcdir/tests/mr/launch.sh"
+. "$srcdir/tests/trainer/lib.sh"
 corpus=/usr/share/games/fortunes
 if [ ! -d "$corpus" ]; then
     echo "1..0 # SKIP $corpus not installed (apt-get install fortunes)"
@@ -19,17 +17,14 @@ fi
 # The hang guard: 200 steps take about 45 s on a quiet 2-core machine, but over 10 minutes when
 # the machine is slow and other tests share its cores (measured: 3 s a step with make check -j2).
 COMPRESSED_TIMEOUT=${COMPRESSED_TIMEOUT:-1200}
-mr_prepare COMPRESSED "$TT"
-OMP_NUM_THREADS=1
-export OMP_NUM_THREADS
+prepare COMPRESSED
 echo "1..3"
-num=0
 # run NAME COMPRESS: the main job's configuration; prints "START END" validation losses
 run() {
-    "$TR" -n 4 --timeout "$guard" "$TT" --dp 4 --zero 1 --compress "$2" --sched tic \
+    launch 4 "$tmp/$1.log" --dp 4 --zero 1 --compress "$2" --sched tic \
         --layers 4 --heads 4 --channels 128 --context 128 --batch 8 --steps 200 --warmup 20 \
         --lr 2e-3 --val-every 200 --val-windows 128 --sample 0 --threads 1 --quiet \
-        --out "$tmp/$1" >"$tmp/$1.log" 2>&1 </dev/null || return 1
+        --out "$tmp/$1" || return 1
     sed -n 's/.*validation loss: \([0-9.]*\) at start, \([0-9.]*\) at the end.*/\1 \2/p' \
         "$tmp/$1.log"
 }
@@ -38,20 +33,18 @@ for cfg in "none none" "alq alq:bits=3"; do
     v=$(run "$1" "$2")
     rc=$?
     eval "v_$1=\"\$v\""
-    num=$((num + 1))
     if [ $rc = 0 ] && [ -n "$v" ] && echo "$v" | awk '{exit !($2 < $1 * 2 / 3)}'; then
-        echo "ok $num - --compress $2: 200 steps, validation loss $v (start, end) fell by a third"
+        ok "--compress $2: 200 steps, validation loss $v (start, end) fell by a third"
     else
-        echo "not ok $num - --compress $2: 200 steps (validation loss '$v', exit $rc)"
+        notok "--compress $2: 200 steps (validation loss '$v', exit $rc)"
         tail -n 5 "$tmp/$1.log" | sed 's/^/#   /'
     fi
 done
-num=$((num + 1))
 end_none=${v_none#* } end_alq=${v_alq#* }
 if [ -n "$v_none" ] && [ -n "$v_alq" ] &&
     awk -v a="$end_alq" -v n="$end_none" 'BEGIN {d = a / n - 1; exit !(d <= 0.05 && d >= -0.05)}'; then
-    echo "ok $num - ALQ 3-bit ends within 5 % of uncompressed: $end_alq vs $end_none" \
+    ok "ALQ 3-bit ends within 5 % of uncompressed: $end_alq vs $end_none" \
         "($(awk -v a="$end_alq" -v n="$end_none" 'BEGIN {printf "%+.2f %%", 100 * (a / n - 1)}'))"
 else
-    echo "not ok $num - ALQ 3-bit ends within 5 % of uncompressed: '$end_alq' vs '$end_none'"
+    notok "ALQ 3-bit ends within 5 % of uncompressed: '$end_alq' vs '$end_none'"
 fi

@@ -19,40 +19,13 @@
 # (2 layers, 2 heads, 32 channels, context 32), 8 sequences per global batch.
 # Knobs: TRAINER_KEEP=1 keeps the temporary directory, TRAINER_TIMEOUT the hang guard per launch.
 
-TR="${top_builddir:-.}/tools/tempo-run"
-TT="${top_builddir:-.}/trainer/tempo-train"
-CMP="${top_builddir:-.}/tests/trainer/dumpcmp"
 srcdir=${top_srcdir:-$(dirname "$0")/../..}
-. "$srcdir/tests/mr/launch.sh"
-[ -x "$CMP" ] || { echo "Bail out! $CMP not found (build it first: make check)"; exit 1; }
-mr_prepare TRAINER "$TT" # checks, clears TEMPO_*, TEMPO_TIMEOUT=60, $tmp, $guard
-OMP_NUM_THREADS=1
-export OMP_NUM_THREADS
-cat "$srcdir/README.md" "$srcdir/include/tempo.h" >"$tmp/corpus.txt"
+. "$srcdir/tests/trainer/lib.sh"
+prepare --dumpcmp TRAINER README.md include/tempo.h
 
 MODEL="--data $tmp/corpus.txt --layers 2 --heads 2 --channels 32 --context 32 --val-every 0 \
 --sample 0 --quiet --warmup 3 --lr 3e-3"
-num=0
-ok() { num=$((num + 1)); echo "ok $num - $*"; }
-notok() { num=$((num + 1)); echo "not ok $num - $*"; }
-point() { # point STATUS DESCRIPTION: 0 = ok
-    if [ "$1" = 0 ]; then ok "$2"; else notok "$2"; fi
-}
-# train N ZERO OUT [args...]: tempo-train on N ranks with 8/N sequences per rank
-train() {
-    _n=$1 _z=$2 _out=$3
-    shift 3
-    "$TR" -n "$_n" --timeout "$guard" "$TT" $MODEL --batch $((8 / _n)) --zero "$_z" \
-        --out "$_out" "$@" >"$_out.log" 2>&1
-}
-# losses CSV: the loss column
-losses() { tail -n +2 "$1/loss.csv" | cut -d, -f2; }
-# worst A B N: the largest relative difference of two loss columns, or "missing" unless both have N
-worst() {
-    paste -d' ' "$1" "$2" | awk -v n="$3" '{e = ($1 - $2) / $1; if (e < 0) e = -e;
-        if (e > w) w = e} END {if (NR != n) print "missing"; else printf "%.3g", w}'
-}
-within() { awk -v w="$1" -v t="$2" 'BEGIN {exit !(w != "missing" && w + 0 <= t + 0)}'; }
+# train N ZERO OUT [args...] (lib.sh): tempo-train on N ranks with 8/N sequences per rank
 
 echo "1..35"
 
@@ -62,11 +35,9 @@ point $? "single-rank step-0 dump"
 # step0 TRAIN N ZERO LABEL: TRAIN's (train or mtrain) step-0 dump at N ranks against ref.bin
 step0() {
     _d="$tmp/$1$2$3"
-    "$1" "$2" "$3" "$_d" --dump "$_d.bin" && res=$("$CMP" "$tmp/ref.bin" "$_d.bin" 1e-5)
-    _rc=$?
-    point $_rc "${4}DP=$2 ZeRO $3: step-0 loss and gradients equal one rank's within 1e-5"
-    echo "# $res"
-    [ $_rc = 0 ] || sed 's/^/#   /' "$_d.log" | tail -n 5
+    "$1" "$2" "$3" "$_d" --dump "$_d.bin"
+    dumped $? "$tmp/ref.bin" "$_d.bin" \
+        "${4}DP=$2 ZeRO $3: step-0 loss and gradients equal one rank's within 1e-5" "$_d.log"
 }
 for n in 2 4; do
     for z in 0 1 2; do
@@ -78,20 +49,20 @@ done
 train 1 0 "$tmp/refa" --accum 2 --dump "$tmp/refa.bin"
 for cfg in "2 2" "4 1" "2 0"; do
     set -- $cfg
-    train "$1" "$2" "$tmp/a$1$2" --accum 2 --dump "$tmp/a$1$2.bin" &&
-        res=$("$CMP" "$tmp/refa.bin" "$tmp/a$1$2.bin" 1e-5)
-    point $? "DP=$1 ZeRO $2 with 2 accumulated micro-batches: step 0 equals one rank's within 1e-5"
-    echo "# $res"
+    train "$1" "$2" "$tmp/a$1$2" --accum 2 --dump "$tmp/a$1$2.bin"
+    dumped $? "$tmp/refa.bin" "$tmp/a$1$2.bin" \
+        "DP=$1 ZeRO $2 with 2 accumulated micro-batches: step 0 equals one rank's within 1e-5" \
+        "$tmp/a$1$2.log"
 done
 
 # ZeRO 2 with 4 blocks: the blocks take turns in 2 gradient buffers (a buffer is reused only after
 # its previous block's reduce-scatter is in)
 train 1 0 "$tmp/ref4" --layers 4 --accum 2 --dump "$tmp/ref4.bin"
 for n in 2 4; do
-    train "$n" 2 "$tmp/z4$n" --layers 4 --accum 2 --dump "$tmp/z4$n.bin" &&
-        res=$("$CMP" "$tmp/ref4.bin" "$tmp/z4$n.bin" 1e-5)
-    point $? "DP=$n ZeRO 2, 4 layers in 2 reused buffers, 2 micro-batches: step 0 equals one rank's within 1e-5"
-    echo "# $res"
+    train "$n" 2 "$tmp/z4$n" --layers 4 --accum 2 --dump "$tmp/z4$n.bin"
+    dumped $? "$tmp/ref4.bin" "$tmp/z4$n.bin" \
+        "DP=$n ZeRO 2, 4 layers in 2 reused buffers, 2 micro-batches: step 0 equals one rank's within 1e-5" \
+        "$tmp/z4$n.log"
 done
 
 # 2. 20 steps
@@ -100,10 +71,7 @@ point $? "single rank: 20 steps"
 for cfg in "2 1" "4 2"; do
     set -- $cfg
     train "$1" "$2" "$tmp/s$1$2" --steps 20
-    losses "$tmp/s1" >"$tmp/a"
-    losses "$tmp/s$1$2" >"$tmp/b"
-    w=$(worst "$tmp/a" "$tmp/b" 20)
-    within "$w" 1e-4
+    agree "$tmp/s1" "$tmp/s$1$2" 20 1e-4
     point $? "DP=$1 ZeRO $2: 20 losses track one rank's within 1e-4 (worst relative $w)"
 done
 # --clip 0: per-layer updates (ZeRO 0 defers each group's update to its next forward)
@@ -111,10 +79,7 @@ train 1 0 "$tmp/p1" --steps 20 --clip 0
 for cfg in "2 0" "4 1"; do
     set -- $cfg
     train "$1" "$2" "$tmp/p$1$2" --steps 20 --clip 0 --accum 2 --batch $((4 / $1))
-    losses "$tmp/p1" >"$tmp/a"
-    losses "$tmp/p$1$2" >"$tmp/b"
-    w=$(worst "$tmp/a" "$tmp/b" 20)
-    within "$w" 1e-4
+    agree "$tmp/p1" "$tmp/p$1$2" 20 1e-4
     point $? "--clip 0 (per-layer updates), DP=$1 ZeRO $2, 2 micro-batches: 20 losses track one rank's within 1e-4 (worst $w)"
 done
 train 4 2 "$tmp/s42b" --steps 20
@@ -178,10 +143,7 @@ train 4 1 "$tmp/w" --steps 10 --ckpt-every 5
 for n in 2 1; do
     mkdir -p "$tmp/w$n" && cp -r "$tmp/w/ckpt" "$tmp/w$n/"
     train "$n" 0 "$tmp/w$n" --steps 10 --resume "$tmp/w$n/ckpt/step_00000005"
-    tail -n 5 "$tmp/w/loss.csv" | cut -d, -f2 >"$tmp/a"
-    losses "$tmp/w$n" >"$tmp/b"
-    w=$(worst "$tmp/a" "$tmp/b" 5)
-    within "$w" 1e-5
+    resumed "$tmp/w" "$tmp/w$n"
     point $? "written at DP=4 ZeRO 1, resumed at DP=$n ZeRO 0: losses within 1e-5 (worst $w)"
 done
 
@@ -225,10 +187,7 @@ for cfg in "2 0" "2 1" "4 2"; do
     step0 mtrain "$1" "$2" "mpi backend, "
 done
 mtrain 2 1 "$tmp/ms21" --steps 20
-losses "$tmp/s21" >"$tmp/a"
-losses "$tmp/ms21" >"$tmp/b"
-w=$(worst "$tmp/a" "$tmp/b" 20)
-within "$w" 1e-4
+agree "$tmp/s21" "$tmp/ms21" 20 1e-4
 point $? "mpi backend, DP=2 ZeRO 1: 20 losses track the tempo backend's within 1e-4 (worst $w)"
 mtrain 2 0 "$tmp/mq" --compress alq:bits=3
 rc=$?

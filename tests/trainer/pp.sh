@@ -22,40 +22,20 @@
 # Model: 4 layers, 4 heads, 32 channels, context 32, 8 sequences per global batch.
 # Knobs: TRAINER_KEEP=1 keeps the temporary directory, TRAINER_TIMEOUT the hang guard per launch.
 
-TR="${top_builddir:-.}/tools/tempo-run"
-TT="${top_builddir:-.}/trainer/tempo-train"
-CMP="${top_builddir:-.}/tests/trainer/dumpcmp"
 srcdir=${top_srcdir:-$(dirname "$0")/../..}
-. "$srcdir/tests/mr/launch.sh"
-[ -x "$CMP" ] || { echo "Bail out! $CMP not found (build it first: make check)"; exit 1; }
-mr_prepare TRAINER "$TT" # checks, clears TEMPO_*, TEMPO_TIMEOUT=60, $tmp, $guard
-OMP_NUM_THREADS=1
-export OMP_NUM_THREADS
-cat "$srcdir/README.md" "$srcdir/include/tempo.h" >"$tmp/corpus.txt"
+. "$srcdir/tests/trainer/lib.sh"
+prepare --dumpcmp TRAINER README.md include/tempo.h
 
 MODEL="--data $tmp/corpus.txt --layers 4 --heads 4 --channels 32 --context 32 --val-every 0 \
 --sample 0 --warmup 3 --lr 3e-3"
-num=0
-point() { # point STATUS DESCRIPTION: 0 = ok
-    num=$((num + 1))
-    if [ "$1" = 0 ]; then echo "ok $num - $2"; else echo "not ok $num - $2"; fi
-}
 # run N OUT [args...]: tempo-train on N ranks into OUT (log OUT.log)
 run() {
     _n=$1 _out=$2
     shift 2
-    "$TR" -n "$_n" --timeout "$guard" "$TT" $MODEL --out "$_out" "$@" >"$_out.log" 2>&1
+    launch "$_n" "$_out.log" --out "$_out" "$@"
 }
-losses() { tail -n +2 "$1/loss.csv" | cut -d, -f2; }
-# track A B LABEL: the 10 losses of runs A and B agree within 1e-4
-track() {
-    losses "$1" >"$1.l" && losses "$2" >"$2.l"
-    _w=$(paste -d' ' "$1.l" "$2.l" | awk '{e = ($1 - $2) / $1; if (e < 0) e = -e; if (e > w) w = e}
-        END {if (NR != 10) print "missing"; else printf "%.3g", w}')
-    awk -v w="$_w" 'BEGIN {exit !(w != "missing" && w + 0 <= 1e-4)}'
-    point $? "$3: 10 steps track one rank's losses within 1e-4 (worst $_w)"
-    [ "$_w" != missing ] || tail -n 3 "$2.log" | sed 's/^/#   /'
-}
+# track10 A B LABEL: the 10 losses of runs A and B agree within 1e-4
+track10() { track "$1" "$2" 10 1e-4 "$3: 10 steps track one rank's losses within 1e-4"; }
 
 echo "1..26"
 
@@ -69,11 +49,9 @@ step0() {
     _n=$1 _ref=$2 _lbl=$3
     shift 3
     _o="$tmp/s$num"
-    run "$_n" "$_o" --dump "$_o.bin" "$@" && res=$("$CMP" "$tmp/$_ref.bin" "$_o.bin" 1e-5)
-    _rc=$?
-    point $_rc "$_lbl: step-0 loss and full gradient equal one rank's within 1e-5"
-    echo "# $res"
-    [ $_rc = 0 ] || sed 's/^/#   /' "$_o.log" | tail -n 5
+    run "$_n" "$_o" --dump "$_o.bin" "$@"
+    dumped $? "$tmp/$_ref.bin" "$_o.bin" \
+        "$_lbl: step-0 loss and full gradient equal one rank's within 1e-5" "$_o.log"
 }
 step0 2 r4 "PP=2 1f1b M=4" --batch 2 --pp 2 --micro 4
 step0 2 r4 "PP=2 gpipe M=4" --batch 2 --pp 2 --micro 4 --pp-schedule gpipe
@@ -88,12 +66,12 @@ VAL="--val-every 5 --val-windows 16"
 run 1 "$tmp/l4" --batch 2 --accum 4 --steps 10 --quiet $VAL
 point $? "single-rank 10 steps, 4 micro-batches"
 run 2 "$tmp/p2" --batch 2 --pp 2 --micro 4 --steps 10
-track "$tmp/l4" "$tmp/p2" "PP=2 1f1b M=4"
+track10 "$tmp/l4" "$tmp/p2" "PP=2 1f1b M=4"
 run 2 "$tmp/pi" --batch 2 --pp 2 --micro 4 --virtual 2 --pp-schedule interleaved --steps 10 $VAL
-track "$tmp/l4" "$tmp/pi" "PP=2 interleaved V=2 M=4"
+track10 "$tmp/l4" "$tmp/pi" "PP=2 interleaved V=2 M=4"
 run 1 "$tmp/l2" --batch 4 --accum 2 --steps 10 --quiet $VAL
 run 4 "$tmp/d2" --batch 2 --pp 2 --dp 2 --micro 2 --steps 10 $VAL
-track "$tmp/l2" "$tmp/d2" "DP=2 x PP=2 M=2"
+track10 "$tmp/l2" "$tmp/d2" "DP=2 x PP=2 M=2"
 # vals A B LABEL: the validation losses (steps 5 and 10) of A and B agree within 1e-5
 vals() {
     _w=$(paste -d, "$1/loss.csv" "$2/loss.csv" | awk -F, 'NR > 1 && $3 != "" {n++;
@@ -120,17 +98,6 @@ bubble "$tmp/p2.log" 0.250 "PP=2 M=4 1f1b"
 bubble "$tmp/pi.log" 0.125 "PP=2 V=2 M=4 interleaved"
 
 # 3. refused layouts
-# refused N MESSAGE LABEL [args]: N ranks exit non-zero before training, saying MESSAGE
-refused() {
-    _n=$1 _msg=$2 _lbl=$3
-    shift 3
-    "$TR" -n "$_n" --timeout "$guard" "$TT" $MODEL --out "$tmp/bad" "$@" >"$tmp/bad.log" 2>&1
-    _rc=$?
-    [ $_rc != 0 ] && grep -q -- "$_msg" "$tmp/bad.log" && ! grep -q "step " "$tmp/bad.log" &&
-        [ ! -e "$tmp/bad/loss.csv" ]
-    point $? "$_lbl is refused before any work"
-    grep -m1 -- "$_msg" "$tmp/bad.log" | sed 's/^/# /'
-}
 refused 2 "4 layers cannot be split evenly" "--layers 4 --pp 2 --virtual 4 (8 stages)" --pp 2 --virtual 4 \
     --pp-schedule interleaved --micro 2
 refused 4 "1f1b needs" "--pp 4 --micro 2 with 1f1b" --pp 4 --micro 2
@@ -139,26 +106,21 @@ refused 4 "pipeline stages have no tensor or sequence parallelism" "--pp 2 --tp 
 refused 2 "--zero 1: not there yet" "--pp 2 --zero 1" --pp 2 --zero 1
 refused 1 "are pipeline flags" "--micro 4 without --pp" --micro 4
 mkdir "$tmp/used" && echo "step,loss" >"$tmp/used/loss.csv"
-"$TR" -n 2 --timeout "$guard" "$TT" $MODEL --pp 2 --out "$tmp/used" >"$tmp/used.log" 2>&1
+launch 2 "$tmp/used.log" --pp 2 --out "$tmp/used"
 [ $? != 0 ] && grep -q "holds another run's results" "$tmp/used.log" && ! grep -q "step " "$tmp/used.log"
 point $? "a new --pp 2 run into another run's --out is refused"
 
 # 4. checkpoints hold the single-rank layout
-# resumed A B LABEL: steps 6-10 of the resumed run B equal the uninterrupted run A's within 1e-5
-resumed() {
-    tail -n 5 "$1/loss.csv" | cut -d, -f2 >"$tmp/want"
-    tail -n +2 "$2/loss.csv" | cut -d, -f2 >"$tmp/got"
-    _w=$(paste -d' ' "$tmp/want" "$tmp/got" | awk '{e = ($1 - $2) / $1; if (e < 0) e = -e;
-        if (e > w) w = e} END {if (NR != 5 || $2 == "") print "missing"; else printf "%.3g", w}')
-    awk -v w="$_w" 'BEGIN {exit !(w != "missing" && w + 0 <= 1e-5)}'
-    point $? "$3: steps 6-10 within 1e-5 of the uninterrupted run (worst $_w)"
-    [ "$_w" != missing ] || tail -n 3 "$2.log" | sed 's/^/#   /'
+# resumed6 A B LABEL: steps 6-10 of the resumed run B equal the uninterrupted run A's within 1e-5
+resumed6() {
+    resumed "$1" "$2"
+    report $? "$3: steps 6-10 within 1e-5 of the uninterrupted run" "$2.log"
 }
 run 2 "$tmp/c" --batch 2 --pp 2 --micro 4 --steps 10 --ckpt-every 5 --quiet
 mkdir "$tmp/c1" && cp -r "$tmp/c/ckpt" "$tmp/c1/" &&
     run 1 "$tmp/c1" --steps 10 --resume "$tmp/c1/ckpt/step_00000005" --quiet
-resumed "$tmp/c" "$tmp/c1" "written at PP=2, resumed at one rank"
+resumed6 "$tmp/c" "$tmp/c1" "written at PP=2, resumed at one rank"
 run 1 "$tmp/e" --batch 2 --accum 4 --steps 10 --ckpt-every 5 --quiet
 mkdir "$tmp/e1" && cp -r "$tmp/e/ckpt" "$tmp/e1/" &&
     run 4 "$tmp/e1" --pp 2 --dp 2 --micro 4 --steps 10 --resume "$tmp/e1/ckpt/step_00000005"
-resumed "$tmp/e" "$tmp/e1" "written at one rank, resumed at DP=2 x PP=2"
+resumed6 "$tmp/e" "$tmp/e1" "written at one rank, resumed at DP=2 x PP=2"

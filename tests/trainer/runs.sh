@@ -18,37 +18,19 @@
 # heads, 32 channels, context 32), 6 steps at most.
 # Knobs: RUNS_KEEP=1 keeps the temporary directory, RUNS_TIMEOUT the hang guard per launch.
 
-TR="${top_builddir:-.}/tools/tempo-run"
-TT="${top_builddir:-.}/trainer/tempo-train"
 srcdir=${top_srcdir:-$(dirname "$0")/../..}
-. "$srcdir/tests/mr/launch.sh"
-mr_prepare RUNS "$TT" # checks, clears TEMPO_*, TEMPO_TIMEOUT=60, $tmp, $guard
-OMP_NUM_THREADS=1
-export OMP_NUM_THREADS
-cat "$srcdir/README.md" "$srcdir/include/tempo.h" >"$tmp/corpus.txt"
+. "$srcdir/tests/trainer/lib.sh"
+prepare RUNS README.md include/tempo.h
 
 MODEL="--data $tmp/corpus.txt --layers 2 --heads 2 --channels 32 --context 32 --sample 0 \
 --quiet --warmup 3 --lr 3e-3"
-num=0
-# point STATUS DESCRIPTION LOG: one TAP line; on failure the end of LOG as diagnostics
-point() {
-    num=$((num + 1))
-    if [ "$1" = 0 ]; then
-        echo "ok $num - $2"
-    else
-        echo "not ok $num - $2"
-        tail -n 6 "$3" | cut -c 1-250 | sed 's/^/#   /'
-    fi
-}
+# point STATUS DESCRIPTION LOG (lib.sh): on failure the end of LOG as diagnostics
 # train N OUT [args...]: tempo-train on N ranks into OUT, log in OUT.log; sets rc
 train() {
     _n=$1 _out=$2
     shift 2
-    "$TR" -n "$_n" --timeout "$guard" "$TT" $MODEL --out "$_out" "$@" >"$_out.log" 2>&1 </dev/null
-    rc=$?
+    launch "$_n" "$_out.log" --out "$_out" "$@"
 }
-# col CSV N: column N of the rows
-col() { tail -n +2 "$1" | cut -d, -f"$2"; }
 
 echo "1..13"
 
@@ -77,9 +59,7 @@ point $? "resumed from step 3 of 6: loss.csv has each step once, the summary nam
     "$tmp/a.log"
 col "$tmp/full.csv" 2 | tail -n 3 >"$tmp/want"
 col "$tmp/a/loss.csv" 2 | tail -n 3 >"$tmp/got"
-w=$(paste -d' ' "$tmp/want" "$tmp/got" | awk '{e = ($1 - $2) / $1; if (e < 0) e = -e;
-    if (e > w) w = e} END {if (NR != 3) print "missing"; else printf "%.3g", w}')
-[ "$w" != missing ] && awk -v w="$w" 'BEGIN {exit !(w <= 1e-5)}' &&
+compare "$tmp/want" "$tmp/got" 3 1e-5 &&
     grep -q "global batch: 16 sequences per step (--batch 4 x 1 ranks x --accum 4)" "$tmp/a.log"
 point $? "DP=2 checkpoint resumed on 1 rank keeps the global batch of 16: losses within 1e-5 (worst $w)" \
     "$tmp/a.log"

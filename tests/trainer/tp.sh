@@ -15,45 +15,18 @@
 # Model: 2 layers, 4 heads, 32 channels, context 32, 8 sequences per global batch.
 # Knobs: TRAINER_KEEP=1 keeps the temporary directory, TRAINER_TIMEOUT the hang guard per launch.
 
-TR="${top_builddir:-.}/tools/tempo-run"
-TT="${top_builddir:-.}/trainer/tempo-train"
-CMP="${top_builddir:-.}/tests/trainer/dumpcmp"
 srcdir=${top_srcdir:-$(dirname "$0")/../..}
-. "$srcdir/tests/mr/launch.sh"
-[ -x "$CMP" ] || { echo "Bail out! $CMP not found (build it first: make check)"; exit 1; }
-mr_prepare TRAINER "$TT" # checks, clears TEMPO_*, TEMPO_TIMEOUT=60, $tmp, $guard
-OMP_NUM_THREADS=1
-export OMP_NUM_THREADS
-cat "$srcdir/README.md" "$srcdir/include/tempo.h" >"$tmp/corpus.txt"
+. "$srcdir/tests/trainer/lib.sh"
+prepare --dumpcmp TRAINER README.md include/tempo.h
 
 MODEL="--data $tmp/corpus.txt --layers 2 --heads 4 --channels 32 --context 32 --val-every 0 \
 --sample 0 --quiet --warmup 3 --lr 3e-3"
-num=0
-ok() { num=$((num + 1)); echo "ok $num - $*"; }
-notok() { num=$((num + 1)); echo "not ok $num - $*"; }
-point() { # point STATUS DESCRIPTION: 0 = ok
-    if [ "$1" = 0 ]; then ok "$2"; else notok "$2"; fi
-}
 # train DP TP ZERO OUT [args...]: tempo-train on DP x TP ranks, 8/DP sequences per DP rank
 train() {
     _d=$1 _t=$2 _z=$3 _out=$4
     shift 4
-    "$TR" -n $((_d * _t)) --timeout "$guard" "$TT" $MODEL --batch $((8 / _d)) --dp "$_d" \
-        --tp "$_t" --zero "$_z" --out "$_out" "$@" >"$_out.log" 2>&1
-}
-losses() { tail -n +2 "$1/loss.csv" | cut -d, -f2; }
-worst() { # the largest relative difference of two loss columns, or "missing" unless both have N
-    paste -d' ' "$1" "$2" | awk -v n="$3" '{e = ($1 - $2) / $1; if (e < 0) e = -e;
-        if (e > w) w = e} END {if (NR != n) print "missing"; else printf "%.3g", w}'
-}
-within() { awk -v w="$1" -v t="$2" 'BEGIN {exit !(w != "missing" && w + 0 <= t + 0)}'; }
-# track A B N TOL LABEL: loss columns of runs A and B agree within TOL over N steps
-track() {
-    losses "$1" >"$1.l" && losses "$2" >"$2.l"
-    _w=$(worst "$1.l" "$2.l" "$3")
-    within "$_w" "$4"
-    point $? "$5 (worst $_w)"
-    [ "$_w" != missing ] || tail -n 3 "$2.log" | sed 's/^/#   /'
+    launch $((_d * _t)) "$_out.log" --batch $((8 / _d)) --dp "$_d" --tp "$_t" --zero "$_z" \
+        --out "$_out" "$@"
 }
 
 echo "1..19"
@@ -67,12 +40,10 @@ step0() {
     _dd=$1 _tt=$2 _zz=$3 _ref=$4
     shift 4
     _o="$tmp/s$_dd$_tt$_zz$_ref"
-    train "$_dd" "$_tt" "$_zz" "$_o" --dump "$_o.bin" "$@" &&
-        res=$("$CMP" "$tmp/$_ref.bin" "$_o.bin" 1e-5)
-    _rc=$?
-    point $_rc "DP=$_dd x TP=$_tt ZeRO $_zz $*: step-0 loss and full gradient equal one rank's within 1e-5"
-    echo "# $res"
-    [ $_rc = 0 ] || sed 's/^/#   /' "$_o.log" | tail -n 5
+    train "$_dd" "$_tt" "$_zz" "$_o" --dump "$_o.bin" "$@"
+    dumped $? "$tmp/$_ref.bin" "$_o.bin" \
+        "DP=$_dd x TP=$_tt ZeRO $_zz $*: step-0 loss and full gradient equal one rank's within 1e-5" \
+        "$_o.log"
 }
 step0 1 2 0 ref
 step0 1 4 0 ref
@@ -101,34 +72,16 @@ grep "groups:" "$tmp/l22.log" | sed 's/^/# /'
 train 1 2 0 "$tmp/c" --steps 10 --ckpt-every 5
 mkdir "$tmp/c1" && cp -r "$tmp/c/ckpt" "$tmp/c1/" &&
     train 1 1 0 "$tmp/c1" --steps 10 --resume "$tmp/c1/ckpt/step_00000005"
-tail -n 5 "$tmp/c/loss.csv" | cut -d, -f2 >"$tmp/want"
-losses "$tmp/c1" >"$tmp/got"
-w=$(worst "$tmp/want" "$tmp/got" 5)
-within "$w" 1e-5
-point $? "written at TP=2, resumed at TP=1: steps 6-10 within 1e-5 of the uninterrupted run (worst $w)"
-[ "$w" != missing ] || tail -n 3 "$tmp/c1.log" | sed 's/^/#   /'
+resumed "$tmp/c" "$tmp/c1"
+report $? "written at TP=2, resumed at TP=1: steps 6-10 within 1e-5 of the uninterrupted run" \
+    "$tmp/c1.log"
 train 1 1 0 "$tmp/d" --steps 10 --ckpt-every 5
 mkdir "$tmp/d2" && cp -r "$tmp/d/ckpt" "$tmp/d2/" &&
     train 2 2 0 "$tmp/d2" --steps 10 --resume "$tmp/d2/ckpt/step_00000005"
-tail -n 5 "$tmp/d/loss.csv" | cut -d, -f2 >"$tmp/want"
-losses "$tmp/d2" >"$tmp/got"
-w=$(worst "$tmp/want" "$tmp/got" 5)
-within "$w" 1e-5
-point $? "written at TP=1, resumed at DP=2 x TP=2: steps 6-10 within 1e-5 (worst $w)"
-[ "$w" != missing ] || tail -n 3 "$tmp/d2.log" | sed 's/^/#   /'
+resumed "$tmp/d" "$tmp/d2"
+report $? "written at TP=1, resumed at DP=2 x TP=2: steps 6-10 within 1e-5" "$tmp/d2.log"
 
 # 4. refused layouts
-# refused N MESSAGE LABEL [args]: N ranks exit non-zero before training, saying MESSAGE
-refused() {
-    _n=$1 _msg=$2 _lbl=$3
-    shift 3
-    "$TR" -n "$_n" --timeout "$guard" "$TT" $MODEL --out "$tmp/bad" "$@" >"$tmp/bad.log" 2>&1
-    _rc=$?
-    [ $_rc != 0 ] && grep -q "$_msg" "$tmp/bad.log" && ! grep -q "^.*step " "$tmp/bad.log" &&
-        [ ! -e "$tmp/bad/loss.csv" ]
-    point $? "$_lbl is refused before any work"
-    grep -m1 "$_msg" "$tmp/bad.log" | sed 's/^/# /'
-}
 refused 2 "heads cannot be split over 2 ranks" "--heads 3 --tp 2" --heads 3 --channels 24 --tp 2
 refused 4 "must equal the job's 4 ranks" "--dp 1 --tp 2 on 4 ranks" --dp 1 --tp 2
 refused 4 "pipeline stages have no tensor or sequence parallelism" "--tp 2 --pp 2" --tp 2 --pp 2

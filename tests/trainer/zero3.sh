@@ -14,43 +14,15 @@
 #      --zero 3 is refused with a clear error.
 # Model and corpus as tests/trainer/layouts.sh. Knobs: TRAINER_KEEP=1, TRAINER_TIMEOUT.
 
-TR="${top_builddir:-.}/tools/tempo-run"
-TT="${top_builddir:-.}/trainer/tempo-train"
-CMP="${top_builddir:-.}/tests/trainer/dumpcmp"
 srcdir=${top_srcdir:-$(dirname "$0")/../..}
-. "$srcdir/tests/mr/launch.sh"
-[ -x "$CMP" ] || { echo "Bail out! $CMP not found (build it first: make check)"; exit 1; }
-mr_prepare TRAINER "$TT"
-OMP_NUM_THREADS=1
-export OMP_NUM_THREADS
-cat "$srcdir/README.md" "$srcdir/include/tempo.h" >"$tmp/corpus.txt"
+. "$srcdir/tests/trainer/lib.sh"
+prepare --dumpcmp TRAINER README.md include/tempo.h
 
 MODEL="--data $tmp/corpus.txt --layers 2 --heads 2 --channels 32 --context 32 --val-every 0 \
 --sample 0 --quiet --warmup 3 --lr 3e-3"
-num=0
-ok() { num=$((num + 1)); echo "ok $num - $*"; }
-notok() { num=$((num + 1)); echo "not ok $num - $*"; }
-point() { if [ "$1" = 0 ]; then ok "$2"; else notok "$2"; fi; }
-# train N ZERO OUT [args...]: N ranks, 8/N sequences per rank
-train() {
-    _n=$1 _z=$2 _out=$3
-    shift 3
-    "$TR" -n "$_n" --timeout "$guard" "$TT" $MODEL --batch $((8 / _n)) --zero "$_z" \
-        --out "$_out" "$@" >"$_out.log" 2>&1
-}
-losses() { tail -n +2 "$1/loss.csv" | cut -d, -f2; }
-worst() { # worst A B N: largest relative difference of two loss columns, "missing" unless N each
-    paste -d' ' "$1" "$2" | awk -v n="$3" '{e = ($1 - $2) / $1; if (e < 0) e = -e;
-        if (e > w) w = e} END {if (NR != n) print "missing"; else printf "%.3g", w}'
-}
-within() { awk -v w="$1" -v t="$2" 'BEGIN {exit !(w != "missing" && w + 0 <= t + 0)}'; }
-cmp0() { # cmp0 REF NAME DESCRIPTION
-    res=$("$CMP" "$tmp/$1.bin" "$tmp/$2.bin" 1e-5)
-    _rc=$?
-    point $_rc "$3"
-    echo "# $res"
-    [ $_rc = 0 ] || sed 's/^/#   /' "$tmp/$2.log" | tail -n 5
-}
+# train N ZERO OUT [args...] (lib.sh): N ranks, 8/N sequences per rank
+# cmp0 STATUS REF NAME DESCRIPTION: NAME's step-0 dump (its run exited with STATUS) against REF's
+cmp0() { dumped "$1" "$tmp/$2.bin" "$tmp/$3.bin" "$4" "$tmp/$3.log"; }
 
 echo "1..13"
 
@@ -59,41 +31,37 @@ train 1 0 "$tmp/ref" --dump "$tmp/ref.bin"
 point $? "single-rank step-0 dump"
 for n in 2 4; do
     train "$n" 3 "$tmp/z$n" --dump "$tmp/z$n.bin"
-    cmp0 ref "z$n" "DP=$n ZeRO 3: step-0 loss and gradients equal one rank's within 1e-5"
+    cmp0 $? ref "z$n" "DP=$n ZeRO 3: step-0 loss and gradients equal one rank's within 1e-5"
 done
 train 1 0 "$tmp/ref4" --layers 4 --accum 2 --dump "$tmp/ref4.bin"
 for n in 2 4; do
     train "$n" 3 "$tmp/a$n" --layers 4 --accum 2 --dump "$tmp/a$n.bin"
-    cmp0 ref4 "a$n" "DP=$n ZeRO 3, 4 blocks in 2 gathered buffers, 2 micro-batches: step 0 equals one rank's within 1e-5"
+    cmp0 $? ref4 "a$n" "DP=$n ZeRO 3, 4 blocks in 2 gathered buffers, 2 micro-batches: step 0 equals one rank's within 1e-5"
 done
 
 # 2. 10 steps
 train 1 0 "$tmp/s1" --steps 10
-losses "$tmp/s1" >"$tmp/l1"
 for n in 2 4; do
     train "$n" 3 "$tmp/s$n" --steps 10
-    losses "$tmp/s$n" >"$tmp/l$n"
-    w=$(worst "$tmp/l1" "$tmp/l$n" 10)
-    within "$w" 1e-4
+    agree "$tmp/s1" "$tmp/s$n" 10 1e-4
     point $? "DP=$n ZeRO 3: 10 losses track one rank's within 1e-4 (worst relative $w)"
 done
 
 # 3. checkpoints across ZeRO 3 and ZeRO 0: resumed steps 6-10 against the uninterrupted run
-# resumed SRC DST N ZERO: copy run SRC to DST, resume its step 5 on N ranks at ZeRO
-resumed() {
+# resume5 SRC DST N ZERO: copy run SRC to DST, resume its step 5 on N ranks at ZeRO
+resume5() {
     cp -r "$tmp/$1" "$tmp/$2"
-    "$TR" -n "$3" --timeout "$guard" "$TT" $MODEL --zero "$4" --out "$tmp/$2" --steps 10 \
-        --resume "$tmp/$1/ckpt/step_00000005" >"$tmp/$2.log" 2>&1 || return 1
+    launch "$3" "$tmp/$2.log" --zero "$4" --out "$tmp/$2" --steps 10 \
+        --resume "$tmp/$1/ckpt/step_00000005" || return 1
     losses "$tmp/$1" | tail -n 5 >"$tmp/u"
     losses "$tmp/$2" | tail -n 5 >"$tmp/r"
-    w=$(worst "$tmp/u" "$tmp/r" 5)
-    within "$w" 1e-5
+    compare "$tmp/u" "$tmp/r" 5 1e-5
 }
 train 2 3 "$tmp/k3" --steps 10 --ckpt-every 5 --ckpt-keep 3
-resumed k3 k3r 1 0
+resume5 k3 k3r 1 0
 point $? "saved at DP=2 ZeRO 3, resumed at DP=1 ZeRO 0: steps 6-10 equal (worst relative $w)"
 train 1 0 "$tmp/k0" --steps 10 --ckpt-every 5 --ckpt-keep 3
-resumed k0 k0r 2 3
+resume5 k0 k0r 2 3
 point $? "saved at DP=1 ZeRO 0, resumed at DP=2 ZeRO 3: steps 6-10 equal (worst relative $w)"
 
 # 4. the prefetch in the timeline (3 blocks: two prefetches per forward)
@@ -145,7 +113,6 @@ train 4 3 "$tmp/m4" --steps 1
 grep -q "memory per rank: parameters .*gradients .*AdamW state .*activations" "$tmp/m4.log"
 point $? "the memory line names parameters, gradients, AdamW state and activations"
 grep "memory per rank" "$tmp/m4.log" | sed 's/^/# /'
-"$TR" -n 2 --timeout "$guard" "$TT" $MODEL --tp 2 --zero 3 --out "$tmp/tp" >"$tmp/tp.log" 2>&1
-rc=$?
+launch 2 "$tmp/tp.log" --tp 2 --zero 3 --out "$tmp/tp"
 [ $rc = 2 ] && grep -q "with --zero 3: ZeRO 3 is not there yet on a tensor-parallel mesh" "$tmp/tp.log"
 point $? "--tp 2 --zero 3 refused with a clear error (exit $rc)"
