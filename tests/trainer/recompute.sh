@@ -10,30 +10,20 @@
 # Knobs: RECOMPUTE_KEEP=1 keeps the temporary directory, RECOMPUTE_TIMEOUT the hang guard per
 # launch.
 
-TR="${top_builddir:-.}/tools/tempo-run"
-TT="${top_builddir:-.}/trainer/tempo-train"
 srcdir=${top_srcdir:-$(dirname "$0")/../..}
-. "$srcdir/tests/mr/launch.sh"
-mr_prepare RECOMPUTE "$TT" # checks, clears TEMPO_*, TEMPO_TIMEOUT=60, $tmp, $guard
+. "$srcdir/tests/trainer/lib.sh"
+prepare RECOMPUTE README.md include/tempo.h
 TEMPO_TIMEOUT=30
-OMP_NUM_THREADS=1
-export TEMPO_TIMEOUT OMP_NUM_THREADS
-cat "$srcdir/README.md" "$srcdir/include/tempo.h" >"$tmp/corpus.txt"
+export TEMPO_TIMEOUT
 
 MODEL="--data $tmp/corpus.txt --layers 2 --heads 4 --channels 32 --context 32 --val-every 0 \
 --sample 0 --quiet --warmup 3 --lr 3e-3"
-num=0
-point() { # point STATUS DESCRIPTION: 0 = ok
-    num=$((num + 1))
-    if [ "$1" = 0 ]; then echo "ok $num - $2"; else echo "not ok $num - $2"; fi
-}
-# run N OUT [args...]: tempo-train on N ranks
+# run N OUT [args...]: tempo-train on N ranks into OUT (log OUT.log)
 run() {
     _n=$1 _out=$2
     shift 2
-    "$TR" -n "$_n" --timeout "$guard" "$TT" $MODEL --out "$_out" "$@" >"$_out.log" 2>&1
+    launch "$_n" "$_out.log" --out "$_out" "$@"
 }
-losses() { tail -n +2 "$1/loss.csv" | cut -d, -f2; }
 # actmb LOG: the activation MB per rank the run printed for its recompute mode
 actmb() {
     sed -n 's/^\(\[0\] \)\{0,1\}activations per rank[^:]*: \([0-9.]*\) MB (recompute .*/\2/p' "$1"
