@@ -27,6 +27,20 @@
 #include "tempo.h"
 
 /* ---------------------------------------------------------------------------------------------- */
+/* Options                                                                                        */
+/* ---------------------------------------------------------------------------------------------- */
+
+/** The value of --big-bytes BYTES (coll_test, determinism): the large size of a whole buffer, from
+ *  64 KiB to max, the program's default. A slow build (ThreadSanitizer) runs the large cases
+ *  through the same multi-segment paths at a fraction of the cost. 0 if text is not such a number. */
+static inline size_t mr_big_bytes(const char *text, size_t max)
+{
+    char *end;
+    unsigned long long v = strtoull(text, &end, 0);
+    return *text && !*end && v >= 65536 && v <= max ? (size_t)v : 0;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
 /* Pseudo-random data                                                                             */
 /* ---------------------------------------------------------------------------------------------- */
 
