@@ -19,3 +19,17 @@ TEMPO_SANITIZER_TESTS = $(TEMPO_UNIT_TESTS) tests/unit/test_trace_tool.sh $(TEMP
 # static, through tempo.pc) and run there, every installed program's name, --version and --help.
 TESTS += %reldir%/install.sh
 EXTRA_DIST += %reldir%/install.sh
+
+# What `./quickstart.sh sanitize-thread` runs in its thread build (build-tsan/, see README.md
+# "Sanitizer builds"): the tests that start threads or worlds (the progress thread of every rank,
+# the scheduled lane, the bucketer, compressed collectives, shm and tcp transports): the unit tests
+# of the engine, streams, sockets, bootstrap, config, logging and status (the quantizer and
+# reduction unit tests are single-threaded: nothing for TSan to see), every fault test, and the
+# multi-rank tests at the reduced sizes that quickstart.sh sets (COLL_BIG_BYTES, DET_BIG_BYTES,
+# DIFFTEST_CASES; their scripts document them). By hand, in a thread build:
+#     make check TESTS='$(TEMPO_TSAN_TESTS)'
+TEMPO_TSAN_TESTS = tests/unit/test_status tests/unit/test_cfg tests/unit/test_log \
+	tests/unit/test_sock tests/unit/test_bootstrap tests/unit/test_sched tests/unit/test_stream \
+	$(TEMPO_FAULT_TESTS) tests/fault/fault_sched tests/fault/fault_blame tests/fault/fault_flood \
+	tests/fault/comm_ids tests/mr/sched.sh tests/mr/bucketer.sh tests/mr/qcoll.sh \
+	tests/mr/coll_shm.sh tests/mr/coll_tcp.sh tests/mr/determinism.sh tests/mr/difftest.sh

@@ -26,6 +26,15 @@
 #define LOOPS 400      /* LOOPS x MSG = 400 MiB: what one rank buffered before the fix */
 #define LIMIT (8u << 20)
 #define SLACK (16u << 20) /* allocator and library bookkeeping beyond the unexpected data */
+/* Under ThreadSanitizer every byte of memory the program touches has shadow and meta memory of
+ * its own (two to three bytes more, in VmHWM too), and freed memory is reused later than by
+ * glibc: the allowance is 4 times larger there (96 MiB), still far below what the defect
+ * buffered (LOOPS x MSG, 400 MiB, before shadow). */
+#if defined(__SANITIZE_THREAD__)
+#define MEM_SCALE 4u
+#else
+#define MEM_SCALE 1u
+#endif
 #define GUARD_S 120.0
 
 typedef struct {
@@ -121,8 +130,9 @@ static void run_variant(const char *name, const char *const *env, int cont)
         int st = job_status_of(j, r, "status");
         const char *g = job_get(j, r, "growth");
         double mib = g ? (double)strtoull(g, NULL, 10) / (1 << 20) : -1;
-        TAP_OK(g && mib <= (double)(LIMIT + SLACK) / (1 << 20), "%s: rank %d: memory grew by "
-               "%.1f MiB (limit %u MiB + %u MiB)", name, r, mib, LIMIT >> 20, SLACK >> 20);
+        TAP_OK(g && mib <= (double)(MEM_SCALE * (LIMIT + SLACK)) / (1 << 20), "%s: rank %d: "
+               "memory grew by %.1f MiB (limit %u x (%u MiB + %u MiB))", name, r, mib, MEM_SCALE,
+               LIMIT >> 20, SLACK >> 20);
         const char *msg = job_get(j, r, "msg");
         if (cont) {
             TAP_EQ_INT(st, TEMPO_OK, "%s: rank %d finishes (%s)", name, r, msg ? msg : "");

@@ -57,8 +57,16 @@ static void queued_allreduces(tempo_comm_t comm, int rank, int stop_at)
         st = tempo_iallreduce(comm, in, out + 2 * posted, 2, TEMPO_FLOAT32, TEMPO_SUM, NULL,
                               &reqs[posted]);
     }
-    if (st == TEMPO_OK) {
-        st = tempo_waitall((size_t)posted, reqs, sts);
+    /* The job can fail while this loop still posts (in the stall case, when posting takes longer
+     * than TEMPO_TIMEOUT, as under ThreadSanitizer): the last post failed and posted nothing; the
+     * requests before it are still waited for (and freed), so that each gets its own status.
+     * Their first error is the cause, the failed post a consequence. */
+    if (st != TEMPO_OK) {
+        posted--;
+    }
+    tempo_status_t wst = tempo_waitall((size_t)posted, reqs, sts);
+    if (wst != TEMPO_OK) {
+        st = wst;
     }
     rk_put("elapsed", "%.3f", rk_now() - t0);
     rk_put("msg", "%s", st == TEMPO_OK ? "" : tempo_last_error(comm));

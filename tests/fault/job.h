@@ -18,7 +18,10 @@
  *   job_go(&job, rank), job_kill(&job, rank, sig)
  *   job_finish(&job, seconds)                 wait for all ranks (SIGKILL after seconds: a hang
  *                                             guard, reported); relay their rk_check results as TAP
- * Synchronisation is only through these pipes; the only timeouts are hang guards.
+ * Synchronisation is only through these pipes; the only timeouts are hang guards. Besides the
+ * test's own, each rank has a last-resort one: alarm(FAULT_RANK_GUARD seconds, 120 by default;
+ * from the environment, for slow builds: a ThreadSanitizer rank of fault_mismatch runs for about
+ * 3 minutes).
  */
 #ifndef TEMPO_TESTS_FAULT_JOB_H
 #define TEMPO_TESTS_FAULT_JOB_H
@@ -258,7 +261,8 @@ static int job_start(job_t *j, int n, const char *const *env, job_rank_main_t fn
             rk_ctl_fd = ctl[0];
             dup2(2, 1);
             signal(SIGPIPE, SIG_DFL);
-            alarm(120); /* last-resort hang guard inside the rank */
+            const char *guard = getenv("FAULT_RANK_GUARD");
+            alarm(guard && atoi(guard) > 0 ? (unsigned)atoi(guard) : 120); /* last resort */
             job_clean_env();
             char v[32];
             snprintf(v, sizeof(v), "%d", r);

@@ -24,8 +24,13 @@
 # locally and write files, which this script reads.
 #
 # Knobs (environment): COLL_RANKS ("1 2 3 4 5 6 7 8"), COLL_FULL_BIG_MAX (4; 8 runs the whole
-# product everywhere), COLL_TIMEOUT (per launch, 600 s: the hang guard), COLL_KEEP=1 keeps the
-# result files (path printed). Run by the automake harness with top_builddir exported, or by hand:
+# product everywhere), COLL_BIG_BYTES (the "few MB" size, 3145728; 65536 and up: coll_test
+# --big-bytes), COLL_ENV (NAME=VALUE words added to the ranks' environment), COLL_TIMEOUT (per
+# launch, 600 s: the hang guard), COLL_KEEP=1 keeps the result files (path printed). Under
+# ThreadSanitizer the MB size takes over 90 % of a launch; COLL_BIG_BYTES=262144 with
+# COLL_ENV="TEMPO_SHM_COLL_BYTES=64K TEMPO_SHM_RING_BYTES=64K" still runs it through several
+# staged segments and ring wraps, in a tenth of the time. Run by the automake harness with
+# top_builddir exported, or by hand:
 #     top_builddir=/path/to/build sh tests/mr/coll_shm.sh
 
 transport=$1
@@ -96,8 +101,11 @@ for n in $ranks; do
     mkdir "$dir" || exit 1
     big=
     [ "$n" -le "$full_big_max" ] && big=--full-big
+    [ -n "${COLL_BIG_BYTES:-}" ] && big="$big --big-bytes $COLL_BIG_BYTES"
     t0=$(date +%s)
-    "$TR" -n "$n" --timeout "$launch_timeout" "$PROG" --out "$dir" $big >"$dir/out" 2>&1 </dev/null
+    # shellcheck disable=SC2086
+    env ${COLL_ENV:-} "$TR" -n "$n" --timeout "$launch_timeout" "$PROG" --out "$dir" $big \
+        >"$dir/out" 2>&1 </dev/null
     rc=$?
     elapsed=$(($(date +%s) - t0))
 
@@ -117,7 +125,10 @@ for n in $ranks; do
     fi
     nlines=$(grep -c 'transports: [0-9]* peers over shm, [0-9]* over tcp' "$dir/out")
     nright=$(grep -c "transports: $want\$" "$dir/out")
-    desc="$transport n=$n: launch of $n ranks ($elapsed s${big:+, full product at the MB size})"
+    what=
+    case $big in --full-big*) what=", full product at the MB size" ;; esac
+    [ -n "${COLL_BIG_BYTES:-}" ] && what="$what, large size $COLL_BIG_BYTES bytes"
+    desc="$transport n=$n: launch of $n ranks ($elapsed s$what)"
     if [ "$rc" -eq 0 ] && [ -z "$missing" ] && [ "$nright" -eq "$nlines" ]; then
         echo "ok $num - $desc"
         [ "$nlines" -eq 0 ] && echo "# could not confirm the transport: no 'transports:' log line"

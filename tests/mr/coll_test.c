@@ -22,9 +22,10 @@
  * ignored (reduce's recvbuf and broadcast's sendbuf off the root) must stay untouched.
  *
  * Usage: coll_test --list                 print the check groups, one per line, and exit
- *        coll_test --out DIR [--full-big] [--only GROUP-PREFIX]
+ *        coll_test --out DIR [--full-big] [--only GROUP-PREFIX] [--big-bytes BYTES]
  * --full-big runs the whole product at the MB size too; by default the MB size runs a reduced
- * product (see big_selected()).
+ * product (see big_selected()). --big-bytes replaces the "few MB" (BIG_BYTES) with a smaller whole
+ * buffer, 64 KiB to BIG_BYTES (mr_big_bytes()).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -41,7 +42,7 @@
 #include "mrtest.h"
 
 #define MiB (1024u * 1024u)
-#define BIG_BYTES (3u * MiB)        /* the "few MB" size of a whole buffer */
+#define BIG_BYTES (3u * MiB)        /* the "few MB" size of a whole buffer (default, and most) */
 #define CAP (BIG_BYTES + 64 * 1024) /* largest buffer + slack, bytes */
 #define ODD_COUNT 1037              /* 17 * 61: not a multiple of any rank count 2..8 */
 #define MAX_ALGOS 16
@@ -62,6 +63,7 @@ typedef struct {
     const char *dir;
     const char *only;
     int full_big;
+    size_t big_bytes; /* the large size of a whole buffer, bytes: BIG_BYTES or --big-bytes */
     uint64_t salt; /* per case; all ranks walk the same cases, so it is the same on all */
     uint8_t *A;    /* (amax) class in [0,16) of a global element index */
     size_t amax;
@@ -137,7 +139,7 @@ static size_t big_count(const ctx_t *c, int coll, tempo_dtype_t dt)
 {
     size_t es = mr_esize(dt);
     int per_rank = coll == MR_REDUCE_SCATTER || coll == MR_ALLGATHER || coll == MR_ALLTOALL;
-    return per_rank ? BIG_BYTES / es / (size_t)c->size + 5 : BIG_BYTES / es + 5;
+    return per_rank ? c->big_bytes / es / (size_t)c->size + 5 : c->big_bytes / es + 5;
 }
 
 /* Shift (misalignment) of the data: one element for the odd count, so buffers are not 16-byte
@@ -883,6 +885,7 @@ int main(int argc, char **argv)
     static ctx_t ctx;
     ctx_t *c = &ctx;
     int list = 0;
+    c->big_bytes = BIG_BYTES;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--list") == 0) {
             list = 1;
@@ -892,9 +895,12 @@ int main(int argc, char **argv)
             c->only = argv[++i];
         } else if (strcmp(argv[i], "--full-big") == 0) {
             c->full_big = 1;
+        } else if (strcmp(argv[i], "--big-bytes") == 0 && i + 1 < argc &&
+                   (c->big_bytes = mr_big_bytes(argv[i + 1], BIG_BYTES)) != 0) {
+            i++;
         } else {
-            fprintf(stderr, "usage: %s --list | --out DIR [--full-big] [--only GROUP-PREFIX]\n",
-                    argv[0]);
+            fprintf(stderr, "usage: %s --list | --out DIR [--full-big] [--only GROUP-PREFIX] "
+                    "[--big-bytes 65536..%u]\n", argv[0], BIG_BYTES);
             return 2;
         }
     }
@@ -948,7 +954,7 @@ int main(int argc, char **argv)
         }
         for (int d = 0; d < TEMPO_DTYPE_COUNT && !c->fatal; d++) {
             tempo_dtype_t dt = (tempo_dtype_t)d;
-            size_t counts[4] = {0, 1, ODD_COUNT, BIG_BYTES / mr_esize(dt) / 2 + 5};
+            size_t counts[4] = {0, 1, ODD_COUNT, c->big_bytes / mr_esize(dt) / 2 + 5};
             if (ci == 3 && !big_selected(c, MR_BROADCAST, dt, TEMPO_SUM, P_OOP)) {
                 continue;
             }

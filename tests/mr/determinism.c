@@ -17,7 +17,8 @@
  * launches (every rank and key the same), never trusting the library to compare for it.
  * Checks go to DIR/r<rank> as in mrtest.h.
  *
- * Usage: determinism --list | --out DIR
+ * Usage: determinism --list | --out DIR [--big-bytes BYTES]
+ * --big-bytes replaces the ~1.5 MB size with a smaller one, 64 KiB and up (mr_big_bytes()).
  */
 #include <math.h>
 #include <stdint.h>
@@ -30,7 +31,7 @@
 #include "mrtest.h"
 
 #define ODD_COUNT 1037
-#define BIG_BYTES (3u * 1024 * 1024 / 2)
+#define BIG_BYTES (3u * 1024 * 1024 / 2) /* the large size (default, and most), bytes */
 #define MAX_ALGOS 16
 #define NCOLL 3
 
@@ -47,6 +48,7 @@ typedef struct {
     int nalgo[NCOLL];
     const char *algo[NCOLL][MAX_ALGOS]; /* entry 0 NULL: automatic choice, blocking call */
     int fatal;
+    size_t big_bytes; /* the large size, bytes: BIG_BYTES or --big-bytes */
 } ctx_t;
 
 /* Element g of rank r in case `seed`: a uniform value in [-2, 2) with a full 53-bit mantissa,
@@ -272,13 +274,18 @@ int main(int argc, char **argv)
     ctx_t *c = &ctx;
     const char *dir = NULL;
     int list = 0;
+    c->big_bytes = BIG_BYTES;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--list") == 0) {
             list = 1;
         } else if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) {
             dir = argv[++i];
+        } else if (strcmp(argv[i], "--big-bytes") == 0 && i + 1 < argc &&
+                   (c->big_bytes = mr_big_bytes(argv[i + 1], BIG_BYTES)) != 0) {
+            i++;
         } else {
-            fprintf(stderr, "usage: %s --list | --out DIR\n", argv[0]);
+            fprintf(stderr, "usage: %s --list | --out DIR [--big-bytes 65536..%u]\n", argv[0],
+                    BIG_BYTES);
             return 2;
         }
     }
@@ -316,7 +323,7 @@ int main(int argc, char **argv)
         for (int ai = 0; ai < c->nalgo[coll] && !c->fatal; ai++) {
             for (int d = 0; d < 3 && !c->fatal; d++) {
                 size_t es = esize(dtypes[d]);
-                size_t counts[2] = {ODD_COUNT, BIG_BYTES / es + 3};
+                size_t counts[2] = {ODD_COUNT, c->big_bytes / es + 3};
                 for (int o = 0; o < 2 && !c->fatal; o++) {
                     for (int ci = 0; ci < 2 && !c->fatal; ci++) {
                         /* reduce_scatter's count is per rank: keep its total ~1.5 MB too */

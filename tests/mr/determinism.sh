@@ -15,7 +15,9 @@
 #   - per algorithm: the tcp launch gave the same results as the shm launches (same inputs, rank
 #     count and algorithm; the transport is not part of the promise). Skipped for "auto", whose
 #     choice may depend on the transport, and for algorithms that cannot run across hosts.
-# Knobs: DET_RANKS ("3 4 5"), DET_TIMEOUT (per launch, 600 s), DET_KEEP=1 keeps the files.
+# Knobs: DET_RANKS ("3 4 5"), DET_BIG_BYTES (the ~1.5 MB size, 1572864; 65536 and up: determinism
+# --big-bytes; 262144 cuts a ThreadSanitizer launch 5-fold), DET_TIMEOUT (per launch, 600 s),
+# DET_KEEP=1 keeps the files.
 # Run by the automake harness with top_builddir exported, or by hand:
 #     top_builddir=/path/to/build sh tests/mr/determinism.sh
 
@@ -40,6 +42,7 @@ fi
 
 ranks=${DET_RANKS:-3 4 5}
 launch_timeout=${DET_TIMEOUT:-600}
+big=${DET_BIG_BYTES:+--big-bytes $DET_BIG_BYTES}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/determinism.XXXXXX") || exit 1
 if [ "${DET_KEEP:-0}" = 1 ]; then
     trap 'echo "# files kept in $tmp"' EXIT
@@ -85,10 +88,12 @@ for n in $ranks; do
         mkdir -p "$dir/$launch" || exit 1
         t0=$(date +%s)
         if [ $launch = tcp ]; then
-            TEMPO_HOST_ID=%r "$TR" -n "$n" --timeout "$launch_timeout" "$PROG" \
+            # shellcheck disable=SC2086
+            TEMPO_HOST_ID=%r "$TR" -n "$n" --timeout "$launch_timeout" "$PROG" $big \
                 --out "$dir/$launch" >"$dir/$launch/out" 2>&1 </dev/null
         else
-            "$TR" -n "$n" --timeout "$launch_timeout" "$PROG" --out "$dir/$launch" \
+            # shellcheck disable=SC2086
+            "$TR" -n "$n" --timeout "$launch_timeout" "$PROG" $big --out "$dir/$launch" \
                 >"$dir/$launch/out" 2>&1 </dev/null
         fi
         rc=$?

@@ -11,8 +11,8 @@
  * formats' definitions, so that expected values do not come from the library's own converters,
  * and the verifiable data of coll_test and difftest: per-dtype element helpers, reduction inputs
  * whose result is exact in any order (mr_red_tables), byte patterns for data movement
- * (mr_gen_bytes), guarded and poisoned buffers, and checks that describe the first wrong element.
- * Header-only; everything is static inline so a program may use any subset.
+ * (mr_gen_bytes), guarded and poisoned buffers, checks that describe the first wrong element,
+ * and the parser of the --big-bytes option (mr_big_bytes). Header-only; everything is static inline so a program may use any subset.
  */
 #ifndef TEMPO_TESTS_MRTEST_H
 #define TEMPO_TESTS_MRTEST_H
@@ -25,6 +25,21 @@
 #include <string.h>
 
 #include "tempo.h"
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Options                                                                                        */
+/* ---------------------------------------------------------------------------------------------- */
+
+/** The value of --big-bytes BYTES (coll_test, determinism): the large size of a whole buffer, from
+ *  64 KiB to max, the program's default. A slow build (ThreadSanitizer) runs the large cases
+ *  through the same multi-segment paths at a fraction of the cost. 0 if text is not such a
+ *  number. */
+static inline size_t mr_big_bytes(const char *text, size_t max)
+{
+    char *end;
+    unsigned long long v = strtoull(text, &end, 0);
+    return *text && !*end && v >= 65536 && v <= max ? (size_t)v : 0;
+}
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Pseudo-random data                                                                             */
