@@ -19,6 +19,10 @@ TEMPO_SANITIZER_TESTS = $(TEMPO_UNIT_TESTS) tests/unit/test_trace_tool.sh $(TEMP
 # static, through tempo.pc) and run there, every installed program's name, --version and --help.
 TESTS += %reldir%/install.sh
 EXTRA_DIST += %reldir%/install.sh
+# perf/tempo-compare's fairness to the MPI baseline (its settings, rounds and figures), with a
+# stand-in mpirun.
+TESTS += %reldir%/compare.sh
+EXTRA_DIST += %reldir%/compare.sh
 
 # What `./quickstart.sh sanitize-thread` runs in its thread build (build-tsan/, see README.md
 # "Sanitizer builds"): the tests that start threads or worlds (the progress thread of every rank,
