@@ -8,7 +8,7 @@
  * single-rank layout. --sp adds sequence parallelism inside the model (gpt_tp_t.sp, with the TP
  * group's all-gather and reduce-scatter); nothing else here changes but the sampler, which pads
  * its context to a multiple of --tp.
- * --pp P runs the whole training on a PP x DP mesh in trainer/pp_train.c instead (run_pipeline:
+ * --pp P runs the whole training on a PP x DP x TP mesh in trainer/pp_train.c instead (run_pipeline:
  * each rank's pipeline stages under a gpipe, 1f1b or interleaved schedule); this file checks the
  * layout, builds the mesh and prints it.
  *
@@ -152,9 +152,10 @@ static void usage(FILE *f)
         "                      line shows the memory of the chosen mode\n"
         "  --pp P              pipeline-parallel stages [1]: --dp x --tp x --pp = the job size,\n"
         "                      rank order TP fastest, then DP, then PP (a stage's ranks are\n"
-        "                      consecutive); the layers must divide by P x --virtual; with\n"
-        "                      --tp 1 and --zero 0, no sample at the end yet; checkpoints\n"
-        "                      hold the single-rank layout (load at any --pp)\n"
+        "                      consecutive); the layers must divide by P x --virtual; each\n"
+        "                      stage is tensor-parallel with --tp > 1 (DP x TP x PP); with\n"
+        "                      --zero 0, not with --sp, no sample at the end yet; checkpoints\n"
+        "                      hold the single-rank layout (load at any --pp and --tp)\n"
         "  --pp-schedule S     gpipe, 1f1b or interleaved [1f1b]\n"
         "  --micro M           micro-batches of --batch sequences per step and DP rank [P]\n"
         "                      (replaces --accum: the step's loss is their mean); 1f1b needs\n"
