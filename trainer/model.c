@@ -1253,21 +1253,25 @@ static void tp_copy(const gpt_tensor_t *t, int r, int T, float *full, float *sha
     }
 }
 
+void gpt_tp_copy(const gpt_model_t *m, int ti, int r, float *full, float *shard, int to_full)
+{
+    const gpt_tensor_t *t = &m->tensors[ti];
+    if (t->size) { /* size 0: not on this pipeline stage */
+        tp_copy(t, r, m->tp.size, full + t->full_offset, shard + t->offset, to_full);
+    }
+}
+
 void gpt_tp_slice(const gpt_model_t *m, const float *full, float *shard)
 {
     for (int ti = 0; ti < m->num_tensors; ti++) {
-        const gpt_tensor_t *t = &m->tensors[ti];
-        tp_copy(t, m->tp.rank, m->tp.size, (float *)(uintptr_t)(full + t->full_offset),
-                shard + t->offset, 0);
+        gpt_tp_copy(m, ti, m->tp.rank, (float *)(uintptr_t)full, shard, 0);
     }
 }
 
 void gpt_tp_place(const gpt_model_t *m, const float *shard, int r, float *full)
 {
     for (int ti = 0; ti < m->num_tensors; ti++) {
-        const gpt_tensor_t *t = &m->tensors[ti];
-        tp_copy(t, r, m->tp.size, full + t->full_offset, (float *)(uintptr_t)(shard + t->offset),
-                1);
+        gpt_tp_copy(m, ti, r, full, (float *)(uintptr_t)shard, 1);
     }
 }
 
@@ -1278,6 +1282,9 @@ void gpt_init_weights(gpt_model_t *m, uint64_t seed)
         gpt_tensor_t full_t = m->tensors[ti], *t = &full_t;
         const int kind = m->work->init[ti];
         float *p = m->params + t->offset;
+        if (!t->size) { /* not on this pipeline stage */
+            continue;
+        }
         if (kind == INIT_ZERO || kind == INIT_ONE) {
             for (size_t i = 0; i < t->size; i++) {
                 p[i] = kind == INIT_ONE ? 1.0f : 0.0f;
@@ -1352,13 +1359,8 @@ int gpt_sp_check(int seq, int tp_size)
     return 0;
 }
 
-int gpt_create(const gpt_config_t *cfg, uint64_t seed, gpt_model_t **model_p)
-{
-    return gpt_create_tp(cfg, NULL, seed, model_p);
-}
-
-int gpt_create_tp(const gpt_config_t *cfg, const gpt_tp_t *tp, uint64_t seed,
-                  gpt_model_t **model_p)
+/* gpt_create_tp's and gpt_stage_create_tp's checks of cfg and tp (NULL: no tensor parallelism). */
+static int tp_args_check(const gpt_config_t *cfg, const gpt_tp_t *tp)
 {
     const int T = tp ? tp->size : 1;
     if (gpt_config_check(cfg) != 0 || gpt_tp_check(cfg, T) != 0) {
@@ -1372,6 +1374,32 @@ int gpt_create_tp(const gpt_config_t *cfg, const gpt_tp_t *tp, uint64_t seed,
     }
     if (tp && tp->sp && (!tp->allgather || !tp->reduce_scatter)) {
         return gpt_fail("gpt: sequence parallelism without its collectives");
+    }
+    return 0;
+}
+
+/* The buffer for drawing one sharded tensor whole (wte or a (4C, C) matmul weight) at T > 1. */
+static int alloc_init_full(gpt_work_t *w, const gpt_config_t *cfg, int T)
+{
+    if (T > 1) {
+        size_t C = (size_t)cfg->channels, V = (size_t)cfg->vocab_size;
+        w->init_full = malloc((V > 4 * C ? V : 4 * C) * C * sizeof(float));
+        return w->init_full ? 0 : -1;
+    }
+    return 0;
+}
+
+int gpt_create(const gpt_config_t *cfg, uint64_t seed, gpt_model_t **model_p)
+{
+    return gpt_create_tp(cfg, NULL, seed, model_p);
+}
+
+int gpt_create_tp(const gpt_config_t *cfg, const gpt_tp_t *tp, uint64_t seed,
+                  gpt_model_t **model_p)
+{
+    const int T = tp ? tp->size : 1;
+    if (tp_args_check(cfg, tp) != 0) {
+        return -1;
     }
     const int L = cfg->n_layer;
     gpt_model_t *m = calloc(1, sizeof *m);
@@ -1407,12 +1435,8 @@ int gpt_create_tp(const gpt_config_t *cfg, const gpt_tp_t *tp, uint64_t seed,
         m->work->gparam[g] = m->params + m->groups[g].off;
     }
     gemm_select(m->work);
-    if (T > 1) { /* the largest sharded tensor, whole: wte or a (4C, C) matmul weight */
-        size_t C = (size_t)cfg->channels, V = (size_t)cfg->vocab_size;
-        m->work->init_full = malloc((V > 4 * C ? V : 4 * C) * C * sizeof(float));
-        if (!m->work->init_full) {
-            goto oom;
-        }
+    if (alloc_init_full(m->work, cfg, T) != 0) {
+        goto oom;
     }
     gpt_init_weights(m, seed);
     *model_p = m;
@@ -2325,8 +2349,18 @@ static int stage_alloc_acts(gpt_stage_t *st)
 int gpt_stage_create(const gpt_config_t *cfg, int l0, int l1, int slots, int B, int T,
                      uint64_t seed, gpt_stage_t **stage_p)
 {
-    if (gpt_config_check(cfg) != 0) {
+    return gpt_stage_create_tp(cfg, NULL, l0, l1, slots, B, T, seed, stage_p);
+}
+
+int gpt_stage_create_tp(const gpt_config_t *cfg, const gpt_tp_t *tp, int l0, int l1, int slots,
+                        int B, int T, uint64_t seed, gpt_stage_t **stage_p)
+{
+    if (tp_args_check(cfg, tp) != 0) {
         return -1;
+    }
+    if (tp && tp->sp) {
+        return gpt_fail("gpt_stage: sequence parallelism inside a pipeline stage is not there "
+                        "yet");
     }
     const int L = cfg->n_layer;
     if (l0 < 0 || l1 <= l0 || l1 > L) {
@@ -2354,7 +2388,7 @@ int gpt_stage_create(const gpt_config_t *cfg, int l0, int l1, int slots, int B, 
     m->cfg = *cfg;
     m->num_tensors = 2 + P_PER_BLOCK * L + 2;
     m->mean_loss = -1.0f;
-    m->tp = (gpt_tp_t){.rank = 0, .size = 1}; /* stages are not tensor-parallel (yet) */
+    m->tp = tp ? *tp : (gpt_tp_t){.rank = 0, .size = 1};
     m->work = &st->base_work;
     m->tensors = calloc((size_t)m->num_tensors, sizeof *m->tensors);
     m->groups = calloc((size_t)L + 2, sizeof *m->groups);
@@ -2383,6 +2417,9 @@ int gpt_stage_create(const gpt_config_t *cfg, int l0, int l1, int slots, int B, 
         st->base_work.gparam[g] = m->groups[g].n ? m->params + m->groups[g].off : NULL;
     }
     gemm_select(&st->base_work);
+    if (alloc_init_full(&st->base_work, cfg, m->tp.size) != 0) {
+        goto oom;
+    }
     gpt_init_weights(m, seed); /* size-0 tensors are skipped; streams by global tensor index */
     if (stage_alloc_acts(st) != 0) {
         goto oom;
@@ -2407,6 +2444,7 @@ void gpt_stage_destroy(gpt_stage_t *st)
     free(st->base_work.init);
     free(st->base_work.ggrad);
     free(st->base_work.gparam);
+    free(st->base_work.init_full);
     free(st->slot);
     free(st->slot_work);
     free(st->blocks);
@@ -2423,11 +2461,11 @@ int gpt_stage_load(gpt_stage_t *st, const gpt_model_t *src)
         a->n_layer != b->n_layer || a->n_head != b->n_head || a->channels != b->channels) {
         return gpt_fail("gpt_stage_load: the model's configuration differs from the stage's");
     }
-    for (int ti = 0; ti < st->base.num_tensors; ti++) {
-        const gpt_tensor_t *t = &st->base.tensors[ti];
-        memcpy(st->base.params + t->offset, src->params + src->tensors[ti].offset,
-               t->size * sizeof(float));
+    if (src->tp.size != 1) {
+        return gpt_fail("gpt_stage_load: the model is a tensor-parallel shard (load the whole "
+                        "model)");
     }
+    gpt_tp_slice(&st->base, src->params, st->base.params); /* src's layout is the full one */
     return 0;
 }
 

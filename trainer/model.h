@@ -195,6 +195,11 @@ int gpt_create_tp(const gpt_config_t *cfg, const gpt_tp_t *tp, uint64_t seed,
 void gpt_tp_slice(const gpt_model_t *m, const float *full, float *shard);
 void gpt_tp_place(const gpt_model_t *m, const float *shard, int r, float *full);
 
+/* One tensor ti of those two: between its place in full (at full_offset) and rank r's shard in
+ * shard (a buffer of m's layout, at offset); to_full 0 slices, 1 places. A tensor of size 0 (not
+ * on a pipeline stage's model) is skipped. */
+void gpt_tp_copy(const gpt_model_t *m, int ti, int r, float *full, float *shard, int to_full);
+
 /* Frees everything; NULL is a no-op. */
 void gpt_destroy(gpt_model_t *model);
 
@@ -324,6 +329,9 @@ int gpt_sample_next(const float *logits, int V, float temperature, uint64_t *rng
  * kernels as the whole model (the per-layer functions above), so its results are those of the
  * whole model on the same micro-batch.
  *
+ * A stage may also be tensor-parallel (gpt_stage_create_tp): then it holds its TP shards, and the
+ * embedding group's sum is over the same TP rank's wte shard on the first and the last stage.
+ *
  * Not here: communication (trainer/pipeline.h runs the schedules). The whole-model functions are
  * unaffected; a stage does not share memory with any gpt_model_t.
  */
@@ -338,10 +346,21 @@ typedef struct gpt_stage gpt_stage_t;
 int gpt_stage_create(const gpt_config_t *cfg, int l0, int l1, int slots, int B, int T,
                      uint64_t seed, gpt_stage_t **stage_p);
 
+/*
+ * gpt_stage_create for rank tp->rank of tp->size tensor-parallel ranks (tp NULL or size 1: the
+ * same): the stage holds only its tensors' TP shards (the table of gpt_create_tp, the same GPT_TP_*
+ * cuts), initialized to exactly the slices of gpt_create(cfg, seed)'s tensors, and its forward
+ * and backward call tp's collectives as gpt_create_tp's model does. Activations passed between
+ * stages (x, y, dy, dx) are whole (B, T, C) on every TP rank. Not with tp->sp (refused: -1).
+ */
+int gpt_stage_create_tp(const gpt_config_t *cfg, const gpt_tp_t *tp, int l0, int l1, int slots,
+                        int B, int T, uint64_t seed, gpt_stage_t **stage_p);
+
 /* Frees everything; NULL is a no-op. */
 void gpt_stage_destroy(gpt_stage_t *st);
 
-/* Copies the stage's parameters from a whole model of the same configuration (a checkpoint). */
+/* Copies the stage's parameters (its TP shards) from a whole single-rank model of the same
+ * configuration (a checkpoint). */
 int gpt_stage_load(gpt_stage_t *st, const gpt_model_t *src);
 
 /*

@@ -25,7 +25,13 @@
  * every rank (each chunk places its tensors, a sum over the line fills the rest; wte comes from
  * the first stage) and job rank 0 writes them as a one-rank run would; a load slices them back.
  *
- * Not here (refused by train.c): tensor parallelism inside a stage, ZeRO 1/2, sampling.
+ * With --tp T, each stage is tensor-parallel over the rank's TP group (gpt_stage_create_tp with
+ * train.c's callbacks): the embedding group pairs the same TP rank's wte shards, the DP average
+ * is over each stage's shards, the norm sums every tensor once (replicated ones from TP rank 0)
+ * over the line and the TP group, and the checkpoint gather places each TP rank's shards (the
+ * replicated tensors from TP rank 0) before summing over the line and the TP group.
+ *
+ * Not here (refused by train.c): sequence parallelism inside a stage, ZeRO 1/2/3, sampling.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -131,14 +137,25 @@ static int cb_wait(void *ctx, const pp_action_t *a)
                : 0;
 }
 
-/* Σ g² of chunk v's gradients, wte counted only where it is an input (the first stage). */
+/* Whether this rank contributes tensor i of chunk v to the single-rank layout's sums: wte from
+ * the first stage only, a TP-replicated tensor from TP rank 0 only (the same on every TP rank). */
+static int counts_tensor(const pp_run_t *r, int v, int i)
+{
+    const gpt_model_t *m = gpt_stage_model(r->st[v]);
+    return m->tensors[i].size && (i != 0 || gpt_stage_is_first(r->st[v])) &&
+           (m->tensors[i].tp_split != GPT_TP_REPLICATED || r->d->tp_rank == 0);
+}
+
+/* Σ g² of chunk v's gradients over the tensors counts_tensor gives this rank: summed over the
+ * line and the TP group, every parameter of the model counts once. */
 static double chunk_sumsq(const pp_run_t *r, int v)
 {
     const gpt_model_t *m = gpt_stage_model(r->st[v]);
-    double sq = grad_sumsq(m->grads, m->num_params);
-    gpt_range_t w = gpt_stage_wte(r->st[v]);
-    if (w.n && !gpt_stage_is_first(r->st[v])) {
-        sq -= grad_sumsq(m->grads + w.off, w.n);
+    double sq = 0;
+    for (int i = 0; i < m->num_tensors; i++) {
+        if (counts_tensor(r, v, i)) {
+            sq += grad_sumsq(m->grads + m->tensors[i].offset, m->tensors[i].size);
+        }
     }
     return sq;
 }
@@ -151,25 +168,22 @@ static float *chunk_buf(const pp_run_t *r, int v, int k)
 }
 
 /* Between buffer k of the chunks and the single-rank layout (full, full_params floats): to_full
- * places each chunk's tensors (wte from the first stage only), else copies them out of full. */
+ * places this rank's TP shards of the tensors counts_tensor gives it, else slices its shards out
+ * of full. */
 static void chunks_full(const pp_run_t *r, int k, float *full, int to_full)
 {
     for (int v = 0; v < r->V; v++) {
         const gpt_model_t *m = gpt_stage_model(r->st[v]);
-        float *b = chunk_buf(r, v, k);
         for (int i = 0; i < m->num_tensors; i++) {
-            const gpt_tensor_t *t = &m->tensors[i];
-            if (t->size && to_full && (i != 0 || gpt_stage_is_first(r->st[v]))) {
-                memcpy(full + t->full_offset, b + t->offset, t->size * sizeof(float));
-            } else if (t->size && !to_full) {
-                memcpy(b + t->offset, full + t->full_offset, t->size * sizeof(float));
+            if (!to_full || counts_tensor(r, v, i)) {
+                gpt_tp_copy(m, i, r->d->tp_rank, full, chunk_buf(r, v, k), to_full);
             }
         }
     }
 }
 
 /* Buffer k of the whole model in the single-rank layout on every rank of the line (a sum over the
- * line of each rank's placed tensors, zeros elsewhere: exact). */
+ * line and the TP group of each rank's placed tensors, zeros elsewhere: exact). */
 static float *gather_full(pp_run_t *r, int k)
 {
     size_t n = gpt_stage_model(r->st[0])->full_params;
@@ -179,7 +193,8 @@ static float *gather_full(pp_run_t *r, int k)
         return NULL;
     }
     chunks_full(r, k, full, 1);
-    if (r->d->pp_allreduce(r->d, DIST_PP_LINE, full, n, 0)) {
+    if (r->d->pp_allreduce(r->d, DIST_PP_LINE, full, n, 0) ||
+        (r->d->tp_size > 1 && r->d->tp_allreduce(r->d, full, n, 0))) {
         free(full);
         fail_dist(r, "gathering the stages");
         return NULL;
@@ -232,6 +247,9 @@ static int sync_grads(pp_run_t *r, double *loss_p, double *norm_p)
     double red[2] = {r->loss_sum, 0};
     for (int v = 0; v < r->V; v++) {
         red[1] += chunk_sumsq(r, v);
+    }
+    if (d->tp_size > 1 && d->tp_sum_f64(d, red + 1, 1)) { /* the loss is the same on TP ranks */
+        return fail_dist(r, "gradient norm");
     }
     if (d->pp_allreduce(d, DIST_PP_LINE, red, 2, 1)) { /* the loss is on the last stage only */
         return fail_dist(r, "loss and gradient norm");
@@ -315,7 +333,8 @@ static int agree_cb(void *arg, int *failed)
     pp_run_t *r = arg;
     double x = *failed != 0;
     if (r->d->pp_allreduce(r->d, DIST_PP_LINE, &x, 1, 1) ||
-        r->d->pp_allreduce(r->d, DIST_PP_DP, &x, 1, 1)) {
+        r->d->pp_allreduce(r->d, DIST_PP_DP, &x, 1, 1) ||
+        (r->d->tp_size > 1 && r->d->tp_sum_f64(r->d, &x, 1))) {
         return -1;
     }
     *failed = x > 0;
@@ -420,7 +439,8 @@ static int setup(pp_run_t *r, const gpt_config_t *cfg)
     for (int v = 0; v < r->V; v++) {
         int l0, l1;
         pp_stage_layers(cfg->n_layer, r->P, r->V, d->pp_rank, v, &l0, &l1);
-        if (gpt_stage_create(cfg, l0, l1, r->s.slots[v], o->B, o->T, o->seed, &r->st[v]) ||
+        if (gpt_stage_create_tp(cfg, o->tp, l0, l1, r->s.slots[v], o->B, o->T, o->seed,
+                                &r->st[v]) ||
             gpt_stage_set_recompute(r->st[v], o->recompute)) {
             return fail_model(r, "pipeline stage");
         }

@@ -29,6 +29,7 @@ typedef struct {
     const char *dump; /* write step 0's loss and full gradient here and stop (tests), or NULL */
     int quiet;
     int recompute; /* GPT_RECOMPUTE_*: what each stage's activation slots keep */
+    const gpt_tp_t *tp; /* each stage's tensor parallelism (the TP group's callbacks), or NULL */
     FILE *csv;            /* job rank 0: loss.csv rows (step,loss,,lr,tokens_per_s,step_ms,...) */
     const char *ckpt_dir; /* checkpoints: every ckpt_every steps and after the last (0: never) */
     int ckpt_every, ckpt_keep;

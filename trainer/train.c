@@ -8,7 +8,7 @@
  * single-rank layout. --sp adds sequence parallelism inside the model (gpt_tp_t.sp, with the TP
  * group's all-gather and reduce-scatter); nothing else here changes but the sampler, which pads
  * its context to a multiple of --tp.
- * --pp P runs the whole training on a PP x DP mesh in trainer/pp_train.c instead (run_pipeline:
+ * --pp P runs the whole training on a PP x DP x TP mesh in trainer/pp_train.c instead (run_pipeline:
  * each rank's pipeline stages under a gpipe, 1f1b or interleaved schedule); this file checks the
  * layout, builds the mesh and prints it.
  *
@@ -152,9 +152,10 @@ static void usage(FILE *f)
         "                      line shows the memory of the chosen mode\n"
         "  --pp P              pipeline-parallel stages [1]: --dp x --tp x --pp = the job size,\n"
         "                      rank order TP fastest, then DP, then PP (a stage's ranks are\n"
-        "                      consecutive); the layers must divide by P x --virtual; with\n"
-        "                      --tp 1 and --zero 0, no sample at the end yet; checkpoints\n"
-        "                      hold the single-rank layout (load at any --pp)\n"
+        "                      consecutive); the layers must divide by P x --virtual; each\n"
+        "                      stage is tensor-parallel with --tp > 1 (DP x TP x PP); with\n"
+        "                      --zero 0, not with --sp, no sample at the end yet; checkpoints\n"
+        "                      hold the single-rank layout (load at any --pp and --tp)\n"
         "  --pp-schedule S     gpipe, 1f1b or interleaved [1f1b]\n"
         "  --micro M           micro-batches of --batch sequences per step and DP rank [P]\n"
         "                      (replaces --accum: the step's loss is their mean); 1f1b needs\n"
@@ -1344,6 +1345,14 @@ static int tp_scatter_cb(void *ctx, const float *send, float *recv, size_t n)
     return d->tp_reduce_scatter(d, send, recv, n) ? gpt_fail("%s", d->error(d)) : 0;
 }
 
+/* The model's gpt_tp_t on D's TP group (sp: sequence parallelism too). */
+static gpt_tp_t tp_of(int sp)
+{
+    return (gpt_tp_t){.rank = D->tp_rank, .size = D->tp_size, .allreduce_sum = tp_sum_cb,
+                      .allreduce_max = tp_max_cb, .ctx = D, .allgather = tp_gather_cb,
+                      .reduce_scatter = tp_scatter_cb, .sp = sp};
+}
+
 /* Rank 0's refusal of a layout before any work (before the mesh: D is the job): every rank
  * leaves alike, after rank 0 has said why (the barrier: a rank leaving first would make the
  * launcher end rank 0 before its message). */
@@ -1376,9 +1385,11 @@ static void setup_pipeline(opts_t *o, const gpt_config_t *cfg, pp_kind_t *kind_p
     } else if (!D->pp_mesh) {
         snprintf(why, sizeof why, "--pp %d: the %s backend has no pipeline parallelism (use "
                  "--backend tempo)", pp, D->backend);
-    } else if (tp > 1 || o->sp) {
-        snprintf(why, sizeof why, "--pp %d with --tp %d%s: pipeline stages have no tensor or "
-                 "sequence parallelism yet (use --tp 1 with --pp)", pp, tp, o->sp ? " --sp" : "");
+    } else if (gpt_tp_check(cfg, tp)) {
+        snprintf(why, sizeof why, "%s", gpt_last_error());
+    } else if (o->sp) {
+        snprintf(why, sizeof why, "--pp %d with --sp: pipeline stages have no sequence "
+                 "parallelism yet (--tp %d without --sp composes with --pp)", pp, tp);
     } else if (o->zero) {
         snprintf(why, sizeof why, "--pp %d with --zero %d: not there yet (use --zero 0)", pp,
                  o->zero);
@@ -1451,6 +1462,8 @@ static int run_pipeline(opts_t *o, const gpt_config_t *cfg, pp_kind_t kind)
                           .min_lr_frac = o->min_lr_frac, .wd = o->wd, .clip = o->clip,
                           .beta1 = o->beta1, .beta2 = o->beta2, .seed = o->seed, .dump = o->dump,
                           .quiet = o->quiet, .recompute = o->recompute};
+    gpt_tp_t tp = tp_of(0);
+    po.tp = D->tp_size > 1 ? &tp : NULL;
     if (D->world_rank == 0) {
         printf("tempo-train: %d rank(s), backend %s, pipeline parallel; model: %d layers, %d "
                "heads, %d channels, context %d: %zu parameters\n", D->world_size, D->backend,
@@ -1576,9 +1589,7 @@ int main(int argc, char **argv)
         return run_pipeline(&o, &cfg, pp_kind);
     }
     gpt_model_t *m;
-    gpt_tp_t tp = {.rank = D->tp_rank, .size = D->tp_size, .allreduce_sum = tp_sum_cb,
-                   .allreduce_max = tp_max_cb, .ctx = D, .allgather = tp_gather_cb,
-                   .reduce_scatter = tp_scatter_cb, .sp = o.sp};
+    gpt_tp_t tp = tp_of(o.sp);
     if (gpt_create_tp(&cfg, &tp, o.seed, &m) || gpt_set_recompute(m, o.recompute)) {
         die("model: %s", gpt_last_error());
     }

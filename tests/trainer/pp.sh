@@ -3,22 +3,25 @@
 # each layout against the single-rank run of the same global batch (--accum M at one rank is the
 # pipeline's M micro-batches):
 #   1. step 0: the loss and the full gradient (the stages gathered into the single-rank layout) of
-#      PP=2 and PP=4 with 1f1b and gpipe, interleaved PP=2 x V=2, and DP=2 x PP=2 equal one
+#      PP=2 and PP=4 with 1f1b and gpipe, interleaved PP=2 x V=2, DP=2 x PP=2 and PP=2 x TP=2
+#      (tensor-parallel stages: the TP shards of the gradient placed and summed) equal one
 #      rank's within 1e-5 (tests/trainer/dumpcmp): a gradient M times too large (the loss not
 #      averaged over the micro-batches), a lost tied-embedding sum or a stage fed the wrong
 #      message fails here even where the loss agrees;
-#   2. 10 steps of PP=2 1f1b, interleaved PP=2 x V=2 and DP=2 x PP=2 track the single-rank losses
-#      within 1e-4 (clipping on: the norm counts every stage and wte once), and so do the
+#   2. 10 steps of PP=2 1f1b, interleaved PP=2 x V=2, DP=2 x PP=2 and PP=2 x TP=2 track the
+#      single-rank losses within 1e-4 (clipping on: the norm counts every stage, wte and every
+#      TP-replicated tensor once), and so do the
 #      validation losses (within 1e-5: the same windows through the stages); DP=2 x PP=2 prints
 #      its mesh with the PP and embedding groups; every step line carries the measured bubble
 #      next to the formula (P-1)/M or (P-1)/(V M) (only the formula's value is asserted: the
 #      measurement is a timing);
 #   3. impossible layouts are refused before any work, saying why: layers not divisible by P x V,
-#      1f1b with M < P, an unknown schedule, --tp with --pp, --zero 1 with --pp, --micro without
+#      1f1b with M < P, an unknown schedule, --sp with --pp, --zero 1 with --pp, --micro without
 #      --pp; and a new run
 #      into another run's --out;
 #   4. checkpoints hold the single-rank layout: written at PP=2, resumed at one rank, and written
-#      at one rank, resumed at DP=2 x PP=2, with the uninterrupted losses within 1e-5.
+#      at one rank, resumed at DP=2 x PP=2, written at PP=2 x TP=2 and resumed at one rank, and
+#      written at one rank, resumed at PP=2 x TP=2, with the uninterrupted losses within 1e-5.
 # Model: 4 layers, 4 heads, 32 channels, context 32, 8 sequences per global batch.
 # Knobs: TRAINER_KEEP=1 keeps the temporary directory, TRAINER_TIMEOUT the hang guard per launch.
 
@@ -37,7 +40,7 @@ run() {
 # track10 A B LABEL: the 10 losses of runs A and B agree within 1e-4
 track10() { track "$1" "$2" 10 1e-4 "$3: 10 steps track one rank's losses within 1e-4"; }
 
-echo "1..26"
+echo "1..30"
 
 # 1. step 0 against one rank: --batch 2 --accum 4 (M = 4), --batch 4 --accum 2 (DP=2 x M = 2)
 run 1 "$tmp/r4" --batch 2 --accum 4 --dump "$tmp/r4.bin"
@@ -60,6 +63,7 @@ step0 4 r4 "PP=4 gpipe M=4" --batch 2 --pp 4 --micro 4 --pp-schedule gpipe
 step0 2 r4 "PP=2 interleaved V=2 M=4" --batch 2 --pp 2 --micro 4 --virtual 2 \
     --pp-schedule interleaved
 step0 4 r2 "DP=2 x PP=2 1f1b M=2" --batch 2 --pp 2 --dp 2 --micro 2
+step0 4 r4 "PP=2 x TP=2 1f1b M=4" --batch 2 --pp 2 --tp 2 --micro 4
 
 # 2. 10 steps
 VAL="--val-every 5 --val-windows 16"
@@ -69,6 +73,8 @@ run 2 "$tmp/p2" --batch 2 --pp 2 --micro 4 --steps 10
 track10 "$tmp/l4" "$tmp/p2" "PP=2 1f1b M=4"
 run 2 "$tmp/pi" --batch 2 --pp 2 --micro 4 --virtual 2 --pp-schedule interleaved --steps 10 $VAL
 track10 "$tmp/l4" "$tmp/pi" "PP=2 interleaved V=2 M=4"
+run 4 "$tmp/pt" --batch 2 --pp 2 --tp 2 --micro 4 --steps 10 --ckpt-every 5
+track10 "$tmp/l4" "$tmp/pt" "PP=2 x TP=2 M=4"
 run 1 "$tmp/l2" --batch 4 --accum 2 --steps 10 --quiet $VAL
 run 4 "$tmp/d2" --batch 2 --pp 2 --dp 2 --micro 2 --steps 10 $VAL
 track10 "$tmp/l2" "$tmp/d2" "DP=2 x PP=2 M=2"
@@ -102,7 +108,7 @@ refused 2 "4 layers cannot be split evenly" "--layers 4 --pp 2 --virtual 4 (8 st
     --pp-schedule interleaved --micro 2
 refused 4 "1f1b needs" "--pp 4 --micro 2 with 1f1b" --pp 4 --micro 2
 refused 2 "not gpipe, 1f1b or interleaved" "--pp-schedule zigzag" --pp 2 --pp-schedule zigzag
-refused 4 "pipeline stages have no tensor or sequence parallelism" "--pp 2 --tp 2" --pp 2 --tp 2
+refused 4 "pipeline stages have no sequence parallelism" "--pp 2 --tp 2 --sp" --pp 2 --tp 2 --sp
 refused 2 "--zero 1: not there yet" "--pp 2 --zero 1" --pp 2 --zero 1
 refused 1 "are pipeline flags" "--micro 4 without --pp" --micro 4
 mkdir "$tmp/used" && echo "step,loss" >"$tmp/used/loss.csv"
@@ -124,3 +130,9 @@ run 1 "$tmp/e" --batch 2 --accum 4 --steps 10 --ckpt-every 5 --quiet
 mkdir "$tmp/e1" && cp -r "$tmp/e/ckpt" "$tmp/e1/" &&
     run 4 "$tmp/e1" --pp 2 --dp 2 --micro 4 --steps 10 --resume "$tmp/e1/ckpt/step_00000005"
 resumed6 "$tmp/e" "$tmp/e1" "written at one rank, resumed at DP=2 x PP=2"
+mkdir "$tmp/pt1" && cp -r "$tmp/pt/ckpt" "$tmp/pt1/" &&
+    run 1 "$tmp/pt1" --steps 10 --resume "$tmp/pt1/ckpt/step_00000005" --quiet
+resumed6 "$tmp/pt" "$tmp/pt1" "written at PP=2 x TP=2, resumed at one rank"
+mkdir "$tmp/e2" && cp -r "$tmp/e/ckpt" "$tmp/e2/" &&
+    run 4 "$tmp/e2" --pp 2 --tp 2 --micro 4 --steps 10 --resume "$tmp/e2/ckpt/step_00000005"
+resumed6 "$tmp/e" "$tmp/e2" "written at one rank, resumed at PP=2 x TP=2"
