@@ -107,8 +107,12 @@ mpi_compare() {
     mkdir "$dir/mpi" || exit 1
     args="--seed $s --cases $mpi_cases --max-depth $depth --big $big --comp-avg $comp_avg"
     _t0=$(date +%s)
+    # In an address-sanitizer build the leak check is off for the MPI side only: Open MPI does not
+    # free what it allocated at exit (3300 allocations here), which is not ours to fix; the tempo
+    # side keeps it.
     # shellcheck disable=SC2086 # $mpi_flags and $args are word lists
-    OMPI_MCA_mpi_yield_when_idle=1 OMPI_MCA_op=^avx timeout "$guard" "$mpirun" -n "$n" \
+    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
+        OMPI_MCA_mpi_yield_when_idle=1 OMPI_MCA_op=^avx timeout "$guard" "$mpirun" -n "$n" \
         $mpi_flags "$MPI_PROG" --hashes "$dir/mpi" $args >"$dir/mpi/out" 2>&1 </dev/null
     rc=$?
     num=$((num + 1))
