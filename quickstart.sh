@@ -186,10 +186,11 @@ build .
 if [ "$what" = main ]; then
     say "4 local ranks train a GPT (4 layers, 4 heads, 128 channels, context 128) on Debian's"
     say "fortunes: ZeRO-1, ALQ 3-bit compressed, TIC-scheduled gradient sync (trainer/tempo-train)"
+    say "into tempo-train-out/ (--overwrite: a run of this job from before is replaced)"
     exec ./tools/tempo-run -n 4 ./trainer/tempo-train --dp 4 --zero 1 --compress alq:bits=3 \
         --sched tic --layers 4 --heads 4 --channels 128 --context 128 --batch 8 --steps 200 \
         --warmup 20 --lr 2e-3 --val-every 25 --val-windows 128 --sample 200 --threads 1 \
-        --out tempo-train-out
+        --out tempo-train-out --overwrite
 fi
 say "make check (multi-rank tests launch real processes; this takes a while)"
 status=0
