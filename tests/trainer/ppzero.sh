@@ -73,7 +73,8 @@ point $? "PP=2 x TP=2 (one DP rank): --compress alq:bits=3 leaves the 3 losses b
 paste -d' ' "$tmp/t0.l" "$tmp/t1.l" | tr '\n' ';' | sed 's/^/# without, with: /;s/$/\n/'
 run 4 "$tmp/q" $DP2PP2 --zero 1 --steps 10 --compress alq:bits=3 --sched fifo
 grep -q "DP gradients: tempo: .*policy fifo, alq:bits=3" "$tmp/q.log"
-point $? "DP=2 x PP=2 ZeRO 1 --compress alq:bits=3 --sched fifo: the DP line names both" "$tmp/q.log"
+point $? "DP=2 x PP=2 ZeRO 1 --compress alq:bits=3 --sched fifo: the DP line names both" \
+    "$tmp/q.log"
 grep -m1 "DP gradients" "$tmp/q.log" | cut -c 1-120 | sed 's/^/# /'
 losses "$tmp/q" >"$tmp/q.l"
 _f=$(head -n 1 "$tmp/q.l") _e=$(tail -n 1 "$tmp/q.l")
