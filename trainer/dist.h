@@ -47,6 +47,9 @@ typedef enum { DIST_ALLREDUCE = 0, DIST_REDUCE_SCATTER = 1 } dist_mode_t;
 /* One gradient group: a contiguous range of the gradient (and parameter) buffer. */
 typedef struct {
     size_t off, n;    /* elements */
+    float *grad;      /* the group's gradients when they are not at grads + off (groups of
+                       * several buffers, as a pipeline rank's chunks: grads_register's grads is
+                       * then NULL, and off is in the group's own buffer); NULL: grads + off */
     int layer;        /* forward index of its consumer (0 = first to run): its priority */
     const char *name; /* for logs and traces */
 } dist_group_t;

@@ -92,6 +92,12 @@ static int parse_sched(const char *s, tempo_sched_t *p)
     return 0;
 }
 
+/* Where group g's gradients are (dist_group_t.grad). */
+static float *group_grad(const tdist_t *t, int g)
+{
+    return t->groups[g].grad ? t->groups[g].grad : t->grads + t->groups[g].off;
+}
+
 static int t_grads_register(dist_t *d, float *grads, const dist_group_t *groups, int ngroups,
                             const dist_grad_opts_t *o)
 {
@@ -146,7 +152,7 @@ static int t_grads_register(dist_t *d, float *grads, const dist_group_t *groups,
         return -1;
     }
     for (int g = 0; g < ngroups; g++) {
-        td[g] = (tempo_tensor_desc_t){.id = (uint64_t)g + 1, .grad = grads + groups[g].off,
+        td[g] = (tempo_tensor_desc_t){.id = (uint64_t)g + 1, .grad = group_grad(t, g),
                                       .count = groups[g].n, .dtype = TEMPO_FLOAT32,
                                       .layer = groups[g].layer, .name = groups[g].name};
     }
@@ -193,7 +199,7 @@ static int t_grads_ready(dist_t *d, int g, float *buf)
     tdist_t *t = d->impl;
     const dist_group_t *gr = &t->groups[g];
     if (t->bk) {
-        if (buf != t->grads + gr->off) {
+        if (buf != group_grad(t, g)) {
             snprintf(t->err, sizeof t->err, "group %s: the bucketer reduces the registered "
                      "buffer only", gr->name);
             return -1;

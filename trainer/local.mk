@@ -47,9 +47,9 @@ TESTS += %reldir%/test_data
 bin_PROGRAMS += %reldir%/tempo-train
 noinst_HEADERS += %reldir%/dist.h
 %canon_reldir%_tempo_train_SOURCES = %reldir%/train.c %reldir%/dist.c %reldir%/dist_tempo.c \
-	%reldir%/pp_train.c %reldir%/pp_train.h \
+	%reldir%/pp_train.c %reldir%/pp_train.h %reldir%/zero.c \
 	%reldir%/ckpt.c
-noinst_HEADERS += %reldir%/ckpt.h
+noinst_HEADERS += %reldir%/ckpt.h %reldir%/zero.h
 %canon_reldir%_tempo_train_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS)
 %canon_reldir%_tempo_train_LDADD = libtrainer.la libtempo.la -lm
 # --backend mpi (trainer/dist_mpi.c), for comparison, when configure found MPI
@@ -65,10 +65,10 @@ tests_trainer_dumpcmp_SOURCES = tests/trainer/dumpcmp.c
 tests_trainer_dumpcmp_LDADD = -lm
 TESTS += tests/trainer/layouts.sh tests/trainer/compressed.sh tests/trainer/tp.sh \
 	tests/trainer/zero3.sh tests/trainer/sp.sh tests/trainer/pp.sh \
-	tests/trainer/recompute.sh
+	tests/trainer/recompute.sh tests/trainer/ppzero.sh
 EXTRA_DIST += tests/trainer/layouts.sh tests/trainer/compressed.sh tests/trainer/tp.sh \
 	tests/trainer/zero3.sh tests/trainer/sp.sh tests/trainer/pp.sh \
-	tests/trainer/recompute.sh
+	tests/trainer/recompute.sh tests/trainer/ppzero.sh
 # runs in an --out folder (refused, --overwrite, resume) and across layouts (global batch kept on
 # resume, validation loss the same at any layout)
 TESTS += tests/trainer/runs.sh

@@ -10,20 +10,39 @@
  *      micro-batch means, so the gradients are those of one rank's --accum M step, not M times
  *      them), post / wait = dist's pp_post / pp_wait with the schedule's tags on the PP
  *      communicator, into one buffer per (micro-batch, chunk, gradient?, send?) message;
- *   3. sum the tied wte gradient of the first and the last stage over the embedding group;
- *   4. average every stage buffer's gradients over the DP group (one all-reduce per chunk);
- *   5. the global norm: Σ g² of each chunk (wte counted on the first stage only), summed over
- *      the line; clip, and AdamW on each chunk.
+ *   3. average the gradients over the DP group through dist's gradient groups (grads_register,
+ *      as train.c does: the bucketer's all-reduce at ZeRO 0, a reduce-scatter per group at ZeRO
+ *      1 and 2; --sched's priorities, --compress's compressor): each chunk's groups are posted
+ *      as soon as its last backward of the step is done, while the schedule goes on, and waited
+ *      for after it;
+ *   4. then sum the tied wte gradient of the first and the last stage over the embedding group
+ *      (exact, after DP as Megatron does: both copies get the same bits, compressed or not);
+ *   5. the global norm: Σ g² of this rank's slices (wte counted on the first stage only),
+ *      summed over the line, the TP group and, with ZeRO, the DP group; clip, and AdamW on this
+ *      rank's slices (zero.h, shared with train.c), all-gathered back over DP with ZeRO.
  * The step's bubble is the executor's idle over compute time, averaged over the job's ranks,
  * printed next to pp_bubble_formula.
  *
- * Invariants: DP ranks of a stage hold the same parameters (same seed, same averaged gradients);
- * the first and last stage hold the same wte (same summed gradient). Every rank calls the same
- * collectives in the same order.
+ * Groups: each chunk's gradient buffer is cut into wte and wpe (a first chunk), its blocks, lnf
+ * and wte (a last chunk), each group's forward index its priority; wte is a group of its own on
+ * both stages, so that its DP slices are the same elements there and the embedding group sums
+ * matching slices. ZeRO 1 and 2 shard the AdamW moments (and the synchronized gradient) over the
+ * stage's DP group. ZeRO 2 runs as ZeRO 1 here: a stage accumulates its M micro-batches in its
+ * own gradient buffer, and one reduce-scatter per step leaves the rank the mean of its slices
+ * (a reduce-scatter per micro-batch would multiply the DP traffic by M and free no memory, the
+ * stage's buffer being backward's accumulator). Compression applies to the DP groups only: TP,
+ * pipeline and embedding-group traffic (pp_allreduce, pp_post, the model's TP callbacks) stays
+ * exact, and with one DP rank nothing is synchronized or compressed.
+ *
+ * Invariants: DP ranks of a stage hold the same parameters (same seed, same averaged gradients,
+ * all-gathered slices); the first and last stage hold the same wte (same summed gradient). Every
+ * rank calls the same collectives in the same order, and a DP group's ranks post the same groups
+ * in the same order (they run the same schedule).
  *
  * Checkpoints hold the single-rank layout: parameters and AdamW moments are gathered into it on
- * every rank (each chunk places its tensors, a sum over the line fills the rest; wte comes from
- * the first stage) and job rank 0 writes them as a one-rank run would; a load slices them back.
+ * every rank (ZeRO's moment slices all-gathered over DP first; each chunk places its tensors, a
+ * sum over the line fills the rest; wte comes from the first stage) and job rank 0 writes them as
+ * a one-rank run would; a load slices them back (and keeps this rank's ZeRO slices).
  *
  * With --tp T, each stage is tensor-parallel over the rank's TP group (gpt_stage_create_tp with
  * train.c's callbacks): the embedding group pairs the same TP rank's wte shards, the DP average
@@ -31,7 +50,7 @@
  * over the line and the TP group, and the checkpoint gather places each TP rank's shards (the
  * replicated tensors from TP rank 0) before summing over the line and the TP group.
  *
- * Not here (refused by train.c): sequence parallelism inside a stage, ZeRO 1/2/3, sampling.
+ * Not here (refused by train.c): sequence parallelism inside a stage, ZeRO 3, sampling.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -40,6 +59,7 @@
 
 #include "trainer/optim.h"
 #include "trainer/pp_train.h"
+#include "trainer/zero.h"
 
 typedef struct {
     dist_t *d;
@@ -48,7 +68,17 @@ typedef struct {
     int P, V, M;
     size_t msg;       /* floats of one message: B T C */
     gpt_stage_t **st; /* (V) */
-    float **m1, **m2; /* (V) AdamW moments of each chunk */
+    /* The DP gradient groups of every chunk (dist.h), in chunk order and in each chunk in buffer
+     * order: wte and wpe apart on a first chunk, each block, lnf, and a last chunk's wte. */
+    int ngroups;
+    dist_group_t *groups; /* (ngroups) .grad: in the chunk's gradient buffer */
+    char (*names)[32];    /* (ngroups) */
+    int *gchunk;          /* (ngroups) the group's chunk */
+    unsigned char *gemb;  /* (ngroups) a wte of the embedding group: 1 on the first stage, 2 on
+                           * the last (left out of the norm: wte counts once) */
+    zero_shard_t z;       /* this rank's slices of the groups and their AdamW moments */
+    int sync;             /* DP gradients are synchronized: the DP group has > 1 rank */
+    int *bwd_done;        /* (V) backwards of the chunk this step: M = its gradients are final */
     float *bufs;      /* (M V 4 msg): message (mb, chunk, grad, send) at buf_of */
     void **req;       /* (M V 4) posted requests */
     int *x, *y;       /* (M, B T) the step's inputs and targets */
@@ -86,6 +116,19 @@ static int fail_model(pp_run_t *r, const char *what)
     return -1;
 }
 
+/* Chunk v's last backward of the step is done: its groups go to the DP synchronization (dist's
+ * bucketer or reduce-scatters, scheduled and compressed as configured) in backward order, while
+ * the schedule goes on. */
+static int chunk_ready(pp_run_t *r, int v)
+{
+    for (int g = r->ngroups - 1; g >= 0 && r->sync; g--) {
+        if (r->gchunk[g] == v && r->d->grads_ready(r->d, g, r->groups[g].grad)) {
+            return fail_dist(r, "DP gradients");
+        }
+    }
+    return 0;
+}
+
 /* Forward or backward of (mb, chunk), traced as "F mb3 chunk0" / "B mb3 chunk0". */
 static int cb_compute(void *ctx, const pp_action_t *act)
 {
@@ -116,7 +159,10 @@ static int cb_compute(void *ctx, const pp_action_t *act)
     if (rc) {
         return fail_model(r, bwd ? "pipeline backward" : "pipeline forward");
     }
-    return r->d->pp_trace(r->d, name, 0) ? fail_dist(r, "trace") : 0;
+    if (r->d->pp_trace(r->d, name, 0)) {
+        return fail_dist(r, "trace");
+    }
+    return bwd && ++r->bwd_done[a->chunk] == r->M ? chunk_ready(r, a->chunk) : 0;
 }
 
 static int cb_post(void *ctx, const pp_action_t *a)
@@ -146,60 +192,101 @@ static int counts_tensor(const pp_run_t *r, int v, int i)
            (m->tensors[i].tp_split != GPT_TP_REPLICATED || r->d->tp_rank == 0);
 }
 
-/* Σ g² of chunk v's gradients over the tensors counts_tensor gives this rank: summed over the
- * line and the TP group, every parameter of the model counts once. */
-static double chunk_sumsq(const pp_run_t *r, int v)
+/* Buffer k (0 parameters, 1 gradients) of group g's chunk at this rank's slice of the group. */
+static float *slice_of(const pp_run_t *r, int g, int k)
 {
-    const gpt_model_t *m = gpt_stage_model(r->st[v]);
-    double sq = 0;
-    for (int i = 0; i < m->num_tensors; i++) {
-        if (counts_tensor(r, v, i)) {
-            sq += grad_sumsq(m->grads + m->tensors[i].offset, m->tensors[i].size);
+    const gpt_model_t *m = gpt_stage_model(r->st[r->gchunk[g]]);
+    return (k ? m->grads : m->params) + zero_slice_off(&r->z, g);
+}
+
+/* Between the shard arrays (laid out like m1) and buffers laid out like each chunk's parameters
+ * (bufs[v]): this rank's slices into the buffers (to_shard 0), or out of them. */
+static void shard_copy(const pp_run_t *r, float *const *bufs, float *shard, int to_shard)
+{
+    for (int g = 0; g < r->ngroups; g++) {
+        float *a = bufs[r->gchunk[g]] + zero_slice_off(&r->z, g), *b = shard + r->z.shard_off[g];
+        memcpy(to_shard ? b : a, to_shard ? a : b, zero_slice_n(&r->z, g) * sizeof(float));
+    }
+}
+
+/* All-gathers every group's slices of bufs (laid out like the chunks) in place over DP. */
+static int gather_slices(pp_run_t *r, float *const *bufs)
+{
+    for (int g = 0; g < r->ngroups && r->z.zero && r->sync; g++) {
+        if (r->d->gather(r->d, g, bufs[r->gchunk[g]]) || r->d->gather_wait(r->d, g)) {
+            return fail_dist(r, "gathering the DP slices");
         }
     }
-    return sq;
+    return 0;
 }
 
-/* Buffer k (0 parameters, 1 gradients, 2 and 3 the AdamW moments) of chunk v. */
-static float *chunk_buf(const pp_run_t *r, int v, int k)
+/* Buffer k (0 parameters, 1 gradients, 2 and 3 the AdamW moments) of every chunk, whole on every
+ * DP rank, into bufs (V): the chunks' own buffers (with ZeRO, the gradients' slices are first
+ * all-gathered in place), or for the moments new buffers (*owned_p = 1) assembled from the DP
+ * ranks' slices. */
+static int whole_bufs(pp_run_t *r, int k, float **bufs, int *owned_p)
 {
-    const gpt_model_t *m = gpt_stage_model(r->st[v]);
-    return k == 0 ? m->params : k == 1 ? m->grads : k == 2 ? r->m1[v] : r->m2[v];
+    *owned_p = k >= 2;
+    for (int v = 0; v < r->V; v++) {
+        const gpt_model_t *m = gpt_stage_model(r->st[v]);
+        bufs[v] = k == 0 ? m->params : k == 1 ? m->grads : calloc(m->num_params, sizeof(float));
+        if (!bufs[v]) {
+            snprintf(r->err, 512, "out of memory gathering the optimizer state");
+            return -1;
+        }
+    }
+    if (k >= 2) {
+        shard_copy(r, bufs, k == 2 ? r->z.m1 : r->z.m2, 0);
+    }
+    return k == 0 ? 0 : gather_slices(r, bufs);
 }
 
-/* Between buffer k of the chunks and the single-rank layout (full, full_params floats): to_full
- * places this rank's TP shards of the tensors counts_tensor gives it, else slices its shards out
- * of full. */
-static void chunks_full(const pp_run_t *r, int k, float *full, int to_full)
+static void free_bufs(const pp_run_t *r, float **bufs, int owned)
+{
+    for (int v = 0; v < r->V && owned; v++) {
+        free(bufs[v]);
+    }
+    free(bufs);
+}
+
+/* Between buffers laid out like the chunks (bufs, V) and the single-rank layout (full,
+ * full_params floats): to_full places this rank's TP shards of the tensors counts_tensor gives
+ * it, else slices its shards out of full. */
+static void chunks_full(const pp_run_t *r, float *const *bufs, float *full, int to_full)
 {
     for (int v = 0; v < r->V; v++) {
         const gpt_model_t *m = gpt_stage_model(r->st[v]);
         for (int i = 0; i < m->num_tensors; i++) {
             if (!to_full || counts_tensor(r, v, i)) {
-                gpt_tp_copy(m, i, r->d->tp_rank, full, chunk_buf(r, v, k), to_full);
+                gpt_tp_copy(m, i, r->d->tp_rank, full, bufs[v], to_full);
             }
         }
     }
 }
 
-/* Buffer k of the whole model in the single-rank layout on every rank of the line (a sum over the
- * line and the TP group of each rank's placed tensors, zeros elsewhere: exact). */
+/* Buffer k (whole_bufs) of the whole model in the single-rank layout on every rank of the line (a
+ * sum over the line and the TP group of each rank's placed tensors, zeros elsewhere: exact). */
 static float *gather_full(pp_run_t *r, int k)
 {
     size_t n = gpt_stage_model(r->st[0])->full_params;
-    float *full = calloc(n, sizeof(float));
-    if (!full) {
+    float *full = calloc(n, sizeof(float)), **bufs = calloc((size_t)r->V, sizeof *bufs);
+    int owned = 0;
+    if (!full || !bufs) {
         snprintf(r->err, 512, "out of memory gathering the stages");
-        return NULL;
-    }
-    chunks_full(r, k, full, 1);
-    if (r->d->pp_allreduce(r->d, DIST_PP_LINE, full, n, 0) ||
-        (r->d->tp_size > 1 && r->d->tp_allreduce(r->d, full, n, 0))) {
-        free(full);
+    } else if (!whole_bufs(r, k, bufs, &owned)) {
+        chunks_full(r, bufs, full, 1);
+        if (!r->d->pp_allreduce(r->d, DIST_PP_LINE, full, n, 0) &&
+            !(r->d->tp_size > 1 && r->d->tp_allreduce(r->d, full, n, 0))) {
+            free_bufs(r, bufs, owned);
+            return full;
+        }
         fail_dist(r, "gathering the stages");
-        return NULL;
     }
-    return full;
+    if (bufs) {
+        free_bufs(r, bufs, owned);
+    }
+    free(full);
+    return NULL;
 }
 
 static int dump(pp_run_t *r, double loss)
@@ -227,26 +314,20 @@ static int dump(pp_run_t *r, double loss)
 static int sync_grads(pp_run_t *r, double *loss_p, double *norm_p)
 {
     dist_t *d = r->d;
-    for (int v = 0; v < r->V; v++) {
-        gpt_stage_t *st = r->st[v];
-        const gpt_model_t *m = gpt_stage_model(st);
-        gpt_range_t w = gpt_stage_wte(st);
-        int emb = (v == 0 && d->pp_rank == 0) || (v == r->V - 1 && d->pp_rank == r->P - 1);
-        if (emb && d->pp_allreduce(d, DIST_PP_EMBED, m->grads + w.off, w.n, 0)) {
+    double red[2] = {r->loss_sum, 0};
+    for (int g = 0; g < r->ngroups; g++) {
+        const size_t n = zero_slice_n(&r->z, g), lo = zero_slice_off(&r->z, g);
+        float *gs = slice_of(r, g, 1);
+        if (r->sync && d->grads_wait(d, g)) {
+            return fail_dist(r, "DP gradients");
+        }
+        /* after DP (Megatron's order): both wte copies' slices get the same exact sum */
+        if (r->gemb[g] && d->pp_allreduce(d, DIST_PP_EMBED, gs, n, 0)) {
             return fail_dist(r, "tied embedding gradient");
         }
-        if (d->size > 1) {
-            if (d->pp_allreduce(d, DIST_PP_DP, m->grads, m->num_params, 0)) {
-                return fail_dist(r, "DP gradients");
-            }
-            for (size_t i = 0; i < m->num_params; i++) {
-                m->grads[i] /= (float)d->size;
-            }
+        if (r->gemb[g] != 2) {
+            red[1] += zero_range_sumsq(gpt_stage_model(r->st[r->gchunk[g]]), gs, lo, lo + n);
         }
-    }
-    double red[2] = {r->loss_sum, 0};
-    for (int v = 0; v < r->V; v++) {
-        red[1] += chunk_sumsq(r, v);
     }
     if (d->tp_size > 1 && d->tp_sum_f64(d, red + 1, 1)) { /* the loss is the same on TP ranks */
         return fail_dist(r, "gradient norm");
@@ -254,12 +335,33 @@ static int sync_grads(pp_run_t *r, double *loss_p, double *norm_p)
     if (d->pp_allreduce(d, DIST_PP_LINE, red, 2, 1)) { /* the loss is on the last stage only */
         return fail_dist(r, "loss and gradient norm");
     }
-    if (d->pp_allreduce(d, DIST_PP_DP, red, 1, 1)) { /* the norm is the same on the DP ranks */
+    /* the norm of ZeRO's slices sums over DP; whole gradients are the same on the DP ranks */
+    if (d->pp_allreduce(d, DIST_PP_DP, red, r->z.zero ? 2 : 1, 1)) {
         return fail_dist(r, "loss");
     }
     *loss_p = red[0] / ((double)r->M * d->size);
     *norm_p = sqrt(red[1]);
     return 0;
+}
+
+/* AdamW on this rank's slice of every group; with ZeRO the slices are all-gathered back. */
+static int update(pp_run_t *r, int step, const adamw_cfg_t *ac, float lr, float scale)
+{
+    for (int g = 0; g < r->ngroups; g++) {
+        if (zero_update(&r->z, gpt_stage_model(r->st[r->gchunk[g]]), g, slice_of(r, g, 0),
+                        slice_of(r, g, 1), step, ac, lr, scale)) {
+            return fail_model(r, "optimizer");
+        }
+    }
+    float **bufs = calloc((size_t)r->V, sizeof *bufs);
+    int owned = 0, rc = -1;
+    if (!bufs) {
+        snprintf(r->err, 512, "out of memory");
+        return -1;
+    }
+    rc = whole_bufs(r, 0, bufs, &owned) || gather_slices(r, bufs) ? -1 : 0;
+    free_bufs(r, bufs, owned);
+    return rc;
 }
 
 /*
@@ -322,6 +424,7 @@ static ckpt_meta_t pp_meta(const pp_run_t *r, const gpt_config_t *cfg)
     mt.vocab_size = cfg->vocab_size;
     mt.num_params = gpt_stage_model(r->st[0])->full_params;
     mt.dp = r->d->size;
+    mt.zero = r->o->zero;
     mt.batch = r->o->B;
     mt.accum = r->M;
     return mt;
@@ -385,9 +488,10 @@ static int load(pp_run_t *r, const gpt_config_t *cfg, loader_t *ld)
     ckpt_meta_t want = pp_meta(r, cfg), got;
     ckpt_range_t all = {0, want.num_params};
     float *full[3] = {NULL, NULL, NULL};
+    float **bufs = calloc((size_t)r->V, sizeof *bufs), **mom = calloc((size_t)r->V, sizeof *mom);
     int rc = -1;
     for (int k = 0; k < 3; k++) {
-        if (!(full[k] = malloc(want.num_params * sizeof(float)))) {
+        if (!bufs || !mom || !(full[k] = malloc(want.num_params * sizeof(float)))) {
             snprintf(r->err, 512, "out of memory loading %s", r->o->resume);
             goto out;
         }
@@ -401,8 +505,24 @@ static int load(pp_run_t *r, const gpt_config_t *cfg, loader_t *ld)
         snprintf(r->err, 512, "--resume %s: data position: %s", r->o->resume, lerr);
         goto out;
     }
-    for (int k = 0; k < 3; k++) {
-        chunks_full(r, k ? k + 1 : 0, full[k], 0);
+    for (int v = 0; v < r->V; v++) {
+        bufs[v] = gpt_stage_model(r->st[v])->params;
+    }
+    chunks_full(r, bufs, full[0], 0);
+    for (int k = 1; k < 3; k++) { /* the moments through buffers laid out like the chunks */
+        for (int v = 0; v < r->V; v++) {
+            if (!(bufs[v] = mom[v] = calloc(gpt_stage_model(r->st[v])->num_params,
+                                            sizeof(float)))) {
+                snprintf(r->err, 512, "out of memory loading %s", r->o->resume);
+                goto out;
+            }
+        }
+        chunks_full(r, bufs, full[k], 0);
+        shard_copy(r, bufs, k == 1 ? r->z.m1 : r->z.m2, 1);
+        for (int v = 0; v < r->V; v++) {
+            free(mom[v]);
+            mom[v] = NULL;
+        }
     }
     if (r->d->world_rank == 0) {
         printf("resumed from %s: step %lld (saved at dp %d, ZeRO %d)\n", r->o->resume,
@@ -413,7 +533,77 @@ out:
     for (int k = 0; k < 3; k++) {
         free(full[k]);
     }
+    for (int v = 0; mom && v < r->V; v++) {
+        free(mom[v]);
+    }
+    free(mom);
+    free(bufs);
     return rc;
+}
+
+/* Adds group (off, n) of chunk v, forward index layer, called name, to r's groups (emb: gemb). */
+static void add_group(pp_run_t *r, int v, gpt_range_t x, int layer, int emb, const char *name)
+{
+    const int g = r->ngroups++;
+    snprintf(r->names[g], sizeof r->names[g], "%s", name);
+    r->groups[g] = (dist_group_t){.off = x.off, .n = x.n, .layer = layer, .name = r->names[g],
+                                  .grad = gpt_stage_model(r->st[v])->grads + x.off};
+    r->gchunk[g] = v;
+    r->gemb[g] = (unsigned char)emb;
+}
+
+/*
+ * The DP gradient groups of the chunks (pp_run_t.groups), registered with dist (the bucketer at
+ * ZeRO 0, per-group reduce-scatters at ZeRO 1 and 2), and this rank's ZeRO shard of them. wte is
+ * a group of its own on the first and the last stage, so that its DP slices are the same elements
+ * on both and the embedding group sums matching slices.
+ */
+static int setup_groups(pp_run_t *r, int L)
+{
+    const int most = r->V * (L + 3);
+    r->groups = calloc((size_t)most, sizeof *r->groups);
+    r->names = calloc((size_t)most, sizeof *r->names);
+    r->gchunk = calloc((size_t)most, sizeof *r->gchunk);
+    r->gemb = calloc((size_t)most, 1);
+    if (!r->groups || !r->names || !r->gchunk || !r->gemb) {
+        snprintf(r->err, 512, "out of memory for the gradient groups");
+        return -1;
+    }
+    for (int v = 0; v < r->V; v++) {
+        const gpt_stage_t *st = r->st[v];
+        const int first = gpt_stage_is_first(st), last = gpt_stage_is_last(st);
+        gpt_range_t w = gpt_stage_wte(st);
+        char name[32];
+        if (first) {
+            gpt_range_t e = gpt_stage_layer_range(st, -1);
+            add_group(r, v, w, 0, 1, "wte");
+            add_group(r, v, (gpt_range_t){w.off + w.n, e.n - w.n}, 0, 0, "wpe");
+        }
+        for (int l = 0; l < L; l++) {
+            gpt_range_t b = gpt_stage_layer_range(st, l);
+            snprintf(name, sizeof name, "h.%d", l);
+            if (b.n) {
+                add_group(r, v, b, l + 1, 0, name);
+            }
+        }
+        if (last) {
+            add_group(r, v, gpt_stage_layer_range(st, L), L + 1, 0, "lnf");
+        }
+        if (last && !first) {
+            add_group(r, v, w, L + 1, 2, "wte (head)");
+        }
+    }
+    dist_grad_opts_t go = r->o->grad;
+    go.mode = r->o->zero ? DIST_REDUCE_SCATTER : DIST_ALLREDUCE;
+    if (r->d->grads_register(r->d, NULL, r->groups, r->ngroups, &go)) {
+        return fail_dist(r, "DP gradient synchronization");
+    }
+    r->sync = r->d->size > 1;
+    if (zero_shard_init(&r->z, r->groups, r->ngroups, r->o->zero, r->d->size, r->d->rank)) {
+        snprintf(r->err, 512, "out of memory for the AdamW state");
+        return -1;
+    }
+    return 0;
 }
 
 static int setup(pp_run_t *r, const gpt_config_t *cfg)
@@ -426,13 +616,12 @@ static int setup(pp_run_t *r, const gpt_config_t *cfg)
     r->msg = (size_t)o->B * (size_t)o->T * (size_t)cfg->channels;
     const size_t nmsg = (size_t)r->M * (size_t)r->V * 4;
     r->st = calloc((size_t)r->V, sizeof *r->st);
-    r->m1 = calloc((size_t)r->V, sizeof *r->m1);
-    r->m2 = calloc((size_t)r->V, sizeof *r->m2);
+    r->bwd_done = calloc((size_t)r->V, sizeof *r->bwd_done);
     r->bufs = calloc(nmsg * r->msg, sizeof(float));
     r->req = calloc(nmsg, sizeof *r->req);
     r->x = malloc((size_t)r->M * (size_t)o->B * (size_t)o->T * sizeof(int));
     r->y = malloc((size_t)r->M * (size_t)o->B * (size_t)o->T * sizeof(int));
-    if (!r->st || !r->m1 || !r->m2 || !r->bufs || !r->req || !r->x || !r->y) {
+    if (!r->st || !r->bwd_done || !r->bufs || !r->req || !r->x || !r->y) {
         snprintf(r->err, 512, "out of memory for the pipeline's buffers");
         return -1;
     }
@@ -444,27 +633,22 @@ static int setup(pp_run_t *r, const gpt_config_t *cfg)
             gpt_stage_set_recompute(r->st[v], o->recompute)) {
             return fail_model(r, "pipeline stage");
         }
-        size_t n = gpt_stage_model(r->st[v])->num_params;
-        r->m1[v] = calloc(n, sizeof(float));
-        r->m2[v] = calloc(n, sizeof(float));
-        if (!r->m1[v] || !r->m2[v]) {
-            snprintf(r->err, 512, "out of memory for AdamW state");
-            return -1;
-        }
     }
-    return 0;
+    return setup_groups(r, cfg->n_layer);
 }
 
 static void teardown(pp_run_t *r)
 {
     for (int v = 0; r->st && v < r->V; v++) {
         gpt_stage_destroy(r->st[v]);
-        free(r->m1[v]);
-        free(r->m2[v]);
     }
     free(r->st);
-    free(r->m1);
-    free(r->m2);
+    free(r->bwd_done);
+    free(r->groups);
+    free(r->names);
+    free(r->gchunk);
+    free(r->gemb);
+    zero_shard_free(&r->z);
     free(r->bufs);
     free(r->req);
     free(r->x);
@@ -491,8 +675,10 @@ static void print_stages(const pp_run_t *r, const gpt_config_t *cfg)
     for (int v = 0; v < r->V; v++) {
         act += gpt_stage_act_floats(r->st[v]);
     }
-    printf("memory per rank (pp rank 0): parameters %.2f MB\n",
-           4e-6 * (double)gpt_stage_model(r->st[0])->num_params);
+    printf("memory per rank (pp rank 0): parameters %.2f MB, AdamW state %.2f MB (ZeRO %d over "
+           "%d DP ranks)\n", 4e-6 * (double)gpt_stage_model(r->st[0])->num_params,
+           8e-6 * (double)r->z.shard_n, r->o->zero, r->d->size);
+    printf("DP gradients: %s\n", r->d->describe(r->d));
     printf("activations per rank (pp rank 0): %.3f MB (recompute %s)\n", 4e-6 * (double)act,
            gpt_recompute_name(r->o->recompute));
 }
@@ -533,8 +719,13 @@ int pp_train_run(dist_t *d, const gpt_config_t *cfg, loader_t *ld, const pp_trai
         }
         for (int v = 0; v < r.V; v++) {
             gpt_stage_zero_grad(r.st[v]);
+            r.bwd_done[v] = 0;
         }
         r.loss_sum = 0;
+        if (r.sync && d->grads_begin(d, 1)) {
+            rc = fail_dist(&r, "DP gradients");
+            break;
+        }
         pp_exec_t ex;
         pp_exec_init(&ex, &r.s);
         if (pp_exec_run(&ex, &ops) != 0 || sync_grads(&r, &loss, &norm)) {
@@ -548,13 +739,7 @@ int pp_train_run(dist_t *d, const gpt_config_t *cfg, loader_t *ld, const pp_trai
         float scale = clip_scale(norm, (float)o->clip);
         float lr =
             lr_schedule(s, o->warmup, o->steps, (float)o->lr, (float)(o->lr * o->min_lr_frac));
-        for (int v = 0; v < r.V; v++) {
-            const gpt_model_t *m = gpt_stage_model(r.st[v]);
-            if (adamw_step(m, m->params, m->grads, r.m1[v], r.m2[v], 0, m->num_params, s + 1, &ac,
-                           lr, scale)) {
-                rc = fail_model(&r, "optimizer");
-            }
-        }
+        rc = update(&r, s + 1, &ac, lr, scale);
         double tm[2] = {now_s() - t0, pp_exec_bubble(&ex)}; /* means over the job */
         if (!rc && (d->pp_allreduce(d, DIST_PP_LINE, tm, 2, 1) ||
                     d->pp_allreduce(d, DIST_PP_DP, tm, 2, 1))) {

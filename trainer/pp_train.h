@@ -1,7 +1,9 @@
 /*
  * pp_train.h — tempo-train's pipeline-parallel run (--pp P > 1): the stages of this rank, their
  * schedule run by trainer/pipeline.h's executor with tempo point-to-point messages between the
- * stages, and the step around it (tied-embedding and DP gradient sums, the global norm, AdamW).
+ * stages, and the step around it (DP gradient synchronization through dist's gradient groups
+ * with ZeRO 0, 1 or 2, compression and scheduling policy; the tied-embedding sum, the global
+ * norm, AdamW).
  *
  * Not here: option parsing, the mesh (train.c builds it with dist's pp_mesh), the data (train.c
  * opens the loader with K = M micro-batches per step, so a step reads the batch of one rank's
@@ -30,6 +32,8 @@ typedef struct {
     int quiet;
     int recompute; /* GPT_RECOMPUTE_*: what each stage's activation slots keep */
     const gpt_tp_t *tp; /* each stage's tensor parallelism (the TP group's callbacks), or NULL */
+    int zero;           /* ZeRO 0, 1 or 2 over each stage's DP group */
+    dist_grad_opts_t grad; /* the DP gradients' compressor, policy and buckets (mode: zero) */
     FILE *csv;            /* job rank 0: loss.csv rows (step,loss,,lr,tokens_per_s,step_ms,...) */
     const char *ckpt_dir; /* checkpoints: every ckpt_every steps and after the last (0: never) */
     int ckpt_every, ckpt_keep;

@@ -9,8 +9,9 @@
  * group's all-gather and reduce-scatter); nothing else here changes but the sampler, which pads
  * its context to a multiple of --tp.
  * --pp P runs the whole training on a PP x DP x TP mesh in trainer/pp_train.c instead (run_pipeline:
- * each rank's pipeline stages under a gpipe, 1f1b or interleaved schedule); this file checks the
- * layout, builds the mesh and prints it.
+ * each rank's pipeline stages under a gpipe, 1f1b or interleaved schedule, ZeRO 0/1/2 and the DP
+ * gradients' compression and policy through the same dist gradient groups and zero.h shard as
+ * here); this file checks the layout, builds the mesh and prints it.
  *
  * One step = --accum micro-batches of --batch sequences per rank, then one AdamW update:
  *   ZeRO 0  gradients accumulate locally; on the last micro-batch backward hands each finished layer
@@ -57,6 +58,7 @@
 #include "trainer/model.h"
 #include "trainer/optim.h"
 #include "trainer/pp_train.h"
+#include "trainer/zero.h"
 
 typedef struct {
     const char *data, *backend, *compress, *sched, *out, *dump, *resume;
@@ -153,9 +155,12 @@ static void usage(FILE *f)
         "  --pp P              pipeline-parallel stages [1]: --dp x --tp x --pp = the job size,\n"
         "                      rank order TP fastest, then DP, then PP (a stage's ranks are\n"
         "                      consecutive); the layers must divide by P x --virtual; each\n"
-        "                      stage is tensor-parallel with --tp > 1 (DP x TP x PP); with\n"
-        "                      --zero 0, not with --sp, no sample at the end yet; checkpoints\n"
-        "                      hold the single-rank layout (load at any --pp and --tp)\n"
+        "                      stage is tensor-parallel with --tp > 1 (DP x TP x PP); --zero 0,\n"
+        "                      1 or 2 (2 runs as 1: a stage's micro-batches accumulate in its\n"
+        "                      own gradient buffer), --compress and --sched on the DP gradients\n"
+        "                      only; not with --sp or --zero 3, no sample at the end yet;\n"
+        "                      checkpoints hold the single-rank layout (load at any --pp, --tp,\n"
+        "                      --dp and --zero)\n"
         "  --pp-schedule S     gpipe, 1f1b or interleaved [1f1b]\n"
         "  --micro M           micro-batches of --batch sequences per step and DP rank [P]\n"
         "                      (replaces --accum: the step's loss is their mean); 1f1b needs\n"
@@ -596,10 +601,9 @@ typedef struct {
     dist_group_t *groups; /* groups[g] = model group g - 1 (embeddings first) */
     char (*names)[32];
     int zero, dp, rank;
-    size_t shard_n;       /* elements of this rank's shard (ZeRO 1/2), or num_params */
-    size_t *shard_off;    /* (ngroups) offset of group g's slice in the shard arrays */
-    float *m1, *m2;       /* AdamW moments, (shard_n) */
-    float *gshard;        /* ZeRO 2: accumulated gradient slices, (shard_n) */
+    zero_shard_t z;       /* this rank's slices of the groups (all of them at ZeRO 0), their
+                           * AdamW moments (zero.h) */
+    float *gshard;        /* ZeRO 2: accumulated gradient slices, (z.shard_n) */
     /* Where group g's gradients are: grads + off, except with ZeRO 2, which never holds the whole
      * gradient: the embeddings and the final LayerNorm have buffers of their own, and the blocks
      * take turns in NSLOT slots, a slot being reused only once its last group's reduce-scatter is
@@ -637,12 +641,12 @@ static void z3_setup(trainer_t *t, size_t mx);
 
 static size_t slice_n(const trainer_t *t, int g)
 {
-    return t->zero ? t->groups[g].n / (size_t)t->dp : t->groups[g].n;
+    return zero_slice_n(&t->z, g);
 }
 
 static size_t slice_off(const trainer_t *t, int g) /* in the parameter buffer */
 {
-    return t->groups[g].off + (t->zero ? (size_t)t->rank * slice_n(t, g) : 0);
+    return zero_slice_off(&t->z, g);
 }
 
 static void trainer_setup(trainer_t *t, gpt_model_t *m, const opts_t *o)
@@ -656,8 +660,7 @@ static void trainer_setup(trainer_t *t, gpt_model_t *m, const opts_t *o)
     t->ngroups = L + 2;
     t->groups = calloc((size_t)t->ngroups, sizeof(*t->groups));
     t->names = calloc((size_t)t->ngroups, sizeof(*t->names));
-    t->shard_off = calloc((size_t)t->ngroups, sizeof(size_t));
-    if (!t->groups || !t->names || !t->shard_off) {
+    if (!t->groups || !t->names) {
         die("out of memory");
     }
     for (int g = 0; g < t->ngroups; g++) {
@@ -677,16 +680,11 @@ static void trainer_setup(trainer_t *t, gpt_model_t *m, const opts_t *o)
                            .bucket_bytes = o->bucket_bytes};
     DIST_CHECK(D->grads_register(D, m->grads, t->groups, t->ngroups, &go),
                "gradient synchronization");
-    for (int g = 0; g < t->ngroups; g++) {
-        t->shard_off[g] = t->shard_n;
-        t->shard_n += slice_n(t, g);
-    }
-    t->m1 = calloc(t->shard_n, sizeof(float));
-    t->m2 = calloc(t->shard_n, sizeof(float));
     t->gbuf = calloc((size_t)t->ngroups, sizeof(float *));
     t->pending = calloc((size_t)t->ngroups, 1);
-    if (!t->m1 || !t->m2 || !t->gbuf || !t->pending) {
-        die("out of memory for optimizer state (%zu floats)", t->shard_n);
+    if (zero_shard_init(&t->z, t->groups, t->ngroups, t->zero, t->dp, t->rank) || !t->gbuf ||
+        !t->pending) {
+        die("out of memory for optimizer state");
     }
     for (int g = 0; g < t->ngroups; g++) {
         t->gbuf[g] = m->grads + t->groups[g].off;
@@ -700,7 +698,7 @@ static void trainer_setup(trainer_t *t, gpt_model_t *m, const opts_t *o)
         z3_setup(t, mx);
     }
     if (o->zero >= 2) {
-        t->gshard = calloc(t->shard_n, sizeof(float));
+        t->gshard = calloc(t->z.shard_n, sizeof(float));
         t->gemb = calloc(t->groups[0].n, sizeof(float));
         t->glnf = calloc(t->groups[L + 1].n, sizeof(float));
         int ok = t->gshard && t->gemb && t->glnf;
@@ -717,7 +715,7 @@ static void trainer_setup(trainer_t *t, gpt_model_t *m, const opts_t *o)
             die("model: %s", gpt_last_error());
         }
         gpt_release_grads(m); /* the blocks get a slot just before their backward */
-        t->grad_floats = t->groups[0].n + t->groups[L + 1].n + NSLOT * mx + t->shard_n;
+        t->grad_floats = t->groups[0].n + t->groups[L + 1].n + NSLOT * mx + t->z.shard_n;
     } else {
         t->grad_floats = m->num_params;
     }
@@ -730,7 +728,7 @@ static void finish_group(trainer_t *t, int g)
         return;
     }
     DIST_CHECK(D->grads_wait(D, g), "gradients");
-    float *dst = t->gshard + t->shard_off[g];
+    float *dst = t->gshard + t->z.shard_off[g];
     const float *src = t->gbuf[g] + (size_t)t->rank * slice_n(t, g);
     size_t n = slice_n(t, g);
     for (size_t i = 0; i < n; i++) {
@@ -759,7 +757,7 @@ static void take_slot(trainer_t *t, int g)
 static void z3_shards(trainer_t *t, float *full, int to_shard)
 {
     for (int g = 0; g < t->ngroups; g++) {
-        float *a = full + slice_off(t, g), *b = t->pshard + t->shard_off[g];
+        float *a = full + slice_off(t, g), *b = t->pshard + t->z.shard_off[g];
         memmove(to_shard ? b : a, to_shard ? a : b, slice_n(t, g) * sizeof(float));
     }
 }
@@ -770,7 +768,7 @@ static void z3_setup(trainer_t *t, size_t mx)
 {
     gpt_model_t *m = t->m;
     const int L = m->cfg.n_layer;
-    t->pshard = malloc(t->shard_n * sizeof(float));
+    t->pshard = malloc(t->z.shard_n * sizeof(float));
     t->pstate = calloc((size_t)t->ngroups, 1);
     t->pbuf[0] = malloc(t->groups[0].n * sizeof(float));
     t->pbuf[1] = malloc(t->groups[L + 1].n * sizeof(float));
@@ -786,7 +784,7 @@ static void z3_setup(trainer_t *t, size_t mx)
         t->powner[k] = -1;
     }
     gpt_release_params(m);
-    t->param_floats = t->shard_n + t->groups[0].n + t->groups[L + 1].n + NSLOT * mx;
+    t->param_floats = t->z.shard_n + t->groups[0].n + t->groups[L + 1].n + NSLOT * mx;
 }
 
 static int z3_slot(const trainer_t *t, int g)
@@ -811,7 +809,7 @@ static void z3_post(trainer_t *t, int g)
         gpt_set_group_params(t->m, o, NULL);
     }
     t->powner[k] = g;
-    DIST_CHECK(D->gather_to(D, g, t->pshard + t->shard_off[g], t->pbuf[k]), "parameters");
+    DIST_CHECK(D->gather_to(D, g, t->pshard + t->z.shard_off[g], t->pbuf[k]), "parameters");
     t->pstate[g] = 1;
 }
 
@@ -858,7 +856,7 @@ static void grads_ready(trainer_t *t, int g)
 /* This rank's synchronized gradient slice of group g. */
 static const float *grad_slice(const trainer_t *t, int g)
 {
-    return t->gshard ? t->gshard + t->shard_off[g] : t->m->grads + slice_off(t, g);
+    return t->gshard ? t->gshard + t->z.shard_off[g] : t->m->grads + slice_off(t, g);
 }
 
 /*
@@ -868,30 +866,15 @@ static const float *grad_slice(const trainer_t *t, int g)
  */
 static double slice_sumsq(const trainer_t *t, int g)
 {
-    const float *gs = grad_slice(t, g);
-    size_t lo = slice_off(t, g), hi = lo + slice_n(t, g);
-    if (D->tp_size == 1) {
-        return grad_sumsq(gs, hi - lo);
-    }
-    double sq = 0;
-    for (int i = 0; i < t->m->num_tensors; i++) {
-        const gpt_tensor_t *x = &t->m->tensors[i];
-        size_t a = x->offset > lo ? x->offset : lo;
-        size_t b = x->offset + x->size < hi ? x->offset + x->size : hi;
-        if (a < b && (x->tp_split != GPT_TP_REPLICATED || D->tp_rank == 0)) {
-            sq += grad_sumsq(gs + (a - lo), b - a);
-        }
-    }
-    return sq;
+    size_t lo = slice_off(t, g);
+    return zero_range_sumsq(t->m, grad_slice(t, g), lo, lo + slice_n(t, g));
 }
 
 /* AdamW on this rank's slice of group g. */
 static void update_group(trainer_t *t, int g, int step, float lr, float scale)
 {
-    size_t off = slice_off(t, g), n = slice_n(t, g), so = t->shard_off[g];
-    float *p = t->pshard ? t->pshard + so : t->m->params + off;
-    if (adamw_step(t->m, p, grad_slice(t, g), t->m1 + so, t->m2 + so, off,
-                   off + n, step, &t->ac, lr, scale)) {
+    float *p = t->pshard ? t->pshard + t->z.shard_off[g] : t->m->params + slice_off(t, g);
+    if (zero_update(&t->z, t->m, g, p, grad_slice(t, g), step, &t->ac, lr, scale)) {
         die("optimizer: %s", gpt_last_error());
     }
 }
@@ -1206,16 +1189,17 @@ static int save_ckpt(trainer_t *t, const opts_t *o, loader_t *ld, int step)
     }
     if (D->tp_size > 1) {
         full[0] = tp_full(t->m, t->m->params);
-        full[1] = tp_full(t->m, t->m1);
-        full[2] = tp_full(t->m, t->m2);
+        full[1] = tp_full(t->m, t->z.m1);
+        full[2] = tp_full(t->m, t->z.m2);
         r[0] = (ckpt_range_t){0, t->m->full_params};
         nr = D->world_rank == 0;
     }
     char dir[4096], err[CKPT_ERR_LEN];
     snprintf(dir, sizeof dir, "%s/ckpt", o->out);
     double t0 = now_s();
-    int rc = ckpt_save(dir, &mt, full[0] ? full[0] : t->m->params, r, nr, full[1] ? full[1] : t->m1,
-                       full[2] ? full[2] : t->m2, o->ckpt_keep, D->world_rank, agree_cb, NULL, err);
+    int rc = ckpt_save(dir, &mt, full[0] ? full[0] : t->m->params, r, nr,
+                       full[1] ? full[1] : t->z.m1, full[2] ? full[2] : t->z.m2, o->ckpt_keep,
+                       D->world_rank, agree_cb, NULL, err);
     free(r);
     for (int k = 0; k < 3; k++) {
         free(full[k]);
@@ -1265,7 +1249,7 @@ static int load_ckpt(trainer_t *t, const opts_t *o, loader_t *ld)
         r[0] = (ckpt_range_t){0, t->m->full_params};
     }
     if (ckpt_load(path, &want, &got, full[0] ? full[0] : t->m->params, r, nr,
-                  full[1] ? full[1] : t->m1, full[2] ? full[2] : t->m2, err)) {
+                  full[1] ? full[1] : t->z.m1, full[2] ? full[2] : t->z.m2, err)) {
         die("--resume: %s; nothing was loaded (older checkpoints in %s are untouched)", err, dir);
     }
     if (t->zero == 3) {
@@ -1273,8 +1257,8 @@ static int load_ckpt(trainer_t *t, const opts_t *o, loader_t *ld)
         z3_updated(t);
     } else if (full[0]) {
         gpt_tp_slice(t->m, full[0], t->m->params);
-        gpt_tp_slice(t->m, full[1], t->m1);
-        gpt_tp_slice(t->m, full[2], t->m2);
+        gpt_tp_slice(t->m, full[1], t->z.m1);
+        gpt_tp_slice(t->m, full[2], t->z.m2);
     }
     for (int k = 0; k < 3; k++) {
         free(full[k]);
@@ -1390,9 +1374,9 @@ static void setup_pipeline(opts_t *o, const gpt_config_t *cfg, pp_kind_t *kind_p
     } else if (o->sp) {
         snprintf(why, sizeof why, "--pp %d with --sp: pipeline stages have no sequence "
                  "parallelism yet (--tp %d without --sp composes with --pp)", pp, tp);
-    } else if (o->zero) {
-        snprintf(why, sizeof why, "--pp %d with --zero %d: not there yet (use --zero 0)", pp,
-                 o->zero);
+    } else if (o->zero == 3) {
+        snprintf(why, sizeof why, "--pp %d with --zero 3: ZeRO 3 is not there yet on a pipeline "
+                 "(use --zero 0, 1 or 2 with --pp)", pp);
     } else if (o->accum_set && o->accum != 1) {
         snprintf(why, sizeof why, "--pp %d: the pipeline's micro-batches are the accumulation: "
                  "pass --micro %d instead of --accum %d", pp, o->accum, o->accum);
@@ -1461,12 +1445,17 @@ static int run_pipeline(opts_t *o, const gpt_config_t *cfg, pp_kind_t kind)
                           .T = o->context, .steps = o->steps, .warmup = o->warmup, .lr = o->lr,
                           .min_lr_frac = o->min_lr_frac, .wd = o->wd, .clip = o->clip,
                           .beta1 = o->beta1, .beta2 = o->beta2, .seed = o->seed, .dump = o->dump,
-                          .quiet = o->quiet, .recompute = o->recompute};
+                          .quiet = o->quiet, .recompute = o->recompute, .zero = o->zero,
+                          .grad = {.compress = o->compress, .compress_src = o->compress_src,
+                                   .sched = o->sched, .bucket_bytes = o->bucket_bytes}};
     gpt_tp_t tp = tp_of(0);
     po.tp = D->tp_size > 1 ? &tp : NULL;
     if (D->world_rank == 0) {
-        printf("tempo-train: %d rank(s), backend %s, pipeline parallel; model: %d layers, %d "
-               "heads, %d channels, context %d: %zu parameters\n", D->world_size, D->backend,
+        printf("tempo-train: %d rank(s), backend %s, pipeline parallel, ZeRO %d%s; model: %d "
+               "layers, %d heads, %d channels, context %d: %zu parameters\n", D->world_size,
+               D->backend, o->zero,
+               o->compress_src && !strcmp(o->compress_src, "TEMPO_COMPRESS")
+                   ? " (DP compressor from TEMPO_COMPRESS)" : "",
                o->layers, o->heads, o->channels, o->context, gpt_num_params(cfg));
         printf("global batch: %d sequences per step (--batch %d x %d DP ranks x --micro %d)\n",
                o->batch * D->size * o->micro, o->batch, D->size, o->micro);
@@ -1629,14 +1618,14 @@ int main(int argc, char **argv)
         char zp[128] = ""; /* ZeRO 3: the shard, then the gathered working set */
         if (o.zero == 3) {
             snprintf(zp, sizeof zp, " (a shard of %.2f MB and gathered buffers for 2 blocks, "
-                     "embeddings and lnf)", 4e-6 * (double)t.shard_n);
+                     "embeddings and lnf)", 4e-6 * (double)t.z.shard_n);
         }
         printf("memory per rank: parameters %.2f MB%s, gradients %.2f MB%s, AdamW state %.2f "
                "MB, activations %.2f MB (batch %d x context %d)\n",
                4e-6 * (double)t.param_floats, zp, 4e-6 * (double)t.grad_floats,
                o.zero >= 2 ? " (a shard and backward buffers for 2 blocks, embeddings and lnf)"
                            : "",
-               8e-6 * (double)t.shard_n, 4e-6 * (double)gpt_act_floats(m), o.batch, o.context);
+               8e-6 * (double)t.z.shard_n, 4e-6 * (double)gpt_act_floats(m), o.batch, o.context);
         printf("activations per rank: %.3f MB (recompute %s), of which LayerNorm and residual "
                "regions %.3f MB%s\n",
                4e-6 * (double)m->act_floats, gpt_recompute_name(o.recompute),
@@ -1814,9 +1803,7 @@ int main(int argc, char **argv)
     free(y);
     free(t.groups);
     free(t.names);
-    free(t.shard_off);
-    free(t.m1);
-    free(t.m2);
+    zero_shard_free(&t.z);
     free(t.gshard);
     free(t.gbuf);
     free(t.pending);

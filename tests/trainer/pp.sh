@@ -16,7 +16,7 @@
 #      next to the formula (P-1)/M or (P-1)/(V M) (only the formula's value is asserted: the
 #      measurement is a timing);
 #   3. impossible layouts are refused before any work, saying why: layers not divisible by P x V,
-#      1f1b with M < P, an unknown schedule, --sp with --pp, --zero 1 with --pp, --micro without
+#      1f1b with M < P, an unknown schedule, --sp with --pp, --zero 3 with --pp, --micro without
 #      --pp; and a new run
 #      into another run's --out;
 #   4. checkpoints hold the single-rank layout: written at PP=2, resumed at one rank, and written
@@ -109,7 +109,7 @@ refused 2 "4 layers cannot be split evenly" "--layers 4 --pp 2 --virtual 4 (8 st
 refused 4 "1f1b needs" "--pp 4 --micro 2 with 1f1b" --pp 4 --micro 2
 refused 2 "not gpipe, 1f1b or interleaved" "--pp-schedule zigzag" --pp 2 --pp-schedule zigzag
 refused 4 "pipeline stages have no sequence parallelism" "--pp 2 --tp 2 --sp" --pp 2 --tp 2 --sp
-refused 2 "--zero 1: not there yet" "--pp 2 --zero 1" --pp 2 --zero 1
+refused 2 "--zero 3: ZeRO 3 is not there yet on a pipeline" "--pp 2 --zero 3" --pp 2 --zero 3
 refused 1 "are pipeline flags" "--micro 4 without --pp" --micro 4
 mkdir "$tmp/used" && echo "step,loss" >"$tmp/used/loss.csv"
 launch 2 "$tmp/used.log" --pp 2 --out "$tmp/used"
