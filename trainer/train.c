@@ -24,7 +24,8 @@
  *   ZeRO 3  as 2, and the parameters are sharded too: the rank keeps its slices (and updates them),
  *           and each layer group is all-gathered into a reused buffer before its forward and again
  *           before its backward, the next group's all-gather posted before the current group's
- *           compute (z3_*). Not with --tp > 1 yet.
+ *           compute (z3_*). With --tp > 1 the DP ranks shard (and gather) their TP shard's
+ *           parameters: ZeRO runs over the DP dimension on the model this rank's TP shard is.
  * The mean gradient over ranks equals the single-rank gradient of the global batch (dp * batch
  * sequences): the loader gives rank r rows [r*B, (r+1)*B) of every global batch.
  *
@@ -164,7 +165,8 @@ static void usage(FILE *f)
         "  --zero S            0: all-reduce; 1: shard AdamW state (reduce-scatter + all-gather);\n"
         "                      2: also shard gradients (no full gradient buffer); 3: also shard\n"
         "                      parameters (each layer all-gathered before its forward and its\n"
-        "                      backward, the next one prefetched; not with --tp > 1) [0]\n"
+        "                      backward, the next one prefetched; with --tp > 1, of this\n"
+        "                      rank's TP shard) [0]\n"
         "  --compress SPEC     gradient compressor, e.g. alq:bits=3, qsgd:bits=4, powersgd:rank=2,\n"
         "                      none [none] (see tempo-info -q)\n"
         "  --sched P           priority policy: tic, tac, fifo [tic]\n"
@@ -1562,9 +1564,6 @@ static void setup_mesh(opts_t *o, const gpt_config_t *cfg)
                  "--backend tempo)", tp, D->backend);
     } else if (gpt_tp_check(cfg, tp)) {
         snprintf(why, sizeof why, "%s", gpt_last_error());
-    } else if (tp > 1 && o->zero == 3) {
-        snprintf(why, sizeof why, "--tp %d with --zero 3: ZeRO 3 is not there yet on a tensor-"
-                 "parallel mesh (use --zero 0, 1 or 2 with --tp, or --zero 3 with --tp 1)", tp);
     } else if (o->sp && gpt_sp_check(o->context, tp)) {
         snprintf(why, sizeof why, "%s", gpt_last_error());
     }
