@@ -1673,10 +1673,16 @@ int main(int argc, char **argv)
                    m->num_params);
         }
         printf("\n");
-        char zp[128] = ""; /* ZeRO 3: the shard, then the gathered working set */
+        /* ZeRO 3: the shard (with --tp: 1/dp of the rank's TP shard, not of the whole model),
+         * then the gathered working set */
+        char zp[192] = "", of[80] = "";
+        if (o.zero == 3 && D->tp_size > 1) {
+            snprintf(of, sizeof of, ", 1/%d of this rank's tensor-parallel %.2f MB", D->size,
+                     4e-6 * (double)m->num_params);
+        }
         if (o.zero == 3) {
-            snprintf(zp, sizeof zp, " (a shard of %.2f MB and gathered buffers for 2 blocks, "
-                     "embeddings and lnf)", 4e-6 * (double)t.shard_n);
+            snprintf(zp, sizeof zp, " (a shard of %.2f MB%s, and gathered buffers for 2 blocks, "
+                     "embeddings and lnf)", 4e-6 * (double)t.shard_n, of);
         }
         printf("memory per rank: parameters %.2f MB%s, gradients %.2f MB%s, AdamW state %.2f "
                "MB, activations %.2f MB (batch %d x context %d)\n",
