@@ -76,5 +76,8 @@ EXTRA_DIST += tests/trainer/runs.sh
 # checkpoints on a full disk (a small tmpfs the test mounts; skipped where mount is not allowed)
 TESTS += tests/trainer/ckpt_full.sh
 EXTRA_DIST += tests/trainer/ckpt_full.sh
+# one run carried by its checkpoints through DP x TP, PP and ZeRO 1/3 layouts (resharding)
+TESTS += tests/trainer/reshard.sh
+EXTRA_DIST += tests/trainer/reshard.sh
 # tests/trainer/lib.sh: the helpers those scripts source (not a test)
 EXTRA_DIST += tests/trainer/lib.sh

@@ -25,7 +25,8 @@
  *   ZeRO 3  as 2, and the parameters are sharded too: the rank keeps its slices (and updates them),
  *           and each layer group is all-gathered into a reused buffer before its forward and again
  *           before its backward, the next group's all-gather posted before the current group's
- *           compute (z3_*). Not with --tp > 1 yet.
+ *           compute (z3_*). With --tp > 1 the DP ranks shard (and gather) their TP shard's
+ *           parameters: ZeRO runs over the DP dimension on the model this rank's TP shard is.
  * The mean gradient over ranks equals the single-rank gradient of the global batch (dp * batch
  * sequences): the loader gives rank r rows [r*B, (r+1)*B) of every global batch.
  *
@@ -140,7 +141,7 @@ static void usage(FILE *f)
         "                      columns/rows, embedding and cross-entropy by vocabulary) [1]; rank\n"
         "                      order is TP fastest (a TP group is T consecutive ranks); heads, 4C\n"
         "                      and the vocabulary must be multiples of T; tempo backend only;\n"
-        "                      checkpoints (unsharded, load at any --tp) need --zero 0\n"
+        "                      checkpoints hold the unsharded layout (load at any --tp)\n"
         "  --sp                sequence parallelism over the TP group (Korthikanti et al. 2022):\n"
         "                      LayerNorm and residual activations cut along the B x T token rows\n"
         "                      (1/T of them per rank; the activations line shows it), all-gather\n"
@@ -169,7 +170,8 @@ static void usage(FILE *f)
         "  --zero S            0: all-reduce; 1: shard AdamW state (reduce-scatter + all-gather);\n"
         "                      2: also shard gradients (no full gradient buffer); 3: also shard\n"
         "                      parameters (each layer all-gathered before its forward and its\n"
-        "                      backward, the next one prefetched; not with --tp > 1) [0]\n"
+        "                      backward, the next one prefetched; with --tp > 1, of this\n"
+        "                      rank's TP shard) [0]\n"
         "  --compress SPEC     gradient compressor, e.g. alq:bits=3, qsgd:bits=4, powersgd:rank=2,\n"
         "                      none [none] (see tempo-info -q)\n"
         "  --sched P           priority policy: tic, tac, fifo [tic]\n"
@@ -752,12 +754,13 @@ static void take_slot(trainer_t *t, int g)
     t->slot_owner[k] = g;
 }
 
-/* ZeRO 3: this rank's slices between pshard and a buffer laid out like the whole parameters:
- * into the buffer (to_shard 0), or from it into pshard (1). */
-static void z3_shards(trainer_t *t, float *full, int to_shard)
+/* ZeRO 1/2/3: this rank's slices between shard (laid out like m1: group g's slice at
+ * shard_off[g]) and whole, a buffer laid out like the rank's parameters: into whole (to_shard 0),
+ * or from it into shard (1). */
+static void shard_copy(const trainer_t *t, float *shard, float *whole, int to_shard)
 {
     for (int g = 0; g < t->ngroups; g++) {
-        float *a = full + slice_off(t, g), *b = t->pshard + t->z.shard_off[g];
+        float *a = whole + slice_off(t, g), *b = shard + t->z.shard_off[g];
         memmove(to_shard ? b : a, to_shard ? a : b, slice_n(t, g) * sizeof(float));
     }
 }
@@ -779,7 +782,7 @@ static void z3_setup(trainer_t *t, size_t mx)
     if (!ok) {
         die("out of memory for ZeRO 3's parameter buffers");
     }
-    z3_shards(t, m->params, 1);
+    shard_copy(t, t->pshard, m->params, 1);
     for (int k = 0; k < NSLOT + 2; k++) {
         t->powner[k] = -1;
     }
@@ -1012,27 +1015,79 @@ static float *tp_full(const gpt_model_t *m, const float *buf)
     return full;
 }
 
+/*
+ * A whole buffer of the model in the single-rank layout (full_params floats, a new buffer) on
+ * every rank, from this rank's state: whole, laid out like the rank's parameters (num_params
+ * floats; with ZeRO its slices are the current ones), or else shard, its slices laid out like m1
+ * (ZeRO 1/2/3). The DP ranks' slices are gathered (any ZeRO stage but 0), then the TP shards
+ * (tp_full). Dumps and checkpoints: parameters, gradients and AdamW moments alike.
+ */
+static float *gather_state(trainer_t *t, const float *whole, float *shard)
+{
+    gpt_model_t *m = t->m;
+    float *buf = calloc(m->num_params, sizeof(float));
+    if (!buf) {
+        die("out of memory gathering the model");
+    }
+    if (whole) {
+        memcpy(buf, whole, m->num_params * sizeof(float));
+    } else {
+        shard_copy(t, shard, buf, 0);
+    }
+    if (t->zero) {
+        gather_full(t, buf);
+    }
+    if (D->tp_size > 1) {
+        float *full = tp_full(m, buf);
+        free(buf);
+        buf = full;
+    }
+    return buf;
+}
+
+/* The inverse of gather_state for a loaded checkpoint: this rank's part of full (the single-rank
+ * layout) into whole (laid out like the rank's parameters) or, if whole is NULL, its slices into
+ * shard. */
+static void scatter_state(trainer_t *t, const float *full, float *whole, float *shard)
+{
+    float *local = NULL;
+    if (D->tp_size > 1) {
+        if (!(local = malloc(t->m->num_params * sizeof(float)))) {
+            die("out of memory");
+        }
+        gpt_tp_slice(t->m, full, local);
+    }
+    const float *src = local ? local : full;
+    if (whole) {
+        memcpy(whole, src, t->m->num_params * sizeof(float));
+    } else {
+        shard_copy(t, shard, (float *)src, 1);
+    }
+    free(local);
+}
+
+/* Buffer k of this rank's state as gather_state and scatter_state take it (0 the parameters, 1
+ * and 2 the AdamW moments): the whole buffer, or NULL and the shard into *shard_p. */
+static float *state_of(trainer_t *t, int k, float **shard_p)
+{
+    float *sh = k == 0 ? t->pshard : k == 1 ? t->z.m1 : t->z.m2;
+    *shard_p = sh;
+    return k == 0 ? (t->pshard ? NULL : t->m->params) : t->zero ? NULL : sh;
+}
+
+/* Whether a checkpoint moves buffer k (whole: state_of's answer) through the single-rank layout
+ * (gather_state, scatter_state): every buffer with tensor parallelism, ZeRO 3's parameters; the
+ * rest is read and written in place (ckpt.h's ranges). */
+static int ckpt_gathers(int k, const float *whole)
+{
+    return D->tp_size > 1 || (k == 0 && !whole);
+}
+
 static void dump_step0(trainer_t *t, const char *path, double loss)
 {
     gpt_model_t *m = t->m;
-    float *g = malloc(m->num_params * sizeof(float));
-    if (!g) {
-        die("out of memory");
-    }
-    if (m->grads) {
-        memcpy(g, m->grads, m->num_params * sizeof(float));
-    }
-    if (t->zero) {
-        for (int k = 0; k < t->ngroups; k++) {
-            memcpy(g + slice_off(t, k), grad_slice(t, k), slice_n(t, k) * sizeof(float));
-        }
-        gather_full(t, g);
-    }
-    if (D->tp_size > 1) {
-        float *full = tp_full(m, g);
-        free(g);
-        g = full;
-    }
+    /* ZeRO 1 keeps its slices in place in the whole gradient, ZeRO 2 and 3 in gshard */
+    float *g = gather_state(t, t->gshard ? NULL : m->grads, t->gshard);
     if (D->world_rank == 0) {
         FILE *f = fopen(path, "wb");
         double hdr[2] = {loss, (double)m->full_params};
@@ -1177,20 +1232,17 @@ static int save_ckpt(trainer_t *t, const opts_t *o, loader_t *ld, int step)
     if (!t->zero && t->rank != 0) {
         nr = 0; /* replicated state: rank 0 writes it */
     }
-    /* tensor parallel (ZeRO 0): the shards gathered into the single-rank layout, which job rank 0
-     * writes as a one-rank checkpoint would: any layout loads it */
-    float *full[3] = {NULL, NULL, NULL};
-    if (t->zero == 3) { /* ckpt_save reads whole parameters on rank 0: gathered for the save */
-        if (!(full[0] = malloc(t->m->num_params * sizeof(float)))) {
-            die("out of memory gathering the parameters for a checkpoint");
+    /* ckpt_save reads whole parameters on rank 0: ZeRO 3's are gathered for the save. Tensor
+     * parallel (any ZeRO stage): every buffer is gathered into the single-rank layout, which job
+     * rank 0 writes as a one-rank checkpoint would: any layout loads it. */
+    float *full[3] = {NULL, NULL, NULL}, *shard;
+    for (int k = 0; k < 3; k++) {
+        float *whole = state_of(t, k, &shard);
+        if (ckpt_gathers(k, whole)) {
+            full[k] = gather_state(t, whole, shard);
         }
-        z3_shards(t, full[0], 0);
-        gather_full(t, full[0]);
     }
     if (D->tp_size > 1) {
-        full[0] = tp_full(t->m, t->m->params);
-        full[1] = tp_full(t->m, t->z.m1);
-        full[2] = tp_full(t->m, t->z.m2);
         r[0] = (ckpt_range_t){0, t->m->full_params};
         nr = D->world_rank == 0;
     }
@@ -1238,30 +1290,31 @@ static int load_ckpt(trainer_t *t, const opts_t *o, loader_t *ld)
         die("out of memory");
     }
     int nr = owned_ranges(t, r);
-    float *full[3] = {NULL, NULL, NULL}; /* tensor parallel (ZeRO 0): load whole, keep the slices */
-    if (t->zero == 3 && !(full[0] = malloc(t->m->num_params * sizeof(float)))) {
-        die("out of memory"); /* ZeRO 3: whole parameters loaded, the rank's slices kept */
-    }
-    for (int k = 0; k < 3 && D->tp_size > 1; k++) {
-        if (!(full[k] = malloc(t->m->full_params * sizeof(float)))) {
+    /* ZeRO 3: whole parameters loaded, the rank's slices kept; tensor parallel (any ZeRO stage):
+     * every buffer loaded in the single-rank layout, the rank's part kept */
+    float *full[3] = {NULL, NULL, NULL}, *whole[3], *shard[3];
+    for (int k = 0; k < 3; k++) {
+        whole[k] = state_of(t, k, &shard[k]);
+        if (ckpt_gathers(k, whole[k]) && !(full[k] = malloc(t->m->full_params * sizeof(float)))) {
             die("out of memory");
         }
+    }
+    if (D->tp_size > 1) {
         r[0] = (ckpt_range_t){0, t->m->full_params};
+        nr = 1;
     }
     if (ckpt_load(path, &want, &got, full[0] ? full[0] : t->m->params, r, nr,
                   full[1] ? full[1] : t->z.m1, full[2] ? full[2] : t->z.m2, err)) {
         die("--resume: %s; nothing was loaded (older checkpoints in %s are untouched)", err, dir);
     }
-    if (t->zero == 3) {
-        z3_shards(t, full[0], 1);
-        z3_updated(t);
-    } else if (full[0]) {
-        gpt_tp_slice(t->m, full[0], t->m->params);
-        gpt_tp_slice(t->m, full[1], t->z.m1);
-        gpt_tp_slice(t->m, full[2], t->z.m2);
-    }
     for (int k = 0; k < 3; k++) {
+        if (full[k]) {
+            scatter_state(t, full[k], whole[k], shard[k]);
+        }
         free(full[k]);
+    }
+    if (t->zero == 3) {
+        z3_updated(t);
     }
     char lerr[DATA_ERR_LEN];
     if (loader_set_state(ld, &got.loader, lerr)) {
@@ -1500,14 +1553,8 @@ static void setup_mesh(opts_t *o, const gpt_config_t *cfg)
                  "--backend tempo)", tp, D->backend);
     } else if (gpt_tp_check(cfg, tp)) {
         snprintf(why, sizeof why, "%s", gpt_last_error());
-    } else if (tp > 1 && o->zero == 3) {
-        snprintf(why, sizeof why, "--tp %d with --zero 3: ZeRO 3 is not there yet on a tensor-"
-                 "parallel mesh (use --zero 0, 1 or 2 with --tp, or --zero 3 with --tp 1)", tp);
     } else if (o->sp && gpt_sp_check(o->context, tp)) {
         snprintf(why, sizeof why, "%s", gpt_last_error());
-    } else if (tp > 1 && o->zero && (o->ckpt_every || o->resume)) {
-        snprintf(why, sizeof why, "--tp %d with --zero %d: checkpoints are not there yet for "
-                 "this layout (use --zero 0, or no --ckpt-every / --resume)", tp, o->zero);
     }
     refuse(why);
     o->dp = n / tp;
@@ -1615,10 +1662,16 @@ int main(int argc, char **argv)
                    m->num_params);
         }
         printf("\n");
-        char zp[128] = ""; /* ZeRO 3: the shard, then the gathered working set */
+        /* ZeRO 3: the shard (with --tp: 1/dp of the rank's TP shard, not of the whole model),
+         * then the gathered working set */
+        char zp[192] = "", of[80] = "";
+        if (o.zero == 3 && D->tp_size > 1) {
+            snprintf(of, sizeof of, ", 1/%d of this rank's tensor-parallel %.2f MB", D->size,
+                     4e-6 * (double)m->num_params);
+        }
         if (o.zero == 3) {
-            snprintf(zp, sizeof zp, " (a shard of %.2f MB and gathered buffers for 2 blocks, "
-                     "embeddings and lnf)", 4e-6 * (double)t.z.shard_n);
+            snprintf(zp, sizeof zp, " (a shard of %.2f MB%s, and gathered buffers for 2 blocks, "
+                     "embeddings and lnf)", 4e-6 * (double)t.z.shard_n, of);
         }
         printf("memory per rank: parameters %.2f MB%s, gradients %.2f MB%s, AdamW state %.2f "
                "MB, activations %.2f MB (batch %d x context %d)\n",

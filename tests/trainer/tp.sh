@@ -8,10 +8,10 @@
 #      (clipping on: the global norm counts every shard and the replicated tensors once), and two
 #      TP=2 runs give bitwise the same losses; the run prints the mesh;
 #   3. checkpoints hold the unsharded layout: a checkpoint written at TP=2 resumes at TP=1 (and one
-#      written at TP=1 at DP=2 x TP=2) with the uninterrupted losses within 1e-5;
+#      written at TP=1 at DP=2 x TP=2, ZeRO 0 and ZeRO 2: the moments sliced over TP, then over
+#      DP) with the uninterrupted losses within 1e-5 (tests/trainer/reshard.sh: more layouts);
 #   4. impossible layouts are refused before any work, with a clear error: heads not divisible by
-#      --tp (also with --pp 2: the stages are tensor-parallel), --dp x --tp not the job size,
-#      checkpoints with --tp 2 and ZeRO 1 (not there yet).
+#      --tp (also with --pp 2: the stages are tensor-parallel), --dp x --tp not the job size.
 # Model: 2 layers, 4 heads, 32 channels, context 32, 8 sequences per global batch.
 # Knobs: TRAINER_KEEP=1 keeps the temporary directory, TRAINER_TIMEOUT the hang guard per launch.
 
@@ -80,11 +80,13 @@ mkdir "$tmp/d2" && cp -r "$tmp/d/ckpt" "$tmp/d2/" &&
     train 2 2 0 "$tmp/d2" --steps 10 --resume "$tmp/d2/ckpt/step_00000005"
 resumed "$tmp/d" "$tmp/d2"
 report $? "written at TP=1, resumed at DP=2 x TP=2: steps 6-10 within 1e-5" "$tmp/d2.log"
+mkdir "$tmp/d22" && cp -r "$tmp/d/ckpt" "$tmp/d22/" &&
+    train 2 2 2 "$tmp/d22" --steps 10 --resume "$tmp/d22/ckpt/step_00000005"
+resumed "$tmp/d" "$tmp/d22"
+report $? "written at TP=1, resumed at DP=2 x TP=2 ZeRO 2: steps 6-10 within 1e-5" "$tmp/d22.log"
 
 # 4. refused layouts
 refused 2 "heads cannot be split over 2 ranks" "--heads 3 --tp 2" --heads 3 --channels 24 --tp 2
 refused 4 "must equal the job's 4 ranks" "--dp 1 --tp 2 on 4 ranks" --dp 1 --tp 2
 refused 4 "heads cannot be split over 2 ranks" "--heads 3 --tp 2 --pp 2" --heads 3 --channels 24 \
     --tp 2 --pp 2
-refused 2 "checkpoints are not there yet for this layout" "--tp 2 --zero 1 --ckpt-every 5" \
-    --tp 2 --zero 1 --ckpt-every 5

@@ -10,8 +10,10 @@
 #      is posted (its "queued" event) after the previous group's forward ended and before block l's
 #      forward ends (the order the code promises; whether it also started running then is timing,
 #      printed, not asserted);
-#   5. the memory line names parameters, gradients, AdamW state and activations, and --tp 2 with
-#      --zero 3 is refused with a clear error.
+#   5. the memory line names parameters, gradients, AdamW state and activations;
+#   6. DP=2 x TP=2 (4 ranks, each TP shard's parameters sharded over DP): step 0 equals one
+#      rank's within 1e-5 (checkpoints of this layout: tests/trainer/reshard.sh), and its memory
+#      line gives the parameter shard as 1/dp of the rank's tensor-parallel shard.
 # Model and corpus as tests/trainer/layouts.sh. Knobs: TRAINER_KEEP=1, TRAINER_TIMEOUT.
 
 srcdir=${top_srcdir:-$(dirname "$0")/../..}
@@ -24,7 +26,7 @@ MODEL="--data $tmp/corpus.txt --layers 2 --heads 2 --channels 32 --context 32 --
 # cmp0 STATUS REF NAME DESCRIPTION: NAME's step-0 dump (its run exited with STATUS) against REF's
 cmp0() { dumped "$1" "$tmp/$2.bin" "$tmp/$3.bin" "$4" "$tmp/$3.log"; }
 
-echo "1..13"
+echo "1..14"
 
 # 1. step 0
 train 1 0 "$tmp/ref" --dump "$tmp/ref.bin"
@@ -108,11 +110,16 @@ sys.exit(1 if bad or checked == 0 else 0)
 PY
 point $? "prefetch: block l+1's all-gather posted before block l's forward ends, every rank and step"
 
-# 5. memory line and refusal
+# 5. memory line
 train 4 3 "$tmp/m4" --steps 1
 grep -q "memory per rank: parameters .*gradients .*AdamW state .*activations" "$tmp/m4.log"
 point $? "the memory line names parameters, gradients, AdamW state and activations"
 grep "memory per rank" "$tmp/m4.log" | sed 's/^/# /'
-launch 2 "$tmp/tp.log" --tp 2 --zero 3 --out "$tmp/tp"
-[ $rc = 2 ] && grep -q "with --zero 3: ZeRO 3 is not there yet on a tensor-parallel mesh" "$tmp/tp.log"
-point $? "--tp 2 --zero 3 refused with a clear error (exit $rc)"
+
+# 6. ZeRO 3 on a DP x TP mesh
+train 4 3 "$tmp/t22" --dp 2 --tp 2 --batch 4 --dump "$tmp/t22.bin"
+cmp0 $? ref t22 "DP=2 x TP=2 ZeRO 3: step-0 loss and gradients equal one rank's within 1e-5"
+grep -q "parameters .* (a shard of .* MB, 1/2 of this rank's tensor-parallel .* MB, and gathered" \
+    "$tmp/t22.log"
+point $? "DP=2 x TP=2 ZeRO 3: the memory line gives the shard as 1/2 of the rank's TP shard"
+grep "memory per rank" "$tmp/t22.log" | sed 's/^/# /'
