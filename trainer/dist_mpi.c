@@ -1,6 +1,6 @@
 /*
- * dist_mpi.c — the trainer's communication backend on MPI, for comparison with tempo (--backend mpi,
- * launched by mpirun; built when configure finds MPI).
+ * dist_mpi.c — the trainer's communication backend on MPI, for comparison with tempo (--backend
+ * mpi, launched by mpirun; built when configure finds MPI).
  *
  * It does what a careful data-parallel trainer on plain MPI does, with no scheduling of its own:
  *   DIST_ALLREDUCE       each group is one MPI_Iallreduce (in place, MPI_SUM, then scaled by 1/p)
@@ -168,12 +168,11 @@ static int m_grads_ready(dist_t *d, int g, float *buf)
     int rc;
     if (m->mode == DIST_REDUCE_SCATTER) {
         int q = (int)(gr->n / (size_t)d->size);
-        rc = MPI_Ireduce_scatter_block(base, m->slice[g], q, MPI_FLOAT, MPI_SUM, m->comm,
-                                       &m->rs[g]);
+        rc =
+            MPI_Ireduce_scatter_block(base, m->slice[g], q, MPI_FLOAT, MPI_SUM, m->comm, &m->rs[g]);
         m->bytes += dist_ring_share(d) * 4.0 * (double)gr->n;
     } else {
-        rc = MPI_Iallreduce(MPI_IN_PLACE, base, (int)gr->n, MPI_FLOAT, MPI_SUM, m->comm,
-                            &m->rs[g]);
+        rc = MPI_Iallreduce(MPI_IN_PLACE, base, (int)gr->n, MPI_FLOAT, MPI_SUM, m->comm, &m->rs[g]);
         m->bytes += 2 * dist_ring_share(d) * 4.0 * (double)gr->n;
     }
     if (rc != MPI_SUCCESS) {
@@ -232,8 +231,8 @@ static int post_gather(dist_t *d, int g, const float *send, float *recv)
     }
     int q = (int)(gr->n / (size_t)d->size);
     int rc = send ? MPI_Iallgather(send, q, MPI_FLOAT, recv, q, MPI_FLOAT, m->comm, &m->ag[g])
-                  : MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, q, MPI_FLOAT,
-                                   m->comm, &m->ag[g]);
+                  : MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, q, MPI_FLOAT, m->comm,
+                                   &m->ag[g]);
     m->bytes += dist_ring_share(d) * 4.0 * (double)gr->n;
     if (rc != MPI_SUCCESS) {
         return fail(d, "all-gather of slices", rc);
@@ -459,6 +458,9 @@ static int m_pp_post(dist_t *d, float *buf, size_t n, int peer, uint32_t tag, in
 static int m_pp_wait(dist_t *d, void **req_p)
 {
     MPI_Request *r = *req_p;
+    if (!r) {
+        return 0; /* nothing posted */
+    }
     int rc = MPI_Wait(r, MPI_STATUS_IGNORE);
     free(r);
     *req_p = NULL;
