@@ -15,7 +15,7 @@
  * A group is posted as soon as it is ready (overlapping the rest of backward) and waited for just
  * before it is used, so the next forward waits only for the layer it is about to run.
  *
- * Tensor parallelism (tempo only): mesh() cuts the job into a mesh of D data-parallel x T
+ * Tensor parallelism (both backends): mesh() cuts the job into a mesh of D data-parallel x T
  * tensor-parallel ranks, TP fastest (job rank w = dp_rank * T + tp_rank: a TP group is T consecutive
  * ranks, on one host as Megatron places them), with one communicator per dimension split from the
  * job's. Afterwards rank and size and every method above belong to the DP dimension (the gradient
@@ -23,12 +23,15 @@
  * (uncompressed, blocking) on the rank's TP group. Before mesh (or without it) the job is all DP
  * and tp_size is 1.
  *
- * Pipeline parallelism (tempo only): pp_mesh() cuts the job into P pipelines' stages x D x T, PP
+ * Pipeline parallelism (both backends): pp_mesh() cuts the job into P pipelines' stages x D x T, PP
  * outermost (job rank w = pp_rank * D * T + dp_rank * T + tp_rank: a stage's DP x TP ranks are
  * consecutive), with a PP communicator per pipeline line (rank = stage) and the embedding group
  * (the first and last stage of each line, for the tied wte gradient). pp_post / pp_wait move
  * activations between stages (non-blocking, tagged, on the PP communicator); pp_allreduce sums
  * floats or doubles over one of the groups (blocking, exact: no compression).
+ * A backend builds these groups with the same rank order and membership as tempo's (dist_mpi.c
+ * splits MPI_COMM_WORLD with dist_tempo.c's colors and keys), so a layout computes the same on
+ * either backend; only the reduction order inside a collective may differ.
  *
  * What it is not: a place for the optimizer.
  *

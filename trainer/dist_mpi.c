@@ -1,6 +1,6 @@
 /*
- * dist_mpi.c — the trainer's communication backend on MPI, for comparison with tempo (--backend mpi,
- * launched by mpirun; built when configure finds MPI).
+ * dist_mpi.c — the trainer's communication backend on MPI, for comparison with tempo (--backend
+ * mpi, launched by mpirun; built when configure finds MPI).
  *
  * It does what a careful data-parallel trainer on plain MPI does, with no scheduling of its own:
  *   DIST_ALLREDUCE       each group is one MPI_Iallreduce (in place, MPI_SUM, then scaled by 1/p)
@@ -14,10 +14,21 @@
  * MPI libraries progress non-blocking collectives mostly inside MPI calls, so every post also
  * tests the requests in flight (MPI_Testall), which is what lets them overlap the rest of backward.
  *
+ * The hybrid layouts follow dist.h's contract exactly as dist_tempo.c does (same rank order, same
+ * groups): mesh and pp_mesh split MPI_COMM_WORLD with MPI_Comm_split, with the same colors and
+ * keys as the tempo backend's tempo_comm_split, into the TP, DP, PP-line and embedding
+ * communicators; afterwards every DP method above runs on the DP communicator. TP traffic is
+ * blocking MPI_Allreduce / MPI_Allgather / MPI_Reduce_scatter_block, pipeline messages are
+ * MPI_Isend / MPI_Irecv on the PP communicator (the request handle lives on the heap until
+ * pp_wait), and pp_allreduce is MPI_Allreduce on the group's communicator: all exact, as TP, SP
+ * and PP traffic is in tempo. pp_trace is a no-op (MPI has no timeline).
+ *
  * There is no compression and no priority policy here: --compress other than none is refused, and
  * the policy is reported as "posted order" whatever --sched says. Bytes sent use the same estimate
- * as the tempo backend (a ring's share of each collective's bytes).
+ * as the tempo backend (a ring's share of each DP collective's bytes; TP and PP are not counted,
+ * as in tempo).
  */
+#include <limits.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +38,10 @@
 #include "trainer/dist.h"
 
 typedef struct {
+    MPI_Comm comm;        /* the data-parallel dimension: MPI_COMM_WORLD, or a split of it (mesh) */
+    MPI_Comm tp, pp, emb; /* after mesh / pp_mesh: the TP group, the pipeline line and the
+                           * embedding group (MPI_COMM_NULL off the first and last stage); else
+                           * MPI_COMM_NULL */
     char err[512];
     char desc[512];
     dist_mode_t mode;
@@ -37,6 +52,7 @@ typedef struct {
     MPI_Request *rs, *ag; /* (ngroups) posted requests, MPI_REQUEST_NULL when none */
     float **slice;        /* (ngroups) reduce-scatter outputs (DIST_REDUCE_SCATTER) */
     float **buf;          /* (ngroups) where group g's last grads_ready had its gradients */
+    int tag_ub;           /* the largest tag MPI accepts (MPI_TAG_UB, at least 32767) */
     double wait_s, bytes;
 } mdist_t;
 
@@ -54,13 +70,14 @@ static int fail(dist_t *d, const char *what, int rc)
 
 static int m_sum_f64(dist_t *d, double *x, int n)
 {
-    int rc = MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    mdist_t *m = d->impl;
+    int rc = MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, m->comm);
     return rc == MPI_SUCCESS ? 0 : fail(d, "all-reduce of statistics", rc);
 }
 
 static int m_barrier(dist_t *d)
 {
-    int rc = MPI_Barrier(MPI_COMM_WORLD);
+    int rc = MPI_Barrier(((mdist_t *)d->impl)->comm);
     return rc == MPI_SUCCESS ? 0 : fail(d, "barrier", rc);
 }
 
@@ -151,12 +168,11 @@ static int m_grads_ready(dist_t *d, int g, float *buf)
     int rc;
     if (m->mode == DIST_REDUCE_SCATTER) {
         int q = (int)(gr->n / (size_t)d->size);
-        rc = MPI_Ireduce_scatter_block(base, m->slice[g], q, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
-                                       &m->rs[g]);
+        rc =
+            MPI_Ireduce_scatter_block(base, m->slice[g], q, MPI_FLOAT, MPI_SUM, m->comm, &m->rs[g]);
         m->bytes += dist_ring_share(d) * 4.0 * (double)gr->n;
     } else {
-        rc = MPI_Iallreduce(MPI_IN_PLACE, base, (int)gr->n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
-                            &m->rs[g]);
+        rc = MPI_Iallreduce(MPI_IN_PLACE, base, (int)gr->n, MPI_FLOAT, MPI_SUM, m->comm, &m->rs[g]);
         m->bytes += 2 * dist_ring_share(d) * 4.0 * (double)gr->n;
     }
     if (rc != MPI_SUCCESS) {
@@ -214,10 +230,9 @@ static int post_gather(dist_t *d, int g, const float *send, float *recv)
         return 0;
     }
     int q = (int)(gr->n / (size_t)d->size);
-    int rc = send ? MPI_Iallgather(send, q, MPI_FLOAT, recv, q, MPI_FLOAT, MPI_COMM_WORLD,
-                                   &m->ag[g])
-                  : MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, q, MPI_FLOAT,
-                                   MPI_COMM_WORLD, &m->ag[g]);
+    int rc = send ? MPI_Iallgather(send, q, MPI_FLOAT, recv, q, MPI_FLOAT, m->comm, &m->ag[g])
+                  : MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, q, MPI_FLOAT, m->comm,
+                                   &m->ag[g]);
     m->bytes += dist_ring_share(d) * 4.0 * (double)gr->n;
     if (rc != MPI_SUCCESS) {
         return fail(d, "all-gather of slices", rc);
@@ -276,6 +291,202 @@ static void m_abort(dist_t *d)
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
+/* A failure of an MPI call on a TP or pipeline communicator, in dist_error's words: "tensor
+ * parallel all-reduce: <MPI's message>". */
+static int mesh_fail(dist_t *d, const char *dim, const char *what, int rc)
+{
+    char w[128];
+    snprintf(w, sizeof w, "%s %s", dim, what);
+    return fail(d, w, rc);
+}
+
+/* n elements as an MPI count, or -1 with the reason in dist_error. */
+static int count_of(dist_t *d, size_t n, const char *what)
+{
+    mdist_t *m = d->impl;
+    if (n > (size_t)INT_MAX) {
+        snprintf(m->err, sizeof m->err, "%s of %zu elements: MPI counts are int", what, n);
+        return -1;
+    }
+    return (int)n;
+}
+
+static int m_tp_allreduce(dist_t *d, float *buf, size_t n, int max)
+{
+    mdist_t *m = d->impl;
+    int c = count_of(d, n, "tensor parallel all-reduce");
+    if (c < 0) {
+        return -1;
+    }
+    int rc = MPI_Allreduce(MPI_IN_PLACE, buf, c, MPI_FLOAT, max ? MPI_MAX : MPI_SUM, m->tp);
+    return rc == MPI_SUCCESS ? 0 : mesh_fail(d, "tensor parallel", "all-reduce", rc);
+}
+
+static int m_tp_sum_f64(dist_t *d, double *x, int n)
+{
+    mdist_t *m = d->impl;
+    int rc = MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, m->tp);
+    return rc == MPI_SUCCESS ? 0 : mesh_fail(d, "tensor parallel", "all-reduce of statistics", rc);
+}
+
+static int m_tp_allgather(dist_t *d, const float *send, float *recv, size_t n)
+{
+    mdist_t *m = d->impl;
+    int c = count_of(d, n * (size_t)d->tp_size, "tensor parallel all-gather");
+    if (c < 0) {
+        return -1;
+    }
+    int rc = MPI_Allgather(send, (int)n, MPI_FLOAT, recv, (int)n, MPI_FLOAT, m->tp);
+    return rc == MPI_SUCCESS ? 0 : mesh_fail(d, "tensor parallel", "all-gather", rc);
+}
+
+static int m_tp_reduce_scatter(dist_t *d, const float *send, float *recv, size_t n)
+{
+    mdist_t *m = d->impl;
+    int c = count_of(d, n * (size_t)d->tp_size, "tensor parallel reduce-scatter");
+    if (c < 0) {
+        return -1;
+    }
+    int rc = MPI_Reduce_scatter_block(send, recv, (int)n, MPI_FLOAT, MPI_SUM, m->tp);
+    return rc == MPI_SUCCESS ? 0 : mesh_fail(d, "tensor parallel", "reduce-scatter", rc);
+}
+
+/* Split MPI_COMM_WORLD once per color (MPI_UNDEFINED: not a member, MPI_COMM_NULL), ordered by
+ * job rank, into out; errors return like the rest (MPI_ERRORS_RETURN, which a split inherits, set
+ * again to be sure). On failure the communicators made so far are freed and err says why. */
+static int split_world(dist_t *d, const int *color, int k, MPI_Comm *out, const char *what,
+                       char *err)
+{
+    int rc = MPI_SUCCESS, i;
+    for (i = 0; i < k && rc == MPI_SUCCESS; i++) {
+        out[i] = MPI_COMM_NULL;
+        rc = MPI_Comm_split(MPI_COMM_WORLD, color[i], d->world_rank, &out[i]);
+        if (rc == MPI_SUCCESS && out[i] != MPI_COMM_NULL) {
+            rc = MPI_Comm_set_errhandler(out[i], MPI_ERRORS_RETURN);
+        }
+    }
+    if (rc == MPI_SUCCESS) {
+        return 0;
+    }
+    char msg[MPI_MAX_ERROR_STRING] = "";
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    snprintf(err, 256, "cannot split the job into its %s groups: %s", what, msg);
+    for (int j = 0; j < i; j++) {
+        if (out[j] != MPI_COMM_NULL) {
+            MPI_Comm_free(&out[j]);
+        }
+    }
+    return -1;
+}
+
+/* rank and size of c, or (0, 1) when this rank is not in it */
+static void rank_size(MPI_Comm c, int *rank_p, int *size_p)
+{
+    *rank_p = 0, *size_p = 1;
+    if (c != MPI_COMM_NULL) {
+        MPI_Comm_rank(c, rank_p);
+        MPI_Comm_size(c, size_p);
+    }
+}
+
+/* Job rank w = dp_rank * tp + tp_rank: TP groups are colored by w / tp, DP groups by w % tp (as
+ * dist_tempo.c's t_mesh). */
+static int m_mesh(dist_t *d, int tp, char *err)
+{
+    mdist_t *m = d->impl;
+    const int w = d->world_rank;
+    MPI_Comm c[2];
+    int color[2] = {w / tp, w % tp};
+    if (split_world(d, color, 2, c, "TP and DP", err)) {
+        return -1;
+    }
+    m->tp = c[0], m->comm = c[1];
+    rank_size(c[0], &d->tp_rank, &d->tp_size);
+    rank_size(c[1], &d->rank, &d->size);
+    return 0;
+}
+
+/* Job rank w = pp_rank * D T + dp_rank * T + tp_rank (DT = world / pp): the colors and keys of
+ * dist_tempo.c's t_pp_mesh, so both backends build the same groups. */
+static int m_pp_mesh(dist_t *d, int tp, int pp, char *err)
+{
+    mdist_t *m = d->impl;
+    const int w = d->world_rank, dt = d->world_size / pp, s = w / dt;
+    MPI_Comm c[4]; /* tp, dp, pp, emb */
+    int color[4] = {w / tp, s * tp + w % tp, w % dt,
+                    s == 0 || s == pp - 1 ? w % dt : MPI_UNDEFINED};
+    if (split_world(d, color, 4, c, "TP, DP, PP and embedding", err)) {
+        return -1;
+    }
+    m->tp = c[0], m->comm = c[1], m->pp = c[2], m->emb = c[3];
+    rank_size(c[0], &d->tp_rank, &d->tp_size);
+    rank_size(c[1], &d->rank, &d->size);
+    rank_size(c[2], &d->pp_rank, &d->pp_size);
+    return 0;
+}
+
+static int m_pp_post(dist_t *d, float *buf, size_t n, int peer, uint32_t tag, int send,
+                     void **req_p)
+{
+    mdist_t *m = d->impl;
+    const char *what = send ? "send to the next stage" : "receive";
+    int c = count_of(d, n, send ? "pipeline send" : "pipeline receive");
+    if (c < 0) {
+        return -1;
+    }
+    if (tag > (uint32_t)m->tag_ub) {
+        snprintf(m->err, sizeof m->err, "pipeline %s: tag %u is above this MPI's MPI_TAG_UB (%d)",
+                 what, (unsigned)tag, m->tag_ub);
+        return -1;
+    }
+    MPI_Request *r = malloc(sizeof(*r));
+    if (!r) {
+        snprintf(m->err, sizeof m->err, "pipeline %s: out of memory", what);
+        return -1;
+    }
+    int rc = send ? MPI_Isend(buf, c, MPI_FLOAT, peer, (int)tag, m->pp, r)
+                  : MPI_Irecv(buf, c, MPI_FLOAT, peer, (int)tag, m->pp, r);
+    if (rc != MPI_SUCCESS) {
+        free(r);
+        return mesh_fail(d, "pipeline", what, rc);
+    }
+    *req_p = r;
+    return 0;
+}
+
+static int m_pp_wait(dist_t *d, void **req_p)
+{
+    MPI_Request *r = *req_p;
+    if (!r) {
+        return 0; /* nothing posted */
+    }
+    int rc = MPI_Wait(r, MPI_STATUS_IGNORE);
+    free(r);
+    *req_p = NULL;
+    return rc == MPI_SUCCESS ? 0 : mesh_fail(d, "pipeline", "send or receive between stages", rc);
+}
+
+static int m_pp_allreduce(dist_t *d, int group, void *buf, size_t n, int f64)
+{
+    mdist_t *m = d->impl;
+    static const char *what[3] = {"all-reduce over the pipeline line",
+                                  "all-reduce of the tied embedding", "all-reduce over DP"};
+    MPI_Comm c = group == DIST_PP_LINE ? m->pp : group == DIST_PP_EMBED ? m->emb : m->comm;
+    int cnt = count_of(d, n, what[group]);
+    if (cnt < 0) {
+        return -1;
+    }
+    int rc = MPI_Allreduce(MPI_IN_PLACE, buf, cnt, f64 ? MPI_DOUBLE : MPI_FLOAT, MPI_SUM, c);
+    return rc == MPI_SUCCESS ? 0 : mesh_fail(d, "pipeline", what[group], rc);
+}
+
+static int m_pp_trace(dist_t *d, const char *name, int begin)
+{
+    (void)d, (void)name, (void)begin;
+    return 0; /* MPI has no timeline */
+}
+
 static int m_destroy(dist_t *d)
 {
     if (!d) {
@@ -287,6 +498,13 @@ static int m_destroy(dist_t *d)
         rc |= wait_req(d, &m->rs[g], "gradient synchronization");
         rc |= wait_req(d, &m->ag[g], "all-gather of slices");
         free(m->slice ? m->slice[g] : NULL);
+    }
+    MPI_Comm comms[4] = {m->emb, m->pp, m->tp, m->comm};
+    for (int i = 0; i < 4; i++) {
+        if (comms[i] != MPI_COMM_NULL && comms[i] != MPI_COMM_WORLD &&
+            MPI_Comm_free(&comms[i]) != MPI_SUCCESS) {
+            rc = -1;
+        }
     }
     if (MPI_Finalize() != MPI_SUCCESS) {
         rc = -1;
@@ -317,6 +535,11 @@ int dist_open_mpi(dist_t *d, char *err)
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    int *ub = NULL, flag = 0;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
+    m->tag_ub = flag && ub ? *ub : 32767;
+    m->comm = MPI_COMM_WORLD;
+    m->tp = m->pp = m->emb = MPI_COMM_NULL;
     if (tempo_mpi_mislaunched(size, err, 256)) {
         MPI_Finalize();
         free(m);
@@ -341,6 +564,16 @@ int dist_open_mpi(dist_t *d, char *err)
                   .describe = m_describe,
                   .error = m_error,
                   .abort = m_abort,
+                  .mesh = m_mesh,
+                  .tp_allreduce = m_tp_allreduce,
+                  .tp_sum_f64 = m_tp_sum_f64,
+                  .tp_allgather = m_tp_allgather,
+                  .tp_reduce_scatter = m_tp_reduce_scatter,
+                  .pp_mesh = m_pp_mesh,
+                  .pp_post = m_pp_post,
+                  .pp_wait = m_pp_wait,
+                  .pp_allreduce = m_pp_allreduce,
+                  .pp_trace = m_pp_trace,
                   .destroy = m_destroy};
     return 0;
 }

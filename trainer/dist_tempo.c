@@ -177,8 +177,9 @@ static int t_grads_register(dist_t *d, float *grads, const dist_group_t *groups,
         tempo_bucketer_bucket_info(t->bk, i, &bi);
         nq += bi.compressed;
     }
-    snprintf(t->desc, sizeof t->desc, "tempo: bucketer, %zu buckets (%d compressed), policy %s, %s",
-             nb, nq, o->sched ? o->sched : "tic",
+    snprintf(t->desc, sizeof t->desc,
+             "tempo: bucketer, %zu bucket%s (%d compressed), policy %s, %s", nb,
+             nb == 1 ? "" : "s", nq, o->sched ? o->sched : "tic",
              t->qc ? tempo_compressor_spec(t->qc) : "uncompressed");
     return 0;
 }

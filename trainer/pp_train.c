@@ -659,8 +659,9 @@ static void teardown(pp_run_t *r)
 /* Job rank 0 prints the layout of its line's chunks: which layers each rank runs. */
 static void print_stages(const pp_run_t *r, const gpt_config_t *cfg)
 {
-    printf("pipeline: %s, %d stages x %d chunk(s), %d micro-batches of %d x %d tokens per step;",
-           pp_kind_name(r->o->kind), r->P, r->V, r->M, r->o->B, r->o->T);
+    printf("pipeline: %s, %d stages x %d chunk%s, %d micro-batch%s of %d x %d tokens per step;",
+           pp_kind_name(r->o->kind), r->P, r->V, r->V == 1 ? "" : "s", r->M,
+           r->M == 1 ? "" : "es", r->o->B, r->o->T);
     for (int p = 0; p < r->P; p++) {
         printf(" pp rank %d: layers", p);
         for (int v = 0; v < r->V; v++) {

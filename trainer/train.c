@@ -100,6 +100,12 @@ static void die(const char *fmt, ...)
         }                                                                                          \
     } while (0)
 
+/* The plural ending after a count of n in messages: "1 rank", "4 ranks" ("%d rank%s"). */
+static const char *plural(int n)
+{
+    return n == 1 ? "" : "s";
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -140,8 +146,8 @@ static void usage(FILE *f)
         "  --tp T              tensor-parallel ranks (Megatron: attention by heads, MLP by\n"
         "                      columns/rows, embedding and cross-entropy by vocabulary) [1]; rank\n"
         "                      order is TP fastest (a TP group is T consecutive ranks); heads, 4C\n"
-        "                      and the vocabulary must be multiples of T; tempo backend only;\n"
-        "                      checkpoints hold the unsharded layout (load at any --tp)\n"
+        "                      and the vocabulary must be multiples of T; checkpoints hold\n"
+        "                      the unsharded layout (load at any --tp)\n"
         "  --sp                sequence parallelism over the TP group (Korthikanti et al. 2022):\n"
         "                      LayerNorm and residual activations cut along the B x T token rows\n"
         "                      (1/T of them per rank; the activations line shows it), all-gather\n"
@@ -179,7 +185,9 @@ static void usage(FILE *f)
         "                      [the library's TEMPO_BUCKET_BYTES]\n"
         "  --backend B         communication backend [tempo]; this build has: %s. mpi (launched\n"
         "                      by mpirun) is plain per-group MPI non-blocking collectives in\n"
-        "                      posted order, uncompressed: a baseline to compare tempo with\n"
+        "                      posted order, uncompressed: a baseline to compare tempo with;\n"
+        "                      it runs every --dp/--tp/--pp layout (TP by blocking MPI\n"
+        "                      collectives, PP by MPI_Isend/MPI_Irecv)\n"
         "Output\n"
         "  --val-every N       validation loss every N steps and at the end [25]\n"
         "  --val-windows N     validation windows per evaluation [64] (all if the split has\n"
@@ -424,16 +432,16 @@ static void check_out(const opts_t *o)
                 fprintf(stderr, "tempo-train: --overwrite: %s\n", err);
                 bad = 1;
             } else {
-                printf("--overwrite: removed the earlier run in %s (%s%d checkpoint(s))\n", o->out,
-                       has_csv ? "loss.csv, " : "", complete);
+                printf("--overwrite: removed the earlier run in %s (%s%d checkpoint%s)\n", o->out,
+                       has_csv ? "loss.csv, " : "", complete, plural(complete));
             }
         } else if (has_csv || nck) {
             fprintf(stderr,
-                    "tempo-train: %s holds another run's results (%s%d checkpoint(s)%s); nothing "
+                    "tempo-train: %s holds another run's results (%s%d checkpoint%s%s); nothing "
                     "was started or changed. To continue that run: --resume latest (or --resume "
                     "%s/step_NNNNNNNN); to keep it and start anew: another --out; to replace "
                     "it: --overwrite (removes its loss.csv, loss.png and checkpoints)\n",
-                    o->out, has_csv ? "loss.csv, " : "", complete, lat, ck);
+                    o->out, has_csv ? "loss.csv, " : "", complete, plural(complete), lat, ck);
             bad = 1;
         }
     }
@@ -493,9 +501,9 @@ static void keep_global_batch(opts_t *o, const char *path)
     if (sb <= 0) { /* a version-1 checkpoint: its global batch is unknown */
         if (D->world_rank == 0) {
             printf("warning: %s does not record its global batch (written by an older "
-                   "tempo-train): training on with --batch %d x %d ranks x --accum %d = %d "
+                   "tempo-train): training on with --batch %d x %d rank%s x --accum %d = %d "
                    "sequences per step, as given\n",
-                   path, o->batch, dp, o->accum, o->batch * dp * o->accum);
+                   path, o->batch, dp, plural(dp), o->accum, o->batch * dp * o->accum);
         }
         return;
     }
@@ -508,8 +516,8 @@ static void keep_global_batch(opts_t *o, const char *path)
     if (G % dp == 0 && b >= 1 && k >= 1 && b * k == per) {
         if (D->world_rank == 0 && (b != o->batch || k != o->accum)) {
             printf("resume: keeping the checkpoint's global batch of %d sequences per step "
-                   "(--batch %d x %d ranks x --accum %d): --batch %d --accum %d at %d ranks\n",
-                   G, sb, sdp, sk, b, k, dp);
+                   "(--batch %d x %d rank%s x --accum %d): --batch %d --accum %d at %d rank%s\n",
+                   G, sb, sdp, plural(sdp), sk, b, k, dp, plural(dp));
         }
         o->batch = b;
         o->accum = k;
@@ -518,16 +526,16 @@ static void keep_global_batch(opts_t *o, const char *path)
     if (D->world_rank == 0) {
         fprintf(stderr,
                 "tempo-train: %s was trained with a global batch of %d sequences per step "
-                "(--batch %d x %d ranks x --accum %d); ",
-                path, G, sb, sdp, sk);
+                "(--batch %d x %d rank%s x --accum %d); ",
+                path, G, sb, sdp, plural(sdp), sk);
         if (G % dp) {
-            fprintf(stderr, "it cannot be split evenly over %d ranks: resume on a number of "
-                            "ranks that divides %d (%d, for one)\n", dp, G, sdp);
+            fprintf(stderr, "it cannot be split evenly over %d rank%s: resume on a number of "
+                            "ranks that divides %d (%d, for one)\n", dp, plural(dp), G, sdp);
         } else {
             b = largest_divisor(per, sb);
-            fprintf(stderr, "--batch %d x %d ranks x --accum %d would change it: pass --batch %d "
+            fprintf(stderr, "--batch %d x %d rank%s x --accum %d would change it: pass --batch %d "
                             "--accum %d (or leave both out)\n",
-                    o->batch, dp, o->accum, b, per / b);
+                    o->batch, dp, plural(dp), o->accum, b, per / b);
         }
     }
     quit(1);
@@ -568,8 +576,8 @@ static FILE *open_csv(const opts_t *o, int start)
             die("cannot rewrite %s (through %s): %s", p, tmp, strerror(errno));
         }
         if (dropped) {
-            printf("loss.csv: removed %d row(s) after step %d (the steps this run is about to "
-                   "redo)\n", dropped, start);
+            printf("loss.csv: removed %d row%s after step %d (the steps this run is about to "
+                   "redo)\n", dropped, plural(dropped), start);
         }
         char dir[4096], moved[4096], cerr[CKPT_ERR_LEN];
         snprintf(dir, sizeof dir, "%s/ckpt", o->out);
@@ -1417,8 +1425,8 @@ static void setup_pipeline(opts_t *o, const gpt_config_t *cfg, pp_kind_t *kind_p
         snprintf(why, sizeof why, "--pp-schedule %s: not gpipe, 1f1b or interleaved",
                  o->pp_schedule);
     } else if (n % (tp * pp) != 0 || dp * tp * pp != n) {
-        snprintf(why, sizeof why, "--dp %d x --tp %d x --pp %d must equal the job's %d ranks (run "
-                 "with tempo-run -n %d)", dp, tp, pp, n, (dp ? dp : 1) * tp * pp);
+        snprintf(why, sizeof why, "--dp %d x --tp %d x --pp %d must equal the job's %d rank%s (run "
+                 "with tempo-run -n %d)", dp, tp, pp, n, plural(n), (dp ? dp : 1) * tp * pp);
     } else if (!D->pp_mesh) {
         snprintf(why, sizeof why, "--pp %d: the %s backend has no pipeline parallelism (use "
                  "--backend tempo)", pp, D->backend);
@@ -1504,14 +1512,14 @@ static int run_pipeline(opts_t *o, const gpt_config_t *cfg, pp_kind_t kind)
     gpt_tp_t tp = tp_of(0);
     po.tp = D->tp_size > 1 ? &tp : NULL;
     if (D->world_rank == 0) {
-        printf("tempo-train: %d rank(s), backend %s, pipeline parallel, ZeRO %d%s; model: %d "
+        printf("tempo-train: %d rank%s, backend %s, pipeline parallel, ZeRO %d%s; model: %d "
                "layers, %d heads, %d channels, context %d: %zu parameters\n", D->world_size,
-               D->backend, o->zero,
+               plural(D->world_size), D->backend, o->zero,
                o->compress_src && !strcmp(o->compress_src, "TEMPO_COMPRESS")
                    ? " (DP compressor from TEMPO_COMPRESS)" : "",
                o->layers, o->heads, o->channels, o->context, gpt_num_params(cfg));
-        printf("global batch: %d sequences per step (--batch %d x %d DP ranks x --micro %d)\n",
-               o->batch * D->size * o->micro, o->batch, D->size, o->micro);
+        printf("global batch: %d sequences per step (--batch %d x %d DP rank%s x --micro %d)\n",
+               o->batch * D->size * o->micro, o->batch, D->size, plural(D->size), o->micro);
         if (!o->dump && o->sample) {
             printf("note: no sample at the end with --pp yet\n");
         }
@@ -1545,8 +1553,8 @@ static void setup_mesh(opts_t *o, const gpt_config_t *cfg)
     } else if (gpt_config_check(cfg)) {
         snprintf(why, sizeof why, "model: %s", gpt_last_error());
     } else if (n % tp != 0 || (o->dp && o->dp * tp != n)) {
-        snprintf(why, sizeof why, "--dp %d x --tp %d must equal the job's %d ranks (run with "
-                 "tempo-run -n %d, or pass --dp %d)", o->dp ? o->dp : n / tp, tp, n,
+        snprintf(why, sizeof why, "--dp %d x --tp %d must equal the job's %d rank%s (run with "
+                 "tempo-run -n %d, or pass --dp %d)", o->dp ? o->dp : n / tp, tp, n, plural(n),
                  (o->dp ? o->dp : 1) * tp, n % tp ? 1 : n / tp);
     } else if (tp > 1 && !D->mesh) {
         snprintf(why, sizeof why, "--tp %d: the %s backend has no tensor parallelism (use "
@@ -1648,8 +1656,8 @@ int main(int argc, char **argv)
     double flops_tok = gpt_flops_per_token(&cfg, o.context);
     FILE *csv = NULL;
     if (D->world_rank == 0) {
-        printf("tempo-train: %d rank(s), backend %s, ZeRO %d; %s%s\n", D->world_size, D->backend,
-               o.zero,
+        printf("tempo-train: %d rank%s, backend %s, ZeRO %d; %s%s\n", D->world_size,
+               plural(D->world_size), D->backend, o.zero,
                D->describe(D),
                o.compress_src && !strcmp(o.compress_src, "TEMPO_COMPRESS")
                    ? " (compressor from TEMPO_COMPRESS)" : "");
@@ -1684,12 +1692,13 @@ int main(int argc, char **argv)
                4e-6 * (double)m->act_floats, gpt_recompute_name(o.recompute),
                4e-6 * (double)m->act_seq_floats, o.sp ? " (sequence-parallel: 1/tp of them)" : "");
         size_t nv = li.val_windows < (size_t)o.val_windows ? li.val_windows : (size_t)o.val_windows;
-        printf("data: %s: %zu tokens in %d file(s), %zu train / %zu validation (%zu of its "
+        printf("data: %s: %zu tokens in %d file%s, %zu train / %zu validation (%zu of its "
                "windows evaluated)\n",
-               o.data, li.tokens, li.nfiles, li.train_tokens, li.val_tokens, nv);
-        printf("global batch: %d sequences per step (--batch %d x %d ranks x --accum %d), %zu "
+               o.data, li.tokens, li.nfiles, plural(li.nfiles), li.train_tokens, li.val_tokens, nv);
+        printf("global batch: %d sequences per step (--batch %d x %d rank%s x --accum %d), %zu "
                "tokens of context %d\n",
-               o.batch * D->size * o.accum, o.batch, D->size, o.accum, tokens_step, o.context);
+               o.batch * D->size * o.accum, o.batch, D->size, plural(D->size), o.accum,
+               tokens_step, o.context);
         fflush(stdout);
     }
     int *x = malloc((size_t)o.batch * (size_t)o.context * sizeof(int));
@@ -1836,11 +1845,13 @@ int main(int argc, char **argv)
             }
             if (o.val_every > 0) {
                 printf("validation loss: %.6f at start, %.6f at the end (steps %d-%d ran here: "
-                       "%d steps in %.1f s)\n",
-                       first_val, last_val, start + 1, o.steps, o.steps - start, now_s() - t_run);
+                       "%d step%s in %.1f s)\n",
+                       first_val, last_val, start + 1, o.steps, o.steps - start,
+                       plural(o.steps - start), now_s() - t_run);
             } else {
-                printf("steps %d-%d ran here: %d steps in %.1f s (no validation: --val-every 0)\n",
-                       start + 1, o.steps, o.steps - start, now_s() - t_run);
+                printf("steps %d-%d ran here: %d step%s in %.1f s (no validation: --val-every "
+                       "0)\n", start + 1, o.steps, o.steps - start, plural(o.steps - start),
+                       now_s() - t_run);
             }
             plot(o.out);
         }

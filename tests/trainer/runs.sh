@@ -9,7 +9,8 @@
 #      the resumed one; a resume with no steps left says so (no "nan");
 #   3. a checkpoint of DP=2, --batch 4, --accum 2 (16 sequences per step) resumed on one rank
 #      without batch flags keeps the global batch (--batch 4 --accum 4) and the uninterrupted
-#      losses (within 1e-5); --batch 3 there is refused with what to pass;
+#      losses (within 1e-5), and its messages count "1 rank" (not "1 ranks"); --batch 3 there is
+#      refused with what to pass;
 #   4. the same parameters (step 0) give the same validation loss at DP=1, 2 and 4 with --batch 4
 #      per rank (global batches 4, 8 and 16), within 1e-6 relative;
 #   5. a bad compressor spec fails saying why, from --compress and from TEMPO_COMPRESS (which
@@ -60,8 +61,10 @@ point $? "resumed from step 3 of 6: loss.csv has each step once, the summary nam
 col "$tmp/full.csv" 2 | tail -n 3 >"$tmp/want"
 col "$tmp/a/loss.csv" 2 | tail -n 3 >"$tmp/got"
 compare "$tmp/want" "$tmp/got" 3 1e-5 &&
-    grep -q "global batch: 16 sequences per step (--batch 4 x 1 ranks x --accum 4)" "$tmp/a.log"
-point $? "DP=2 checkpoint resumed on 1 rank keeps the global batch of 16: losses within 1e-5 (worst $w)" \
+    grep -q "global batch: 16 sequences per step (--batch 4 x 1 rank x --accum 4)" "$tmp/a.log" &&
+    grep -q "tempo-train: 1 rank, " "$tmp/a.log" && ! grep -q "[^0-9]1 ranks\|rank(s)" "$tmp/a.log"
+point $? "DP=2 checkpoint resumed on 1 rank keeps the global batch of 16: losses within 1e-5 \
+(worst $w); the messages say 1 rank" \
     "$tmp/a.log"
 
 # The replaced continuation's checkpoint (step 6) was moved aside; latest names step 3 (the resumed
