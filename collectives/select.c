@@ -253,8 +253,11 @@ tempo_status_t tempo__algo_select(tempo__op_t *op, const char *forced_name,
             return tempo__err(TEMPO_ERR_UNSUPPORTED, "%s cannot be compressed: %s",
                               tempo__coll_name(op->coll), why);
         }
-        *algo_p = &compressed_algo;
-        return TEMPO_OK;
+        if (op->comm->size > 1) {
+            *algo_p = &compressed_algo;
+            return TEMPO_OK;
+        }
+        op->qc = NULL; /* one rank sends nothing: exact, as tempo.h says (errors checked above) */
     }
     if (forced_name) {
         a = tempo__algo_find(op->coll, forced_name);

@@ -301,8 +301,10 @@ typedef struct tempo_attr {
      *  SIZE_MAX never splits. */
     size_t chunk_bytes;
     /** All-reduce and reduce-scatter: synchronize through this compressor (see "Compression");
-     *  NULL runs uncompressed. Requests smaller than the compressor's min_bytes run uncompressed;
-     *  other collectives ignore it. Every rank must pass a compressor of the same spec. */
+     *  NULL runs uncompressed. Requests smaller than the compressor's min_bytes, and requests on
+     *  a one-rank communicator (nothing is sent), run uncompressed: exact, no error feedback (a
+     *  request the compressor cannot take still fails alike); other collectives ignore it. Every
+     *  rank must pass a compressor of the same spec. */
     tempo_compressor_t compressor;
 } tempo_attr_t;
 

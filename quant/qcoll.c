@@ -852,11 +852,7 @@ static tempo_status_t build_lowrank(tempo__sched_t *s, qop_t *q)
 tempo_status_t tempo__qcoll_start(tempo__op_t *op)
 {
     struct tempo_compressor *qc = (struct tempo_compressor *)op->qc;
-    int allreduce = op->coll == TEMPO__COLL_ALLREDUCE;
-    if (!allreduce && qc->kind->agg == TEMPO__QAGG_LOWRANK) {
-        return tempo__err(TEMPO_ERR_UNSUPPORTED,
-                          "%s compresses all-reduce only, not reduce-scatter", qc->kind->name);
-    }
+    int allreduce = op->coll == TEMPO__COLL_ALLREDUCE; /* (low-rank: all-reduce only, qc_unusable) */
     int n = op->comm->size;
     size_t count = allreduce ? op->count : op->count * (size_t)n;
     uint64_t key = op->user_tag;

@@ -701,6 +701,10 @@ static const char *qc_unusable(const tempo__op_t *op)
     if (op->redop != TEMPO_SUM && op->redop != TEMPO_AVG) {
         return "only sum and avg reductions are compressed";
     }
+    const struct tempo_compressor *qc = (const struct tempo_compressor *)op->qc;
+    if (op->coll != TEMPO__COLL_ALLREDUCE && qc->kind->agg == TEMPO__QAGG_LOWRANK) {
+        return "a low-rank compressor compresses all-reduce only, not reduce-scatter";
+    }
     return NULL;
 }
 
