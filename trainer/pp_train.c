@@ -778,7 +778,7 @@ static void teardown(pp_run_t *r)
     free(r->names);
     free(r->gchunk);
     free(r->gemb);
-    for (int v = 0; r->pwork && v < r->V; v++) {
+    for (int v = 0; r->pwork && r->pheld && v < r->V; v++) {
         if (r->pheld[v] != 1) { /* else an all-gather may still write it: the job aborts */
             free(r->pwork[v]);
         }
