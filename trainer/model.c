@@ -2465,6 +2465,9 @@ int gpt_stage_load(gpt_stage_t *st, const gpt_model_t *src)
         return gpt_fail("gpt_stage_load: the model is a tensor-parallel shard (load the whole "
                         "model)");
     }
+    if (!st->base.params) {
+        return gpt_fail("gpt_stage_load: the stage's parameters were released (ZeRO 3)");
+    }
     gpt_tp_slice(&st->base, src->params, st->base.params); /* src's layout is the full one */
     return 0;
 }
@@ -2472,6 +2475,25 @@ int gpt_stage_load(gpt_stage_t *st, const gpt_model_t *src)
 const gpt_model_t *gpt_stage_model(const gpt_stage_t *st)
 {
     return &st->base;
+}
+
+int gpt_stage_set_params(gpt_stage_t *st, const float *buf)
+{
+    gpt_model_t *m = &st->base;
+    for (int g = 0; g < m->cfg.n_layer + 2; g++) {
+        if (m->groups[g].n && gpt_set_group_params(m, g, buf ? buf + m->groups[g].off : NULL)) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void gpt_stage_release_params(gpt_stage_t *st)
+{
+    gpt_release_params(&st->base); /* the slots share base's gparam; their params copies go too */
+    for (int i = 0; i < st->nslots; i++) {
+        st->slot[i].params = NULL;
+    }
 }
 
 gpt_range_t gpt_stage_wte(const gpt_stage_t *st)

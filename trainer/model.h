@@ -371,6 +371,17 @@ int gpt_stage_load(gpt_stage_t *st, const gpt_model_t *src);
  */
 const gpt_model_t *gpt_stage_model(const gpt_stage_t *st);
 
+/*
+ * ZeRO 3 on a stage, as gpt_set_group_params and gpt_release_params on a model: forward and
+ * backward read every group of the stage from buf, a buffer laid out like the stage's parameters
+ * (num_params floats, the caller's, unchanged from a micro-batch's forward to its backward); NULL
+ * goes back to the stage's own buffer, or, once gpt_stage_release_params has freed it (params is
+ * NULL in gpt_stage_model's view afterwards), leaves the stage without parameters (a forward or
+ * backward then fails, naming the group). -1 with gpt_last_error() only for a bad group (never).
+ */
+int gpt_stage_set_params(gpt_stage_t *st, const float *buf);
+void gpt_stage_release_params(gpt_stage_t *st);
+
 /* The stage's range of the buffers holding wte (n == 0 if it holds none). */
 gpt_range_t gpt_stage_wte(const gpt_stage_t *st);
 

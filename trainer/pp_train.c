@@ -19,7 +19,8 @@
  *      (exact, after DP as Megatron does: both copies get the same bits, compressed or not);
  *   5. the global norm: Σ g² of this rank's slices (wte counted on the first stage only),
  *      summed over the line, the TP group and, with ZeRO, the DP group; clip, and AdamW on this
- *      rank's slices (zero.h, shared with train.c), all-gathered back over DP with ZeRO.
+ *      rank's slices (zero.h, shared with train.c), all-gathered back over DP with ZeRO 1 and 2
+ *      (ZeRO 3: by the next step).
  * The step's bubble is the executor's idle over compute time, averaged over the job's ranks,
  * printed next to pp_bubble_formula.
  *
@@ -30,9 +31,17 @@
  * stage's DP group. ZeRO 2 runs as ZeRO 1 here: a stage accumulates its M micro-batches in its
  * own gradient buffer, and one reduce-scatter per step leaves the rank the mean of its slices
  * (a reduce-scatter per micro-batch would multiply the DP traffic by M and free no memory, the
- * stage's buffer being backward's accumulator). Compression applies to the DP groups only: TP,
- * pipeline and embedding-group traffic (pp_allreduce, pp_post, the model's TP callbacks) stays
- * exact, and with one DP rank nothing is synchronized or compressed.
+ * stage's buffer being backward's accumulator). ZeRO 3 is ZeRO 1 with the parameters sharded the
+ * same way (pp_run_t.pshard: the stages' own buffers are freed): each chunk is all-gathered whole
+ * over DP once per step, the all-gathers of every chunk posted at the step's start (priority:
+ * forward index) and waited for just before the chunk's first forward, its buffer freed after
+ * its last backward; the update writes the shard, and the next step (or a validation, which
+ * gathers every chunk and frees it after) gathers it again. Parameters are thus sharded between
+ * steps only, not during one (a gather per micro-batch or layer group would multiply the
+ * all-gather traffic by 2M); the run's ZeRO line says so. Compression applies to the DP groups
+ * only: TP, pipeline and embedding-group traffic (pp_allreduce, pp_post, the model's TP
+ * callbacks) and ZeRO 3's parameter all-gathers stay exact, and with one DP rank nothing is
+ * synchronized or compressed (ZeRO 3 copies its shard instead of gathering it).
  *
  * Invariants: DP ranks of a stage hold the same parameters (same seed, same averaged gradients,
  * all-gathered slices); the first and last stage hold the same wte (same summed gradient). Every
@@ -40,9 +49,10 @@
  * in the same order (they run the same schedule).
  *
  * Checkpoints hold the single-rank layout: parameters and AdamW moments are gathered into it on
- * every rank (ZeRO's moment slices all-gathered over DP first; each chunk places its tensors, a
- * sum over the line fills the rest; wte comes from the first stage) and job rank 0 writes them as
- * a one-rank run would; a load slices them back (and keeps this rank's ZeRO slices).
+ * every rank (ZeRO's moment slices and ZeRO 3's parameter slices all-gathered over DP first;
+ * each chunk places its tensors, a sum over the line fills the rest; wte comes from the first
+ * stage) and job rank 0 writes them as a one-rank run would; a load slices them back (and keeps
+ * this rank's ZeRO slices, of the parameters too with ZeRO 3).
  *
  * With --tp T, each stage is tensor-parallel over the rank's TP group (gpt_stage_create_tp with
  * train.c's callbacks): the embedding group pairs the same TP rank's wte shards, the DP average
@@ -50,7 +60,7 @@
  * over the line and the TP group, and the checkpoint gather places each TP rank's shards (the
  * replicated tensors from TP rank 0) before summing over the line and the TP group.
  *
- * Not here (refused by train.c): sequence parallelism inside a stage, ZeRO 3, sampling.
+ * Not here (refused by train.c): sequence parallelism inside a stage, sampling.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -79,6 +89,14 @@ typedef struct {
     zero_shard_t z;       /* this rank's slices of the groups and their AdamW moments */
     int sync;             /* DP gradients are synchronized: the DP group has > 1 rank */
     int *bwd_done;        /* (V) backwards of the chunk this step: M = its gradients are final */
+    /* ZeRO 3: the rank keeps only its slices of the chunks' parameters (pshard, laid out like
+     * z.m1; the stages' own buffers are freed). Each chunk is all-gathered whole into pwork[v]
+     * once per step: posted at the step's start, waited for before the chunk's first forward,
+     * freed after its last backward (and around a validation). pheld[v]: 0 not held, 1
+     * all-gathers posted, 2 in the stage. NULL below ZeRO 3. */
+    float *pshard;        /* (z.shard_n) */
+    float **pwork;        /* (V) */
+    unsigned char *pheld; /* (V) */
     float *bufs;      /* (M V 4 msg): message (mb, chunk, grad, send) at buf_of */
     void **req;       /* (M V 4) posted requests */
     int *x, *y;       /* (M, B T) the step's inputs and targets */
@@ -129,6 +147,71 @@ static int chunk_ready(pp_run_t *r, int v)
     return 0;
 }
 
+/* ZeRO 3: posts the all-gathers of chunk v's parameters from this rank's slices into a new
+ * buffer pwork[v] (with one DP rank, copies them), group by group in forward order: each group's
+ * forward index is its priority on dist's scheduled lane. */
+static int params_post(pp_run_t *r, int v)
+{
+    if (!(r->pwork[v] = malloc(gpt_stage_model(r->st[v])->num_params * sizeof(float)))) {
+        snprintf(r->err, 512, "out of memory gathering the parameters of chunk %d", v);
+        return -1;
+    }
+    r->pheld[v] = 1;
+    for (int g = 0; g < r->ngroups; g++) {
+        const float *slice = r->pshard + r->z.shard_off[g];
+        float *full = r->pwork[v] + r->groups[g].off;
+        if (r->gchunk[g] != v) {
+            continue;
+        }
+        if (!r->sync) {
+            memcpy(full, slice, r->groups[g].n * sizeof(float));
+        } else if (r->d->gather_to(r->d, g, slice, full)) {
+            return fail_dist(r, "gathering the parameters");
+        }
+    }
+    return 0;
+}
+
+/* ZeRO 3: chunk v's posted all-gathers waited for, and its stage reading pwork[v]. */
+static int params_wait(pp_run_t *r, int v)
+{
+    for (int g = 0; g < r->ngroups && r->sync; g++) {
+        if (r->gchunk[g] == v && r->d->gather_wait(r->d, g)) {
+            return fail_dist(r, "gathering the parameters");
+        }
+    }
+    r->pheld[v] = 2;
+    return gpt_stage_set_params(r->st[v], r->pwork[v]) ? fail_model(r, "parameters") : 0;
+}
+
+/* ZeRO 3: chunk v's gathered parameters freed (posted all-gathers completed first). */
+static int params_drop(pp_run_t *r, int v)
+{
+    const int rc = r->pheld[v] == 1 ? params_wait(r, v) : 0;
+    gpt_stage_set_params(r->st[v], NULL);
+    free(r->pwork[v]);
+    r->pwork[v] = NULL;
+    r->pheld[v] = 0;
+    return rc;
+}
+
+/* ZeRO 3, every chunk: op 0 posts the all-gathers, 1 also waits for them (the stages hold their
+ * parameters), 2 frees the gathered buffers. Nothing below ZeRO 3. */
+static int params_all(pp_run_t *r, int op)
+{
+    for (int v = 0; v < r->V && r->pshard; v++) {
+        if (op == 2 ? params_drop(r, v) : params_post(r, v)) {
+            return -1;
+        }
+    }
+    for (int v = 0; v < r->V && r->pshard && op == 1; v++) {
+        if (params_wait(r, v)) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* Forward or backward of (mb, chunk), traced as "F mb3 chunk0" / "B mb3 chunk0". */
 static int cb_compute(void *ctx, const pp_action_t *act)
 {
@@ -142,6 +225,9 @@ static int cb_compute(void *ctx, const pp_action_t *act)
     const size_t tok = (size_t)a->mb * (size_t)B * (size_t)T;
     char name[48];
     snprintf(name, sizeof name, "%c mb%d chunk%d", bwd ? 'B' : 'F', a->mb, a->chunk);
+    if (r->pshard && r->pheld[a->chunk] == 1 && params_wait(r, a->chunk)) {
+        return -1; /* ZeRO 3: the chunk's first forward of the step */
+    }
     if (r->d->pp_trace(r->d, name, 1)) {
         return fail_dist(r, "trace");
     }
@@ -162,7 +248,10 @@ static int cb_compute(void *ctx, const pp_action_t *act)
     if (r->d->pp_trace(r->d, name, 0)) {
         return fail_dist(r, "trace");
     }
-    return bwd && ++r->bwd_done[a->chunk] == r->M ? chunk_ready(r, a->chunk) : 0;
+    if (!bwd || ++r->bwd_done[a->chunk] < r->M) {
+        return 0;
+    }
+    return chunk_ready(r, a->chunk) || (r->pshard && params_drop(r, a->chunk)) ? -1 : 0;
 }
 
 static int cb_post(void *ctx, const pp_action_t *a)
@@ -220,25 +309,33 @@ static int gather_slices(pp_run_t *r, float *const *bufs)
     return 0;
 }
 
+/* The shard array of buffer k (whole_bufs): ZeRO 3's parameter slices, the AdamW moments' slices,
+ * or NULL where the chunks hold the buffer whole (the gradients; the parameters below ZeRO 3). */
+static float *shard_of(const pp_run_t *r, int k)
+{
+    return k == 0 ? r->pshard : k == 2 ? r->z.m1 : k == 3 ? r->z.m2 : NULL;
+}
+
 /* Buffer k (0 parameters, 1 gradients, 2 and 3 the AdamW moments) of every chunk, whole on every
  * DP rank, into bufs (V): the chunks' own buffers (with ZeRO, the gradients' slices are first
- * all-gathered in place), or for the moments new buffers (*owned_p = 1) assembled from the DP
- * ranks' slices. */
+ * all-gathered in place), or for the moments and ZeRO 3's parameters new buffers (*owned_p = 1)
+ * assembled from the DP ranks' slices. */
 static int whole_bufs(pp_run_t *r, int k, float **bufs, int *owned_p)
 {
-    *owned_p = k >= 2;
+    float *sh = shard_of(r, k);
+    *owned_p = sh != NULL;
     for (int v = 0; v < r->V; v++) {
         const gpt_model_t *m = gpt_stage_model(r->st[v]);
-        bufs[v] = k == 0 ? m->params : k == 1 ? m->grads : calloc(m->num_params, sizeof(float));
+        bufs[v] = sh ? calloc(m->num_params, sizeof(float)) : k == 0 ? m->params : m->grads;
         if (!bufs[v]) {
             snprintf(r->err, 512, "out of memory gathering the optimizer state");
             return -1;
         }
     }
-    if (k >= 2) {
-        shard_copy(r, bufs, k == 2 ? r->z.m1 : r->z.m2, 0);
+    if (sh) {
+        shard_copy(r, bufs, sh, 0);
     }
-    return k == 0 ? 0 : gather_slices(r, bufs);
+    return k == 0 && !sh ? 0 : gather_slices(r, bufs);
 }
 
 static void free_bufs(const pp_run_t *r, float **bufs, int owned)
@@ -344,14 +441,19 @@ static int sync_grads(pp_run_t *r, double *loss_p, double *norm_p)
     return 0;
 }
 
-/* AdamW on this rank's slice of every group; with ZeRO the slices are all-gathered back. */
+/* AdamW on this rank's slice of every group; with ZeRO 1 and 2 the slices are all-gathered back
+ * (ZeRO 3 updates its parameter shard, which the next step or validation gathers). */
 static int update(pp_run_t *r, int step, const adamw_cfg_t *ac, float lr, float scale)
 {
     for (int g = 0; g < r->ngroups; g++) {
-        if (zero_update(&r->z, gpt_stage_model(r->st[r->gchunk[g]]), g, slice_of(r, g, 0),
-                        slice_of(r, g, 1), step, ac, lr, scale)) {
+        float *p = r->pshard ? r->pshard + r->z.shard_off[g] : slice_of(r, g, 0);
+        if (zero_update(&r->z, gpt_stage_model(r->st[r->gchunk[g]]), g, p, slice_of(r, g, 1),
+                        step, ac, lr, scale)) {
             return fail_model(r, "optimizer");
         }
+    }
+    if (r->pshard) {
+        return 0;
     }
     float **bufs = calloc((size_t)r->V, sizeof *bufs);
     int owned = 0, rc = -1;
@@ -379,6 +481,9 @@ static int evaluate(pp_run_t *r, loader_t *ld, double *val_p)
     nv = nv < (size_t)r->o->val_windows ? nv : (size_t)r->o->val_windows;
     float *x = r->bufs, *y = r->bufs + r->msg; /* message buffers are B T C >= T C */
     double sum = 0;
+    if (params_all(r, 1)) { /* ZeRO 3: every chunk gathered for the validation, freed after */
+        return -1;
+    }
     for (size_t w = nv * (size_t)d->rank / (size_t)d->size;
          w < nv * (size_t)(d->rank + 1) / (size_t)d->size; w++) {
         loader_val_window(ld, w, r->x, r->y);
@@ -404,6 +509,9 @@ static int evaluate(pp_run_t *r, loader_t *ld, double *val_p)
                 return fail_dist(r, "validation");
             }
         }
+    }
+    if (params_all(r, 2)) {
+        return -1;
     }
     if (d->pp_allreduce(d, DIST_PP_LINE, &sum, 1, 1) ||
         d->pp_allreduce(d, DIST_PP_DP, &sum, 1, 1)) {
@@ -505,20 +613,20 @@ static int load(pp_run_t *r, const gpt_config_t *cfg, loader_t *ld)
         snprintf(r->err, 512, "--resume %s: data position: %s", r->o->resume, lerr);
         goto out;
     }
-    for (int v = 0; v < r->V; v++) {
-        bufs[v] = gpt_stage_model(r->st[v])->params;
-    }
-    chunks_full(r, bufs, full[0], 0);
-    for (int k = 1; k < 3; k++) { /* the moments through buffers laid out like the chunks */
+    for (int k = 0; k < 3; k++) { /* into the chunks, or into the shards (the moments, ZeRO 3's
+                                   * parameters) through buffers laid out like the chunks */
+        float *sh = shard_of(r, k ? k + 1 : 0);
         for (int v = 0; v < r->V; v++) {
-            if (!(bufs[v] = mom[v] = calloc(gpt_stage_model(r->st[v])->num_params,
-                                            sizeof(float)))) {
+            const gpt_model_t *m = gpt_stage_model(r->st[v]);
+            if (!(bufs[v] = sh ? (mom[v] = calloc(m->num_params, sizeof(float))) : m->params)) {
                 snprintf(r->err, 512, "out of memory loading %s", r->o->resume);
                 goto out;
             }
         }
         chunks_full(r, bufs, full[k], 0);
-        shard_copy(r, bufs, k == 1 ? r->z.m1 : r->z.m2, 1);
+        if (sh) {
+            shard_copy(r, bufs, sh, 1);
+        }
         for (int v = 0; v < r->V; v++) {
             free(mom[v]);
             mom[v] = NULL;
@@ -539,6 +647,28 @@ out:
     free(mom);
     free(bufs);
     return rc;
+}
+
+/* ZeRO 3: this rank's slices of the chunks' initial parameters into pshard, and the stages' own
+ * parameter buffers freed (pp_run_t.pshard). */
+static int setup_z3(pp_run_t *r)
+{
+    r->pshard = malloc(r->z.shard_n * sizeof(float));
+    r->pwork = calloc((size_t)r->V, sizeof *r->pwork);
+    r->pheld = calloc((size_t)r->V, 1);
+    if (!r->pshard || !r->pwork || !r->pheld) {
+        snprintf(r->err, 512, "out of memory for ZeRO 3's parameter shard");
+        return -1;
+    }
+    for (int v = 0; v < r->V; v++) { /* the stages' buffers, borrowed for shard_copy */
+        r->pwork[v] = gpt_stage_model(r->st[v])->params;
+    }
+    shard_copy(r, r->pwork, r->pshard, 1);
+    for (int v = 0; v < r->V; v++) {
+        r->pwork[v] = NULL;
+        gpt_stage_release_params(r->st[v]);
+    }
+    return 0;
 }
 
 /* Adds group (off, n) of chunk v, forward index layer, called name, to r's groups (emb: gemb). */
@@ -603,7 +733,7 @@ static int setup_groups(pp_run_t *r, int L)
         snprintf(r->err, 512, "out of memory for the AdamW state");
         return -1;
     }
-    return 0;
+    return r->o->zero == 3 ? setup_z3(r) : 0;
 }
 
 static int setup(pp_run_t *r, const gpt_config_t *cfg)
@@ -648,6 +778,14 @@ static void teardown(pp_run_t *r)
     free(r->names);
     free(r->gchunk);
     free(r->gemb);
+    for (int v = 0; r->pwork && r->pheld && v < r->V; v++) {
+        if (r->pheld[v] != 1) { /* else an all-gather may still write it: the job aborts */
+            free(r->pwork[v]);
+        }
+    }
+    free(r->pshard);
+    free(r->pwork);
+    free(r->pheld);
     zero_shard_free(&r->z);
     free(r->bufs);
     free(r->req);
@@ -676,9 +814,24 @@ static void print_stages(const pp_run_t *r, const gpt_config_t *cfg)
     for (int v = 0; v < r->V; v++) {
         act += gpt_stage_act_floats(r->st[v]);
     }
-    printf("memory per rank (pp rank 0): parameters %.2f MB, AdamW state %.2f MB (ZeRO %d over "
-           "%d DP ranks)\n", 4e-6 * (double)gpt_stage_model(r->st[0])->num_params,
-           8e-6 * (double)r->z.shard_n, r->o->zero, r->d->size);
+    size_t par = 0; /* the chunks' parameters: held whole, or ZeRO 3's working set in a step */
+    for (int v = 0; v < r->V; v++) {
+        par += gpt_stage_model(r->st[v])->num_params;
+    }
+    if (r->pshard) {
+        printf("ZeRO 3 over %d DP rank%s: each chunk's parameters all-gathered whole once per "
+               "step (posted at the step's start, waited for before the chunk's first forward, "
+               "freed after its last backward; not per micro-batch or layer group: sharded "
+               "between steps only); gradients whole in the chunk's buffer, reduce-scattered "
+               "after its last backward (as ZeRO 1)\n", r->d->size, r->d->size == 1 ? "" : "s");
+        printf("memory per rank (pp rank 0): parameters %.2f MB between steps (this rank's "
+               "shard), %.2f MB more during a step (the chunks gathered), AdamW state %.2f MB\n",
+               4e-6 * (double)r->z.shard_n, 4e-6 * (double)par, 8e-6 * (double)r->z.shard_n);
+    } else {
+        printf("memory per rank (pp rank 0): parameters %.2f MB, AdamW state %.2f MB (ZeRO %d "
+               "over %d DP ranks)\n", 4e-6 * (double)par, 8e-6 * (double)r->z.shard_n,
+               r->o->zero, r->d->size);
+    }
     printf("DP gradients: %s\n", r->d->describe(r->d));
     printf("activations per rank (pp rank 0): %.3f MB (recompute %s)\n", 4e-6 * (double)act,
            gpt_recompute_name(r->o->recompute));
@@ -725,6 +878,10 @@ int pp_train_run(dist_t *d, const gpt_config_t *cfg, loader_t *ld, const pp_trai
         r.loss_sum = 0;
         if (r.sync && d->grads_begin(d, 1)) {
             rc = fail_dist(&r, "DP gradients");
+            break;
+        }
+        if (params_all(&r, 0)) { /* ZeRO 3: every chunk's all-gathers, waited for by cb_compute */
+            rc = -1;
             break;
         }
         pp_exec_t ex;

@@ -2,7 +2,7 @@
  * pp_train.h — tempo-train's pipeline-parallel run (--pp P > 1): the stages of this rank, their
  * schedule run by trainer/pipeline.h's executor with tempo point-to-point messages between the
  * stages, and the step around it (DP gradient synchronization through dist's gradient groups
- * with ZeRO 0, 1 or 2, compression and scheduling policy; the tied-embedding sum, the global
+ * with ZeRO 0, 1, 2 or 3, compression and scheduling policy; the tied-embedding sum, the global
  * norm, AdamW).
  *
  * Not here: option parsing, the mesh (train.c builds it with dist's pp_mesh), the data (train.c
@@ -32,7 +32,8 @@ typedef struct {
     int quiet;
     int recompute; /* GPT_RECOMPUTE_*: what each stage's activation slots keep */
     const gpt_tp_t *tp; /* each stage's tensor parallelism (the TP group's callbacks), or NULL */
-    int zero;           /* ZeRO 0, 1 or 2 over each stage's DP group */
+    int zero;           /* ZeRO 0-3 over each stage's DP group (2 runs as 1; 3 shards the
+                         * parameters between steps) */
     dist_grad_opts_t grad; /* the DP gradients' compressor, policy and buckets (mode: zero) */
     FILE *csv;            /* job rank 0: loss.csv rows (step,loss,,lr,tokens_per_s,step_ms,...) */
     const char *ckpt_dir; /* checkpoints: every ckpt_every steps and after the last (0: never) */

@@ -9,9 +9,10 @@
  * group's all-gather and reduce-scatter); nothing else here changes but the sampler, which pads
  * its context to a multiple of --tp.
  * --pp P runs the whole training on a PP x DP x TP mesh in trainer/pp_train.c instead (run_pipeline:
- * each rank's pipeline stages under a gpipe, 1f1b or interleaved schedule, ZeRO 0/1/2 and the DP
+ * each rank's pipeline stages under a gpipe, 1f1b or interleaved schedule, ZeRO 0-3 and the DP
  * gradients' compression and policy through the same dist gradient groups and zero.h shard as
- * here); this file checks the layout, builds the mesh and prints it.
+ * here; its ZeRO 3 gathers a chunk once per step, not a layer group per forward and backward as
+ * below); this file checks the layout, builds the mesh and prints it.
  *
  * One step = --accum micro-batches of --batch sequences per rank, then one AdamW update:
  *   ZeRO 0  gradients accumulate locally; on the last micro-batch backward hands each finished layer
@@ -163,11 +164,12 @@ static void usage(FILE *f)
         "                      rank order TP fastest, then DP, then PP (a stage's ranks are\n"
         "                      consecutive); the layers must divide by P x --virtual; each\n"
         "                      stage is tensor-parallel with --tp > 1 (DP x TP x PP); --zero 0,\n"
-        "                      1 or 2 (2 runs as 1: a stage's micro-batches accumulate in its\n"
-        "                      own gradient buffer), --compress and --sched on the DP gradients\n"
-        "                      only; not with --sp or --zero 3, no sample at the end yet;\n"
-        "                      checkpoints hold the single-rank layout (load at any --pp, --tp,\n"
-        "                      --dp and --zero)\n"
+        "                      1, 2 (runs as 1: a stage's micro-batches accumulate in its own\n"
+        "                      gradient buffer) or 3 (as 1, and each chunk's parameters sharded\n"
+        "                      between steps, all-gathered whole once per step), --compress and\n"
+        "                      --sched on the DP gradients only; not with --sp, no sample at\n"
+        "                      the end yet; checkpoints hold the single-rank layout (load at\n"
+        "                      any --pp, --tp, --dp and --zero)\n"
         "  --pp-schedule S     gpipe, 1f1b or interleaved [1f1b]\n"
         "  --micro M           micro-batches of --batch sequences per step and DP rank [P]\n"
         "                      (replaces --accum: the step's loss is their mean); 1f1b needs\n"
@@ -177,7 +179,7 @@ static void usage(FILE *f)
         "                      2: also shard gradients (no full gradient buffer); 3: also shard\n"
         "                      parameters (each layer all-gathered before its forward and its\n"
         "                      backward, the next one prefetched; with --tp > 1, of this\n"
-        "                      rank's TP shard) [0]\n"
+        "                      rank's TP shard; with --pp, each chunk once per step) [0]\n"
         "  --compress SPEC     gradient compressor, e.g. alq:bits=3, qsgd:bits=4, powersgd:rank=2,\n"
         "                      none [none] (see tempo-info -q)\n"
         "  --sched P           priority policy: tic, tac, fifo [tic]\n"
@@ -1435,9 +1437,6 @@ static void setup_pipeline(opts_t *o, const gpt_config_t *cfg, pp_kind_t *kind_p
     } else if (o->sp) {
         snprintf(why, sizeof why, "--pp %d with --sp: pipeline stages have no sequence "
                  "parallelism yet (--tp %d without --sp composes with --pp)", pp, tp);
-    } else if (o->zero == 3) {
-        snprintf(why, sizeof why, "--pp %d with --zero 3: ZeRO 3 is not there yet on a pipeline "
-                 "(use --zero 0, 1 or 2 with --pp)", pp);
     } else if (o->accum_set && o->accum != 1) {
         snprintf(why, sizeof why, "--pp %d: the pipeline's micro-batches are the accumulation: "
                  "pass --micro %d instead of --accum %d", pp, o->accum, o->accum);
