@@ -11,7 +11,8 @@
  * --pp P runs the whole training on a PP x DP x TP mesh in trainer/pp_train.c instead (run_pipeline:
  * each rank's pipeline stages under a gpipe, 1f1b or interleaved schedule, ZeRO 0/1/2 and the DP
  * gradients' compression and policy through the same dist gradient groups and zero.h shard as
- * here); this file checks the layout, builds the mesh and prints it.
+ * here; --sp makes the stages sequence-parallel too); this file checks the layout, builds the
+ * mesh and prints it.
  *
  * One step = --accum micro-batches of --batch sequences per rank, then one AdamW update:
  *   ZeRO 0  gradients accumulate locally; on the last micro-batch backward hands each finished layer
@@ -165,7 +166,9 @@ static void usage(FILE *f)
         "                      stage is tensor-parallel with --tp > 1 (DP x TP x PP); --zero 0,\n"
         "                      1 or 2 (2 runs as 1: a stage's micro-batches accumulate in its\n"
         "                      own gradient buffer), --compress and --sched on the DP gradients\n"
-        "                      only; not with --sp or --zero 3, no sample at the end yet;\n"
+        "                      only; --sp inside the stages (each TP rank sends its 1/T of\n"
+        "                      the sequence to the next stage); not with --zero 3, no sample\n"
+        "                      at the end yet;\n"
         "                      checkpoints hold the single-rank layout (load at any --pp, --tp,\n"
         "                      --dp and --zero)\n"
         "  --pp-schedule S     gpipe, 1f1b or interleaved [1f1b]\n"
@@ -1432,9 +1435,8 @@ static void setup_pipeline(opts_t *o, const gpt_config_t *cfg, pp_kind_t *kind_p
                  "--backend tempo)", pp, D->backend);
     } else if (gpt_tp_check(cfg, tp)) {
         snprintf(why, sizeof why, "%s", gpt_last_error());
-    } else if (o->sp) {
-        snprintf(why, sizeof why, "--pp %d with --sp: pipeline stages have no sequence "
-                 "parallelism yet (--tp %d without --sp composes with --pp)", pp, tp);
+    } else if (o->sp && gpt_sp_check(o->context, tp)) {
+        snprintf(why, sizeof why, "--pp %d --sp: %s", pp, gpt_last_error());
     } else if (o->zero == 3) {
         snprintf(why, sizeof why, "--pp %d with --zero 3: ZeRO 3 is not there yet on a pipeline "
                  "(use --zero 0, 1 or 2 with --pp)", pp);
@@ -1509,7 +1511,7 @@ static int run_pipeline(opts_t *o, const gpt_config_t *cfg, pp_kind_t kind)
                           .quiet = o->quiet, .recompute = o->recompute, .zero = o->zero,
                           .grad = {.compress = o->compress, .compress_src = o->compress_src,
                                    .sched = o->sched, .bucket_bytes = o->bucket_bytes}};
-    gpt_tp_t tp = tp_of(0);
+    gpt_tp_t tp = tp_of(o->sp);
     po.tp = D->tp_size > 1 ? &tp : NULL;
     if (D->world_rank == 0) {
         printf("tempo-train: %d rank%s, backend %s, pipeline parallel, ZeRO %d%s; model: %d "
