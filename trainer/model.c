@@ -2225,7 +2225,9 @@ int gpt_sample_next(const float *logits, int V, float temperature, uint64_t *rng
  * gpt_work_t, whose blocks array has all L entries but activations for [l0, l1) only; on a
  * non-first stage blocks[l0 - 1].res3 points at the slot's `encoded` buffer, which holds the
  * received input x. The slots share the backward temporaries and the scratch (dres ... scratch:
- * the tail of carve_acts' layout), since one micro-batch's backward runs at a time.
+ * the tail of carve_acts' layout), since one micro-batch's backward runs at a time. With
+ * sequence parallelism a slot's LayerNorm and residual regions (encoded, res3, ...) hold the
+ * rank's st_seq_rows of the token rows, as a gpt_create_tp model's, and so do x, y, dy and dx.
  */
 struct gpt_stage {
     gpt_model_t base;      /* the stage's parameters; work = &base_work */
