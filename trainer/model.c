@@ -1506,13 +1506,15 @@ gpt_range_t gpt_layer_range(const gpt_model_t *m, int layer)
  * slots: the backward temporaries, the scratch, and what recomputation rebuilds inside a block's
  * backward (rc: GPT_RECOMPUTE_*). selective: one (B, NH, T, T) attention matrix for all blocks;
  * full: one block's activations for all blocks, each block keeping only its output res3 (the next
- * block's input) in base. A whole model puts tail right after base.
+ * block's input) in base. A whole model puts tail right after base. seq_p (2) receives the floats
+ * of the LayerNorm and residual regions (S rows each) from base and from tail.
  */
 static size_t carve_acts(gpt_work_t *w, float *base, float *tail, size_t L, size_t BT, size_t C,
                          size_t V, size_t att, size_t scratch, size_t S, int rc, size_t *seq_p,
                          size_t *tail_n)
 {
-    size_t off[2] = {0, 0}, seq = 0; /* seq: the LayerNorm and residual regions, S rows each */
+    size_t off[2] = {0, 0}, seq[2] = {0, 0}; /* the LayerNorm and residual regions (S rows each)
+                                                in each part */
     float *const at[2] = {base, tail};
 #define CARVE_IN(r, ptr, n)                        \
     do {                                           \
@@ -1523,7 +1525,7 @@ static size_t carve_acts(gpt_work_t *w, float *base, float *tail, size_t L, size
 #define CARVE_SEQ(r, ptr, n) \
     do {                     \
         CARVE_IN(r, ptr, n); \
-        seq += (n);          \
+        seq[r] += (n);       \
     } while (0)
     const int fr = rc == GPT_RECOMPUTE_FULL; /* region of a block's recomputed activations */
     CARVE_SEQ(0, w->encoded, S * C);
@@ -1573,7 +1575,8 @@ static size_t carve_acts(gpt_work_t *w, float *base, float *tail, size_t L, size
 #undef CARVE_SEQ
 #undef CARVE
 #undef CARVE_IN
-    *seq_p = seq;
+    seq_p[0] = seq[0];
+    seq_p[1] = seq[1];
     *tail_n = off[1];
     return off[0];
 }
@@ -1609,11 +1612,11 @@ int gpt_alloc_acts(gpt_model_t *m, int B, int T)
     scratch = BT * C + att > scratch ? BT * C + att : scratch; /* attention: packs, (T, T) each */
     scratch = (size_t)T * C > scratch ? (size_t)T * C : scratch; /* SP: wpe's partial gradient */
     const size_t S = m->tp.sp ? BT / (size_t)m->tp.size : BT; /* rows of the sequence regions */
-    size_t seq, tail;
+    size_t seq[2], tail;
     free_acts(w);
     w->blocks = calloc(L, sizeof *w->blocks);
     const int rc = m->recompute;
-    const size_t head = carve_acts(w, NULL, NULL, L, BT, C, V, att, scratch, S, rc, &seq, &tail);
+    const size_t head = carve_acts(w, NULL, NULL, L, BT, C, V, att, scratch, S, rc, seq, &tail);
     const size_t total = head + tail;
     w->mem = malloc(total * sizeof(float));
     w->inputs = malloc(BT * sizeof(int));
@@ -1623,9 +1626,9 @@ int gpt_alloc_acts(gpt_model_t *m, int B, int T)
         return gpt_fail("gpt: out of memory for activations (%zu MiB for B = %d, T = %d)",
                         total * sizeof(float) >> 20, B, T);
     }
-    carve_acts(w, w->mem, w->mem + head, L, BT, C, V, att, scratch, S, rc, &seq, &tail);
+    carve_acts(w, w->mem, w->mem + head, L, BT, C, V, att, scratch, S, rc, seq, &tail);
     m->act_floats = total;
-    m->act_seq_floats = seq;
+    m->act_seq_floats = seq[0] + seq[1];
     w->scratch_n = scratch;
     w->mem_n = total;
     w->alloc_B = B;
@@ -2222,7 +2225,9 @@ int gpt_sample_next(const float *logits, int V, float temperature, uint64_t *rng
  * gpt_work_t, whose blocks array has all L entries but activations for [l0, l1) only; on a
  * non-first stage blocks[l0 - 1].res3 points at the slot's `encoded` buffer, which holds the
  * received input x. The slots share the backward temporaries and the scratch (dres ... scratch:
- * the tail of carve_acts' layout), since one micro-batch's backward runs at a time.
+ * the tail of carve_acts' layout), since one micro-batch's backward runs at a time. With
+ * sequence parallelism a slot's LayerNorm and residual regions (encoded, res3, ...) hold the
+ * rank's st_seq_rows of the token rows, as a gpt_create_tp model's, and so do x, y, dy and dx.
  */
 struct gpt_stage {
     gpt_model_t base;      /* the stage's parameters; work = &base_work */
@@ -2236,8 +2241,17 @@ struct gpt_stage {
     int *slot_mb;          /* (nslots) micro-batch held by the slot, -1 free */
     float *mem;            /* the slots' activations, then the shared backward temporaries */
     size_t act_floats;     /* floats of mem */
+    size_t act_seq_floats; /* of them the LayerNorm and residual regions (1/tp.size with sp) */
     int *tok;              /* (nslots, 2, B T) inputs and targets */
 };
+
+/* Rows of a slot's LayerNorm and residual regions for n token rows, and so of the activations
+ * that cross a stage boundary (x, y, dy, dx): with sequence parallelism the rank's block of them,
+ * which the same TP rank of the neighbouring stage holds too (Megatron sends only that block). */
+static size_t st_seq_rows(const gpt_stage_t *st, size_t n)
+{
+    return st->base.tp.sp ? n / (size_t)st->base.tp.size : n;
+}
 
 /* Whether tensor ti (of the whole model's table) lives on stage st. */
 static int stage_holds(const gpt_stage_t *st, int ti, int layer)
@@ -2306,11 +2320,13 @@ static int stage_alloc_acts(gpt_stage_t *st)
     scratch = BT * maxoc > scratch ? BT * maxoc : scratch;
     scratch = BT * C + att > scratch ? BT * C + att : scratch;
     gpt_work_t probe = {.blocks = st->blocks + st->l0};
-    size_t seq, tail; /* stages are not sequence-parallel: every region has all BT rows */
+    size_t seq[2], tail;
     const int rc = st->base.recompute;
-    const size_t head = carve_acts(&probe, NULL, NULL, nl, BT, C, V, att, scratch, BT, rc, &seq,
+    const size_t S = st_seq_rows(st, BT); /* rows of the LayerNorm and residual regions */
+    const size_t head = carve_acts(&probe, NULL, NULL, nl, BT, C, V, att, scratch, S, rc, seq,
                                    &tail); /* per slot; the tail is shared */
     st->act_floats = (size_t)st->nslots * head + tail;
+    st->act_seq_floats = (size_t)st->nslots * seq[0] + seq[1];
     st->mem = malloc(st->act_floats * sizeof(float));
     if (!st->mem) {
         return -1;
@@ -2319,7 +2335,7 @@ static int stage_alloc_acts(gpt_stage_t *st)
     for (int i = 0; i < st->nslots; i++) {
         gpt_work_t *w = &st->slot_work[i];
         w->blocks = st->blocks + (size_t)i * L + st->l0;
-        carve_acts(w, st->mem + (size_t)i * head, shared, nl, BT, C, V, att, scratch, BT, rc, &seq,
+        carve_acts(w, st->mem + (size_t)i * head, shared, nl, BT, C, V, att, scratch, S, rc, seq,
                    &tail);
         w->blocks = st->blocks + (size_t)i * L;
         if (!st->first) {
@@ -2358,9 +2374,8 @@ int gpt_stage_create_tp(const gpt_config_t *cfg, const gpt_tp_t *tp, int l0, int
     if (tp_args_check(cfg, tp) != 0) {
         return -1;
     }
-    if (tp && tp->sp) {
-        return gpt_fail("gpt_stage: sequence parallelism inside a pipeline stage is not there "
-                        "yet");
+    if (tp && tp->sp && gpt_sp_check(T, tp->size) != 0) {
+        return -1;
     }
     const int L = cfg->n_layer;
     if (l0 < 0 || l1 <= l0 || l1 > L) {
@@ -2550,9 +2565,12 @@ int gpt_stage_forward(gpt_stage_t *st, int mb, const int *tokens, const float *x
                         "[%d, %d) hold micro-batches whose backward has not run",
                         mb, st->nslots, st->l0, st->l1);
     }
+    if (st->base.tp.sp && gpt_sp_check(T, st->base.tp.size) != 0) {
+        return -1;
+    }
     gpt_model_t *m = &st->slot[i];
     gpt_work_t *w = m->work;
-    const size_t n = (size_t)B * (size_t)T * (size_t)m->cfg.channels;
+    const size_t n = st_seq_rows(st, (size_t)B * (size_t)T) * (size_t)m->cfg.channels;
     if (st->first) {
         if (gpt_forward_embed(m, tokens, B, T) != 0) {
             return -1;
@@ -2596,7 +2614,7 @@ int gpt_stage_backward(gpt_stage_t *st, int mb, const float *dy, float dloss, fl
     }
     gpt_model_t *m = &st->slot[i];
     gpt_work_t *w = m->work;
-    const size_t n = (size_t)m->B * (size_t)m->T * (size_t)m->cfg.channels;
+    const size_t n = st_seq_rows(st, (size_t)m->B * (size_t)m->T) * (size_t)m->cfg.channels;
     if (st->last) {
         if (gpt_backward_head(m, dloss) != 0) {
             return -1;
@@ -2661,4 +2679,9 @@ int gpt_stage_set_recompute(gpt_stage_t *st, int mode)
 size_t gpt_stage_act_floats(const gpt_stage_t *st)
 {
     return st->act_floats;
+}
+
+size_t gpt_stage_act_seq_floats(const gpt_stage_t *st)
+{
+    return st->act_seq_floats;
 }

@@ -351,7 +351,12 @@ int gpt_stage_create(const gpt_config_t *cfg, int l0, int l1, int slots, int B, 
  * same): the stage holds only its tensors' TP shards (the table of gpt_create_tp, the same GPT_TP_*
  * cuts), initialized to exactly the slices of gpt_create(cfg, seed)'s tensors, and its forward
  * and backward call tp's collectives as gpt_create_tp's model does. Activations passed between
- * stages (x, y, dy, dx) are whole (B, T, C) on every TP rank. Not with tp->sp (refused: -1).
+ * stages (x, y, dy, dx) are whole (B, T, C) on every TP rank; with tp->sp (T a multiple of
+ * tp->size, and so every micro-batch's T), they are the residual stream's sequence shard that the
+ * stage's LayerNorm and residual regions hold: the rank's block of B T / tp->size of the B T token
+ * rows (gpt_create_tp's cut), (B T / tp->size, C), so TP rank r of one stage sends to and receives
+ * from TP rank r of the next (1/tp->size of the message; Megatron's SP pipeline). The embedding
+ * reduce-scatters into that shard and the last stage's head all-gathers it, as gpt_create_tp's.
  */
 int gpt_stage_create_tp(const gpt_config_t *cfg, const gpt_tp_t *tp, int l0, int l1, int slots,
                         int B, int T, uint64_t seed, gpt_stage_t **stage_p);
@@ -398,7 +403,8 @@ int gpt_stage_is_last(const gpt_stage_t *st);
  * sizes given at creation). First stage: tokens (B, T) ids; others: x (B, T, C), the previous
  * stage's output. Last stage: targets (B, T) ids, *loss_p = the micro-batch's mean cross-entropy;
  * others: y (B, T, C) receives the output. Arguments a stage does not use must be NULL. Fails
- * (-1) when every slot is in use or mb is already in flight. Inputs are copied.
+ * (-1) when every slot is in use or mb is already in flight. Inputs are copied. With sequence
+ * parallelism x and y (and backward's dy and dx) are the rank's (B T / tp.size, C) shard.
  */
 int gpt_stage_forward(gpt_stage_t *st, int mb, const int *tokens, const float *x,
                       const int *targets, int B, int T, float *y, float *loss_p);
@@ -428,5 +434,9 @@ int gpt_stage_set_recompute(gpt_stage_t *st, int mode);
 
 /* Floats of the stage's activations: every slot's, and the backward temporaries they share. */
 size_t gpt_stage_act_floats(const gpt_stage_t *st);
+
+/* Of gpt_stage_act_floats, the LayerNorm and residual regions (gpt_model_t.act_seq_floats' part
+ * of every slot and of the shared part): 1/tp->size of them with sequence parallelism. */
+size_t gpt_stage_act_seq_floats(const gpt_stage_t *st);
 
 #endif /* TEMPO_TRAINER_MODEL_H */

@@ -60,7 +60,13 @@
  * over the line and the TP group, and the checkpoint gather places each TP rank's shards (the
  * replicated tensors from TP rank 0) before summing over the line and the TP group.
  *
- * Not here (refused by train.c): sequence parallelism inside a stage, sampling.
+ * With --tp T --sp the stages are also sequence-parallel (gpt_tp_t.sp): the activations between
+ * stages are the residual stream's sequence shard each TP rank holds (model.h), so a message is
+ * B T C / T floats (seq_div) and goes from a TP rank to the same TP rank of the next stage, which
+ * the PP line pairs already; the DP, embedding-group and norm sums are those of TP alone (the
+ * model sums the replicated tensors' gradients over the TP group itself).
+ *
+ * Not here: sampling (train.c notes it).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -76,7 +82,7 @@ typedef struct {
     const pp_train_opts_t *o;
     pp_schedule_t s;
     int P, V, M;
-    size_t msg;       /* floats of one message: B T C */
+    size_t msg;       /* floats of one message: B T C, or B T C / tp with SP (seq_div) */
     gpt_stage_t **st; /* (V) */
     /* The DP gradient groups of every chunk (dist.h), in chunk order and in each chunk in buffer
      * order: wte and wpe apart on a first chunk, each block, lnf, and a last chunk's wte. */
@@ -103,6 +109,14 @@ typedef struct {
     double loss_sum;  /* the last stage's sum of micro-batch losses this step */
     char *err;
 } pp_run_t;
+
+/* What the messages between stages are divided by: with sequence parallelism the TP size (each
+ * TP rank sends its sequence shard of the residual stream to the same TP rank of the next stage),
+ * else 1. */
+static size_t seq_div(const pp_train_opts_t *o)
+{
+    return o->tp && o->tp->sp ? (size_t)o->tp->size : 1;
+}
 
 static size_t msg_index(const pp_run_t *r, const pp_action_t *a, int send)
 {
@@ -476,10 +490,10 @@ static int evaluate(pp_run_t *r, loader_t *ld, double *val_p)
 {
     dist_t *d = r->d;
     const int S = r->P * r->V, T = r->o->T;
-    const size_t n = (size_t)T * (size_t)gpt_stage_model(r->st[0])->cfg.channels;
+    const size_t n = (size_t)T * (size_t)gpt_stage_model(r->st[0])->cfg.channels / seq_div(r->o);
     size_t nv = loader_val_windows(ld);
     nv = nv < (size_t)r->o->val_windows ? nv : (size_t)r->o->val_windows;
-    float *x = r->bufs, *y = r->bufs + r->msg; /* message buffers are B T C >= T C */
+    float *x = r->bufs, *y = r->bufs + r->msg; /* message buffers are B times n */
     double sum = 0;
     if (params_all(r, 1)) { /* ZeRO 3: every chunk gathered for the validation, freed after */
         return -1;
@@ -743,7 +757,7 @@ static int setup(pp_run_t *r, const gpt_config_t *cfg)
     if (pp_schedule_make(o->kind, r->P, r->M, r->V, d->pp_rank, &r->s)) {
         return fail_model(r, "pipeline schedule");
     }
-    r->msg = (size_t)o->B * (size_t)o->T * (size_t)cfg->channels;
+    r->msg = (size_t)o->B * (size_t)o->T * (size_t)cfg->channels / seq_div(o);
     const size_t nmsg = (size_t)r->M * (size_t)r->V * 4;
     r->st = calloc((size_t)r->V, sizeof *r->st);
     r->bwd_done = calloc((size_t)r->V, sizeof *r->bwd_done);
@@ -810,9 +824,10 @@ static void print_stages(const pp_run_t *r, const gpt_config_t *cfg)
         printf("%s%s%s", p == 0 ? " + embeddings" : "", p == r->P - 1 ? " + lnf, head" : "",
                p < r->P - 1 ? ";" : "\n");
     }
-    size_t act = 0; /* every chunk's slots (as many as the schedule keeps in flight) */
+    size_t act = 0, seq = 0; /* every chunk's slots (as many as the schedule keeps in flight) */
     for (int v = 0; v < r->V; v++) {
         act += gpt_stage_act_floats(r->st[v]);
+        seq += gpt_stage_act_seq_floats(r->st[v]);
     }
     size_t par = 0; /* the chunks' parameters: held whole, or ZeRO 3's working set in a step */
     for (int v = 0; v < r->V; v++) {
@@ -833,8 +848,14 @@ static void print_stages(const pp_run_t *r, const gpt_config_t *cfg)
                r->o->zero, r->d->size);
     }
     printf("DP gradients: %s\n", r->d->describe(r->d));
-    printf("activations per rank (pp rank 0): %.3f MB (recompute %s)\n", 4e-6 * (double)act,
-           gpt_recompute_name(r->o->recompute));
+    printf("activations per rank (pp rank 0): %.3f MB (recompute %s), of which LayerNorm and "
+           "residual regions %.3f MB%s\n",
+           4e-6 * (double)act, gpt_recompute_name(r->o->recompute), 4e-6 * (double)seq,
+           seq_div(r->o) > 1 ? " (sequence-parallel: 1/tp of them)" : "");
+    printf("stage messages: %zu floats per activation and its gradient (micro-batch %d x %d "
+           "x %d channels%s)\n",
+           r->msg, r->o->B, r->o->T, cfg->channels,
+           seq_div(r->o) > 1 ? ", the rank's 1/tp of the sequence" : "");
 }
 
 int pp_train_run(dist_t *d, const gpt_config_t *cfg, loader_t *ld, const pp_train_opts_t *o,

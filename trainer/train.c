@@ -12,7 +12,8 @@
  * each rank's pipeline stages under a gpipe, 1f1b or interleaved schedule, ZeRO 0-3 and the DP
  * gradients' compression and policy through the same dist gradient groups and zero.h shard as
  * here; its ZeRO 3 gathers a chunk once per step, not a layer group per forward and backward as
- * below); this file checks the layout, builds the mesh and prints it.
+ * below; --sp makes the stages sequence-parallel too); this file checks the layout, builds the
+ * mesh and prints it.
  *
  * One step = --accum micro-batches of --batch sequences per rank, then one AdamW update:
  *   ZeRO 0  gradients accumulate locally; on the last micro-batch backward hands each finished layer
@@ -167,9 +168,10 @@ static void usage(FILE *f)
         "                      1, 2 (runs as 1: a stage's micro-batches accumulate in its own\n"
         "                      gradient buffer) or 3 (as 1, and each chunk's parameters sharded\n"
         "                      between steps, all-gathered whole once per step), --compress and\n"
-        "                      --sched on the DP gradients only; not with --sp, no sample at\n"
-        "                      the end yet; checkpoints hold the single-rank layout (load at\n"
-        "                      any --pp, --tp, --dp and --zero)\n"
+        "                      --sched on the DP gradients only; --sp inside the stages (each\n"
+        "                      TP rank sends its 1/T of the sequence to the next stage); no\n"
+        "                      sample at the end yet; checkpoints hold the single-rank layout\n"
+        "                      (load at any --pp, --tp, --dp and --zero)\n"
         "  --pp-schedule S     gpipe, 1f1b or interleaved [1f1b]\n"
         "  --micro M           micro-batches of --batch sequences per step and DP rank [P]\n"
         "                      (replaces --accum: the step's loss is their mean); 1f1b needs\n"
@@ -1434,9 +1436,8 @@ static void setup_pipeline(opts_t *o, const gpt_config_t *cfg, pp_kind_t *kind_p
                  "--backend tempo)", pp, D->backend);
     } else if (gpt_tp_check(cfg, tp)) {
         snprintf(why, sizeof why, "%s", gpt_last_error());
-    } else if (o->sp) {
-        snprintf(why, sizeof why, "--pp %d with --sp: pipeline stages have no sequence "
-                 "parallelism yet (--tp %d without --sp composes with --pp)", pp, tp);
+    } else if (o->sp && gpt_sp_check(o->context, tp)) {
+        snprintf(why, sizeof why, "--pp %d --sp: %s", pp, gpt_last_error());
     } else if (o->accum_set && o->accum != 1) {
         snprintf(why, sizeof why, "--pp %d: the pipeline's micro-batches are the accumulation: "
                  "pass --micro %d instead of --accum %d", pp, o->accum, o->accum);
@@ -1508,7 +1509,7 @@ static int run_pipeline(opts_t *o, const gpt_config_t *cfg, pp_kind_t kind)
                           .quiet = o->quiet, .recompute = o->recompute, .zero = o->zero,
                           .grad = {.compress = o->compress, .compress_src = o->compress_src,
                                    .sched = o->sched, .bucket_bytes = o->bucket_bytes}};
-    gpt_tp_t tp = tp_of(0);
+    gpt_tp_t tp = tp_of(o->sp);
     po.tp = D->tp_size > 1 ? &tp : NULL;
     if (D->world_rank == 0) {
         printf("tempo-train: %d rank%s, backend %s, pipeline parallel, ZeRO %d%s; model: %d "
