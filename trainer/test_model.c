@@ -27,7 +27,9 @@
  *               scale; replicated tensors get bitwise the same gradient on every shard; a
  *               configuration whose heads T does not divide is refused. The same with sequence
  *               parallelism (T = 2 and 4, sequence length 8, row blocks across sequences), whose
- *               LayerNorm and residual activations are 1/T of one rank's; SP without a group,
+ *               LayerNorm and residual activations are 1/T of one rank's; with and without SP
+ *               the column-parallel activations (QKV, attention, fc and GELU, logits, and their
+ *               backward buffers) are 1/T of one rank's, and so less in all; SP without a group,
  *               without its collectives, or with a sequence length T does not divide is refused.
  *               Each TP and SP case also runs with --recompute selective and full: the same loss
  *               and gradients, bitwise, as the case without recomputation

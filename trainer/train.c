@@ -29,7 +29,8 @@
  * sequences): the loader gives rank r rows [r*B, (r+1)*B) of every global batch.
  *
  * Output: a line per step (loss, tokens/s, step time split into compute and exposed communication,
- * estimated bytes sent), validation loss every --val-every steps, a sample at the end, and in --out:
+ * estimated bytes sent), validation loss every --val-every steps, a sample at the end, every rank's
+ * measured peak and final resident memory (report_rss), and in --out:
  * loss.csv and loss.png (gnuplot or matplotlib, when installed). --dump writes step 0's loss and
  * gradients for the layout tests (tests/trainer).
  */
@@ -212,9 +213,11 @@ static void usage(FILE *f)
         "compute and exposed communication (time blocked waiting for gradients, parameters or the\n"
         "step's loss and norm), and the bytes this rank sent (estimated from the algorithms'\n"
         "traffic and the compression ratio). The run ends with the mean of that split.\n"
-        "With --pp, each step line ends with the bubble: the ranks' time waiting on their\n"
-        "neighbours over their compute time, next to the formula (P-1)/M (gpipe, 1f1b) or\n"
-        "(P-1)/(V M) (interleaved).\n"
+        "With --pp, each step line ends with the bubble: the line's time waiting on neighbours\n"
+        "(the flush included) over its busy time, next to the formula (P-1)/M (gpipe, 1f1b) or\n"
+        "(P-1)/(V M) (interleaved); the run ends with the mean, the formula for stages of the\n"
+        "measured costs, and each pipeline rank's compute per step. Every rank's last line is\n"
+        "its measured peak resident memory (VmHWM) and its resident memory at exit.\n"
         "TEMPO_TRACE=FILE.%%r.json records the timeline (tempo-trace merge joins the ranks); with\n"
         "--pp each micro-batch's forward and backward is a span (\"F mb3 chunk0\").\n",
         dist_backends());
