@@ -107,6 +107,11 @@ EXTRA_DIST += %reldir%/model_bench.sh
 bin_SCRIPTS += %reldir%/tempo-train-net
 EXTRA_DIST += %reldir%/tempo-train-net.in
 
+# tempo-train on every layout of issue 17: per-rank memory (measured peak RSS beside the
+# Megatron/ZeRO formulas), and -b the pipeline bubble against (P-1)/M.
+bin_SCRIPTS += %reldir%/tempo-train-layouts
+EXTRA_DIST += %reldir%/tempo-train-layouts.in
+
 # Queue handling: N small non-blocking requests posted, then one wait; time per request for growing
 # N (perf/req_bench -h), over shm or tcp.
 bin_PROGRAMS += %reldir%/req_bench

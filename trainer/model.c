@@ -1499,8 +1499,41 @@ gpt_range_t gpt_layer_range(const gpt_model_t *m, int layer)
 }
 
 /*
- * Lays the activation buffers out (sizes for BT = alloc_B * alloc_T rows) and returns the number of
- * floats from base; with NULL bases it only counts, so sizes have one source of truth. Two regions:
+ * The sizes of one model's or stage's activation layout, as this rank holds them: the LayerNorm
+ * and residual regions are S rows of all C channels (S = B T, or B T / tp with sequence
+ * parallelism), the column-parallel outputs (QKV, the attention output and its probabilities, fc
+ * and its GELU) this rank's Cl = C / tp channels and NH / tp heads, the logits its V / tp
+ * vocabulary rows (Megatron's shards: those full-width tensors never exist on one rank).
+ */
+typedef struct {
+    size_t L, BT, C, S; /* blocks, rows, channels, rows of the sequence regions */
+    size_t Cl, Vl;      /* this rank's channels of attention (MLP: 4 Cl) and vocabulary rows */
+    size_t att;         /* (B, NH / tp, T, T): attention probabilities of the rank's heads */
+    size_t scratch;     /* transposes of the largest weight or output, attention's packs */
+} act_dims_t;
+
+/* L blocks, batches of B x T, vocab rows of logits (0: a pipeline stage without the head). */
+static act_dims_t act_dims(const gpt_model_t *m, size_t L, int B, int T, size_t vocab)
+{
+    const size_t tp = (size_t)m->tp.size, C = (size_t)m->cfg.channels;
+    act_dims_t d = {.L = L, .BT = (size_t)B * (size_t)T, .C = C, .Cl = C / tp, .Vl = vocab / tp};
+    d.S = m->tp.sp ? d.BT / tp : d.BT;
+    d.att = (size_t)B * (size_t)(m->cfg.n_head / m->tp.size) * (size_t)T * (size_t)T;
+    /* the widest matmul output: fc (4 Cl), a row-parallel projection (C), the head (Vl) */
+    size_t maxoc = 4 * d.Cl > C ? 4 * d.Cl : C;
+    maxoc = d.Vl > maxoc ? d.Vl : maxoc;
+    size_t sc = C * maxoc;                                    /* a transposed weight */
+    sc = d.BT * maxoc > sc ? d.BT * maxoc : sc;               /* a transposed output gradient */
+    sc = d.BT * d.Cl + d.att > sc ? d.BT * d.Cl + d.att : sc; /* attention: packs, (T, T) each */
+    sc = (size_t)T * C > sc ? (size_t)T * C : sc;             /* SP: wpe's partial gradient */
+    sc = 3 * d.BT > sc ? 3 * d.BT : sc;                       /* vocab-parallel CE's sums */
+    d.scratch = sc;
+    return d;
+}
+
+/*
+ * Lays the activation buffers out (act_dims_t's sizes) and returns the number of floats from
+ * base; with NULL bases it only counts, so sizes have one source of truth. Two regions:
  * from base what one forward must keep until its backward (a pipeline stage has one per
  * micro-batch slot), from tail (*tail_n floats) what one backward at a time uses, shared by the
  * slots: the backward temporaries, the scratch, and what recomputation rebuilds inside a block's
@@ -1509,13 +1542,14 @@ gpt_range_t gpt_layer_range(const gpt_model_t *m, int layer)
  * block's input) in base. A whole model puts tail right after base. seq_p (2) receives the floats
  * of the LayerNorm and residual regions (S rows each) from base and from tail.
  */
-static size_t carve_acts(gpt_work_t *w, float *base, float *tail, size_t L, size_t BT, size_t C,
-                         size_t V, size_t att, size_t scratch, size_t S, int rc, size_t *seq_p,
-                         size_t *tail_n)
+static size_t carve_acts(gpt_work_t *w, float *base, float *tail, const act_dims_t *d, int rc,
+                         size_t *seq_p, size_t *col_p, size_t *tail_n)
 {
     size_t off[2] = {0, 0}, seq[2] = {0, 0}; /* the LayerNorm and residual regions (S rows each)
                                                 in each part */
+    size_t col = 0; /* the column-parallel outputs, this rank's columns */
     float *const at[2] = {base, tail};
+    const size_t BT = d->BT, C = d->C, S = d->S, Cl = d->Cl, Vl = d->Vl, att = d->att;
 #define CARVE_IN(r, ptr, n)                        \
     do {                                           \
         (ptr) = at[r] ? at[r] + off[r] : NULL;     \
@@ -1527,9 +1561,14 @@ static size_t carve_acts(gpt_work_t *w, float *base, float *tail, size_t L, size
         CARVE_IN(r, ptr, n); \
         seq[r] += (n);       \
     } while (0)
+#define CARVE_COL(r, ptr, n) \
+    do {                     \
+        CARVE_IN(r, ptr, n); \
+        col += (n);          \
+    } while (0)
     const int fr = rc == GPT_RECOMPUTE_FULL; /* region of a block's recomputed activations */
     CARVE_SEQ(0, w->encoded, S * C);
-    for (size_t l = 0; l < L; l++) {
+    for (size_t l = 0; l < d->L; l++) {
         block_acts_t *a = &w->blocks[l];
         if (fr && l > 0) {
             *a = w->blocks[0]; /* the shared set, but its own output */
@@ -1539,12 +1578,12 @@ static size_t carve_acts(gpt_work_t *w, float *base, float *tail, size_t L, size
         CARVE_SEQ(fr, a->ln1, S * C);
         CARVE_SEQ(fr, a->ln1_mean, S);
         CARVE_SEQ(fr, a->ln1_rstd, S);
-        CARVE_IN(fr, a->qkv, 3 * BT * C);
-        CARVE_IN(fr, a->atty, BT * C);
+        CARVE_COL(fr, a->qkv, 3 * BT * Cl);
+        CARVE_COL(fr, a->atty, BT * Cl);
         if (rc == GPT_RECOMPUTE_NONE) {
-            CARVE(a->att, att);
+            CARVE_COL(0, a->att, att);
         } else if (l == 0) {
-            CARVE_IN(1, a->att, att);
+            CARVE_COL(1, a->att, att);
         } else {
             a->att = w->blocks[0].att;
         }
@@ -1553,8 +1592,8 @@ static size_t carve_acts(gpt_work_t *w, float *base, float *tail, size_t L, size
         CARVE_SEQ(fr, a->ln2, S * C);
         CARVE_SEQ(fr, a->ln2_mean, S);
         CARVE_SEQ(fr, a->ln2_rstd, S);
-        CARVE_IN(fr, a->fch, 4 * BT * C);
-        CARVE_IN(fr, a->fch_gelu, 4 * BT * C);
+        CARVE_COL(fr, a->fch, 4 * BT * Cl);
+        CARVE_COL(fr, a->fch_gelu, 4 * BT * Cl);
         CARVE_SEQ(fr, a->fcproj, S * C);
         CARVE_SEQ(0, a->res3, S * C);
     }
@@ -1562,21 +1601,23 @@ static size_t carve_acts(gpt_work_t *w, float *base, float *tail, size_t L, size
     CARVE_SEQ(0, w->lnf_mean, S);
     CARVE_SEQ(0, w->lnf_rstd, S);
     CARVE(w->gath, S < BT ? BT * C : 0);
-    CARVE(w->logits, BT * V);
-    CARVE(w->probs, BT * V);
+    CARVE_COL(0, w->logits, BT * Vl);
+    CARVE_COL(0, w->probs, BT * Vl);
     CARVE(w->losses, BT);
     CARVE_IN(1, w->dres, BT * C);
     CARVE_IN(1, w->dln, BT * C);
-    CARVE_IN(1, w->dqkv, 3 * BT * C);
-    CARVE_IN(1, w->datty, BT * C);
-    CARVE_IN(1, w->dfch, 4 * BT * C);
-    CARVE_IN(1, w->dlogits, BT * V);
-    CARVE_IN(1, w->scratch, scratch);
+    CARVE_COL(1, w->dqkv, 3 * BT * Cl);
+    CARVE_COL(1, w->datty, BT * Cl);
+    CARVE_COL(1, w->dfch, 4 * BT * Cl);
+    CARVE_COL(1, w->dlogits, BT * Vl);
+    CARVE_IN(1, w->scratch, d->scratch);
+#undef CARVE_COL
 #undef CARVE_SEQ
 #undef CARVE
 #undef CARVE_IN
     seq_p[0] = seq[0];
     seq_p[1] = seq[1];
+    *col_p = col;
     *tail_n = off[1];
     return off[0];
 }
@@ -1600,23 +1641,17 @@ int gpt_alloc_acts(gpt_model_t *m, int B, int T)
     }
     const size_t L = (size_t)cfg->n_layer, C = (size_t)cfg->channels, V = (size_t)cfg->vocab_size;
     const size_t NH = (size_t)cfg->n_head, BT = (size_t)B * (size_t)T;
-    const size_t maxoc = 4 * C > V ? 4 * C : V;
-    const size_t att = (size_t)B * NH * (size_t)T * (size_t)T;
     if ((double)B * (double)T > INT_MAX / 2 ||
         (double)BT * ((double)L * (20.0 * C + (double)NH * T) + 5.0 * V + 20.0 * C) >
             (double)(SIZE_MAX / 8)) {
         return gpt_fail("gpt: activations for B = %d, T = %d do not fit in memory", B, T);
     }
-    size_t scratch = C * maxoc;
-    scratch = BT * maxoc > scratch ? BT * maxoc : scratch;
-    scratch = BT * C + att > scratch ? BT * C + att : scratch; /* attention: packs, (T, T) each */
-    scratch = (size_t)T * C > scratch ? (size_t)T * C : scratch; /* SP: wpe's partial gradient */
-    const size_t S = m->tp.sp ? BT / (size_t)m->tp.size : BT; /* rows of the sequence regions */
-    size_t seq[2], tail;
+    const act_dims_t d = act_dims(m, L, B, T, V);
+    size_t seq[2], col, tail;
     free_acts(w);
     w->blocks = calloc(L, sizeof *w->blocks);
     const int rc = m->recompute;
-    const size_t head = carve_acts(w, NULL, NULL, L, BT, C, V, att, scratch, S, rc, seq, &tail);
+    const size_t head = carve_acts(w, NULL, NULL, &d, rc, seq, &col, &tail);
     const size_t total = head + tail;
     w->mem = malloc(total * sizeof(float));
     w->inputs = malloc(BT * sizeof(int));
@@ -1626,10 +1661,11 @@ int gpt_alloc_acts(gpt_model_t *m, int B, int T)
         return gpt_fail("gpt: out of memory for activations (%zu MiB for B = %d, T = %d)",
                         total * sizeof(float) >> 20, B, T);
     }
-    carve_acts(w, w->mem, w->mem + head, L, BT, C, V, att, scratch, S, rc, seq, &tail);
+    carve_acts(w, w->mem, w->mem + head, &d, rc, seq, &col, &tail);
     m->act_floats = total;
     m->act_seq_floats = seq[0] + seq[1];
-    w->scratch_n = scratch;
+    m->act_col_floats = col;
+    w->scratch_n = d.scratch;
     w->mem_n = total;
     w->alloc_B = B;
     w->alloc_T = T;
@@ -1955,7 +1991,7 @@ int gpt_set_recompute(gpt_model_t *m, int mode)
     free_acts(m->work);
     m->recompute = mode;
     m->B = m->T = 0;
-    m->act_floats = m->act_seq_floats = 0;
+    m->act_floats = m->act_seq_floats = m->act_col_floats = 0;
     return 0;
 }
 
@@ -2311,20 +2347,14 @@ static int stage_alloc_acts(gpt_stage_t *st)
 {
     const gpt_config_t *cfg = &st->base.cfg;
     const int L = cfg->n_layer;
-    const size_t nl = (size_t)(st->l1 - st->l0), C = (size_t)cfg->channels;
+    const size_t nl = (size_t)(st->l1 - st->l0);
     const size_t V = st->last ? (size_t)cfg->vocab_size : 0; /* logits on the last stage only */
-    const size_t BT = (size_t)st->B * (size_t)st->T;
-    const size_t att = (size_t)st->B * (size_t)cfg->n_head * (size_t)st->T * (size_t)st->T;
-    const size_t maxoc = 4 * C > V ? 4 * C : V;
-    size_t scratch = C * maxoc;
-    scratch = BT * maxoc > scratch ? BT * maxoc : scratch;
-    scratch = BT * C + att > scratch ? BT * C + att : scratch;
+    const act_dims_t d = act_dims(&st->base, nl, st->B, st->T, V);
     gpt_work_t probe = {.blocks = st->blocks + st->l0};
-    size_t seq[2], tail;
+    size_t seq[2], col, tail; /* with --sp the sequence regions have st_seq_rows rows (d.S) */
     const int rc = st->base.recompute;
-    const size_t S = st_seq_rows(st, BT); /* rows of the LayerNorm and residual regions */
-    const size_t head = carve_acts(&probe, NULL, NULL, nl, BT, C, V, att, scratch, S, rc, seq,
-                                   &tail); /* per slot; the tail is shared */
+    /* per slot; the tail is shared */
+    const size_t head = carve_acts(&probe, NULL, NULL, &d, rc, seq, &col, &tail);
     st->act_floats = (size_t)st->nslots * head + tail;
     st->act_seq_floats = (size_t)st->nslots * seq[0] + seq[1];
     st->mem = malloc(st->act_floats * sizeof(float));
@@ -2335,8 +2365,7 @@ static int stage_alloc_acts(gpt_stage_t *st)
     for (int i = 0; i < st->nslots; i++) {
         gpt_work_t *w = &st->slot_work[i];
         w->blocks = st->blocks + (size_t)i * L + st->l0;
-        carve_acts(w, st->mem + (size_t)i * head, shared, nl, BT, C, V, att, scratch, S, rc, seq,
-                   &tail);
+        carve_acts(w, st->mem + (size_t)i * head, shared, &d, rc, seq, &col, &tail);
         w->blocks = st->blocks + (size_t)i * L;
         if (!st->first) {
             w->blocks[st->l0 - 1].res3 = w->encoded; /* the received input */
@@ -2344,15 +2373,15 @@ static int stage_alloc_acts(gpt_stage_t *st)
     }
     for (int i = 0; i < st->nslots; i++) {
         gpt_work_t *w = &st->slot_work[i];
-        w->scratch_n = scratch;
+        w->scratch_n = d.scratch;
         w->ggrad = st->base_work.ggrad;
         w->gparam = st->base_work.gparam;
         w->gemm_block = st->base_work.gemm_block;
         w->gemm_name = st->base_work.gemm_name;
         w->alloc_B = st->B;
         w->alloc_T = st->T;
-        w->inputs = st->tok + (size_t)i * 2 * BT;
-        w->targets = w->inputs + BT;
+        w->inputs = st->tok + (size_t)i * 2 * d.BT;
+        w->targets = w->inputs + d.BT;
         w->fwd_done = -2;
         w->bwd_next = -2;
         st->slot[i] = st->base;

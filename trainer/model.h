@@ -125,6 +125,10 @@ typedef struct {
     size_t act_seq_floats; /* the LayerNorm and residual regions (embedding output, LayerNorm
                               outputs and statistics, projections, residual stream, lnf): the part
                               that sequence parallelism shards (1/tp.size of it with sp) */
+    size_t act_col_floats; /* the column-parallel outputs (QKV, attention output and
+                              probabilities, fc and GELU, logits and probabilities, and their
+                              backward buffers): the rank's heads, MLP columns and vocabulary
+                              rows, 1/tp.size of one rank's */
     int recompute;         /* GPT_RECOMPUTE_*, set with gpt_set_recompute (NONE at creation) */
 } gpt_model_t;
 

@@ -103,6 +103,19 @@ double pp_bubble_formula(pp_kind_t kind, int P, int M, int V)
     return (double)(P - 1) / ((kind == PP_INTERLEAVED ? V : 1) * (double)M);
 }
 
+static double mean_bubble(const double *busy, double step, int P);
+
+double pp_bubble_stages(pp_kind_t kind, const double *compute, int P, int M, int V)
+{
+    double mx = 0.0, sum = 0.0;
+    for (int p = 0; p < P; p++) {
+        mx = compute[p] > mx ? compute[p] : mx;
+        sum += compute[p];
+    }
+    return mean_bubble(compute, mx + (sum - mx) / ((kind == PP_INTERLEAVED ? V : 1) * (double)M),
+                       P);
+}
+
 /* ---- computation order ---- */
 
 typedef struct {
@@ -295,4 +308,27 @@ double pp_exec_bubble(const pp_exec_t *ex)
 {
     const double busy = ex->step - ex->idle;
     return busy > 0 ? ex->idle / busy : 0.0;
+}
+
+/* The mean over the P ranks of (step - busy[p]) / busy[p]; step: the longest window, or the
+ * bound on it that the stage costs give (pp_bubble_stages). */
+static double mean_bubble(const double *busy, double step, int P)
+{
+    double b = 0.0;
+    for (int p = 0; p < P; p++) {
+        if (!(busy[p] > 0.0)) {
+            return 0.0;
+        }
+        b += (step - busy[p]) / busy[p];
+    }
+    return b / P;
+}
+
+double pp_line_bubble(const double *busy, const double *window, int P)
+{
+    double step = 0.0;
+    for (int p = 0; p < P; p++) {
+        step = window[p] > step ? window[p] : step;
+    }
+    return mean_bubble(busy, step, P);
 }

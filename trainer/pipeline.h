@@ -109,6 +109,18 @@ void pp_schedule_free(pp_schedule_t *s);
 /* The bubble formula: (P − 1)/M, or (P − 1)/(V·M) interleaved. */
 double pp_bubble_formula(pp_kind_t kind, int P, int M, int V);
 
+/*
+ * The formula for stages of unequal cost: compute[p] (p < P) is rank p's compute time in a step
+ * (its M·V forwards and backwards). The step lasts the slowest rank's compute plus one pass of
+ * the others' per-micro-batch share, T = max + (Σ − max)/(V'·M) (V' = V interleaved, else 1),
+ * and rank p idles T − compute[p]; the result is the mean over the ranks of idle / compute.
+ * Equal computes give pp_bubble_formula; for unequal ones it is what pp_line_bubble measures
+ * exactly for gpipe, and for 1f1b when later stages are not cheaper than earlier ones (the usual
+ * case: the last stage has the head); otherwise, and for interleaved, an estimate. 0 when a
+ * compute is not positive.
+ */
+double pp_bubble_stages(pp_kind_t kind, const double *compute, int P, int M, int V);
+
 /* ---- the executor ---- */
 
 #define PP_AGAIN 1 /* a wait callback's "not yet"; pp_exec_run then returns it */
@@ -145,7 +157,20 @@ void pp_exec_init(pp_exec_t *ex, const pp_schedule_t *s);
  */
 int pp_exec_run(pp_exec_t *ex, const pp_ops_t *ops);
 
-/* The measured bubble of a finished step: idle / (step − idle), comparable with the formula. */
+/* One rank's bubble in a finished step: idle / (step − idle), its own start to its own end. */
 double pp_exec_bubble(const pp_exec_t *ex);
+
+/*
+ * The bubble of a pipeline line, comparable with the formula: busy[p] and window[p] are rank p's
+ * step − idle and step (pp_exec_t) in one step. A rank's own window ends when its last action
+ * does, and on every rank but the first that is before the step ends: rank p > 0 finishes its
+ * last backward while the ranks before it still run theirs, and that tail is idle time of the
+ * pipeline's flush as much as the wait for the first forward is (the formula counts it: each
+ * rank idles (P − 1)·(f + b) in a balanced GPipe or 1F1B step). So the step is the longest window
+ * of the line (the ranks start together: every step ends with collectives over the line), and
+ * the bubble is the mean over the ranks of (step − busy[p]) / busy[p]; equal to the formula for
+ * equal stages. 0 when a busy time is not positive.
+ */
+double pp_line_bubble(const double *busy, const double *window, int P);
 
 #endif /* TEMPO_TRAINER_PIPELINE_H */

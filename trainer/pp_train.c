@@ -21,8 +21,13 @@
  *      summed over the line, the TP group and, with ZeRO, the DP group; clip, and AdamW on this
  *      rank's slices (zero.h, shared with train.c), all-gathered back over DP with ZeRO 1 and 2
  *      (ZeRO 3: by the next step).
- * The step's bubble is the executor's idle over compute time, averaged over the job's ranks,
- * printed next to pp_bubble_formula.
+ * The step's bubble is the line's (pp_line_bubble: the longest executor window of the line is
+ * the step, and each rank's idle is that step less its busy time, so the flush's tail counts on
+ * the later ranks as it does in the formula), from the mean over the DP ranks of each pipeline
+ * rank's times, printed next to pp_bubble_formula; the run's last line adds each pipeline rank's
+ * compute per step (mean of the steps after the first) and the formula for stages of those costs
+ * (pp_bubble_stages), since the stages are not equal (the first holds the embeddings, the last
+ * the head and the loss) and on a shared machine neither are the cores.
  *
  * Groups: each chunk's gradient buffer is cut into wte and wpe (a first chunk), its blocks, lnf
  * and wte (a last chunk), each group's forward index its priority; wte is a group of its own on
@@ -876,6 +881,15 @@ int pp_train_run(dist_t *d, const gpt_config_t *cfg, loader_t *ld, const pp_trai
     const double formula = pp_bubble_formula(o->kind, r.P, r.M, r.V);
     double sum_bubble = 0;
     int nsum = 0;
+    /* (1 + 3 P) step time, then each pipeline rank's busy time, executor window and compute
+     * (sums over the job: each rank fills its own); sums over the steps after the first of each
+     * pipeline rank's compute (mean over its DP ranks) */
+    const size_t ntm = 1 + 3 * (size_t)r.P;
+    double *tm = calloc(ntm, sizeof(double)), *sum_comp = calloc(r.P, sizeof(double));
+    if (!rc && (!tm || !sum_comp)) {
+        snprintf(err, 512, "out of memory for the timers");
+        rc = -1;
+    }
     if (!rc && d->world_rank == 0) {
         print_stages(&r, cfg);
         fflush(stdout);
@@ -919,12 +933,20 @@ int pp_train_run(dist_t *d, const gpt_config_t *cfg, loader_t *ld, const pp_trai
         float lr =
             lr_schedule(s, o->warmup, o->steps, (float)o->lr, (float)(o->lr * o->min_lr_frac));
         rc = update(&r, s + 1, &ac, lr, scale);
-        double tm[2] = {now_s() - t0, pp_exec_bubble(&ex)}; /* means over the job */
-        if (!rc && (d->pp_allreduce(d, DIST_PP_LINE, tm, 2, 1) ||
-                    d->pp_allreduce(d, DIST_PP_DP, tm, 2, 1))) {
+        double *busy = tm + 1, *win = tm + 1 + r.P, *comp = tm + 1 + 2 * r.P;
+        memset(tm, 0, ntm * sizeof(double));
+        tm[0] = now_s() - t0;
+        busy[d->pp_rank] = ex.step - ex.idle;
+        win[d->pp_rank] = ex.step;
+        comp[d->pp_rank] = ex.compute;
+        if (!rc && (d->pp_allreduce(d, DIST_PP_LINE, tm, ntm, 1) ||
+                    d->pp_allreduce(d, DIST_PP_DP, tm, ntm, 1))) {
             rc = fail_dist(&r, "timers");
         }
-        const double step_s = tm[0] / (r.P * d->size), bubble = tm[1] / (r.P * d->size);
+        for (size_t i = 1; i < ntm; i++) {
+            tm[i] /= d->size; /* means over the DP ranks of each pipeline rank */
+        }
+        const double step_s = tm[0] / (r.P * d->size), bubble = pp_line_bubble(busy, win, r.P);
         const int last = s + 1 == o->steps;
         val = NAN;
         if (!rc && o->val_every > 0 && ((s + 1) % o->val_every == 0 || last)) {
@@ -933,6 +955,9 @@ int pp_train_run(dist_t *d, const gpt_config_t *cfg, loader_t *ld, const pp_trai
         if (s > start) {
             sum_bubble += bubble;
             nsum++;
+            for (int p = 0; p < r.P; p++) {
+                sum_comp[p] += comp[p];
+            }
         }
         if (!rc && d->world_rank == 0) {
             if (!o->quiet) {
@@ -962,10 +987,20 @@ int pp_train_run(dist_t *d, const gpt_config_t *cfg, loader_t *ld, const pp_trai
         }
     }
     if (!rc && nsum && d->world_rank == 0) {
-        printf("bubble, mean of steps %d-%d: %.3f measured, %.3f formula (%s, P %d, M %d, V %d)\n",
+        printf("bubble, mean of steps %d-%d: %.3f measured, %.3f formula (%s, P %d, M %d, V %d), "
+               "%.3f for the stages' measured compute\n",
                start + 2, o->steps, sum_bubble / nsum, formula,
-               o->kind == PP_INTERLEAVED ? "(P-1)/(V M)" : "(P-1)/M", r.P, r.M, r.V);
+               o->kind == PP_INTERLEAVED ? "(P-1)/(V M)" : "(P-1)/M", r.P, r.M, r.V,
+               pp_bubble_stages(o->kind, sum_comp, r.P, r.M, r.V));
+        printf("compute per step (ms, mean of steps %d-%d) of pp rank", start + 2, o->steps);
+        for (int p = 0; p < r.P; p++) {
+            printf(" %d: %.1f%s", p, sum_comp[p] / nsum * 1e3, p + 1 < r.P ? "," : "");
+        }
+        printf(" (the formula for stages of these costs: step = max + (sum - max) / (%sM))\n",
+               o->kind == PP_INTERLEAVED ? "V " : "");
     }
+    free(tm);
+    free(sum_comp);
     if (!rc && o->val_every > 0 && !o->dump && start < o->steps && d->world_rank == 0) {
         printf("validation loss: %.6f at start, %.6f at the end\n", first_val, val);
     }

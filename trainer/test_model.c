@@ -27,7 +27,9 @@
  *               scale; replicated tensors get bitwise the same gradient on every shard; a
  *               configuration whose heads T does not divide is refused. The same with sequence
  *               parallelism (T = 2 and 4, sequence length 8, row blocks across sequences), whose
- *               LayerNorm and residual activations are 1/T of one rank's; SP without a group,
+ *               LayerNorm and residual activations are 1/T of one rank's; with and without SP
+ *               the column-parallel activations (QKV, attention, fc and GELU, logits, and their
+ *               backward buffers) are 1/T of one rank's, and so less in all; SP without a group,
  *               without its collectives, or with a sequence length T does not divide is refused.
  *               Each TP and SP case also runs with --recompute selective and full: the same loss
  *               and gradients, bitwise, as the case without recomputation
@@ -996,6 +998,16 @@ static void tp_case(const gpt_config_t *cfg, gpt_model_t *ref, float ref_loss, c
                ref->act_seq_floats > 0, /* full keeps fewer: the recompute test counts them */
            "%s %d: LayerNorm and residual activations %zu floats (one rank: %zu)", what, n,
            f.m[0]->act_seq_floats, ref->act_seq_floats);
+    /* the column-parallel outputs are the rank's heads, MLP columns and vocabulary rows: 1/n of
+     * one rank's (ref keeps every activation: compared at mode none only) */
+    if (mode == GPT_RECOMPUTE_NONE) {
+        TAP_OK(f.m[0]->act_col_floats * (size_t)n == ref->act_col_floats &&
+                   ref->act_col_floats > 0 && f.m[0]->act_floats < ref->act_floats,
+               "%s %d: column-parallel activations %zu floats (one rank: %zu), all %zu (one "
+               "rank: %zu)",
+               what, n, f.m[0]->act_col_floats, ref->act_col_floats, f.m[0]->act_floats,
+               ref->act_floats);
+    }
 out:
     free(full);
     for (int r = 0; r < n; r++) {

@@ -33,7 +33,8 @@
  * sequences): the loader gives rank r rows [r*B, (r+1)*B) of every global batch.
  *
  * Output: a line per step (loss, tokens/s, step time split into compute and exposed communication,
- * estimated bytes sent), validation loss every --val-every steps, a sample at the end, and in --out:
+ * estimated bytes sent), validation loss every --val-every steps, a sample at the end, every rank's
+ * measured peak and final resident memory (report_rss), and in --out:
  * loss.csv and loss.png (gnuplot or matplotlib, when installed). --dump writes step 0's loss and
  * gradients for the layout tests (tests/trainer).
  */
@@ -47,6 +48,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -230,9 +232,11 @@ static void usage(FILE *f)
         "compute and exposed communication (time blocked waiting for gradients, parameters or the\n"
         "step's loss and norm), and the bytes this rank sent (estimated from the algorithms'\n"
         "traffic and the compression ratio). The run ends with the mean of that split.\n"
-        "With --pp, each step line ends with the bubble: the ranks' time waiting on their\n"
-        "neighbours over their compute time, next to the formula (P-1)/M (gpipe, 1f1b) or\n"
-        "(P-1)/(V M) (interleaved).\n"
+        "With --pp, each step line ends with the bubble: the line's time waiting on neighbours\n"
+        "(the flush included) over its busy time, next to the formula (P-1)/M (gpipe, 1f1b) or\n"
+        "(P-1)/(V M) (interleaved); the run ends with the mean, the formula for stages of the\n"
+        "measured costs, and each pipeline rank's compute per step. Every rank's last line is\n"
+        "its measured peak resident memory (VmHWM) and its resident memory at exit.\n"
         "TEMPO_TRACE=FILE.%%r.json records the timeline (tempo-trace merge joins the ranks); with\n"
         "--pp each micro-batch's forward and backward is a span (\"F mb3 chunk0\").\n",
         dist_backends());
@@ -628,14 +632,19 @@ typedef struct {
     unsigned char *pending; /* (ngroups) ZeRO 2: reduce-scatter posted, slice not accumulated */
     /* ZeRO 3: the rank keeps only its slices of the parameters (pshard, laid out like m1), and
      * each group is all-gathered into a buffer just before its forward and again before its
-     * backward: the embeddings and the final LayerNorm into buffers of their own (they serve from
-     * the first forward to the head's backward), the blocks in turns in NSLOT slots, so that the
-     * next block's all-gather (posted before the current block's compute) has a slot to land in.
-     * pstate: 0 not held, 1 all-gather posted, 2 held; pbuf[k] / powner[k]: slot k (0 embeddings,
-     * 1 lnf, 2 + (g - 1) % NSLOT the blocks) and the group in it, or -1. */
+     * backward: the final LayerNorm (2 C floats) into a buffer of its own, the blocks in turns in
+     * NSLOT slots, so that the next block's all-gather (posted before the current block's
+     * compute) has a slot to land in. The embeddings share the block slots: gathered for the
+     * embedding forward into the slot that block 0 does not use (block 1's, which evicts them),
+     * and again for the head (wte is tied) into the slot that the last block does not use,
+     * posted before the last block's forward; the head's backward finds them still there. So
+     * the steady state holds the shard, the lnf and two slots of the largest group.
+     * pstate: 0 not held, 1 all-gather posted, 2 held; pbuf[k] / powner[k]: slot k (0 lnf,
+     * 1 + (g - 1) % NSLOT the blocks, emb_slot the embeddings) and the group in it, or -1. */
     float *pshard;
-    float *pbuf[NSLOT + 2];
-    int powner[NSLOT + 2];
+    float *pbuf[NSLOT + 1];
+    int powner[NSLOT + 1];
+    int emb_slot;          /* the slot of the embeddings' current (or next) all-gather */
     unsigned char *pstate; /* (ngroups) */
     size_t param_floats;  /* parameter memory: the model's buffer, or ZeRO 3's shard and buffers */
     int micro;            /* this micro-batch's index in the step */
@@ -785,26 +794,26 @@ static void z3_setup(trainer_t *t, size_t mx)
     const int L = m->cfg.n_layer;
     t->pshard = malloc(t->z.shard_n * sizeof(float));
     t->pstate = calloc((size_t)t->ngroups, 1);
-    t->pbuf[0] = malloc(t->groups[0].n * sizeof(float));
-    t->pbuf[1] = malloc(t->groups[L + 1].n * sizeof(float));
-    int ok = t->pshard && t->pstate && t->pbuf[0] && t->pbuf[1];
-    for (int k = 2; k < NSLOT + 2; k++) {
+    t->pbuf[0] = malloc(t->groups[L + 1].n * sizeof(float));
+    int ok = t->pshard && t->pstate && t->pbuf[0];
+    mx = t->groups[0].n > mx ? t->groups[0].n : mx; /* a slot holds a block or the embeddings */
+    for (int k = 1; k < NSLOT + 1; k++) {
         ok = ok && (t->pbuf[k] = malloc(mx * sizeof(float)));
     }
     if (!ok) {
         die("out of memory for ZeRO 3's parameter buffers");
     }
     shard_copy(t, t->pshard, m->params, 1);
-    for (int k = 0; k < NSLOT + 2; k++) {
+    for (int k = 0; k < NSLOT + 1; k++) {
         t->powner[k] = -1;
     }
     gpt_release_params(m);
-    t->param_floats = t->z.shard_n + t->groups[0].n + t->groups[L + 1].n + NSLOT * mx;
+    t->param_floats = t->z.shard_n + t->groups[L + 1].n + NSLOT * mx;
 }
 
 static int z3_slot(const trainer_t *t, int g)
 {
-    return g == 0 ? 0 : g == t->ngroups - 1 ? 1 : 2 + (g - 1) % NSLOT;
+    return g == 0 ? t->emb_slot : g == t->ngroups - 1 ? 0 : 1 + (g - 1) % NSLOT;
 }
 
 /* ZeRO 3: post group g's all-gather into its buffer unless the group is held or on its way
@@ -826,6 +835,16 @@ static void z3_post(trainer_t *t, int g)
     t->powner[k] = g;
     DIST_CHECK(D->gather_to(D, g, t->pshard + t->z.shard_off[g], t->pbuf[k]), "parameters");
     t->pstate[g] = 1;
+}
+
+/* ZeRO 3: post the embeddings' all-gather unless they are held or on their way, into the slot
+ * that block group b (the block computed beside them) does not use. */
+static void z3_emb(trainer_t *t, int b)
+{
+    if (!t->pstate[0]) {
+        t->emb_slot = 1 + (z3_slot(t, b) - 1 + 1) % NSLOT;
+        z3_post(t, 0);
+    }
 }
 
 /* ZeRO 3: group g's parameters in the model (gathered now, or waited for), and the all-gather of
@@ -854,10 +873,10 @@ static void z3_updated(trainer_t *t)
         t->pstate[g] = 0;
         gpt_set_group_params(t->m, g, NULL);
     }
-    for (int k = 0; k < NSLOT + 2; k++) {
+    for (int k = 0; k < NSLOT + 1; k++) {
         t->powner[k] = -1;
     }
-    z3_post(t, 0);
+    z3_emb(t, 1);
     z3_post(t, 1);
 }
 
@@ -898,8 +917,18 @@ static void update_group(trainer_t *t, int g, int step, float lr, float scale)
  * update); ZeRO 0 per-layer waits for the group's gradients and applies its deferred update. */
 static void wait_params(trainer_t *t, int g)
 {
-    if (t->zero == 3) {
+    const int L = t->ngroups - 2;
+    if (t->zero == 3) { /* the embeddings: beside block 0, and again beside the last block */
+        if (g == 0) {
+            z3_emb(t, 1);
+        }
         z3_params(t, g, g + 1);
+        if (g == L || g == L + 1) {
+            z3_emb(t, L); /* wte for the head: posted behind lnf's all-gather */
+        }
+        if (g == L + 1) {
+            z3_params(t, 0, -1);
+        }
         return;
     }
     if (t->params_pending) {
@@ -969,6 +998,8 @@ static void backward(trainer_t *t, float dloss)
     gpt_model_t *m = t->m;
     int L = m->cfg.n_layer;
     if (t->zero == 3) { /* the head's groups, held since its forward; block L - 1 too */
+        z3_emb(t, L);
+        z3_params(t, 0, -1);
         z3_params(t, L + 1, L);
     }
     mark(L + 1, 1);
@@ -981,8 +1012,9 @@ static void backward(trainer_t *t, float dloss)
         if (t->zero >= 2) {
             take_slot(t, l + 1);
         }
-        if (t->zero == 3) { /* block l again, and block l - 1's all-gather behind it */
-            z3_params(t, l + 1, l);
+        if (t->zero == 3) { /* block l again, and block l - 1's all-gather behind it (not the
+                             * embeddings': their backward needs no parameters) */
+            z3_params(t, l + 1, l > 0 ? l : -1);
         }
         mark(l + 1, 1);
         if (gpt_backward_layer(m, l)) {
@@ -1481,6 +1513,42 @@ static void setup_pipeline(opts_t *o, const gpt_config_t *cfg, pp_kind_t *kind_p
 }
 
 /* --pp P > 1: the whole run on this rank's pipeline stages (trainer/pp_train.c). */
+/* kB of field ("VmHWM:") in /proc/self/status, or -1 where there is none. */
+static double proc_status_kb(const char *field)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    double kb = -1;
+    size_t n = strlen(field);
+    while (f && kb < 0 && fgets(line, sizeof line, f)) {
+        if (strncmp(line, field, n) == 0) {
+            kb = strtod(line + n, NULL);
+        }
+    }
+    if (f) {
+        fclose(f);
+    }
+    return kb;
+}
+
+/*
+ * One line per rank at the end of a run: the process's measured peak resident memory (VmHWM, or
+ * getrusage's ru_maxrss without /proc) and its resident memory now, with the training state still
+ * allocated (VmRSS). Measured, so it includes what the memory line above leaves out: the program,
+ * the C and OpenMP runtimes, tempo's transports and buffers, start-up transients.
+ */
+static void report_rss(void)
+{
+    double hwm = proc_status_kb("VmHWM:"), rss = proc_status_kb("VmRSS:");
+    if (hwm < 0) {
+        struct rusage ru;
+        hwm = getrusage(RUSAGE_SELF, &ru) == 0 ? (double)ru.ru_maxrss : -1;
+    }
+    printf("memory of rank %d: peak RSS %.2f MB (VmHWM), RSS at exit %.2f MB (VmRSS)\n",
+           D->world_rank, hwm * 1.024e-3, rss * 1.024e-3);
+    fflush(stdout);
+}
+
 static int run_pipeline(opts_t *o, const gpt_config_t *cfg, pp_kind_t kind)
 {
     char err[512];
@@ -1533,6 +1601,9 @@ static int run_pipeline(opts_t *o, const gpt_config_t *cfg, pp_kind_t kind)
     }
     if (po.csv) {
         fclose(po.csv);
+    }
+    if (!o->dump) {
+        report_rss();
     }
     loader_close(ld);
     int last_save_failed = rc && D->world_rank == 0; /* rank 0 alone fails the run for it */
@@ -1672,14 +1743,15 @@ int main(int argc, char **argv)
         printf("\n");
         /* ZeRO 3: the shard (with --tp: 1/dp of the rank's TP shard, not of the whole model),
          * then the gathered working set */
-        char zp[192] = "", of[80] = "";
+        char zp[256] = "", of[80] = "";
         if (o.zero == 3 && D->tp_size > 1) {
             snprintf(of, sizeof of, ", 1/%d of this rank's tensor-parallel %.2f MB", D->size,
                      4e-6 * (double)m->num_params);
         }
         if (o.zero == 3) {
-            snprintf(zp, sizeof zp, " (a shard of %.2f MB%s, and gathered buffers for 2 blocks, "
-                     "embeddings and lnf)", 4e-6 * (double)t.z.shard_n, of);
+            snprintf(zp, sizeof zp, " (a shard of %.2f MB%s, lnf, and 2 buffers of the largest "
+                     "group that the blocks and embeddings are gathered into)",
+                     4e-6 * (double)t.z.shard_n, of);
         }
         printf("memory per rank: parameters %.2f MB%s, gradients %.2f MB%s, AdamW state %.2f "
                "MB, activations %.2f MB (batch %d x context %d)\n",
@@ -1688,9 +1760,13 @@ int main(int argc, char **argv)
                            : "",
                8e-6 * (double)t.z.shard_n, 4e-6 * (double)gpt_act_floats(m), o.batch, o.context);
         printf("activations per rank: %.3f MB (recompute %s), of which LayerNorm and residual "
-               "regions %.3f MB%s\n",
+               "regions %.3f MB%s, column-parallel outputs (QKV, attention, fc and GELU, logits) "
+               "%.3f MB%s\n",
                4e-6 * (double)m->act_floats, gpt_recompute_name(o.recompute),
-               4e-6 * (double)m->act_seq_floats, o.sp ? " (sequence-parallel: 1/tp of them)" : "");
+               4e-6 * (double)m->act_seq_floats, o.sp ? " (sequence-parallel: 1/tp of them)" : "",
+               4e-6 * (double)m->act_col_floats,
+               D->tp_size > 1 ? " (the rank's heads, columns and vocabulary rows: 1/tp of them)"
+                              : "");
         size_t nv = li.val_windows < (size_t)o.val_windows ? li.val_windows : (size_t)o.val_windows;
         printf("data: %s: %zu tokens in %d file%s, %zu train / %zu validation (%zu of its "
                "windows evaluated)\n",
@@ -1857,6 +1933,9 @@ int main(int argc, char **argv)
         }
     }
     wait_all_params(&t);
+    if (!o.dump) {
+        report_rss();
+    }
     /* A failed final save fails the run through rank 0 alone, the last to finish (a rank
      * exiting non-zero first would make the launcher end rank 0 before its last lines). */
     int rc = dist_close(D) || (final_ckpt_failed && t.rank == 0) ? 1 : 0;
@@ -1873,7 +1952,7 @@ int main(int argc, char **argv)
     free(t.pending);
     free(t.pshard);
     free(t.pstate);
-    for (int k = 0; k < NSLOT + 2; k++) {
+    for (int k = 0; k < NSLOT + 1; k++) {
         free(t.pbuf[k]);
     }
     free(t.gemb);
