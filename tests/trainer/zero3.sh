@@ -119,7 +119,7 @@ grep "memory per rank" "$tmp/m4.log" | sed 's/^/# /'
 # 6. ZeRO 3 on a DP x TP mesh
 train 4 3 "$tmp/t22" --dp 2 --tp 2 --batch 4 --dump "$tmp/t22.bin"
 cmp0 $? ref t22 "DP=2 x TP=2 ZeRO 3: step-0 loss and gradients equal one rank's within 1e-5"
-grep -q "parameters .* (a shard of .* MB, 1/2 of this rank's tensor-parallel .* MB, and gathered" \
+grep -q "parameters .* (a shard of .* MB, 1/2 of this rank's tensor-parallel .* MB, lnf, and 2 buffers" \
     "$tmp/t22.log"
 point $? "DP=2 x TP=2 ZeRO 3: the memory line gives the shard as 1/2 of the rank's TP shard"
 grep "memory per rank" "$tmp/t22.log" | sed 's/^/# /'
