@@ -3,7 +3,7 @@
 # ranks (tempo-run), each layout against the single-rank run of the same global batch:
 #   1. step 0: the loss and the full gradient of TP=2 --sp, TP=4 --sp and DP=2 x TP=2 --sp (ZeRO 0
 #      and 1) equal one rank's within 1e-5 (tests/trainer/dumpcmp);
-#   2. 10 steps at TP=2, TP=4 and DP=2 x TP=2 with --sp track the single-rank losses within 1e-4;
+#   2. 20 steps at TP=2, TP=4 and DP=2 x TP=2 with --sp track the single-rank losses within 1e-4;
 #   3. the activation memory of the LayerNorm and residual regions (the run's "activations" line,
 #      the bytes the model allocated) drops by the TP size: 1/2 at TP=2, 1/4 at TP=4 (within 1 %,
 #      the printed rounding), while TP alone keeps all of it;
@@ -41,13 +41,13 @@ for l in "1 2 0" "1 4 0" "2 2 0" "2 2 1"; do
         "$o.log"
 done
 
-# 2. 10 steps
-run 1 1 "$tmp/l1" --steps 10
-point $? "single-rank 10 steps"
+# 2. 20 steps
+run 1 1 "$tmp/l1" --steps 20
+point $? "single-rank 20 steps"
 for l in "1 2" "1 4" "2 2"; do
     set -- $l
-    run "$1" "$2" "$tmp/l$1$2" --steps 10 --sp
-    track "$tmp/l1" "$tmp/l$1$2" 10 1e-4 "DP=$1 x TP=$2 --sp: 10 steps track one rank's losses within 1e-4"
+    run "$1" "$2" "$tmp/l$1$2" --steps 20 --sp
+    track "$tmp/l1" "$tmp/l$1$2" 20 1e-4 "DP=$1 x TP=$2 --sp: 20 steps track one rank's losses within 1e-4"
 done
 
 # 3. activation memory of the sharded regions at TP = 1, 2, 4 (from the step-0 runs above)
