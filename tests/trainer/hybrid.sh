@@ -22,21 +22,6 @@ prepare --dumpcmp TRAINER README.md include/tempo.h
 
 MODEL="--data $tmp/corpus.txt --layers 4 --heads 2 --channels 32 --context 32 --val-every 0 \
 --sample 0 --quiet --warmup 3 --lr 3e-3"
-# run N OUT [args...]: tempo-train on N ranks into OUT (log OUT.log)
-run() {
-    _n=$1 _out=$2
-    shift 2
-    launch "$_n" "$_out.log" --out "$_out" "$@"
-}
-# step0 N REF LABEL [args]: the step-0 dump of a layout on N ranks against REF.bin
-step0() {
-    _n=$1 _ref=$2 _lbl=$3
-    shift 3
-    _o="$tmp/s$num"
-    run "$_n" "$_o" --dump "$_o.bin" "$@"
-    dumped $? "$tmp/$_ref.bin" "$_o.bin" \
-        "$_lbl: step-0 loss and full gradient equal one rank's within 1e-5" "$_o.log"
-}
 
 echo "1..8"
 

@@ -173,15 +173,7 @@ mtrain() {
     timeout "$guard" "$mpirun" -n "$_n" $mpi_flags "$TT" --backend mpi $MODEL \
         --batch $((8 / _n)) --zero "$_z" --out "$_out" "$@" >"$_out.log" 2>&1 </dev/null
 }
-why=""
-"$TT" --help | grep -q "this build has: tempo, mpi" || why="tempo-train built without MPI"
-[ -n "$why" ] || mr_mpirun || why=$mpi_why
-if [ -n "$why" ]; then
-    for i in 1 2 3 4 5; do
-        ok "# SKIP mpi backend: $why"
-    done
-    exit 0
-fi
+mpi_skip 5
 for cfg in "2 0" "2 1" "4 2"; do
     set -- $cfg
     step0 mtrain "$1" "$2" "mpi backend, "

@@ -34,6 +34,14 @@
 #   worst A B N
 # the largest relative difference of the loss-column files A and B (%.3g), or "missing" unless
 # both have N lines.
+#   run N OUT [ARGS...]
+# launch on N ranks with --out OUT (log OUT.log); scripts with other layouts define their own.
+#   step0 N REF LABEL [ARGS...]
+# one point: the step-0 dump of ARGS on N ranks (run into $tmp/s<point>) equals $tmp/REF.bin
+# within 1e-5 (dumped).
+#   mpi_skip N
+# unless tempo-train was built with MPI and mpirun starts processes here (tests/mr/launch.sh's
+# mr_mpirun), N skipped points saying why, and exit 0.
 #   within W TOL
 # status 0 when W (from worst) is not "missing" and at most TOL.
 #   compare WANT GOT N TOL
@@ -150,4 +158,29 @@ refused() {
         [ ! -e "$tmp/bad/loss.csv" ]
     point $? "$_lbl is refused before any work"
     grep -m1 -- "$_msg" "$tmp/bad.log" | sed 's/^/# /'
+}
+
+run() {
+    _n=$1 _out=$2
+    shift 2
+    launch "$_n" "$_out.log" --out "$_out" "$@"
+}
+step0() {
+    _n=$1 _ref=$2 _lbl=$3
+    shift 3
+    _o="$tmp/s$num"
+    run "$_n" "$_o" --dump "$_o.bin" "$@"
+    dumped $? "$tmp/$_ref.bin" "$_o.bin" \
+        "$_lbl: step-0 loss and full gradient equal one rank's within 1e-5" "$_o.log"
+}
+mpi_skip() {
+    _why=""
+    "$TT" --help | grep -q "this build has: tempo, mpi" || _why="tempo-train built without MPI"
+    [ -n "$_why" ] || mr_mpirun || _why=$mpi_why
+    if [ -n "$_why" ]; then
+        for _i in $(seq 1 "$1"); do
+            ok "# SKIP mpi backend: $_why"
+        done
+        exit 0
+    fi
 }

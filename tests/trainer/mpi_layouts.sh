@@ -35,15 +35,7 @@ mstep0() {
 }
 
 echo "1..5"
-why=""
-"$TT" --help | grep -q "this build has: tempo, mpi" || why="tempo-train built without MPI"
-[ -n "$why" ] || mr_mpirun || why=$mpi_why
-if [ -n "$why" ]; then
-    for i in 1 2 3 4 5; do
-        ok "# SKIP mpi backend: $why"
-    done
-    exit 0
-fi
+mpi_skip 5
 
 # 1. step 0 against one rank
 launch 1 "$tmp/ref.log" --out "$tmp/ref" --batch 4 --accum 2 --dump "$tmp/ref.bin"

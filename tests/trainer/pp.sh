@@ -37,12 +37,6 @@ prepare --dumpcmp TRAINER README.md include/tempo.h
 
 MODEL="--data $tmp/corpus.txt --layers 4 --heads 4 --channels 32 --context 32 --val-every 0 \
 --sample 0 --warmup 3 --lr 3e-3"
-# run N OUT [args...]: tempo-train on N ranks into OUT (log OUT.log)
-run() {
-    _n=$1 _out=$2
-    shift 2
-    launch "$_n" "$_out.log" --out "$_out" "$@"
-}
 # track10 A B LABEL: the 10 losses of runs A and B agree within 1e-4
 track10() { track "$1" "$2" 10 1e-4 "$3: 10 steps track one rank's losses within 1e-4"; }
 
@@ -53,15 +47,6 @@ run 1 "$tmp/r4" --batch 2 --accum 4 --dump "$tmp/r4.bin"
 point $? "single-rank step-0 dump, 4 micro-batches"
 run 1 "$tmp/r2" --batch 4 --accum 2 --dump "$tmp/r2.bin"
 point $? "single-rank step-0 dump, 2 micro-batches of 4"
-# step0 N REF LABEL [args]: the step-0 dump of a pipeline on N ranks against REF.bin
-step0() {
-    _n=$1 _ref=$2 _lbl=$3
-    shift 3
-    _o="$tmp/s$num"
-    run "$_n" "$_o" --dump "$_o.bin" "$@"
-    dumped $? "$tmp/$_ref.bin" "$_o.bin" \
-        "$_lbl: step-0 loss and full gradient equal one rank's within 1e-5" "$_o.log"
-}
 step0 2 r4 "PP=2 1f1b M=4" --batch 2 --pp 2 --micro 4
 step0 2 r4 "PP=2 gpipe M=4" --batch 2 --pp 2 --micro 4 --pp-schedule gpipe
 step0 4 r4 "PP=4 1f1b M=4" --batch 2 --pp 4 --micro 4

@@ -30,12 +30,6 @@ prepare --dumpcmp TRAINER README.md include/tempo.h
 
 MODEL="--data $tmp/corpus.txt --layers 4 --heads 4 --channels 32 --context 32 --val-every 0 \
 --sample 0 --warmup 3 --lr 3e-3"
-# run N OUT [args...]: tempo-train on N ranks into OUT (log OUT.log)
-run() {
-    _n=$1 _out=$2
-    shift 2
-    launch "$_n" "$_out.log" --out "$_out" "$@"
-}
 DP2PP2="--batch 2 --pp 2 --dp 2 --micro 2"
 
 echo "1..16"
@@ -43,21 +37,12 @@ echo "1..16"
 # 1. step 0 against one rank
 run 1 "$tmp/r2" --batch 4 --accum 2 --dump "$tmp/r2.bin"
 point $? "single-rank step-0 dump, 2 micro-batches of 4"
-# step0 N LABEL [args]: the step-0 dump of a pipeline on N ranks against r2.bin
-step0() {
-    _n=$1 _lbl=$2
-    shift 2
-    _o="$tmp/s$num"
-    run "$_n" "$_o" --dump "$_o.bin" "$@"
-    dumped $? "$tmp/r2.bin" "$_o.bin" \
-        "$_lbl: step-0 loss and full gradient equal one rank's within 1e-5" "$_o.log"
-}
-step0 4 "DP=2 x PP=2 ZeRO 1" $DP2PP2 --zero 1
-step0 4 "DP=2 x PP=2 ZeRO 2 interleaved V=2" $DP2PP2 --zero 2 --virtual 2 \
+step0 4 r2 "DP=2 x PP=2 ZeRO 1" $DP2PP2 --zero 1
+step0 4 r2 "DP=2 x PP=2 ZeRO 2 interleaved V=2" $DP2PP2 --zero 2 --virtual 2 \
     --pp-schedule interleaved
-step0 8 "DP=2 x TP=2 x PP=2 ZeRO 1" $DP2PP2 --tp 2 --zero 1
-step0 4 "DP=2 x PP=2 ZeRO 3" $DP2PP2 --zero 3
-step0 8 "DP=2 x TP=2 x PP=2 ZeRO 3" $DP2PP2 --tp 2 --zero 3 --steps 1
+step0 8 r2 "DP=2 x TP=2 x PP=2 ZeRO 1" $DP2PP2 --tp 2 --zero 1
+step0 4 r2 "DP=2 x PP=2 ZeRO 3" $DP2PP2 --zero 3
+step0 8 r2 "DP=2 x TP=2 x PP=2 ZeRO 3" $DP2PP2 --tp 2 --zero 3 --steps 1
 
 # 2. 10 steps, and the checkpoint of step 5 resumed at one rank
 run 1 "$tmp/l2" --batch 4 --accum 2 --steps 10 --quiet
