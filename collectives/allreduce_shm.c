@@ -30,7 +30,8 @@
  * running one finishes. Waiting operations are parked (tempo__op_park): the engine does not poll
  * them, so a queue of N operations costs O(N) in all, not O(N) per progress pass, and their
  * TEMPO_TIMEOUT starts only when their turn comes. Waiting on a peer's counter is polling: the
- * engine yields or sleeps when nothing moves, and a dead peer is noticed through its tcp
+ * engine yields or sleeps when nothing moves (a rank that publishes a counter rings the doorbell
+ * of the peers that sleep: transport/shm.c), and a dead peer is noticed through its tcp
  * connection.
  */
 #include "config.h"
@@ -99,6 +100,8 @@ struct tempo__shm_coll {
     char *in;          /* (n, 2, stage) */
     char *out;         /* (n, 2, outsz) */
     const void **srcs; /* (n) scratch: the operands of a fold */
+    tempo__world_t *world;
+    const int *wranks; /* (n) the communicator's world ranks, for the doorbell */
     uint64_t nsmall;   /* small operations started (same on every rank) */
     uint64_t nseg;     /* segments started (same on every rank) */
     uint64_t nops;     /* operations started (same on every rank) */
@@ -133,9 +136,11 @@ static inline uint64_t ld(flag_t *f)
 {
     return atomic_load_explicit(&f->v, memory_order_acquire);
 }
-static inline void st(flag_t *f, uint64_t v)
+/* Publish this rank's counter, and wake the peers that sleep waiting for it (the shm doorbell). */
+static inline void publish(tempo__shm_coll_t *sc, flag_t *f, uint64_t v)
 {
     atomic_store_explicit(&f->v, v, memory_order_release);
+    tempo__shm_published(sc->world, sc->wranks, sc->n);
 }
 
 static inline char *small_slot(tempo__shm_coll_t *sc, int rank, uint64_t k)
@@ -172,6 +177,8 @@ tempo_status_t tempo__shm_coll_create(struct tempo_comm *comm, tempo__shm_coll_t
     }
     sc->n = n;
     sc->me = comm->rank;
+    sc->world = comm->world;
+    sc->wranks = comm->ranks;
     tempo__list_init(&sc->queue);
     tempo__list_init(&sc->spare);
     sc->srcs = tempo__calloc((size_t)n, sizeof(*sc->srcs), "shm fold operands");
@@ -319,7 +326,7 @@ static tempo_status_t progress_staged(tempo__op_t *op, shm_op_t *so)
                 memcpy(dst, src, boff * es);
                 memcpy(dst + (boff + bcnt) * es, src + (boff + bcnt) * es,
                        (cnt - boff - bcnt) * es);
-                st(&sc->ctl[me].in, g + 1);
+                publish(sc, &sc->ctl[me].in, g + 1);
                 so->next_in++;
                 moved = 1;
             } else {
@@ -348,7 +355,7 @@ static tempo_status_t progress_staged(tempo__op_t *op, shm_op_t *so)
                 sc->srcs[me] =
                     (const char *)op->sendbuf + (so->next_red * so->seg_elems + boff) * es;
                 tempo__reduce_n(out_area(sc, me, g), sc->srcs, n, bcnt, op->dtype, op->redop);
-                st(&sc->ctl[me].red, g + 1);
+                publish(sc, &sc->ctl[me].red, g + 1);
                 so->next_red++;
                 moved = 1;
             } else {
@@ -371,7 +378,7 @@ static tempo_status_t progress_staged(tempo__op_t *op, shm_op_t *so)
                         memcpy(dst + boff * es, out_area(sc, r, g), bcnt * es);
                     }
                 }
-                st(&sc->ctl[me].done, g + 1);
+                publish(sc, &sc->ctl[me].done, g + 1);
                 so->next_out++;
                 moved = 1;
                 if (so->next_out == so->nseg) {
@@ -427,7 +434,7 @@ static tempo_status_t shm_progress(tempo__op_t *op)
             so->k = sc->nsmall++;
             publish_sig(op, so);
             memcpy(small_slot(sc, sc->me, so->k), op->sendbuf, op->count * so->esize);
-            st(&sc->ctl[sc->me].small, so->k + 1);
+            publish(sc, &sc->ctl[sc->me].small, so->k + 1);
         } else {
             so->g0 = sc->nseg;
             sc->nseg += so->nseg;

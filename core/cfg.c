@@ -82,6 +82,9 @@ static const field_t fields[] = {
     F("TEMPO_SHM", "1", T_BOOL, shm, "Use shared memory between ranks of the same host"),
     F("TEMPO_SHM_RING_BYTES", "256K", T_SIZE, shm_ring_bytes,
       "Size of each shared-memory ring between two ranks of a host (one per direction)"),
+    F("TEMPO_SHM_BELL", "1", T_BOOL, shm_bell,
+      "A rank sleeping in a wait is woken by a same-host peer's shared-memory data at once (a "
+      "doorbell datagram) instead of at its next 1 ms tick"),
     F("TEMPO_SHM_COLL_BYTES", "512K", T_SIZE, shm_coll_bytes,
       "Per-rank staging area of the shared-memory collectives (segment size of the pipeline)"),
     F("TEMPO_UNEXPECTED_BYTES", "64M", T_SIZE, unexpected_bytes,

@@ -25,6 +25,7 @@ typedef struct tempo__config {
     char algo[512];        /* TEMPO_ALGO, interpreted by collectives/select.c */
     int shm;               /* TEMPO_SHM: use shared memory inside a host */
     size_t shm_ring_bytes; /* TEMPO_SHM_RING_BYTES: per ordered pair of ranks */
+    int shm_bell;          /* TEMPO_SHM_BELL: wake sleeping same-host peers after shm publishes */
     size_t shm_coll_bytes; /* TEMPO_SHM_COLL_BYTES: per-rank staging of shm collectives */
     size_t unexpected_bytes; /* TEMPO_UNEXPECTED_BYTES: per peer, 0: no limit */
     double spin_s;         /* TEMPO_SPIN: busy-poll time before sleeping in a wait */

@@ -3,8 +3,9 @@
  *
  * Progress is cooperative: tempo_test/tempo_wait (and blocking calls) run it with the world lock
  * held. A wait polls; when nothing has happened for TEMPO_SPIN it sleeps in the transports' idle
- * function (1 ms at a time, woken early by socket activity), and when the host has more ranks than
- * CPUs it yields the CPU between polls so that the ranks it waits for can run.
+ * function (1 ms at a time, woken early by socket activity and by the shm doorbell: engine_sleep),
+ * and when the host has more ranks than CPUs it yields the CPU between polls so that the ranks it
+ * waits for can run.
  *
  * Background progress (TEMPO_PROGRESS_THREAD, on by default): a thread per world advances the engine
  * while operations are running and no caller is inside a wait. A waiting caller drives progress
@@ -294,6 +295,26 @@ tempo_status_t tempo__op_start(tempo__op_t *op)
     return st;
 }
 
+/* Sleep up to 1 ms in the transports' idle function, with the lock held on entry and on return.
+ * With the shm doorbell the rank first says that it sleeps, then polls once more: data that a
+ * same-host peer published before it saw the flag is found here, and data published after rings
+ * the bell, which ends the sleep at once (transport/shm.c). */
+static void engine_sleep(tempo__world_t *w)
+{
+    int dozing = w->tl_doze && w->tl_doze(w, 1);
+    if (dozing && tempo__engine_progress(w)) {
+        w->tl_doze(w, 0);
+        return;
+    }
+    pthread_mutex_unlock(&w->lock);
+    int why = w->tl_idle(w, 1);
+    pthread_mutex_lock(&w->lock);
+    if (dozing && w->tl_doze) { /* tl_doze is gone if the transports closed meanwhile */
+        w->tl_doze(w, 0);
+    }
+    w->wakes[why]++;
+}
+
 /* One idle step after `spins` polls without an event. With more ranks than CPUs on the host, the
  * rank we wait for is often not running, so the CPU is handed over after a few polls; otherwise
  * only every 1024 polls. (Measured: yielding every 64 polls cut an 8-byte all-reduce from about
@@ -303,9 +324,7 @@ tempo_status_t tempo__op_start(tempo__op_t *op)
 static void idle_step(tempo__world_t *w, unsigned spins)
 {
     if (w->sleep_at_once && w->tl_idle) {
-        pthread_mutex_unlock(&w->lock);
-        w->tl_idle(w, 1);
-        pthread_mutex_lock(&w->lock);
+        engine_sleep(w);
         return;
     }
     if (w->oversubscribed ? spins < 4 : spins < 64) {
@@ -320,9 +339,7 @@ static void idle_step(tempo__world_t *w, unsigned spins)
         uint64_t now = tempo__now_ns();
         if (w->last_event_ns && now - w->last_event_ns > (uint64_t)(tempo__cfg.spin_s * 1e9) &&
             w->tl_idle) {
-            pthread_mutex_unlock(&w->lock);
-            w->tl_idle(w, 1);
-            pthread_mutex_lock(&w->lock);
+            engine_sleep(w);
         } else if (!w->last_event_ns) {
             w->last_event_ns = now;
         }
@@ -431,14 +448,13 @@ static void *progress_main(void *arg)
         }
         spins++;
         uint64_t now = tempo__now_ns();
-        void (*idle)(tempo__world_t *, int) = now - w->last_event_ns >= spin_ns ? w->tl_idle : NULL;
-        pthread_mutex_unlock(&w->lock);
-        if (idle) {
-            idle(w, 1);
+        if (w->tl_idle && now - w->last_event_ns >= spin_ns) {
+            engine_sleep(w);
         } else if (w->oversubscribed || (spins & 15) == 0) {
+            pthread_mutex_unlock(&w->lock);
             sched_yield();
+            pthread_mutex_lock(&w->lock);
         }
-        pthread_mutex_lock(&w->lock);
     }
     pthread_mutex_unlock(&w->lock);
     return NULL;

@@ -236,13 +236,25 @@ typedef struct tempo__world {
     /* Transport layer, registered by transport/transport.c. */
     void *tl;
     int (*tl_progress)(struct tempo__world *w);              /* returns the number of events */
-    void (*tl_idle)(struct tempo__world *w, int timeout_ms); /* sleep until I/O or the timeout */
+    int (*tl_idle)(struct tempo__world *w, int timeout_ms); /* sleep until I/O or the timeout;
+                                                             * returns TEMPO__WAKE_* */
+    /** Publish (1) or withdraw (0) "this rank sleeps" for same-host peers (the shm doorbell);
+     *  returns whether it was published. Called with the lock held. */
+    int (*tl_doze)(struct tempo__world *w, int sleeping);
+    /** The shm doorbell's count of sleeping ranks on this host, NULL without one (read by
+     *  tempo__shm_published). */
+    _Atomic uint32_t *shm_sleepers;
+    /** Why the waits' sleeps ended (TEMPO__WAKE_*): the shm doorbell, socket I/O, the 1 ms timeout.
+     *  Under the lock; logged when the world closes (TRANSPORT, INFO). */
+    uint64_t wakes[3];
     void (*tl_close)(struct tempo__world *w, int graceful);
     /** Queue a control note (copied) to world rank peer on its data connection, after what was
      *  sent to it before; best effort (a peer that is gone gets nothing). */
     void (*tl_note)(struct tempo__world *w, int peer, const void *data, size_t len);
 } tempo__world_t;
 
+
+enum { TEMPO__WAKE_TIMEOUT = 0, TEMPO__WAKE_IO = 1, TEMPO__WAKE_BELL = 2 };
 
 /** Tag layout: [63] point-to-point, [62:48] context, [47:16] sequence number, [15:0] step.
  *  Point-to-point: [63] = 1, [62:48] context, [47:32] 0, [31:0] user tag. */

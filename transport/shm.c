@@ -17,6 +17,21 @@
  * to tcp, with a warning: all ranks decide the same way.
  *
  * A ring never reports end-of-stream; a dead peer is noticed through its tcp connection.
+ *
+ * Doorbell (TEMPO_SHM_BELL): a ring or a counter in shared memory wakes no poll(), so a rank that
+ * sleeps in a wait (core/engine.c, after TEMPO_SPIN) would notice a same-host peer's data only at
+ * its next 1 ms tick. Before it sleeps, a rank sets its flag in the segment (one cache line per
+ * local rank, plus one line counting the sleepers of the host; none of them is written on the hot
+ * path), re-checks for progress (so that data published before the flag was visible is not
+ * missed), then sleeps in epoll_wait with its bell socket in the set. A rank that publishes to a
+ * peer (ring tail or head here, counters of the shm collectives through tempo__shm_published)
+ * loads the peer's flag, or the sleeper count, relaxed: one load on the hot path. If it is set,
+ * the publisher clears it (one ring per sleep) and sends a one-byte datagram to the peer's bell:
+ * an abstract unix socket named by the job uuid and the world rank, so nothing is exchanged and
+ * nothing is left on disk. The 1 ms timeout stays as the backstop: a lost bell (the publisher's
+ * flag load passed its own tail store, a second thread of the rank slept at the same time, ranks
+ * in different network namespaces, a bind that failed) costs what a sleep cost before. A stray
+ * datagram from another process of the host only wakes a sleeper early.
  */
 #include "config.h"
 
@@ -28,7 +43,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #define SEG_MAGIC 0x54454d504f53484dull /* "TEMPOSHM" */
@@ -52,8 +69,19 @@ typedef struct seg_hdr {
     uint32_t nlocal;
 } seg_hdr_t;
 
+/* A doorbell word on a cache line of its own: bells[0] counts the sleepers of the host,
+ * bells[1 + i] is set while local rank i sleeps (or is about to). */
+typedef struct bell_line {
+    _Atomic uint32_t v;
+    char pad[TEMPO_CACHELINE - sizeof(uint32_t)];
+} bell_line_t;
+
 typedef struct shm_ep {
     tempo__stream_t stream;
+    struct shm_tl *tl;
+    _Atomic uint32_t *peer_bell; /* the peer's sleeping flag */
+    struct sockaddr_un bell_addr; /* the peer's bell socket (abstract name) */
+    socklen_t bell_len;
     shm_ring_t *out;   /* this rank -> peer */
     shm_ring_t *in;    /* peer -> this rank */
     uint64_t mask;     /* ring_bytes - 1 */
@@ -70,7 +98,109 @@ struct shm_tl {
     int nlocal;
     int *local;     /* (nlocal) world ranks of this host, ascending */
     shm_ep_t **eps; /* (world size) NULL unless the peer is served by shm */
+    bell_line_t *bells; /* (1 + nlocal) in the segment: sleepers, then one flag per local rank */
+    _Atomic uint32_t *my_bell; /* this rank's flag */
+    int bell_fd;               /* this rank's bell socket, -1 when the doorbell is off */
 };
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Doorbell                                                                                       */
+/* ---------------------------------------------------------------------------------------------- */
+
+static socklen_t bell_name(struct sockaddr_un *a, uint64_t uuid, int wrank)
+{
+    memset(a, 0, sizeof(*a));
+    a->sun_family = AF_UNIX;
+    /* abstract namespace: sun_path[0] is 0 and the name is the bytes after it, no terminator */
+    int n = snprintf(a->sun_path + 1, sizeof(a->sun_path) - 1, "tempo-bell-%016llx-%d",
+                     (unsigned long long)uuid, wrank);
+    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
+/* The peer's flag was seen set after a publish: clear it, and ring if this call cleared it. */
+static void bell_ring(shm_tl_t *s, shm_ep_t *ep)
+{
+    if (s->bell_fd >= 0 && atomic_exchange_explicit(ep->peer_bell, 0, memory_order_acq_rel)) {
+        char b = 1;
+        (void)sendto(s->bell_fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL,
+                     (const struct sockaddr *)&ep->bell_addr, ep->bell_len);
+    }
+}
+
+static inline void bell_check(shm_ep_t *ep)
+{
+    if (TEMPO_UNLIKELY(atomic_load_explicit(ep->peer_bell, memory_order_relaxed))) {
+        bell_ring(ep->tl, ep);
+    }
+}
+
+void tempo__shm_wake(tempo__world_t *w, const int *wranks, int n)
+{
+    shm_tl_t *s = ((tempo__tl_t *)w->tl)->shm;
+    for (int i = 0; i < n; i++) {
+        shm_ep_t *ep = wranks[i] != w->rank ? s->eps[wranks[i]] : NULL;
+        if (ep) {
+            bell_check(ep);
+        }
+    }
+}
+
+int tempo__shm_doze(shm_tl_t *s, int sleeping)
+{
+    if (!s || s->bell_fd < 0) {
+        return 0;
+    }
+    if (sleeping) {
+        /* seq_cst: the flag is visible before the caller's re-check reads the rings */
+        atomic_store(s->my_bell, 1);
+        atomic_fetch_add(&s->bells[0].v, 1);
+    } else {
+        atomic_store_explicit(s->my_bell, 0, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&s->bells[0].v, 1, memory_order_relaxed);
+    }
+    return 1;
+}
+
+int tempo__shm_bell_fd(shm_tl_t *s)
+{
+    return s ? s->bell_fd : -1;
+}
+
+_Atomic uint32_t *tempo__shm_sleepers(shm_tl_t *s)
+{
+    return &s->bells[0].v;
+}
+
+void tempo__shm_bell_drain(shm_tl_t *s)
+{
+    char b[64];
+    while (recv(s->bell_fd, b, sizeof(b), MSG_DONTWAIT) > 0) {
+    }
+}
+
+/* This rank's bell socket; without one (bind failed) the doorbell is off here, so its flag is never
+ * set and peers never ring it. */
+static void bell_open(shm_tl_t *s, tempo__world_t *w)
+{
+    s->bell_fd = -1;
+    if (!tempo__cfg.shm_bell) {
+        return;
+    }
+    struct sockaddr_un a;
+    socklen_t len = bell_name(&a, w->job_uuid, w->rank);
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0 || bind(fd, (const struct sockaddr *)&a, len) != 0) {
+        TEMPO_INFO(TEMPO_SUB_TRANSPORT,
+                   "shm doorbell off on this rank (%s): sleeping waits notice same-host data "
+                   "within 1 ms",
+                   strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+        }
+        return;
+    }
+    s->bell_fd = fd;
+}
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Ring pipe                                                                                      */
@@ -108,6 +238,7 @@ static ssize_t ring_writev(void *pipe, const struct iovec *iov, int iovcnt)
         }
     }
     atomic_store_explicit(&ep->out->tail, ep->out_tail, memory_order_release);
+    bell_check(ep);
     return (ssize_t)written;
 }
 
@@ -130,6 +261,7 @@ static ssize_t ring_read(void *pipe, void *buf, size_t len)
     memcpy((char *)buf + first, ep->in->data, n - first);
     ep->in_head += n;
     atomic_store_explicit(&ep->in->head, ep->in_head, memory_order_release);
+    bell_check(ep); /* a producer may sleep waiting for room */
     return (ssize_t)n;
 }
 
@@ -326,9 +458,16 @@ static size_t ring_stride(size_t ring_bytes)
     return sizeof(shm_ring_t) + ring_bytes;
 }
 
+/* Segment layout: header, doorbell lines (1 + nlocal), rings (nlocal x nlocal). */
+static size_t rings_off(int nlocal)
+{
+    return TEMPO_ALIGN_UP(sizeof(seg_hdr_t), TEMPO_CACHELINE) +
+           (1 + (size_t)nlocal) * sizeof(bell_line_t);
+}
+
 static shm_ring_t *ring_at(void *base, size_t ring_bytes, int nlocal, int from, int to)
 {
-    size_t off = TEMPO_ALIGN_UP(sizeof(seg_hdr_t), TEMPO_CACHELINE) +
+    size_t off = rings_off(nlocal) +
                  ((size_t)from * (size_t)nlocal + (size_t)to) * ring_stride(ring_bytes);
     return (shm_ring_t *)((char *)base + off);
 }
@@ -344,6 +483,7 @@ tempo_status_t tempo__shm_setup(tempo__world_t *w, uint64_t deadline, shm_tl_t *
         return TEMPO_ERR_NOMEM;
     }
     s->world = w;
+    s->bell_fd = -1;
     s->local = tempo__malloc(sizeof(int) * (size_t)w->nlocal, "shm local ranks");
     s->eps = tempo__calloc((size_t)w->size, sizeof(*s->eps), "shm endpoints");
     if (!s->local || !s->eps) {
@@ -363,8 +503,7 @@ tempo_status_t tempo__shm_setup(tempo__world_t *w, uint64_t deadline, shm_tl_t *
     while (ring_bytes < tempo__cfg.shm_ring_bytes && ring_bytes < (1ull << 30)) {
         ring_bytes <<= 1;
     }
-    size_t size = TEMPO_ALIGN_UP(sizeof(seg_hdr_t), TEMPO_CACHELINE) +
-                  (size_t)s->nlocal * (size_t)s->nlocal * ring_stride(ring_bytes);
+    size_t size = rings_off(s->nlocal) + (size_t)s->nlocal * (size_t)s->nlocal * ring_stride(ring_bytes);
     char name[96];
     snprintf(name, sizeof(name), "/tempo-%016llx-%016llx", (unsigned long long)w->job_uuid,
              (unsigned long long)w->peers[w->rank].info.host_id);
@@ -391,6 +530,9 @@ tempo_status_t tempo__shm_setup(tempo__world_t *w, uint64_t deadline, shm_tl_t *
     }
     s->base = base;
     s->size = size;
+    s->bells = (bell_line_t *)((char *)base + TEMPO_ALIGN_UP(sizeof(seg_hdr_t), TEMPO_CACHELINE));
+    s->my_bell = &s->bells[1 + me].v;
+    bell_open(s, w);
     for (int i = 0; i < s->nlocal; i++) {
         int r = s->local[i];
         if (r == w->rank) {
@@ -404,6 +546,9 @@ tempo_status_t tempo__shm_setup(tempo__world_t *w, uint64_t deadline, shm_tl_t *
         ep->out = ring_at(base, ring_bytes, s->nlocal, me, i);
         ep->in = ring_at(base, ring_bytes, s->nlocal, i, me);
         ep->mask = ring_bytes - 1;
+        ep->tl = s;
+        ep->peer_bell = &s->bells[1 + i].v;
+        ep->bell_len = bell_name(&ep->bell_addr, w->job_uuid, r);
         st = tempo__stream_init(&ep->stream, w, r, "shm", &ring_pipe_ops, ep);
         if (st != TEMPO_OK) {
             tempo__free(ep);
@@ -489,6 +634,9 @@ void tempo__shm_close(shm_tl_t *s, int graceful, uint64_t deadline)
                 tempo__free(s->eps[r]);
             }
         }
+    }
+    if (s->bell_fd >= 0) {
+        close(s->bell_fd);
     }
     if (s->base) {
         munmap(s->base, s->size);

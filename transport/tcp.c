@@ -326,7 +326,7 @@ int tempo__tcp_progress(tcp_tl_t *t, int timeout_ms)
     t->last_poll = now ? now : tempo__now_ns();
     for (int i = 0; i < n; i++) {
         tcp_ep_t *ep = evs[i].data.ptr;
-        if (ep->fd < 0) {
+        if (!ep || ep->fd < 0) { /* NULL: the shm doorbell, drained by the sleeper it woke */
             continue;
         }
         if (evs[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
@@ -347,11 +347,27 @@ int tempo__tcp_progress(tcp_tl_t *t, int timeout_ms)
     return events;
 }
 
-void tempo__tcp_wait(tcp_tl_t *t, int timeout_ms)
+int tempo__tcp_wait(tcp_tl_t *t, int timeout_ms)
 {
     /* Level-triggered: what epoll reports here is reported again to the next progress pass. */
     struct epoll_event evs[8];
-    (void)epoll_wait(t->epfd, evs, 8, timeout_ms);
+    int n = epoll_wait(t->epfd, evs, 8, timeout_ms);
+    for (int i = 0; i < n; i++) {
+        if (!evs[i].data.ptr) {
+            return TEMPO__WAKE_BELL;
+        }
+    }
+    return n > 0 ? TEMPO__WAKE_IO : TEMPO__WAKE_TIMEOUT;
+}
+
+tempo_status_t tempo__tcp_watch(tcp_tl_t *t, int fd)
+{
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+    if (epoll_ctl(t->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        return tempo__err(TEMPO_ERR_SYSTEM, "epoll_ctl() for the shm doorbell: %s",
+                          strerror(errno));
+    }
+    return TEMPO_OK;
 }
 
 void tempo__tcp_close(tcp_tl_t *t, int graceful, uint64_t deadline)

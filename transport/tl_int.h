@@ -25,8 +25,11 @@ extern const tempo__tl_ops_t tempo__shm_ops;
 tempo_status_t tempo__tcp_setup(tempo__world_t *w, int listen_fd, uint64_t deadline,
                                 tcp_tl_t **tcp_p);
 int tempo__tcp_progress(tcp_tl_t *t, int timeout_ms);
-/** Wait up to timeout_ms for socket readiness without moving data (callable without the lock). */
-void tempo__tcp_wait(tcp_tl_t *t, int timeout_ms);
+/** Wait up to timeout_ms for socket readiness without moving data (callable without the lock);
+ *  returns why it returned (TEMPO__WAKE_*). */
+int tempo__tcp_wait(tcp_tl_t *t, int timeout_ms);
+/** Watch fd (the shm doorbell) in tempo__tcp_wait; progress ignores it. */
+tempo_status_t tempo__tcp_watch(tcp_tl_t *t, int fd);
 void tempo__tcp_close(tcp_tl_t *t, int graceful, uint64_t deadline);
 /** The tcp endpoint of a peer (every peer has one), for setup messages. */
 void *tempo__tcp_ep(tcp_tl_t *t, int peer);
@@ -39,6 +42,14 @@ int tempo__shm_progress(shm_tl_t *s);
 /** The shm endpoint of a peer, or NULL when the peer is not served by shm. */
 void *tempo__shm_ep(shm_tl_t *s, int peer);
 void tempo__shm_close(shm_tl_t *s, int graceful, uint64_t deadline);
+/** Doorbell (shm.c): publish (sleeping = 1) or withdraw (0) this rank's "sleeping" flag; returns
+ *  whether the doorbell is on (else nothing was published). */
+int tempo__shm_doze(shm_tl_t *s, int sleeping);
+/** The bell socket to watch while sleeping, or -1; tempo__shm_bell_drain empties it. */
+int tempo__shm_bell_fd(shm_tl_t *s);
+/** The host's count of sleeping ranks (for world->shm_sleepers). */
+_Atomic uint32_t *tempo__shm_sleepers(shm_tl_t *s);
+void tempo__shm_bell_drain(shm_tl_t *s);
 
 /** Blocking exchange of small setup messages over the tcp endpoints, outside any operation:
  *  post the sends and receives, then run the engine until all complete or the deadline. */

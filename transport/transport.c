@@ -52,10 +52,19 @@ static int tl_progress(tempo__world_t *w)
 
 /* Called without the world lock (a caller's wait and the progress thread may both be idle), so it
  * only waits for socket readiness and moves no data: the next progress pass does that. */
-static void tl_idle(tempo__world_t *w, int timeout_ms)
+static int tl_idle(tempo__world_t *w, int timeout_ms)
 {
     tempo__tl_t *tl = w->tl;
-    tempo__tcp_wait(tl->tcp, timeout_ms);
+    int why = tempo__tcp_wait(tl->tcp, timeout_ms);
+    if (why == TEMPO__WAKE_BELL) {
+        tempo__shm_bell_drain(tl->shm);
+    }
+    return why;
+}
+
+static int tl_doze(tempo__world_t *w, int sleeping)
+{
+    return tempo__shm_doze(((tempo__tl_t *)w->tl)->shm, sleeping);
 }
 
 static void tl_note(tempo__world_t *w, int peer, const void *data, size_t len)
@@ -72,6 +81,14 @@ static void tl_close(tempo__world_t *w, int graceful)
     if (!tl) {
         return;
     }
+    TEMPO_INFO(TEMPO_SUB_TRANSPORT,
+               "idle sleeps woken by the shm doorbell %llu, by sockets %llu, by the 1 ms timeout "
+               "%llu",
+               (unsigned long long)w->wakes[TEMPO__WAKE_BELL],
+               (unsigned long long)w->wakes[TEMPO__WAKE_IO],
+               (unsigned long long)w->wakes[TEMPO__WAKE_TIMEOUT]);
+    w->tl_doze = NULL;
+    w->shm_sleepers = NULL;
     /* Goodbyes are flushed for a while on a healthy job; after a failure they are best effort,
      * since a dead peer never drains its ring or socket. */
     uint64_t deadline =
@@ -127,6 +144,16 @@ tempo_status_t tempo__tl_setup(tempo__world_t *w, int listen_fd, uint64_t deadli
             tempo__tcp_set_data(tl->tcp, p, 0);
             nshm++;
         }
+    }
+    int bell = tempo__shm_bell_fd(tl->shm);
+    if (bell >= 0) {
+        st = tempo__tcp_watch(tl->tcp, bell);
+        if (st != TEMPO_OK) {
+            tl_close(w, 0);
+            return st;
+        }
+        w->tl_doze = tl_doze;
+        w->shm_sleepers = tempo__shm_sleepers(tl->shm);
     }
     TEMPO_INFO(TEMPO_SUB_INIT, "transports: %d peers over shm, %d over tcp", nshm,
                w->size - 1 - nshm);

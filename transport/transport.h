@@ -20,6 +20,19 @@
 #include "core/sock.h"
 #include "core/world.h"
 
+/** Ring the shm doorbell of those of world ranks wranks[0..n) that sleep (shm.c). */
+void tempo__shm_wake(tempo__world_t *w, const int *wranks, int n);
+
+/** After a store to shared memory that same-host ranks wranks[0..n) may be sleeping on (a counter
+ *  of a shm collective): wake those that sleep. One relaxed load while none of the host sleeps. */
+static inline void tempo__shm_published(tempo__world_t *w, const int *wranks, int n)
+{
+    if (TEMPO_UNLIKELY(w->shm_sleepers &&
+                       atomic_load_explicit(w->shm_sleepers, memory_order_relaxed))) {
+        tempo__shm_wake(w, wranks, n);
+    }
+}
+
 typedef struct tempo__xfer {
     tempo__list_t link; /* transport queue */
     int peer;           /* world rank */

@@ -60,3 +60,12 @@ check_PROGRAMS += %reldir%/difftest_mpi
 %canon_reldir%_difftest_mpi_CFLAGS = $(AM_CFLAGS) $(MPI_CFLAGS)
 %canon_reldir%_difftest_mpi_LDADD = libtempo.la $(MPI_LIBS)
 endif
+
+# The shm doorbell (issue 17): a rank sleeping in a wait is woken by a same-host peer's ring write
+# and shm all-reduce counters, not by its 1 ms timeout (tests/mr/doorbell.c; about 0.5 s). It forks
+# its two ranks with tests/fault/job.h and links the convenience library to read the world's wake
+# counters.
+check_PROGRAMS += %reldir%/doorbell
+TESTS += %reldir%/doorbell
+%canon_reldir%_doorbell_SOURCES = %reldir%/doorbell.c
+%canon_reldir%_doorbell_LDADD = libtempo_core.la
