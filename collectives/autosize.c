@@ -1,0 +1,101 @@
+/*
+ * autosize.c — the self-sizing credit and chunk size of the scheduled lane: measurements and the
+ * sizing rules documented in autosize.h. Deterministic arithmetic on the times it is given.
+ */
+#include "config.h"
+
+#include <math.h>
+
+#include "collectives/autosize.h"
+
+void tempo__autosize_init(tempo__autosize_t *a, size_t credit_cfg, size_t chunk_cfg)
+{
+    *a = (tempo__autosize_t){0};
+    a->auto_credit = credit_cfg == 0;
+    a->auto_chunk = chunk_cfg == 0;
+    a->credit = credit_cfg ? credit_cfg : TEMPO__AS_CREDIT_INIT;
+    a->chunk = chunk_cfg ? chunk_cfg : TEMPO__AS_CHUNK_INIT;
+    a->lat_s = -1.0;
+}
+
+tempo__as_mark_t tempo__autosize_mark(const tempo__autosize_t *a, uint64_t t_ns, size_t inflight)
+{
+    return (tempo__as_mark_t){t_ns, a->delivered, inflight == 0};
+}
+
+static double clampd(double v, double lo, double hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* R, L and the largest recent chunk from the sample windows. */
+static size_t measure(tempo__autosize_t *a)
+{
+    double r = 0.0, l = 0.0;
+    size_t b = 0;
+    for (unsigned i = 0; i < a->ns; i++) {
+        r = a->rs[i] > r ? a->rs[i] : r;
+        b = a->bs[i] > b ? a->bs[i] : b;
+    }
+    for (unsigned i = 0; i < a->nl; i++) {
+        double li = a->ld[i] - (double)a->lb[i] / r;
+        l += li > 0.0 ? li : 0.0;
+    }
+    a->rate = r;
+    a->lat_s = a->nl ? l / a->nl : -1.0;
+    return b;
+}
+
+/* The rules of autosize.h, applied with hysteresis. */
+static int resize(tempo__autosize_t *a, size_t b)
+{
+    double r = a->rate;
+    if (a->lat_s < 0.0 || r <= 0.0 || a->ns < TEMPO__AS_FIRST) {
+        return 0; /* too few samples yet: a lone first chunk's rate is b/d, so its L is 0 */
+    }
+    int changed = 0;
+    if (a->auto_credit) {
+        double want = clampd(r * a->lat_s + 2.0 * (double)b, (double)TEMPO__AS_CREDIT_MIN,
+                             (double)TEMPO__AS_CREDIT_MAX);
+        size_t c = (size_t)ceil(want / 65536.0) * 65536;
+        double step = fmin(0.25 * (double)a->credit, (double)b); /* below the product it climbs
+                                                                  * by about 2b per round */
+        int bound = want <= (double)TEMPO__AS_CREDIT_MIN || want >= (double)TEMPO__AS_CREDIT_MAX;
+        if ((fabs(want - (double)a->credit) > step || bound) && c != a->credit) {
+            a->credit = c;
+            changed = 1;
+        }
+    }
+    if (a->auto_chunk) {
+        double want = clampd(TEMPO__AS_CHUNK_K * r * a->lat_s, (double)TEMPO__AS_CHUNK_MIN,
+                             (double)TEMPO__AS_CHUNK_MAX);
+        double lw = log2(want);
+        if (fabs(lw - log2((double)a->chunk)) > 0.75) {
+            a->chunk = (size_t)1 << (int)lround(lw);
+            changed = 1;
+        }
+    }
+    return changed;
+}
+
+int tempo__autosize_done(tempo__autosize_t *a, const tempo__as_mark_t *m, size_t bytes,
+                         uint64_t t_ns)
+{
+    a->delivered += bytes;
+    if (t_ns <= m->t0_ns || bytes == 0) {
+        return 0; /* a clock that did not move says nothing */
+    }
+    double d = (double)(t_ns - m->t0_ns) * 1e-9;
+    a->rs[a->is] = (double)(a->delivered - m->delivered) / d;
+    a->bs[a->is] = bytes;
+    a->is = (a->is + 1) % TEMPO__AS_WIN;
+    a->ns += a->ns < TEMPO__AS_WIN;
+    if (m->alone) {
+        a->ld[a->il] = d;
+        a->lb[a->il] = bytes;
+        a->il = (a->il + 1) % TEMPO__AS_WIN;
+        a->nl += a->nl < TEMPO__AS_WIN;
+    }
+    a->samples++;
+    return resize(a, measure(a));
+}
