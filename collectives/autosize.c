@@ -28,21 +28,40 @@ static double clampd(double v, double lo, double hi)
     return v < lo ? lo : v > hi ? hi : v;
 }
 
-/* R, L and the largest recent chunk from the sample windows. */
+/* The window's second largest delivery rate: the largest but one outlier (two chunks that
+ * complete in one progress pass make one sample of a chunk that was nearly done long before). */
+static double window_rate(const tempo__autosize_t *a)
+{
+    double r1 = 0.0, r2 = 0.0;
+    for (unsigned i = 0; i < a->ns; i++) {
+        if (a->rs[i] > r1) {
+            r2 = r1;
+            r1 = a->rs[i];
+        } else if (a->rs[i] > r2) {
+            r2 = a->rs[i];
+        }
+    }
+    return a->ns > 1 ? r2 : r1;
+}
+
+/* R, L (each an EWMA, weight 1/2, of the windows' values at successive decisions) and the largest
+ * recent chunk. */
 static size_t measure(tempo__autosize_t *a)
 {
-    double r = 0.0, l = 0.0;
+    double r = window_rate(a), l = 0.0;
     size_t b = 0;
     for (unsigned i = 0; i < a->ns; i++) {
-        r = a->rs[i] > r ? a->rs[i] : r;
         b = a->bs[i] > b ? a->bs[i] : b;
     }
     for (unsigned i = 0; i < a->nl; i++) {
         double li = a->ld[i] - (double)a->lb[i] / r;
         l += li > 0.0 ? li : 0.0;
     }
-    a->rate = r;
-    a->lat_s = a->nl ? l / a->nl : -1.0;
+    if (a->nl) {
+        l /= a->nl;
+        a->lat_s = a->lat_s < 0.0 ? l : 0.5 * (a->lat_s + l);
+    }
+    a->rate = a->rate <= 0.0 ? r : 0.5 * (a->rate + r);
     return b;
 }
 
@@ -50,8 +69,8 @@ static size_t measure(tempo__autosize_t *a)
 static int resize(tempo__autosize_t *a, size_t b)
 {
     double r = a->rate;
-    if (a->lat_s < 0.0 || r <= 0.0 || a->ns < TEMPO__AS_FIRST) {
-        return 0; /* too few samples yet: a lone first chunk's rate is b/d, so its L is 0 */
+    if (a->lat_s < 0.0 || r <= 0.0) {
+        return 0; /* no lone chunk yet */
     }
     int changed = 0;
     if (a->auto_credit) {
@@ -70,7 +89,7 @@ static int resize(tempo__autosize_t *a, size_t b)
         double want = clampd(TEMPO__AS_CHUNK_K * r * a->lat_s, (double)TEMPO__AS_CHUNK_MIN,
                              (double)TEMPO__AS_CHUNK_MAX);
         double lw = log2(want);
-        if (fabs(lw - log2((double)a->chunk)) > 0.75) {
+        if (fabs(lw - log2((double)a->chunk)) >= 1.0) {
             a->chunk = (size_t)1 << (int)lround(lw);
             changed = 1;
         }
@@ -97,5 +116,8 @@ int tempo__autosize_done(tempo__autosize_t *a, const tempo__as_mark_t *m, size_t
         a->nl += a->nl < TEMPO__AS_WIN;
     }
     a->samples++;
+    if (a->samples % TEMPO__AS_EVERY) {
+        return 0; /* decide every few chunks: fewer, better-founded changes */
+    }
     return resize(a, measure(a));
 }

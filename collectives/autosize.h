@@ -27,8 +27,9 @@
  *   - chunk = TEMPO__AS_CHUNK_K * R * L rounded to a power of two in [TEMPO__AS_CHUNK_MIN,
  *     TEMPO__AS_CHUNK_MAX]: each chunk's latency is then at most about a fifth of its time, and
  *     chunks stay small where latency is small (a slow link), so urgent work overtakes sooner. It
- *     changes only when the rule is more than a factor 1.7 (2^0.75) away from the current size.
- * Until TEMPO__AS_FIRST chunks are measured: credit TEMPO__AS_CREDIT_INIT, chunk
+ *     changes only when the rule is at least a factor 2 away from the current size.
+ * Decisions are taken after every TEMPO__AS_EVERY completed chunks (not per chunk: the samples of
+ * a busy host are noisy). Until the first: credit TEMPO__AS_CREDIT_INIT, chunk
  * TEMPO__AS_CHUNK_INIT.
  *
  * What it is not: it never decides anything on its own; a fixed size (cfg value != 0) is returned
@@ -41,7 +42,7 @@
 #include <stdint.h>
 
 #define TEMPO__AS_WIN 16
-#define TEMPO__AS_FIRST 4 /* chunks measured before the first choice */
+#define TEMPO__AS_EVERY 8 /* chunks measured between two decisions */
 #define TEMPO__AS_CREDIT_INIT ((size_t)4 << 20)
 #define TEMPO__AS_CREDIT_MIN ((size_t)64 << 10)
 #define TEMPO__AS_CREDIT_MAX ((size_t)64 << 20)
