@@ -77,10 +77,12 @@ static int resize(tempo__autosize_t *a, size_t b)
         double want = clampd(r * a->lat_s + 2.0 * (double)b, (double)TEMPO__AS_CREDIT_MIN,
                              (double)TEMPO__AS_CREDIT_MAX);
         size_t c = (size_t)ceil(want / 65536.0) * 65536;
-        double step = fmin(0.25 * (double)a->credit, (double)b); /* below the product it climbs
-                                                                  * by about 2b per round */
+        /* Below the product it climbs by a chunk per round: a change that lets one more whole
+         * chunk fit is never held back. */
+        double step = fmin(0.25 * (double)a->credit, 0.5 * (double)b);
+        int more = floor(want / (double)b) > floor((double)a->credit / (double)b);
         int bound = want <= (double)TEMPO__AS_CREDIT_MIN || want >= (double)TEMPO__AS_CREDIT_MAX;
-        if ((fabs(want - (double)a->credit) > step || bound) && c != a->credit) {
+        if ((fabs(want - (double)a->credit) > step || more || bound) && c != a->credit) {
             a->credit = c;
             changed = 1;
         }

@@ -18,12 +18,14 @@
  *     early underestimate of R does not linger in L.
  *   - credit = R*(L + b/R) + b = R*L + 2b: one bandwidth-delay product, where the delay is a lone
  *     chunk's round trip (its own transfer included), plus one chunk, b being the largest of the
- *     last TEMPO__AS_WIN chunks. Under the product the measured rate is credit/(L + b/R), and this
- *     rule gives a larger credit, so it climbs until the link is full (a fixed point at
- *     2(R*L + b) in the worst case, then R*L + 2b once R is measured). Bounded to
+ *     last TEMPO__AS_WIN chunks. The credit is a ceiling: a chunk starts only if it fits (or the
+ *     lane is idle), so R*L + 2b means one product plus one chunk in flight. Below the product,
+ *     with k chunks in flight, the measured R is kb/(L + b/R) and L comes out as (L + b/R)(1 - 1/k),
+ *     so the rule gives (k + 1) b: the credit climbs by a chunk per round until the link is full
+ *     and R is measured. Bounded to
  *     [TEMPO__AS_CREDIT_MIN, TEMPO__AS_CREDIT_MAX], in multiples of 64 KiB; it changes only when
- *     the rule moves it by more than a quarter or by more than b, whichever is less (so the climb
- *     by about 2b per round is never held back).
+ *     the rule moves it by more than a quarter or by more than b/2, whichever is less, or when
+ *     one more whole chunk fits (so the climb is never held back).
  *   - chunk = TEMPO__AS_CHUNK_K * R * L rounded to a power of two in [TEMPO__AS_CHUNK_MIN,
  *     TEMPO__AS_CHUNK_MAX]: each chunk's latency is then at most about a fifth of its time, and
  *     chunks stay small where latency is small (a slow link), so urgent work overtakes sooner. It

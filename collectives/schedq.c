@@ -518,20 +518,36 @@ static tempo_status_t coord_report(tempo__sq_t *sq, int from, const post_ent_t *
 
 static tempo_status_t start_local(tempo__sq_t *sq, const start_ent_t *se);
 
+/* Coordinator: may a chunk of bytes start now? A set TEMPO_CREDIT_BYTES lets chunks start while
+ * fewer bytes than it are in flight (so one chunk may go past it); the auto credit (R*L + 2 chunks)
+ * is a ceiling, since it already counts the chunk that keeps the link busy meanwhile. Either way
+ * one chunk always may, on an idle lane. */
+static int credit_allows(const tempo__sq_t *sq, size_t bytes)
+{
+    if (!sq->as.auto_credit) {
+        return sq->inflight < sq->as.credit;
+    }
+    return sq->inflight == 0 || sq->inflight + bytes <= sq->as.credit;
+}
+
 /* Coordinator: start chunks while credit allows. Returns how many, or a negative status. */
 static int dispatch(tempo__sq_t *sq)
 {
     int started = 0;
-    while (sq->nheap && sq->inflight < sq->as.credit) {
+    while (sq->nheap) {
         skey_t *k = sq->heap[0];
+        size_t off, cnt;
+        tempo__block((size_t)k->sig.count, (int)k->nchunks, (int)k->next_chunk, &off, &cnt);
+        if (!credit_allows(sq, tempo__coll_bytes(k->sig.coll, (tempo_dtype_t)k->sig.dtype, cnt,
+                                                 sq->comm->size))) {
+            break;
+        }
         start_ent_t se;
         memset(&se, 0, sizeof(se));
         se.tag = k->sig.tag;
         se.occ = k->sig.occ;
         se.chunk = k->next_chunk++;
         se.nchunks = k->nchunks;
-        size_t off, cnt;
-        tempo__block((size_t)k->sig.count, (int)k->nchunks, (int)se.chunk, &off, &cnt);
         se.off = off;
         se.cnt = cnt;
         se.seq = sq->next_seq;

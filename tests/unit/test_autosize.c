@@ -2,14 +2,16 @@
  * test_autosize.c — the scheduled lane's self-sizing credit and chunk size (collectives/autosize.c)
  * driven by a simulated lane on a fake clock, no processes and no real time: every iteration posts
  * the same buckets at once, cuts them into chunks of the estimator's current chunk size (or a fixed
- * one), starts chunks while fewer than the credit's bytes are in flight (as schedq.c's dispatch),
+ * one), starts a chunk while it fits under the credit or the lane is idle (schedq.c's dispatch
+ * with an auto credit),
  * and completes them on a link model: a chunk started at s finishes at max(s + L, link free) + b/R
  * (per-chunk latency L, then the link serialized at R bytes/s), optionally with L jittered by a
  * seeded random +-20 % (the seed is printed; TEMPO_TEST_SEED replays it). Checks:
  *   - a fast link (5 GB/s, 200 us: shared memory with a busy host) settles to a large credit
  *     (R*L + 2 chunks) and a slow one (100 Mbit/s, 200 us) to about one bucket (1 MiB) with the
  *     benchmark's 512 KiB chunks, and to two 64 KiB chunks with the auto chunk size;
- *   - from a credit far below the bandwidth-delay product (10 GB/s, 2 ms) it climbs to it;
+ *   - from a credit far below the bandwidth-delay product (10 GB/s, 2 ms) it climbs to it, a chunk
+ *     per round;
  *   - it settles within a few iterations: from iteration 5 (8 when it must climb) of 30 on, its
  *     credit stays within 40 % of its target (the hysteresis is 25 %), with at most 2 changes;
  *   - bounds: absurd rates and latencies give the documented limits;
@@ -59,7 +61,7 @@ static int iterate(tempo__autosize_t *a, const link_t *k, uint64_t *rng, double 
     size_t inflight = 0;
     double link_free = *t;
     while (done < next || next < n) {
-        while (next < n && inflight < a->credit) { /* dispatch */
+        while (next < n && (inflight == 0 || inflight + bytes[next] <= a->credit)) {
             double l = k->lat;
             if (k->jitter > 0) {
                 l *=
@@ -187,7 +189,7 @@ int main(void)
                 TEMPO__AS_CREDIT_INIT, a.credit, want);
     ok &= TAP_OK(settled(&h, 8, ITERS, 0.7 * want, 1.3 * want),
                  "deep link: within 30%% from iteration 8 on");
-    ok &= TAP_OK(changes_after(&h, 0, ITERS) <= 8, "deep link: %d changes in all",
+    ok &= TAP_OK(changes_after(&h, 0, ITERS) <= 16, "deep link: %d changes in all",
                  changes_after(&h, 0, ITERS));
     if (!ok) {
         show("deep", &h, &a, ITERS);
@@ -196,7 +198,9 @@ int main(void)
     /* Bounds. */
     link_t huge = {1e12, 50e-3, 0.0, 4 << 20, 48, 0, 0};
     run(&huge, ITERS, &h, &a);
-    TAP_EQ_UINT(a.credit, TEMPO__AS_CREDIT_MAX, "huge product: credit at its bound");
+    TAP_OK(a.credit <= TEMPO__AS_CREDIT_MAX && a.credit >= TEMPO__AS_CREDIT_MAX - 2 * a.chunk,
+           "huge product: credit %zu climbed to its bound %zu (within two chunks)", a.credit,
+           TEMPO__AS_CREDIT_MAX);
     TAP_EQ_UINT(a.chunk, TEMPO__AS_CHUNK_MAX, "huge product: chunk at its bound");
     link_t tiny = {1e6, 0.0, 0.0, 256 << 10, 2, 0, 0};
     run(&tiny, 10, &h, &a);
