@@ -8,9 +8,10 @@
  *
  * Model. A chunk of b bytes started on an idle lane takes L + b/R: a per-chunk latency L (start
  * decision, first bytes, progress wake-ups, completion) and a transfer at rate R.
- *   - R: the largest of the last TEMPO__AS_WIN delivery-rate samples, one per completed chunk:
- *     bytes that completed during the chunk's lifetime (its own included) / its lifetime (BBR's
- *     delivery rate and max filter). While the credit is below the bandwidth-delay product this
+ *   - R: the second largest of the last TEMPO__AS_WIN delivery-rate samples, one per completed
+ *     chunk: bytes that completed during the chunk's lifetime (its own included) / its lifetime
+ *     (BBR's delivery rate and max filter, less one outlier), averaged with the previous
+ *     decision's R (and L likewise). While the credit is below the bandwidth-delay product this
  *     underestimates R, which the credit rule below corrects by growing.
  *   - L: the mean of d - b/R (at least 0) over the last TEMPO__AS_WIN chunks that started while
  *     nothing else of the lane was in flight (no queueing inside d; such chunks occur at least

@@ -281,7 +281,8 @@ enum {
  *       priority and chunk_bytes are the ones used.
  *     - Credit and chunk size "auto" (the defaults): the coordinator measures the communicator's
  *       transfer rate R and per-chunk latency L from its own completed chunks and keeps one
- *       bandwidth-delay product plus one chunk in flight (R*L + 2 x chunk, 64 KiB to 64 MiB), and
+ *       bandwidth-delay product plus one chunk in flight (at most R*L + 2 x chunk bytes, 64 KiB
+ *       to 64 MiB, a ceiling that a chunk starts under only if it fits or nothing runs), and
  *       cuts requests without chunk_bytes into chunks of 4*R*L as a power of two (64 KiB to
  *       4 MiB), re-evaluated as it runs; each change is logged at TEMPO_DEBUG=INFO (OVERLAP) with
  *       the measurements, and drawn in the timeline (counter tracks "sched credit", "sched chunk",
