@@ -6,6 +6,7 @@ libtempo_core_la_SOURCES += \
 	%reldir%/reduce.c \
 	%reldir%/select.c \
 	%reldir%/schedq.c \
+	%reldir%/autosize.c \
 	%reldir%/fold.c \
 	%reldir%/allreduce_ring.c \
 	%reldir%/allreduce_rhd.c \
@@ -20,4 +21,4 @@ libtempo_core_la_SOURCES += \
 	%reldir%/alltoall_pairwise.c \
 	%reldir%/barrier_dissemination.c \
 	%reldir%/sendrecv.c
-noinst_HEADERS += %reldir%/coll.h
+noinst_HEADERS += %reldir%/coll.h %reldir%/autosize.h

@@ -11,10 +11,17 @@
  *   2. When every rank has posted an identity, the coordinator checks that the reports agree,
  *      gives the request the next "ready" number and puts it in a heap ordered by (occurrence,
  *      priority, ready number); TEMPO_SCHED=fifo drops the priority. Its chunks are cut now.
- *   3. While its own chunks in flight hold fewer than TEMPO_CREDIT_BYTES, the coordinator pops the
+ *   3. While its own chunks in flight hold fewer than the credit, the coordinator pops the
  *      most urgent request's next chunk, starts it, and tells every rank to start it (START,
  *      batched). Every rank starts chunks exactly in START order and numbers them with the lane's
  *      own sequence (TEMPO_SEQ_SCHED), so tags and shared-memory tickets agree everywhere.
+ * The credit and the chunk size are TEMPO_CREDIT_BYTES and TEMPO_CHUNK_BYTES, or with "auto" (the
+ * default) the coordinator's estimator (autosize.h) sizes them from its own completed chunks. Both
+ * are the coordinator's alone: a request's chunks are cut once, on the coordinator, and START
+ * carries every chunk's offset, count and number of chunks, so every rank runs the same chunk
+ * boundaries whatever the timing (timing only decides what the coordinator picks). When a choice
+ * changes it is logged at INFO (OVERLAP) with the measurements, and drawn as counter tracks in the
+ * timeline ("sched credit", "sched chunk", "sched rate MB/s", "sched latency us").
  * Nothing in the order depends on a rank's local arrival times; only the coordinator's view of
  * global readiness and its own completions (a collective completes at rank 0 only when every rank
  * has taken part) decide, and every rank follows the decisions in the same order.
@@ -41,6 +48,7 @@
 
 #include <stdio.h>
 
+#include "collectives/autosize.h"
 #include "collectives/coll.h"
 #include "core/cfg.h"
 #include "core/trace.h"
@@ -133,6 +141,7 @@ struct tempo__sq {
     size_t nheap, heap_cap;
     uint32_t next_ready;
     size_t inflight; /* bytes of this rank's running chunks */
+    tempo__autosize_t as; /* the credit and chunk size in use, and their measurements */
     start_ent_t start_batch[CTRL_BYTES / sizeof(start_ent_t)];
     int nstart;
     uint64_t next_check_ns;
@@ -152,6 +161,7 @@ typedef struct {
     char name[64];
     uint32_t nchunks, started, done, scan;
     tempo__op_t **kids; /* (nchunks) */
+    tempo__as_mark_t *marks; /* (nchunks), coordinator: each chunk's start for the estimator */
     tempo_status_t err;
     char errmsg[TEMPO_ERRMSG_LEN];
 } sreq_t;
@@ -498,7 +508,7 @@ static tempo_status_t coord_report(tempo__sq_t *sq, int from, const post_ent_t *
     }
     /* Posted everywhere: cut it into chunks and queue it. */
     k->ready_seq = sq->next_ready++;
-    uint64_t cb = k->sig.chunk_bytes ? k->sig.chunk_bytes : tempo__cfg.chunk_bytes;
+    uint64_t cb = k->sig.chunk_bytes ? k->sig.chunk_bytes : sq->as.chunk;
     size_t unit = tempo__coll_bytes(k->sig.coll, (tempo_dtype_t)k->sig.dtype, 1, n);
     uint64_t per = cb == UINT64_MAX ? k->sig.count : TEMPO_MAX(cb / unit, (uint64_t)1);
     uint64_t nch = (k->sig.count + per - 1) / per;
@@ -508,20 +518,36 @@ static tempo_status_t coord_report(tempo__sq_t *sq, int from, const post_ent_t *
 
 static tempo_status_t start_local(tempo__sq_t *sq, const start_ent_t *se);
 
+/* Coordinator: may a chunk of bytes start now? A set TEMPO_CREDIT_BYTES lets chunks start while
+ * fewer bytes than it are in flight (so one chunk may go past it); the auto credit (R*L + 2 chunks)
+ * is a ceiling, since it already counts the chunk that keeps the link busy meanwhile. Either way
+ * one chunk always may, on an idle lane. */
+static int credit_allows(const tempo__sq_t *sq, size_t bytes)
+{
+    if (!sq->as.auto_credit) {
+        return sq->inflight < sq->as.credit;
+    }
+    return sq->inflight == 0 || sq->inflight + bytes <= sq->as.credit;
+}
+
 /* Coordinator: start chunks while credit allows. Returns how many, or a negative status. */
 static int dispatch(tempo__sq_t *sq)
 {
     int started = 0;
-    while (sq->nheap && sq->inflight < tempo__cfg.credit_bytes) {
+    while (sq->nheap) {
         skey_t *k = sq->heap[0];
+        size_t off, cnt;
+        tempo__block((size_t)k->sig.count, (int)k->nchunks, (int)k->next_chunk, &off, &cnt);
+        if (!credit_allows(sq, tempo__coll_bytes(k->sig.coll, (tempo_dtype_t)k->sig.dtype, cnt,
+                                                 sq->comm->size))) {
+            break;
+        }
         start_ent_t se;
         memset(&se, 0, sizeof(se));
         se.tag = k->sig.tag;
         se.occ = k->sig.occ;
         se.chunk = k->next_chunk++;
         se.nchunks = k->nchunks;
-        size_t off, cnt;
-        tempo__block((size_t)k->sig.count, (int)k->nchunks, (int)se.chunk, &off, &cnt);
         se.off = off;
         se.cnt = cnt;
         se.seq = sq->next_seq;
@@ -644,7 +670,9 @@ static tempo_status_t start_local(tempo__sq_t *sq, const start_ent_t *se)
     tempo__op_t *req = r->op;
     if (!r->nchunks) {
         r->kids = tempo__calloc(se->nchunks, sizeof(*r->kids), "request chunks");
-        if (!r->kids) {
+        r->marks = sq->coord ? tempo__calloc(se->nchunks, sizeof(*r->marks), "request chunks")
+                             : NULL;
+        if (!r->kids || (sq->coord && !r->marks)) {
             return tempo__world_fail(w, TEMPO_ERR_NOMEM, "out of memory for %u chunks",
                                      se->nchunks);
         }
@@ -684,6 +712,9 @@ static tempo_status_t start_local(tempo__sq_t *sq, const start_ent_t *se)
     }
     size_t bytes = tempo__coll_bytes(req->coll, req->dtype, (size_t)se->cnt, sq->comm->size);
     log_start(sq, se, req, bytes);
+    if (r->marks) {
+        r->marks[se->chunk] = tempo__autosize_mark(&sq->as, tempo__now_ns(), sq->inflight);
+    }
     sq->inflight += bytes;
     busy_add(sq, 1, tempo__now_ns());
 
@@ -691,6 +722,29 @@ static tempo_status_t start_local(tempo__sq_t *sq, const start_ent_t *se)
     tempo_status_t st = tempo__algo_select(k, r->forced, &algo);
     tempo__op_launch(k, st, algo); /* a chunk that cannot start fails itself, and its request */
     return TEMPO_OK;
+}
+
+/* Coordinator: a chunk marked m completed; tell the estimator, and the log and the timeline when
+ * the credit or chunk size changes. */
+static void autosize_done(tempo__sq_t *sq, const tempo__as_mark_t *m, size_t bytes)
+{
+    uint64_t now = tempo__now_ns();
+    size_t credit = sq->as.credit, chunk = sq->as.chunk;
+    if (!tempo__autosize_done(&sq->as, m, bytes, now)) {
+        return;
+    }
+    tempo__world_t *w = W(sq);
+    TEMPO_INFO(TEMPO_SUB_OVERLAP,
+               "scheduled lane (context %d, %d ranks): credit %zu -> %zu bytes%s, chunk %zu -> "
+               "%zu bytes%s; measured rate %.1f MB/s, per-chunk latency %.1f us, %llu chunks",
+               sq->comm->ctx, sq->comm->size, credit, sq->as.credit,
+               sq->as.auto_credit ? " (auto)" : " (TEMPO_CREDIT_BYTES)", chunk, sq->as.chunk,
+               sq->as.auto_chunk ? " (auto)" : " (TEMPO_CHUNK_BYTES)", sq->as.rate / 1e6,
+               sq->as.lat_s * 1e6, (unsigned long long)sq->as.samples);
+    tempo__trace_counter(w, "sched credit", (double)sq->as.credit, now);
+    tempo__trace_counter(w, "sched chunk", (double)sq->as.chunk, now);
+    tempo__trace_counter(w, "sched rate MB/s", sq->as.rate / 1e6, now);
+    tempo__trace_counter(w, "sched latency us", sq->as.lat_s * 1e6, now);
 }
 
 /* A chunk has completed: account for it and recycle it. */
@@ -704,6 +758,9 @@ static void harvest(sreq_t *r, uint32_t i)
     }
     size_t bytes = tempo__coll_bytes(k->coll, k->dtype, k->count, sq->comm->size);
     sq->inflight = sq->inflight > bytes ? sq->inflight - bytes : 0;
+    if (r->marks && k->status == TEMPO_OK) {
+        autosize_done(sq, &r->marks[i], bytes);
+    }
     busy_add(sq, -1, tempo__now_ns());
     tempo__op_release(k);
     r->kids[i] = NULL;
@@ -754,6 +811,7 @@ static void req_cleanup(tempo__op_t *op)
     }
     tempo__list_remove(&r->link);
     tempo__free(r->kids);
+    tempo__free(r->marks);
     tempo__free(r);
     op->priv = NULL;
 }
@@ -897,6 +955,7 @@ static tempo_status_t sq_create(struct tempo_comm *c, tempo__sq_t **sq_p)
     sq->coord = c->rank == 0;
     sq->grace_ns = (uint64_t)(TEMPO_MAX(1.0, 0.1 * c->world->timeout_s) * 1e9);
     sq->last_activity_ns = tempo__now_ns();
+    tempo__autosize_init(&sq->as, tempo__cfg.credit_bytes, tempo__cfg.chunk_bytes);
     tempo__list_init(&sq->reqs);
     tempo__list_init(&sq->tx_busy);
     tempo__list_init(&sq->tx_free);

@@ -24,6 +24,7 @@ typedef enum {
     T_STRING,
     T_TIME,
     T_SIZE,
+    T_ASIZE, /* a size > 0, or "auto" (stored as 0) */
     T_BOOL,
     T_LEVEL,
     T_SUBSYS,
@@ -100,12 +101,14 @@ static const field_t fields[] = {
       "Nice value of the progress thread, -20..19 (0: unchanged); a negative value lets it run "
       "before the caller's compute on a loaded host, and needs privilege (else it is ignored with "
       "an INFO message)"),
-    F("TEMPO_CHUNK_BYTES", "4M", T_SIZE, chunk_bytes,
+    F("TEMPO_CHUNK_BYTES", "auto", T_ASIZE, chunk_bytes,
       "Scheduled requests (those with a priority) larger than this are split into chunks, so that "
-      "more urgent work can overtake them at a chunk boundary"),
-    F("TEMPO_CREDIT_BYTES", "8M", T_SIZE, credit_bytes,
+      "more urgent work can overtake them at a chunk boundary; auto: 4 x measured rate x per-chunk "
+      "latency as a power of two in [64K, 4M], chosen by comm rank 0 as the lane runs"),
+    F("TEMPO_CREDIT_BYTES", "auto", T_ASIZE, credit_bytes,
       "Bytes of scheduled chunks in flight at once (at least one chunk); bounds how long newly "
-      "ready urgent work waits"),
+      "ready urgent work waits; auto: one bandwidth-delay product plus one chunk, measured from "
+      "the lane's own chunks, in [64K, 64M]"),
     F("TEMPO_SCHED", "tic", T_SCHED, sched,
       "Order of scheduled requests: fifo (the order they became ready on every rank, priorities "
       "ignored), tic or tac (priority order; the bucketer computes TicTac's TIC or TAC "
@@ -258,8 +261,8 @@ static int parse_sched(const char *t, int *v)
 
 static const char *type_name(field_type_t t)
 {
-    static const char *const names[] = {"int",  "string", "time", "size", "bool",
-                                        "enum", "list",   "enum", "int"};
+    static const char *const names[] = {"int",  "string", "time", "size", "size|auto",
+                                        "bool", "enum",   "list", "enum", "int"};
     return names[t];
 }
 
@@ -269,6 +272,7 @@ static const char *type_hint(field_type_t t)
     case T_INT: return "an integer >= 0";
     case T_TIME: return "a time such as 30, 30s, 500ms, 5m";
     case T_SIZE: return "a size such as 4096, 64K, 1M";
+    case T_ASIZE: return "auto or a size > 0 such as 4096, 64K, 1M";
     case T_BOOL: return "a boolean: 1/0, yes/no, on/off, true/false";
     case T_LEVEL: return "one of NONE, WARN, INFO, DEBUG, TRACE";
     case T_SUBSYS: return "a list of INIT, COLL, TRANSPORT, TOPO, QUANT, OVERLAP, ENV, ALL";
@@ -305,6 +309,12 @@ static int parse_field(const field_t *f, const char *text)
         return 0;
     case T_TIME: return tempo__parse_time(text, (double *)p);
     case T_SIZE: return tempo__parse_size(text, (size_t *)p);
+    case T_ASIZE:
+        if (strcasecmp(text, "auto") == 0) {
+            *(size_t *)p = 0;
+            return 0;
+        }
+        return tempo__parse_size(text, (size_t *)p) || *(size_t *)p == 0 ? -1 : 0;
     case T_BOOL: return parse_bool(text, (int *)p);
     case T_LEVEL: return parse_level(text, (int *)p);
     case T_SUBSYS: return tempo__log_parse_subsys(text, (unsigned *)p);

@@ -31,8 +31,8 @@ typedef struct tempo__config {
     double spin_s;         /* TEMPO_SPIN: busy-poll time before sleeping in a wait */
     int progress_thread;   /* TEMPO_PROGRESS_THREAD: background progress */
     int progress_nice;     /* TEMPO_PROGRESS_NICE: nice value of the progress thread (0: keep) */
-    size_t chunk_bytes;    /* TEMPO_CHUNK_BYTES: scheduled requests are split into chunks */
-    size_t credit_bytes;   /* TEMPO_CREDIT_BYTES: scheduled bytes in flight */
+    size_t chunk_bytes;    /* TEMPO_CHUNK_BYTES: scheduled requests are split into chunks; 0: auto */
+    size_t credit_bytes;   /* TEMPO_CREDIT_BYTES: scheduled bytes in flight; 0: auto */
     int sched;             /* TEMPO_SCHED (tempo__sched_policy_t) */
     size_t bucket_bytes;   /* TEMPO_BUCKET_BYTES: bucketer fusion size */
     size_t bucket_first_bytes; /* TEMPO_BUCKET_FIRST_BYTES: the first (last-layer) bucket */

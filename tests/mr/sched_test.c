@@ -25,7 +25,8 @@
  * identical on every rank, and when unchunked and forced to the ring algorithm, bitwise equal to
  * the same all-reduce posted without a priority (program order). Between posts each rank does a
  * rank-dependent amount of arithmetic, and now and then a blocking all-reduce of its own (program
- * order lane) that is checked too.
+ * order lane) that is checked too. Each rank ends with "# results HASH", a hash of every result,
+ * which sched.sh compares across launches (fixed and auto chunk sizes and credits).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -536,6 +537,13 @@ static void run_normal(tempo_comm_t comm, mr_out_t *out, uint64_t seed)
         free(in);
         free(outb);
     }
+    /* One hash of every result, for sched.sh to compare launches with different chunk sizes and
+     * credits (auto and fixed): the same data must give the same bits. */
+    uint64_t all = 1469598103934665603ull;
+    for (int k = 0; k < NREQ; k++) {
+        all = s[k].exact < 0 ? all : fnv(s[k].recv, s[k].recv_bytes, all);
+    }
+    fprintf(out->f, "# results %016llx\n", (unsigned long long)all);
 out_free:
     for (int k = 0; k < NREQ; k++) {
         spec_free(&s[k]);

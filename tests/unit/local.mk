@@ -13,6 +13,7 @@ TEMPO_UNIT_TESTS = \
 	%reldir%/test_bootstrap \
 	%reldir%/test_reduce \
 	%reldir%/test_sched \
+	%reldir%/test_autosize \
 	%reldir%/test_stream \
 	%reldir%/test_tictac \
 	%reldir%/test_qrans \
@@ -40,6 +41,8 @@ noinst_HEADERS += %reldir%/tu.h
 %canon_reldir%_test_reduce_LDADD = libtempo_core.la
 %canon_reldir%_test_sched_SOURCES = %reldir%/test_sched.c
 %canon_reldir%_test_sched_LDADD = libtempo_core.la
+%canon_reldir%_test_autosize_SOURCES = %reldir%/test_autosize.c
+%canon_reldir%_test_autosize_LDADD = libtempo_core.la
 %canon_reldir%_test_stream_SOURCES = %reldir%/test_stream.c
 %canon_reldir%_test_stream_LDADD = libtempo_core.la
 %canon_reldir%_test_tictac_SOURCES = %reldir%/test_tictac.c

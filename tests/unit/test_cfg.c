@@ -188,6 +188,9 @@ static void test_env_defaults(void)
     TAP_EQ_UINT(r.cfg.shm_ring_bytes, 256 * 1024, "TEMPO_SHM_RING_BYTES default 256K");
     TAP_EQ_UINT(r.cfg.shm_coll_bytes, 512 * 1024, "TEMPO_SHM_COLL_BYTES default 512K");
     TAP_EQ_DBL(r.cfg.spin_s, 0.002, "TEMPO_SPIN default 2 ms");
+    TAP_OK(r.cfg.credit_bytes == 0 && r.cfg.chunk_bytes == 0,
+           "TEMPO_CREDIT_BYTES and TEMPO_CHUNK_BYTES default auto (0: %zu, %zu)",
+           r.cfg.credit_bytes, r.cfg.chunk_bytes);
 }
 
 static void test_env_values(void)
@@ -223,6 +226,10 @@ static void test_env_values(void)
                strcmp(r.cfg.host_id, "%r") == 0,
            "strings are copied as given (status %d, algo '%s', host id '%s')", r.status,
            r.cfg.algo, r.cfg.host_id);
+    load(&r, "TEMPO_CREDIT_BYTES", "AUTO", "TEMPO_CHUNK_BYTES", "256K");
+    TAP_OK(r.status == TEMPO_OK && r.cfg.credit_bytes == 0 && r.cfg.chunk_bytes == 256 << 10,
+           "TEMPO_CREDIT_BYTES=AUTO, TEMPO_CHUNK_BYTES=256K (status %d, %zu, %zu)", r.status,
+           r.cfg.credit_bytes, r.cfg.chunk_bytes);
 }
 
 static void bad_env(const char *name, const char *value, const char *needle)
@@ -249,6 +256,8 @@ static void test_env_invalid(void)
     bad_env("TEMPO_DEBUG_SUBSYS", "INIT,BOGUS", "TEMPO_DEBUG_SUBSYS");
     bad_env("TEMPO_SHM_RING_BYTES", "1T", "TEMPO_SHM_RING_BYTES");
     bad_env("TEMPO_SHM_COLL_BYTES", "-1", "TEMPO_SHM_COLL_BYTES");
+    bad_env("TEMPO_CREDIT_BYTES", "0", "auto or a size > 0");
+    bad_env("TEMPO_CHUNK_BYTES", "automatic", "TEMPO_CHUNK_BYTES='automatic'");
     char longroot[400];
     memset(longroot, 'h', sizeof(longroot));
     memcpy(longroot + sizeof(longroot) - 6, ":4000", 6);
@@ -286,7 +295,8 @@ static void test_env_var(void)
         "TEMPO_DEBUG_FILE", "TEMPO_ALGO",    "TEMPO_SHM",        "TEMPO_SHM_RING_BYTES",
         "TEMPO_SHM_COLL_BYTES", "TEMPO_SPIN",
     };
-    static const char *const types[] = {"time", "size", "int", "bool", "string", "enum", "list"};
+    static const char *const types[] = {"time", "size", "size|auto", "int", "bool", "string",
+                                        "enum", "list"};
     tu_clean_env();
     setenv("TEMPO_SPIN", "5ms", 1);
     size_t n = 0;
@@ -312,7 +322,9 @@ static void test_env_var(void)
         double d;
         size_t z;
         if ((strcmp(v.type, "time") == 0 && tempo__parse_time(v.default_value, &d) != 0) ||
-            (strcmp(v.type, "size") == 0 && tempo__parse_size(v.default_value, &z) != 0)) {
+            (strcmp(v.type, "size") == 0 && tempo__parse_size(v.default_value, &z) != 0) ||
+            (strcmp(v.type, "size|auto") == 0 && strcmp(v.default_value, "auto") != 0 &&
+             tempo__parse_size(v.default_value, &z) != 0)) {
             defaults_parse = 0;
             tap_diag("%s: default '%s' does not parse as %s", v.name, v.default_value, v.type);
         }

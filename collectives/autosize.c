@@ -1,0 +1,125 @@
+/*
+ * autosize.c — the self-sizing credit and chunk size of the scheduled lane: measurements and the
+ * sizing rules documented in autosize.h. Deterministic arithmetic on the times it is given.
+ */
+#include "config.h"
+
+#include <math.h>
+
+#include "collectives/autosize.h"
+
+void tempo__autosize_init(tempo__autosize_t *a, size_t credit_cfg, size_t chunk_cfg)
+{
+    *a = (tempo__autosize_t){0};
+    a->auto_credit = credit_cfg == 0;
+    a->auto_chunk = chunk_cfg == 0;
+    a->credit = credit_cfg ? credit_cfg : TEMPO__AS_CREDIT_INIT;
+    a->chunk = chunk_cfg ? chunk_cfg : TEMPO__AS_CHUNK_INIT;
+    a->lat_s = -1.0;
+}
+
+tempo__as_mark_t tempo__autosize_mark(const tempo__autosize_t *a, uint64_t t_ns, size_t inflight)
+{
+    return (tempo__as_mark_t){t_ns, a->delivered, inflight == 0};
+}
+
+static double clampd(double v, double lo, double hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* The window's second largest delivery rate: the largest but one outlier (two chunks that
+ * complete in one progress pass make one sample of a chunk that was nearly done long before). */
+static double window_rate(const tempo__autosize_t *a)
+{
+    double r1 = 0.0, r2 = 0.0;
+    for (unsigned i = 0; i < a->ns; i++) {
+        if (a->rs[i] > r1) {
+            r2 = r1;
+            r1 = a->rs[i];
+        } else if (a->rs[i] > r2) {
+            r2 = a->rs[i];
+        }
+    }
+    return a->ns > 1 ? r2 : r1;
+}
+
+/* R, L (each an EWMA, weight 1/2, of the windows' values at successive decisions) and the largest
+ * recent chunk. */
+static size_t measure(tempo__autosize_t *a)
+{
+    double r = window_rate(a), l = 0.0;
+    size_t b = 0;
+    for (unsigned i = 0; i < a->ns; i++) {
+        b = a->bs[i] > b ? a->bs[i] : b;
+    }
+    for (unsigned i = 0; i < a->nl; i++) {
+        double li = a->ld[i] - (double)a->lb[i] / r;
+        l += li > 0.0 ? li : 0.0;
+    }
+    if (a->nl) {
+        l /= a->nl;
+        a->lat_s = a->lat_s < 0.0 ? l : 0.5 * (a->lat_s + l);
+    }
+    a->rate = a->rate <= 0.0 ? r : 0.5 * (a->rate + r);
+    return b;
+}
+
+/* The rules of autosize.h, applied with hysteresis. */
+static int resize(tempo__autosize_t *a, size_t b)
+{
+    double r = a->rate;
+    if (a->lat_s < 0.0 || r <= 0.0) {
+        return 0; /* no lone chunk yet */
+    }
+    int changed = 0;
+    if (a->auto_credit) {
+        double want = clampd(r * a->lat_s + 2.0 * (double)b, (double)TEMPO__AS_CREDIT_MIN,
+                             (double)TEMPO__AS_CREDIT_MAX);
+        size_t c = (size_t)ceil(want / 65536.0) * 65536;
+        /* Below the product it climbs by a chunk per round: a change that lets one more whole
+         * chunk fit is never held back. */
+        double step = fmin(0.25 * (double)a->credit, 0.5 * (double)b);
+        int more = floor(want / (double)b) > floor((double)a->credit / (double)b);
+        int bound = want <= (double)TEMPO__AS_CREDIT_MIN || want >= (double)TEMPO__AS_CREDIT_MAX;
+        if ((fabs(want - (double)a->credit) > step || more || bound) && c != a->credit) {
+            a->credit = c;
+            changed = 1;
+        }
+    }
+    if (a->auto_chunk) {
+        double want = clampd(TEMPO__AS_CHUNK_K * r * a->lat_s, (double)TEMPO__AS_CHUNK_MIN,
+                             (double)TEMPO__AS_CHUNK_MAX);
+        double lw = log2(want);
+        if (fabs(lw - log2((double)a->chunk)) >= 1.0) {
+            a->chunk = (size_t)1 << (int)lround(lw);
+            changed = 1;
+        }
+    }
+    return changed;
+}
+
+int tempo__autosize_done(tempo__autosize_t *a, const tempo__as_mark_t *m, size_t bytes,
+                         uint64_t t_ns)
+{
+    a->delivered += bytes;
+    if (t_ns <= m->t0_ns || bytes == 0) {
+        return 0; /* a clock that did not move says nothing */
+    }
+    double d = (double)(t_ns - m->t0_ns) * 1e-9;
+    a->rs[a->is] = (double)(a->delivered - m->delivered) / d;
+    a->bs[a->is] = bytes;
+    a->is = (a->is + 1) % TEMPO__AS_WIN;
+    a->ns += a->ns < TEMPO__AS_WIN;
+    if (m->alone) {
+        a->ld[a->il] = d;
+        a->lb[a->il] = bytes;
+        a->il = (a->il + 1) % TEMPO__AS_WIN;
+        a->nl += a->nl < TEMPO__AS_WIN;
+    }
+    a->samples++;
+    if (a->samples % TEMPO__AS_EVERY) {
+        return 0; /* decide every few chunks: fewer, better-founded changes */
+    }
+    return resize(a, measure(a));
+}

@@ -1,0 +1,89 @@
+/*
+ * autosize.h — the scheduled lane's self-sizing credit and chunk size (TEMPO_CREDIT_BYTES=auto,
+ * TEMPO_CHUNK_BYTES=auto): an estimator fed with the lane's own completed chunks (bytes, start and
+ * finish times) that measures the communicator's transfer rate and per-chunk latency and turns
+ * them into a credit and a chunk size. Pure arithmetic on the times it is given (no clock, no
+ * locks, no logging), so tests drive it with a fake clock; schedq.c owns one per communicator, on
+ * the coordinator only (the only rank whose credit and chunk size decide anything).
+ *
+ * Model. A chunk of b bytes started on an idle lane takes L + b/R: a per-chunk latency L (start
+ * decision, first bytes, progress wake-ups, completion) and a transfer at rate R.
+ *   - R: the second largest of the last TEMPO__AS_WIN delivery-rate samples, one per completed
+ *     chunk: bytes that completed during the chunk's lifetime (its own included) / its lifetime
+ *     (BBR's delivery rate and max filter, less one outlier), averaged with the previous
+ *     decision's R (and L likewise). While the credit is below the bandwidth-delay product this
+ *     underestimates R, which the credit rule below corrects by growing.
+ *   - L: the mean of d - b/R (at least 0) over the last TEMPO__AS_WIN chunks that started while
+ *     nothing else of the lane was in flight (no queueing inside d; such chunks occur at least
+ *     once per burst, an iteration), recomputed with the current R whenever R changes, so an
+ *     early underestimate of R does not linger in L.
+ *   - credit = R*(L + b/R) + b = R*L + 2b: one bandwidth-delay product, where the delay is a lone
+ *     chunk's round trip (its own transfer included), plus one chunk, b being the largest of the
+ *     last TEMPO__AS_WIN chunks. The credit is a ceiling: a chunk starts only if it fits (or the
+ *     lane is idle), so R*L + 2b means one product plus one chunk in flight. Below the product,
+ *     with k chunks in flight, the measured R is kb/(L + b/R) and L comes out as (L + b/R)(1 - 1/k),
+ *     so the rule gives (k + 1) b: the credit climbs by a chunk per round until the link is full
+ *     and R is measured. Bounded to
+ *     [TEMPO__AS_CREDIT_MIN, TEMPO__AS_CREDIT_MAX], in multiples of 64 KiB; it changes only when
+ *     the rule moves it by more than a quarter or by more than b/2, whichever is less, or when
+ *     one more whole chunk fits (so the climb is never held back).
+ *   - chunk = TEMPO__AS_CHUNK_K * R * L rounded to a power of two in [TEMPO__AS_CHUNK_MIN,
+ *     TEMPO__AS_CHUNK_MAX]: each chunk's latency is then at most about a fifth of its time, and
+ *     chunks stay small where latency is small (a slow link), so urgent work overtakes sooner. It
+ *     changes only when the rule is at least a factor 2 away from the current size.
+ * Decisions are taken after every TEMPO__AS_EVERY completed chunks (not per chunk: the samples of
+ * a busy host are noisy). Until the first: credit TEMPO__AS_CREDIT_INIT, chunk
+ * TEMPO__AS_CHUNK_INIT.
+ *
+ * What it is not: it never decides anything on its own; a fixed size (cfg value != 0) is returned
+ * unchanged and only the measurements run.
+ */
+#ifndef TEMPO_COLLECTIVES_AUTOSIZE_H
+#define TEMPO_COLLECTIVES_AUTOSIZE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TEMPO__AS_WIN 16
+#define TEMPO__AS_EVERY 8 /* chunks measured between two decisions */
+#define TEMPO__AS_CREDIT_INIT ((size_t)4 << 20)
+#define TEMPO__AS_CREDIT_MIN ((size_t)64 << 10)
+#define TEMPO__AS_CREDIT_MAX ((size_t)64 << 20)
+#define TEMPO__AS_CHUNK_INIT ((size_t)1 << 20)
+#define TEMPO__AS_CHUNK_MIN ((size_t)64 << 10)
+#define TEMPO__AS_CHUNK_MAX ((size_t)4 << 20)
+#define TEMPO__AS_CHUNK_K 4.0
+
+typedef struct {
+    int auto_credit, auto_chunk; /* 1: sized here; 0: the configured size is kept */
+    size_t credit, chunk;        /* current choices, bytes */
+    double rate;                 /* R, bytes/s (0: no sample yet) */
+    double lat_s;                /* L, seconds (< 0: no sample yet) */
+    uint64_t delivered;          /* bytes of completed chunks so far */
+    uint64_t samples;            /* completed chunks measured */
+    double rs[TEMPO__AS_WIN];    /* recent delivery-rate samples, bytes/s */
+    size_t bs[TEMPO__AS_WIN];    /* recent chunk sizes, bytes */
+    unsigned ns, is;             /* samples held (<= WIN), next slot */
+    double ld[TEMPO__AS_WIN];    /* durations of recent lone chunks, seconds */
+    size_t lb[TEMPO__AS_WIN];    /* their sizes, bytes */
+    unsigned nl, il;             /* lone samples held (<= WIN), next slot */
+} tempo__autosize_t;
+
+/* What the lane notes about a chunk when it starts, for tempo__autosize_done. */
+typedef struct {
+    uint64_t t0_ns;     /* start time */
+    uint64_t delivered; /* tempo__autosize_t.delivered at start */
+    int alone;          /* nothing else of the lane was in flight at start */
+} tempo__as_mark_t;
+
+/** credit_cfg, chunk_cfg: the configured sizes, 0 for auto. */
+void tempo__autosize_init(tempo__autosize_t *a, size_t credit_cfg, size_t chunk_cfg);
+
+/** A chunk starts at t_ns with inflight bytes of the lane already running. */
+tempo__as_mark_t tempo__autosize_mark(const tempo__autosize_t *a, uint64_t t_ns, size_t inflight);
+
+/** A chunk of bytes marked m completed at t_ns. Returns 1 when credit or chunk changed. */
+int tempo__autosize_done(tempo__autosize_t *a, const tempo__as_mark_t *m, size_t bytes,
+                         uint64_t t_ns);
+
+#endif /* TEMPO_COLLECTIVES_AUTOSIZE_H */

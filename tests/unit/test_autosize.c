@@ -1,0 +1,237 @@
+/*
+ * test_autosize.c — the scheduled lane's self-sizing credit and chunk size (collectives/autosize.c)
+ * driven by a simulated lane on a fake clock, no processes and no real time: every iteration posts
+ * the same buckets at once, cuts them into chunks of the estimator's current chunk size (or a fixed
+ * one), starts a chunk while it fits under the credit or the lane is idle (schedq.c's dispatch
+ * with an auto credit),
+ * and completes them on a link model: a chunk started at s finishes at max(s + L, link free) + b/R
+ * (per-chunk latency L, then the link serialized at R bytes/s), optionally with L jittered by a
+ * seeded random +-20 % (the seed is printed; TEMPO_TEST_SEED replays it). Checks:
+ *   - a fast link (5 GB/s, 200 us: shared memory with a busy host) settles to a large credit
+ *     (R*L + 2 chunks) and a slow one (100 Mbit/s, 200 us) to about one bucket (1 MiB) with the
+ *     benchmark's 512 KiB chunks, and to two 64 KiB chunks with the auto chunk size;
+ *   - from a credit far below the bandwidth-delay product (10 GB/s, 2 ms) it climbs to it, a chunk
+ *     per round;
+ *   - it settles within a few iterations: from iteration 5 (8 when it must climb) of 30 on, its
+ *     credit stays within 40 % of its target (the hysteresis is 25 %), with at most 2 changes;
+ *   - bounds: absurd rates and latencies give the documented limits;
+ *   - explicit sizes are kept while the measurements still run;
+ *   - a clock that does not move or an empty chunk changes nothing.
+ */
+#include "config.h"
+
+#include <math.h>
+
+#include "collectives/autosize.h"
+#include "tests/unit/tu.h"
+
+#define MAXCH 4096
+
+static uint64_t seed;
+
+typedef struct {
+    double rate, lat; /* link: bytes/s, seconds */
+    double jitter;    /* +- fraction of lat, seeded */
+    size_t bucket;    /* bytes per bucket */
+    int nbuckets;     /* buckets per iteration, all posted at its start */
+    size_t chunk;     /* fixed chunk size (0: the estimator's) */
+    size_t credit;    /* fixed credit (0: the estimator's) */
+} link_t;
+
+typedef struct {
+    size_t credit[64], chunk[64]; /* after each iteration */
+    int changes[64];              /* changes reported during each iteration */
+} hist_t;
+
+/* One iteration of the lane on the link; the clock *t moves on. */
+static int iterate(tempo__autosize_t *a, const link_t *k, uint64_t *rng, double *t)
+{
+    static size_t bytes[MAXCH];
+    static double end[MAXCH];
+    static tempo__as_mark_t mark[MAXCH];
+    int n = 0;
+    for (int j = 0; j < k->nbuckets; j++) { /* cut at post, with the chunk size of the moment */
+        size_t cb = k->chunk ? k->chunk : a->chunk;
+        size_t nch = (k->bucket + cb - 1) / cb;
+        for (size_t c = 0; c < nch && n < MAXCH; c++) {
+            bytes[n++] = k->bucket / nch + (c < k->bucket % nch);
+        }
+    }
+    int next = 0, done = 0, changes = 0;
+    size_t inflight = 0;
+    double link_free = *t;
+    while (done < next || next < n) {
+        while (next < n && (inflight == 0 || inflight + bytes[next] <= a->credit)) {
+            double l = k->lat;
+            if (k->jitter > 0) {
+                l *=
+                    1.0 + k->jitter * ((double)(tu_rand64(rng) >> 11) / 9007199254740992.0 * 2 - 1);
+            }
+            mark[next] = tempo__autosize_mark(a, (uint64_t)llround(*t * 1e9), inflight);
+            double s = fmax(*t + l, link_free);
+            end[next] = link_free = s + (double)bytes[next] / k->rate;
+            inflight += bytes[next++];
+        }
+        /* completions come in start order on this FIFO link */
+        *t = end[done];
+        inflight -= bytes[done];
+        changes += tempo__autosize_done(a, &mark[done], bytes[done], (uint64_t)llround(*t * 1e9));
+        done++;
+    }
+    *t += 0.01; /* compute between iterations: the lane drains */
+    return changes;
+}
+
+static void run(const link_t *k, int iters, hist_t *h, tempo__autosize_t *a)
+{
+    uint64_t rng = seed;
+    double t = 1.0;
+    tempo__autosize_init(a, k->credit, k->chunk);
+    for (int i = 0; i < iters; i++) {
+        h->changes[i] = iterate(a, k, &rng, &t);
+        h->credit[i] = a->credit;
+        h->chunk[i] = a->chunk;
+    }
+}
+
+static int changes_after(const hist_t *h, int from, int iters)
+{
+    int c = 0;
+    for (int i = from; i < iters; i++) {
+        c += h->changes[i];
+    }
+    return c;
+}
+
+/* The credit stayed in [lo, hi] from iteration `from` on. */
+static int settled(const hist_t *h, int from, int iters, double lo, double hi)
+{
+    for (int i = from; i < iters; i++) {
+        if ((double)h->credit[i] < lo || (double)h->credit[i] > hi) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static void show(const char *what, const hist_t *h, const tempo__autosize_t *a, int iters)
+{
+    tap_diag("%s: rate %.1f MB/s, latency %.1f us, credit %zu, chunk %zu; credit by iteration:",
+             what, a->rate / 1e6, a->lat_s * 1e6, a->credit, a->chunk);
+    for (int i = 0; i < iters; i += 6) {
+        tap_diag("  it %2d: %zu .. it %2d: %zu", i, h->credit[i], i + 5 < iters ? i + 5 : iters - 1,
+                 h->credit[i + 5 < iters ? i + 5 : iters - 1]);
+    }
+}
+
+#define ITERS 30
+
+int main(void)
+{
+    seed = tu_seed();
+    tap_diag("seed %llu (TEMPO_TEST_SEED replays it)", (unsigned long long)seed);
+    hist_t h;
+    tempo__autosize_t a;
+
+    /* Fast link, auto chunk: large chunks and a large credit. */
+    link_t fast = {5e9, 200e-6, 0.2, 1 << 20, 8, 0, 0};
+    run(&fast, ITERS, &h, &a);
+    double want = fast.rate * fast.lat + 2.0 * fast.bucket; /* chunks of a bucket: one each */
+    int ok = TAP_OK(a.chunk == TEMPO__AS_CHUNK_MAX, "fast link: auto chunk is the largest (%zu)",
+                    a.chunk);
+    ok &= TAP_OK(a.credit >= (size_t)(0.7 * want) && a.credit <= (size_t)(1.3 * want),
+                 "fast link: credit %zu within 30%% of R*L + 2 chunks = %.0f", a.credit, want);
+    ok &= TAP_OK(fabs(a.lat_s - fast.lat) < 0.3 * fast.lat && a.rate > 0.7 * fast.rate &&
+                     a.rate <= 1.01 * fast.rate,
+                 "fast link: measured %.0f MB/s, %.1f us (link %.0f MB/s, %.0f us)", a.rate / 1e6,
+                 a.lat_s * 1e6, fast.rate / 1e6, fast.lat * 1e6);
+    ok &= TAP_OK(
+        settled(&h, 5, ITERS, 0.6 * want, 1.4 * want) && changes_after(&h, 5, ITERS) <= 2,
+        "fast link: within 40%% (hysteresis 25%%) from iteration 5 on, at most 2 changes after");
+    size_t fast_credit = a.credit;
+    if (!ok) {
+        show("fast", &h, &a, ITERS);
+    }
+
+    /* Slow link (100 Mbit/s) with the benchmark's 512 KiB chunks: about one bucket. */
+    link_t slow = {12.5e6, 200e-6, 0.2, 1 << 20, 8, 512 << 10, 0};
+    run(&slow, ITERS, &h, &a);
+    ok = TAP_OK(a.credit >= (size_t)1 << 20 && a.credit <= (size_t)5 << 18,
+                "slow link, 512 KiB chunks: credit %zu is about one 1 MiB bucket", a.credit);
+    ok &= TAP_OK(fast_credit >= 2 * a.credit, "fast credit %zu >= 2 x slow credit %zu", fast_credit,
+                 a.credit);
+    ok &= TAP_OK(settled(&h, 5, ITERS, 1 << 20, 5 << 18) && changes_after(&h, 5, ITERS) <= 2,
+                 "slow link: about one bucket from iteration 5 on, at most 2 changes after it");
+    ok &= TAP_OK(a.chunk == (size_t)512 << 10, "slow link: the fixed chunk size is kept");
+    if (!ok) {
+        show("slow 512K", &h, &a, ITERS);
+    }
+
+    /* Slow link, auto chunk: the smallest chunks, two in flight. */
+    slow.chunk = 0;
+    run(&slow, ITERS, &h, &a);
+    ok = TAP_OK(a.chunk == TEMPO__AS_CHUNK_MIN, "slow link: auto chunk is the smallest (%zu)",
+                a.chunk);
+    ok &= TAP_OK(a.credit >= 2 * TEMPO__AS_CHUNK_MIN && a.credit <= 3 * TEMPO__AS_CHUNK_MIN,
+                 "slow link: credit %zu is two or three 64 KiB chunks", a.credit);
+    ok &= TAP_OK(settled(&h, 5, ITERS, 2 * TEMPO__AS_CHUNK_MIN, 3 * TEMPO__AS_CHUNK_MIN),
+                 "slow link, auto chunk: two or three chunks from iteration 5 on");
+    if (!ok) {
+        show("slow auto", &h, &a, ITERS);
+    }
+
+    /* Far below the bandwidth-delay product at the start (20 MB): it climbs. */
+    link_t deep = {10e9, 2e-3, 0.0, 4 << 20, 16, 0, 0};
+    run(&deep, ITERS, &h, &a);
+    want = deep.rate * deep.lat + 2.0 * a.chunk;
+    ok = TAP_OK(a.credit >= (size_t)(0.7 * want) && a.credit <= (size_t)(1.3 * want),
+                "deep link: credit climbs from %zu to %zu (R*L + 2 chunks = %.0f)",
+                TEMPO__AS_CREDIT_INIT, a.credit, want);
+    ok &= TAP_OK(settled(&h, 8, ITERS, 0.7 * want, 1.3 * want),
+                 "deep link: within 30%% from iteration 8 on");
+    ok &= TAP_OK(changes_after(&h, 0, ITERS) <= 16, "deep link: %d changes in all",
+                 changes_after(&h, 0, ITERS));
+    if (!ok) {
+        show("deep", &h, &a, ITERS);
+    }
+
+    /* Bounds. */
+    link_t huge = {1e12, 50e-3, 0.0, 4 << 20, 48, 0, 0};
+    run(&huge, ITERS, &h, &a);
+    TAP_OK(a.credit <= TEMPO__AS_CREDIT_MAX && a.credit >= TEMPO__AS_CREDIT_MAX - 2 * a.chunk,
+           "huge product: credit %zu climbed to its bound %zu (within two chunks)", a.credit,
+           TEMPO__AS_CREDIT_MAX);
+    TAP_EQ_UINT(a.chunk, TEMPO__AS_CHUNK_MAX, "huge product: chunk at its bound");
+    link_t tiny = {1e6, 0.0, 0.0, 256 << 10, 2, 0, 0};
+    run(&tiny, 10, &h, &a);
+    TAP_EQ_UINT(a.chunk, TEMPO__AS_CHUNK_MIN, "no latency: chunk at its lower bound");
+    TAP_OK(a.credit >= TEMPO__AS_CREDIT_MIN && a.credit <= 3 * TEMPO__AS_CHUNK_MIN,
+           "no latency: credit %zu is two chunks", a.credit);
+
+    /* Explicit sizes are kept; the measurements run anyway. */
+    link_t fixed = fast;
+    fixed.credit = 8 << 20;
+    fixed.chunk = 4 << 20;
+    run(&fixed, 10, &h, &a);
+    TAP_OK(a.credit == (size_t)8 << 20 && a.chunk == (size_t)4 << 20 &&
+               changes_after(&h, 0, 10) == 0,
+           "explicit sizes kept (credit %zu, chunk %zu)", a.credit, a.chunk);
+    TAP_OK(a.rate > 0.5 * fast.rate, "explicit sizes: rate still measured (%.0f MB/s)",
+           a.rate / 1e6);
+
+    /* Nothing learnt from a clock that did not move or an empty chunk. */
+    tempo__autosize_init(&a, 0, 0);
+    tempo__as_mark_t m = tempo__autosize_mark(&a, 1000, 0);
+    int c = 0;
+    for (int i = 0; i < 10; i++) {
+        c += tempo__autosize_done(&a, &m, 1 << 20, 1000);
+        c += tempo__autosize_done(&a, &m, 0, 5000);
+    }
+    TAP_OK(c == 0 && a.samples == 0 && a.credit == TEMPO__AS_CREDIT_INIT &&
+               a.chunk == TEMPO__AS_CHUNK_INIT,
+           "no time or no bytes: no sample, initial sizes");
+    if (tap_failures) {
+        tap_diag("seed %llu", (unsigned long long)seed);
+    }
+    return tap_done();
+}
