@@ -29,6 +29,26 @@
  * numbers (tempo_bucketer_stats). The synchronized gradients are checked (every element of every
  * rank equals its expected average); a wrong one makes the exit status 1.
  *
+ * Compute on an emulated accelerator (--compute device). On the development machine the ranks'
+ * arithmetic, progress threads and the emulated network share two cores, so whatever an order hides
+ * comes back as slower compute. In real training the compute runs on an accelerator and the host CPU
+ * is free for communication; --compute device models that. Each rank has a device timeline (the
+ * absolute CLOCK_MONOTONIC time at which its queued kernels finish): a kernel launch enqueues a
+ * duration and returns at once (a CUDA stream), starting when the device is free and the host has
+ * launched it; a synchronization point sleeps in clock_nanosleep(TIMER_ABSTIME) until the timeline
+ * reaches it, taking no CPU. The synchronization points are those of a real framework: before a
+ * bucketer wait (the next forward needs a previous gradient sync: the device is drained first, so
+ * the wait is exactly the device's stall, as a stream waiting on an event) and after each backward
+ * kernel, whose gradient the bucketer then posts; the host launches the next backward kernel
+ * before it writes that gradient and marks it ready, so the device never waits for the host's
+ * bookkeeping. Durations are the profile's work times the calibrated seconds per unit (the same
+ * fit as the CPU mode), times a per-rank, per-iteration straggler factor 1 + S*u, u uniform in
+ * [0, 1) from a hash of (--seed, rank, round, iteration) when --skew S is given (every
+ * configuration of a round sees the same stragglers). The header reports the fitted compute per
+ * iteration (perf/overlap_model's input) and each run's CPU time over its wall time (the slowest
+ * rank's process: all its threads), which stays low in this mode because nothing spins on compute.
+ * Gradients stay real buffers written by the host and checked as in the CPU mode.
+ *
  * --overhead instead measures the cost of the scheduled path: a tiny all-reduce (8 floats)
  * through the bucketer (begin, ready, wait) against a direct blocking tempo_allreduce.
  *
@@ -40,7 +60,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 #include "perf/util.h"
 #include "tools/version.h"
@@ -62,6 +86,9 @@ typedef struct {
     int iters, warmup, rounds, calib;
     int overhead;
     int iters_set; /* -n given */
+    int device;    /* --compute device: emulated accelerator (else real arithmetic) */
+    double skew;   /* --skew S: per-rank, per-iteration duration factor in [1, 1 + S) */
+    uint64_t seed; /* --seed: the skew's hash seed */
     const char *json;
     int policies[3], npolicies;
 } opts_t;
@@ -75,6 +102,36 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The emulated device of this rank: the absolute CLOCK_MONOTONIC time (s) at which its queued
+ * kernels are done; 0 before the first launch. */
+static double dev_done_;
+
+/* Enqueues a kernel of `seconds`: it starts when the device is free and the host has launched it. */
+static void device_launch(double seconds)
+{
+    double t = now_s();
+    dev_done_ = (dev_done_ > t ? dev_done_ : t) + seconds;
+}
+
+/* Sleeps (no CPU) until every launched kernel is done. */
+static void device_sync(void)
+{
+    struct timespec ts = {.tv_sec = (time_t)dev_done_,
+                          .tv_nsec = (long)((dev_done_ - (double)(time_t)dev_done_) * 1e9)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+    }
+}
+
+/* A uniform number in [0, 1) from a key (splitmix64's finalizer). */
+static double hash_unit(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    return (double)(x >> 11) * 0x1.0p-53;
 }
 
 /* passes x WORK_FLOATS multiply-adds (2 flops each). */
@@ -165,7 +222,10 @@ typedef struct {
     const profile_t *p;
     float **grad;              /* (L) gradient buffers */
     size_t *count;             /* (L) floats */
-    double passes_per_work;    /* compute passes per unit of profile work (forward) */
+    double passes_per_work;    /* per unit of profile work (forward): compute passes, or device
+                                  seconds with --compute device */
+    int device;                /* --compute device */
+    double skew;               /* this iteration's straggler factor (device mode), >= 1 */
     long wrong;
 } model_t;
 
@@ -196,7 +256,17 @@ static void run_config(model_t *m, const opts_t *o, config_t *c, int round)
             tempo_bucketer_stats_reset(b);
         }
         CHECK(m->comm, tempo_bucketer_begin(b, 1), "begin");
+        /* Stragglers: every configuration sees the same factors in the same round. */
+        m->skew = 1 + o->skew * hash_unit(o->seed * 1000003u + ((uint64_t)rank_ << 40 |
+                                                                (uint64_t)round << 20 |
+                                                                (uint64_t)it));
         for (int l = 0; l < L; l++) {
+            if (m->device) { /* forward l-1 done: the wait below is the device's stall */
+                device_sync();
+                if (l > 0) {
+                    tempo_bucketer_compute_end(b);
+                }
+            }
             CHECK(m->comm, tempo_bucketer_wait_layer(b, l), "wait_layer");
             if (it > 0) { /* the previous iteration's average: every rank wrote it+l */
                 float want = (float)(it - 1 + l);
@@ -204,12 +274,28 @@ static void run_config(model_t *m, const opts_t *o, config_t *c, int round)
                 m->wrong += m->grad[l][m->count[l] - 1] != want;
             }
             tempo_bucketer_compute_begin(b, l, TEMPO_PHASE_FORWARD);
-            compute(m->p->work[l] * m->passes_per_work);
+            if (m->device) {
+                device_launch(m->p->work[l] * m->passes_per_work * m->skew);
+            } else {
+                compute(m->p->work[l] * m->passes_per_work);
+                tempo_bucketer_compute_end(b);
+            }
+        }
+        if (m->device) {
+            device_sync();
             tempo_bucketer_compute_end(b);
+            device_launch(2 * m->p->work[L - 1] * m->passes_per_work * m->skew);
         }
         for (int l = L - 1; l >= 0; l--) {
             tempo_bucketer_compute_begin(b, l, TEMPO_PHASE_BACKWARD);
-            compute(2 * m->p->work[l] * m->passes_per_work);
+            if (m->device) { /* gradient l is done; queue the next backward before the bookkeeping */
+                device_sync();
+                if (l > 0) {
+                    device_launch(2 * m->p->work[l - 1] * m->passes_per_work * m->skew);
+                }
+            } else {
+                compute(2 * m->p->work[l] * m->passes_per_work);
+            }
             float v = (float)(it + l);
             for (size_t i = 0; i < m->count[l]; i++) {
                 m->grad[l][i] = v;
@@ -326,6 +412,13 @@ static void usage(void)
         "  -R, --rounds N         rounds; the table shows medians over rounds [3]\n"
         "      --calib N          fifo passes that fit the compute to --ratio inside the run [2]\n"
         "  -J, --json FILE        also write the results as JSON\n"
+        "      --compute MODE     cpu: real arithmetic; device: an emulated accelerator (a per-rank\n"
+        "                         device timeline; launches return at once, synchronization points\n"
+        "                         sleep until the device is done, taking no CPU) [cpu]\n"
+        "      --skew S           device: stragglers; each rank's kernels in an iteration last\n"
+        "                         1 + S*u times longer, u uniform in [0,1) per (rank, round,\n"
+        "                         iteration), seeded by --seed [0]\n"
+        "      --seed N           the skew's seed (printed in the header) [1]\n"
         "      --overhead         measure the scheduled path's per-call cost instead\n"
         "  -h, --help             this text\n"
         "      --version          the package version\n"
@@ -340,7 +433,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
     *o = (opts_t){.profile = "uniform", .ratio = 1.0, .layer_bytes = 1 << 20,
                   .total_bytes = 24u << 20, .bucket_bytes = 1 << 20, .chunk_bytes = 512 << 10,
                   .credit_bytes = 1 << 20, .iters = 6, .warmup = 3, .rounds = 3, .calib = 2,
-                  .policies = {0, 1, 2}, .npolicies = 3};
+                  .policies = {0, 1, 2}, .npolicies = 3, .seed = 1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define OPT(s, l) (!strcmp(a, s) || !strcmp(a, l))
@@ -399,6 +492,14 @@ static int parse_args(int argc, char **argv, opts_t *o)
         } else if (OPT("-R", "--rounds")) {
             o->rounds = atoi(v);
             bad = o->rounds < 1;
+        } else if (!strcmp(a, "--compute")) {
+            o->device = !strcmp(v, "device");
+            bad = !o->device && strcmp(v, "cpu");
+        } else if (!strcmp(a, "--skew")) {
+            o->skew = atof(v);
+            bad = !(o->skew >= 0);
+        } else if (!strcmp(a, "--seed")) {
+            o->seed = strtoull(v, NULL, 0);
         } else if (OPT("-J", "--json")) {
             o->json = v;
         } else {
@@ -437,6 +538,10 @@ int main(int argc, char **argv)
     for (int i = 0; i < WORK_FLOATS; i++) {
         work_buf[i] = (float)i / WORK_FLOATS;
     }
+#ifdef __linux__
+    /* Device synchronization points wake at their deadline, not up to 50 us later. */
+    prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+#endif
     if (o.overhead) {
         run_overhead(comm, &o);
         tempo_comm_destroy(comm);
@@ -444,7 +549,7 @@ int main(int argc, char **argv)
     }
     profile_t p;
     build_profile(&o, &p);
-    model_t m = {.comm = comm, .p = &p};
+    model_t m = {.comm = comm, .p = &p, .device = o.device, .skew = 1};
     m.grad = calloc((size_t)p.L, sizeof(float *));
     m.count = calloc((size_t)p.L, sizeof(size_t));
     size_t total = 0;
@@ -458,8 +563,11 @@ int main(int argc, char **argv)
     /* Calibration: multiply-add speed with every rank computing at once, and communication alone. */
     CHECK(comm, tempo_barrier(comm), "barrier");
     double t0 = now_s();
-    compute(2000);
-    double pass_s = (now_s() - t0) / 2000, pass_max;
+    if (!o.device) {
+        compute(2000);
+    }
+    /* Device mode: the unit is a second, so the scale below is seconds per unit of work. */
+    double pass_s = o.device ? 1 : (now_s() - t0) / 2000, pass_max;
     CHECK(comm, tempo_allreduce(comm, &pass_s, &pass_max, 1, TEMPO_FLOAT64, TEMPO_MAX),
           "allreduce");
     double comm_alone = measure_comm(&m);
@@ -483,6 +591,11 @@ int main(int argc, char **argv)
                "inside the run: %.2f; %d rounds x (%d warm-up + %d measured) iterations per "
                "configuration\n",
                comm_alone * 1e3, o.ratio, o.rounds, o.warmup, o.iters);
+        printf("# compute: %s", o.device ? "device (emulated accelerator)" : "cpu (real arithmetic)");
+        if (o.device) {
+            printf("; skew %.3f, seed %llu", o.skew, (unsigned long long)o.seed);
+        }
+        printf("\n");
         fflush(stdout);
     }
     /* Fit the compute inside the run: short fifo passes, rescaled by the measured M / P. */
@@ -527,6 +640,16 @@ int main(int argc, char **argv)
             c->r_eff = calloc((size_t)o.rounds, sizeof(double));
         }
     }
+    double compute_iter = scale * work_total * pass_max; /* s, forward + backward, without skew */
+    if (rank_ == 0) {
+        printf("# compute per iteration after calibration: %.2f ms%s\n", compute_iter * 1e3,
+               o.device ? "" : " (estimated from the multiply-add speed)");
+        fflush(stdout);
+    }
+    /* CPU time over wall time of the rounds, all threads of this process (the slowest rank's). */
+    struct rusage ru0, ru1;
+    getrusage(RUSAGE_SELF, &ru0);
+    double wall0 = now_s();
     for (int round = 0; round < o.rounds; round++) {
         for (int k = 0; k < nc; k++) {
             /* Rotate the order each round so that no configuration always goes first. */
@@ -540,6 +663,14 @@ int main(int argc, char **argv)
             }
         }
     }
+    getrusage(RUSAGE_SELF, &ru1);
+    double cpu_s = (double)(ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec) +
+                   (double)(ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) +
+                   (double)(ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec) * 1e-6 +
+                   (double)(ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec) * 1e-6;
+    double cpu_frac = cpu_s / (now_s() - wall0), cpu_frac_max;
+    CHECK(comm, tempo_allreduce(comm, &cpu_frac, &cpu_frac_max, 1, TEMPO_FLOAT64, TEMPO_MAX),
+          "allreduce");
     long wrong = 0;
     CHECK(comm, tempo_allreduce(comm, &m.wrong, &wrong, 1, TEMPO_INT64, TEMPO_SUM), "allreduce");
     double base = 0;
@@ -571,6 +702,7 @@ int main(int argc, char **argv)
                    c->chunked ? "chunked" : "whole", c->iter * 1e3, c->compute * 1e3,
                    c->comm * 1e3, c->exposed * 1e3, c->overlap, c->eff, vs);
         }
+        printf("# CPU time / wall time of the rounds: %.0f %% (highest rank)\n", cpu_frac_max * 100);
         printf("# medians over %d rounds; gradients checked: %ld wrong\n", o.rounds, wrong);
         if (o.json) {
             FILE *f = fopen(o.json, "w");
@@ -580,8 +712,11 @@ int main(int argc, char **argv)
                 fprintf(f,
                         "{\"ranks\": %d, \"profile\": \"%s\", \"layers\": %d, \"bytes\": %zu, "
                         "\"comm_alone_s\": %.6f, \"ratio\": %.3f, \"rounds\": %d, \"wrong\": %ld, "
-                        "\"results\": [",
-                        size_, o.profile, p.L, total, comm_alone, o.ratio, o.rounds, wrong);
+                        "\"compute\": \"%s\", \"skew\": %.4f, \"seed\": %llu, "
+                        "\"compute_iter_s\": %.6f, \"cpu_frac\": %.4f, \"results\": [",
+                        size_, o.profile, p.L, total, comm_alone, o.ratio, o.rounds, wrong,
+                        o.device ? "device" : "cpu", o.skew, (unsigned long long)o.seed,
+                        compute_iter, cpu_frac_max);
                 for (int k = 0; k < nc; k++) {
                     config_t *c = &cfg[k];
                     fprintf(f,
