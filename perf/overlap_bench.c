@@ -8,6 +8,7 @@
  * backward writes the layer's gradient into its buffer (every element: the cost of producing it).
  * Profiles:
  *   uniform  24 layers, equal gradients (1 MiB each by default) and equal compute
+ *   tiny     the same with 4 layers (make check; perf/overlap_model's hand-checkable case)
  *   vgg      VGG-16's 16 weight layers: parameter counts and per-layer forward FLOPs of the real
  *            network (Simonyan & Zisserman 2015, 224x224 input), scaled to --total bytes of
  *            gradients: 74% of the bytes in fc6, which backward produces early and the next
@@ -38,15 +39,19 @@
  * launched it; a synchronization point sleeps in clock_nanosleep(TIMER_ABSTIME) until the timeline
  * reaches it, taking no CPU. The synchronization points are those of a real framework: before a
  * bucketer wait (the next forward needs a previous gradient sync: the device is drained first, so
- * the wait is exactly the device's stall, as a stream waiting on an event) and after each backward
- * kernel, whose gradient the bucketer then posts; the host launches the next backward kernel
- * before it writes that gradient and marks it ready, so the device never waits for the host's
- * bookkeeping. Durations are the profile's work times the calibrated seconds per unit (the same
+ * the wait is exactly the device's stall, as a stream waiting on an event) and the event after
+ * each backward kernel, whose gradient the bucketer then posts. The whole backward is queued at
+ * once (autograd runs ahead of the device), and the host writes layer l's gradient values (the
+ * kernel's output) before it waits for that kernel's event, so the device never waits for the
+ * host; only a gradient write longer than the kernels before it delays its post. Durations are the profile's work times the calibrated seconds per unit (the same
  * fit as the CPU mode), times a per-rank, per-iteration straggler factor 1 + S*u, u uniform in
  * [0, 1) from a hash of (--seed, rank, round, iteration) when --skew S is given (every
  * configuration of a round sees the same stragglers). The header reports the fitted compute per
- * iteration (perf/overlap_model's input) and each run's CPU time over its wall time (the slowest
- * rank's process: all its threads), which stays low in this mode because nothing spins on compute.
+ * iteration (perf/overlap_model's input), the rounds' CPU time over their wall time (the busiest
+ * rank's process, all threads) and the share of the main thread's waits for compute (device
+ * synchronizations, or the arithmetic itself) during which it was runnable (on a CPU or waiting
+ * for one, /proc/thread-self/schedstat): compute that spins keeps the thread runnable however
+ * loaded the machine is, while the device mode's sleeps do not.
  * Gradients stay real buffers written by the host and checked as in the CPU mode.
  *
  * --overhead instead measures the cost of the scheduled path: a tiny all-reduce (8 floats)
@@ -104,6 +109,40 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* Seconds the calling thread has been runnable (on a CPU or waiting in a run queue), or -1 where
+ * the kernel does not say (Linux: /proc/thread-self/schedstat, ns on a CPU and ns waiting). */
+static double thread_runnable_s(void)
+{
+    FILE *f = fopen("/proc/thread-self/schedstat", "r");
+    unsigned long long on = 0, wait = 0;
+    int n = f ? fscanf(f, "%llu %llu", &on, &wait) : 0;
+    if (f) {
+        fclose(f);
+    }
+    return n == 2 ? (double)(on + wait) * 1e-9 : -1;
+}
+
+/* The main thread's runnable seconds (schedstat) and wall seconds while it waited for compute:
+ * inside device_sync() or compute(); runnable_acc_ < 0 once schedstat was found missing. */
+static double runnable_acc_, waited_acc_;
+
+static void acct_begin(double *run_p, double *wall_p)
+{
+    *run_p = runnable_acc_ >= 0 ? thread_runnable_s() : -1;
+    *wall_p = now_s();
+}
+
+static void acct_end(double run0, double wall0)
+{
+    double run1 = run0 >= 0 ? thread_runnable_s() : -1;
+    if (run0 < 0 || run1 < 0) {
+        runnable_acc_ = -1;
+        return;
+    }
+    runnable_acc_ += run1 - run0;
+    waited_acc_ += now_s() - wall0;
+}
+
 /* The emulated device of this rank: the absolute CLOCK_MONOTONIC time (s) at which its queued
  * kernels are done; 0 before the first launch. */
 static double dev_done_;
@@ -115,13 +154,23 @@ static void device_launch(double seconds)
     dev_done_ = (dev_done_ > t ? dev_done_ : t) + seconds;
 }
 
-/* Sleeps (no CPU) until every launched kernel is done. */
-static void device_sync(void)
+/* Sleeps (no CPU) until the device timeline reaches `when` (an event recorded after a launch:
+ * dev_done_ then). */
+static void device_wait(double when)
 {
-    struct timespec ts = {.tv_sec = (time_t)dev_done_,
-                          .tv_nsec = (long)((dev_done_ - (double)(time_t)dev_done_) * 1e9)};
+    double run0, wall0;
+    acct_begin(&run0, &wall0);
+    struct timespec ts = {.tv_sec = (time_t)when,
+                          .tv_nsec = (long)((when - (double)(time_t)when) * 1e9)};
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
     }
+    acct_end(run0, wall0);
+}
+
+/* Sleeps until every launched kernel is done. */
+static void device_sync(void)
+{
+    device_wait(dev_done_);
 }
 
 /* A uniform number in [0, 1) from a key (splitmix64's finalizer). */
@@ -137,6 +186,8 @@ static double hash_unit(uint64_t x)
 /* passes x WORK_FLOATS multiply-adds (2 flops each). */
 static void compute(double passes)
 {
+    double run0, wall0;
+    acct_begin(&run0, &wall0);
     long p = (long)passes;
     for (long k = 0; k < p; k++) {
         for (int i = 0; i < WORK_FLOATS; i++) {
@@ -144,6 +195,7 @@ static void compute(double passes)
         }
     }
     sink_ = work_buf[p & (WORK_FLOATS - 1)];
+    acct_end(run0, wall0);
 }
 
 static void die(tempo_comm_t comm, tempo_status_t st, const char *what)
@@ -164,8 +216,8 @@ static void die(tempo_comm_t comm, tempo_status_t st, const char *what)
 static void build_profile(const opts_t *o, profile_t *p)
 {
     memset(p, 0, sizeof(*p));
-    if (!strcmp(o->profile, "uniform")) {
-        p->L = 24;
+    if (strcmp(o->profile, "vgg")) { /* uniform, tiny */
+        p->L = strcmp(o->profile, "tiny") ? 24 : 4;
         for (int l = 0; l < p->L; l++) {
             p->bytes[l] = o->layer_bytes;
             p->work[l] = 1;
@@ -281,24 +333,26 @@ static void run_config(model_t *m, const opts_t *o, config_t *c, int round)
                 tempo_bucketer_compute_end(b);
             }
         }
+        double bwd_done[MAX_LAYERS]; /* device mode: the event after each backward kernel */
         if (m->device) {
             device_sync();
             tempo_bucketer_compute_end(b);
-            device_launch(2 * m->p->work[L - 1] * m->passes_per_work * m->skew);
+            for (int l = L - 1; l >= 0; l--) { /* the whole backward is queued at once */
+                device_launch(2 * m->p->work[l] * m->passes_per_work * m->skew);
+                bwd_done[l] = dev_done_;
+            }
         }
         for (int l = L - 1; l >= 0; l--) {
             tempo_bucketer_compute_begin(b, l, TEMPO_PHASE_BACKWARD);
-            if (m->device) { /* gradient l is done; queue the next backward before the bookkeeping */
-                device_sync();
-                if (l > 0) {
-                    device_launch(2 * m->p->work[l - 1] * m->passes_per_work * m->skew);
-                }
-            } else {
+            if (!m->device) {
                 compute(2 * m->p->work[l] * m->passes_per_work);
             }
-            float v = (float)(it + l);
+            float v = (float)(it + l); /* device: the kernel's output, written while it runs */
             for (size_t i = 0; i < m->count[l]; i++) {
                 m->grad[l][i] = v;
+            }
+            if (m->device) {
+                device_wait(bwd_done[l]);
             }
             tempo_bucketer_compute_end(b);
             CHECK(m->comm, tempo_bucketer_ready(b, (uint64_t)l), "ready");
@@ -397,9 +451,10 @@ static void usage(void)
 {
     printf(
         "usage: overlap_bench [options]   (run under tempo-run or perf/tempo-netns-run)\n"
-        "  -p, --profile NAME     uniform (24 equal layers) or vgg (VGG-16's 16 layers) [uniform]\n"
+        "  -p, --profile NAME     uniform (24 equal layers), vgg (VGG-16's 16 layers) or tiny (4\n"
+        "                         equal layers) [uniform]\n"
         "  -r, --ratio R          communication / compute the compute is scaled to [1.0]\n"
-        "      --layer-bytes N    uniform: gradient bytes per layer (K, M suffixes) [1M]\n"
+        "      --layer-bytes N    uniform, tiny: gradient bytes per layer (K, M suffixes) [1M]\n"
         "      --total-bytes N    vgg: gradient bytes of the whole model [24M]\n"
         "      --bucket-bytes N   bucketer fusion size [1M]\n"
         "      --chunk-bytes N    chunk size of the chunked configurations [512K]\n"
@@ -455,7 +510,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         int bad = 0;
         if (OPT("-p", "--profile")) {
             o->profile = v;
-            bad = strcmp(v, "uniform") && strcmp(v, "vgg");
+            bad = strcmp(v, "uniform") && strcmp(v, "vgg") && strcmp(v, "tiny");
         } else if (OPT("-r", "--ratio")) {
             o->ratio = atof(v);
             bad = !(o->ratio > 0);
@@ -650,6 +705,7 @@ int main(int argc, char **argv)
     struct rusage ru0, ru1;
     getrusage(RUSAGE_SELF, &ru0);
     double wall0 = now_s();
+    runnable_acc_ = waited_acc_ = 0;
     for (int round = 0; round < o.rounds; round++) {
         for (int k = 0; k < nc; k++) {
             /* Rotate the order each round so that no configuration always goes first. */
@@ -668,9 +724,13 @@ int main(int argc, char **argv)
                    (double)(ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) +
                    (double)(ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec) * 1e-6 +
                    (double)(ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec) * 1e-6;
-    double cpu_frac = cpu_s / (now_s() - wall0), cpu_frac_max;
-    CHECK(comm, tempo_allreduce(comm, &cpu_frac, &cpu_frac_max, 1, TEMPO_FLOAT64, TEMPO_MAX),
-          "allreduce");
+    /* CPU / wall, and the main thread's runnable share of its waits for compute (-1: unknown); the
+     * highest rank's. */
+    double frac[2] = {cpu_s / (now_s() - wall0),
+                      runnable_acc_ >= 0 && waited_acc_ > 0 ? runnable_acc_ / waited_acc_ : -1},
+           frac_max[2];
+    CHECK(comm, tempo_allreduce(comm, frac, frac_max, 2, TEMPO_FLOAT64, TEMPO_MAX), "allreduce");
+    double cpu_frac_max = frac_max[0];
     long wrong = 0;
     CHECK(comm, tempo_allreduce(comm, &m.wrong, &wrong, 1, TEMPO_INT64, TEMPO_SUM), "allreduce");
     double base = 0;
@@ -703,6 +763,13 @@ int main(int argc, char **argv)
                    c->comm * 1e3, c->exposed * 1e3, c->overlap, c->eff, vs);
         }
         printf("# CPU time / wall time of the rounds: %.0f %% (highest rank)\n", cpu_frac_max * 100);
+        if (frac_max[1] >= 0) {
+            printf("# main thread runnable while it waits for compute: %.0f %% of that time "
+                   "(highest rank)\n",
+                   frac_max[1] * 100);
+        } else {
+            printf("# main thread runnable while it waits for compute: unknown (no schedstat)\n");
+        }
         printf("# medians over %d rounds; gradients checked: %ld wrong\n", o.rounds, wrong);
         if (o.json) {
             FILE *f = fopen(o.json, "w");
@@ -713,10 +780,11 @@ int main(int argc, char **argv)
                         "{\"ranks\": %d, \"profile\": \"%s\", \"layers\": %d, \"bytes\": %zu, "
                         "\"comm_alone_s\": %.6f, \"ratio\": %.3f, \"rounds\": %d, \"wrong\": %ld, "
                         "\"compute\": \"%s\", \"skew\": %.4f, \"seed\": %llu, "
-                        "\"compute_iter_s\": %.6f, \"cpu_frac\": %.4f, \"results\": [",
+                        "\"compute_iter_s\": %.6f, \"cpu_frac\": %.4f, \"runnable_frac\": %.4f, "
+                        "\"results\": [",
                         size_, o.profile, p.L, total, comm_alone, o.ratio, o.rounds, wrong,
                         o.device ? "device" : "cpu", o.skew, (unsigned long long)o.seed,
-                        compute_iter, cpu_frac_max);
+                        compute_iter, cpu_frac_max, frac_max[1]);
                 for (int k = 0; k < nc; k++) {
                     config_t *c = &cfg[k];
                     fprintf(f,
