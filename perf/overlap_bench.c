@@ -31,28 +31,28 @@
  * rank equals its expected average); a wrong one makes the exit status 1.
  *
  * Compute on an emulated accelerator (--compute device). On the development machine the ranks'
- * arithmetic, progress threads and the emulated network share two cores, so whatever an order hides
- * comes back as slower compute. In real training the compute runs on an accelerator and the host CPU
- * is free for communication; --compute device models that. Each rank has a device timeline (the
- * absolute CLOCK_MONOTONIC time at which its queued kernels finish): a kernel launch enqueues a
- * duration and returns at once (a CUDA stream), starting when the device is free and the host has
- * launched it; a synchronization point sleeps in clock_nanosleep(TIMER_ABSTIME) until the timeline
- * reaches it, taking no CPU. The synchronization points are those of a real framework: before a
- * bucketer wait (the next forward needs a previous gradient sync: the device is drained first, so
- * the wait is exactly the device's stall, as a stream waiting on an event) and the event after
- * each backward kernel, whose gradient the bucketer then posts. The whole backward is queued at
- * once (autograd runs ahead of the device), and the host writes layer l's gradient values (the
- * kernel's output) before it waits for that kernel's event, so the device never waits for the
- * host; only a gradient write longer than the kernels before it delays its post. Durations are the profile's work times the calibrated seconds per unit (the same
- * fit as the CPU mode), times a per-rank, per-iteration straggler factor 1 + S*u, u uniform in
- * [0, 1) from a hash of (--seed, rank, round, iteration) when --skew S is given (every
- * configuration of a round sees the same stragglers). The header reports the fitted compute per
- * iteration (perf/overlap_model's input), the rounds' CPU time over their wall time (the busiest
- * rank's process, all threads) and the share of the main thread's waits for compute (device
- * synchronizations, or the arithmetic itself) during which it was runnable (on a CPU or waiting
- * for one, /proc/thread-self/schedstat): compute that spins keeps the thread runnable however
- * loaded the machine is, while the device mode's sleeps do not.
- * Gradients stay real buffers written by the host and checked as in the CPU mode.
+ * arithmetic, progress threads and the emulated network share two cores, so whatever an order
+ * hides comes back as slower compute. In real training the compute runs on an accelerator and the
+ * host CPU is free for communication; --compute device models that. Each rank has a device
+ * timeline (the absolute CLOCK_MONOTONIC time at which its queued kernels finish): a kernel launch
+ * enqueues a duration and returns at once (a CUDA stream), starting when the device is free and
+ * the host has launched it; a synchronization point sleeps in clock_nanosleep(TIMER_ABSTIME) until
+ * the timeline reaches it, taking no CPU. The synchronization points are those of a real
+ * framework: before a bucketer wait (the next forward needs a previous gradient sync: the device is
+ * drained first, so the wait is exactly the device's stall, as a stream waiting on an event) and
+ * the event after each backward kernel, whose gradient the bucketer then posts. The whole backward
+ * is queued at once (autograd runs ahead of the device), and the host writes layer l's gradient
+ * values (the kernel's output) before it waits for that kernel's event, so the device never waits
+ * for the host; only a gradient write longer than the kernels before it delays its post.
+ * Durations are the profile's work times the calibrated seconds per unit (the same fit as the CPU
+ * mode), times a per-rank, per-iteration straggler factor 1 + S*u, u uniform in [0, 1) from a hash
+ * of (--seed, rank, round, iteration) when --skew S is given (every configuration of a round sees
+ * the same stragglers). The header reports the fitted compute per iteration (perf/overlap_model's
+ * input), the rounds' CPU time over their wall time (the busiest rank's process, all threads) and
+ * the share of the main thread's waits for compute (device synchronizations, or the arithmetic
+ * itself) during which it was runnable (on a CPU or waiting for one, /proc/thread-self/schedstat):
+ * compute that spins keeps the thread runnable however loaded the machine is, while the device
+ * mode's sleeps do not.
  *
  * --overhead instead measures the cost of the scheduled path: a tiny all-reduce (8 floats)
  * through the bucketer (begin, ready, wait) against a direct blocking tempo_allreduce.
@@ -147,7 +147,7 @@ static void acct_end(double run0, double wall0)
  * kernels are done; 0 before the first launch. */
 static double dev_done_;
 
-/* Enqueues a kernel of `seconds`: it starts when the device is free and the host has launched it. */
+/* Enqueues a kernel of `seconds`: it starts once the device is free and the host launched it. */
 static void device_launch(double seconds)
 {
     double t = now_s();
@@ -309,9 +309,8 @@ static void run_config(model_t *m, const opts_t *o, config_t *c, int round)
         }
         CHECK(m->comm, tempo_bucketer_begin(b, 1), "begin");
         /* Stragglers: every configuration sees the same factors in the same round. */
-        m->skew = 1 + o->skew * hash_unit(o->seed * 1000003u + ((uint64_t)rank_ << 40 |
-                                                                (uint64_t)round << 20 |
-                                                                (uint64_t)it));
+        uint64_t key = (uint64_t)rank_ << 40 | (uint64_t)round << 20 | (uint64_t)it;
+        m->skew = 1 + o->skew * hash_unit(o->seed * 1000003u + key);
         for (int l = 0; l < L; l++) {
             if (m->device) { /* forward l-1 done: the wait below is the device's stall */
                 device_sync();
@@ -467,9 +466,10 @@ static void usage(void)
         "  -R, --rounds N         rounds; the table shows medians over rounds [3]\n"
         "      --calib N          fifo passes that fit the compute to --ratio inside the run [2]\n"
         "  -J, --json FILE        also write the results as JSON\n"
-        "      --compute MODE     cpu: real arithmetic; device: an emulated accelerator (a per-rank\n"
-        "                         device timeline; launches return at once, synchronization points\n"
-        "                         sleep until the device is done, taking no CPU) [cpu]\n"
+        "      --compute MODE     cpu: real arithmetic; device: an emulated accelerator (a\n"
+        "                         per-rank device timeline; launches return at once,\n"
+        "                         synchronization points sleep until the device is done,\n"
+        "                         taking no CPU) [cpu]\n"
         "      --skew S           device: stragglers; each rank's kernels in an iteration last\n"
         "                         1 + S*u times longer, u uniform in [0,1) per (rank, round,\n"
         "                         iteration), seeded by --seed [0]\n"
@@ -646,7 +646,8 @@ int main(int argc, char **argv)
                "inside the run: %.2f; %d rounds x (%d warm-up + %d measured) iterations per "
                "configuration\n",
                comm_alone * 1e3, o.ratio, o.rounds, o.warmup, o.iters);
-        printf("# compute: %s", o.device ? "device (emulated accelerator)" : "cpu (real arithmetic)");
+        printf("# compute: %s",
+               o.device ? "device (emulated accelerator)" : "cpu (real arithmetic)");
         if (o.device) {
             printf("; skew %.3f, seed %llu", o.skew, (unsigned long long)o.seed);
         }
@@ -762,7 +763,8 @@ int main(int argc, char **argv)
                    c->chunked ? "chunked" : "whole", c->iter * 1e3, c->compute * 1e3,
                    c->comm * 1e3, c->exposed * 1e3, c->overlap, c->eff, vs);
         }
-        printf("# CPU time / wall time of the rounds: %.0f %% (highest rank)\n", cpu_frac_max * 100);
+        printf("# CPU time / wall time of the rounds: %.0f %% (highest rank)\n",
+               cpu_frac_max * 100);
         if (frac_max[1] >= 0) {
             printf("# main thread runnable while it waits for compute: %.0f %% of that time "
                    "(highest rank)\n",

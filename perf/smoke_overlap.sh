@@ -1,6 +1,7 @@
 #!/bin/sh
-# perf/smoke_overlap.sh — overlap_bench --compute device on 2 ranks over shared memory with the tiny
-# profile (4 layers of 256 KiB), and perf/overlap_model on cases whose step time is known by hand.
+# perf/smoke_overlap.sh — overlap_bench --compute device on 2 ranks over shared memory with the
+# tiny profile (4 layers of 256 KiB), and perf/overlap_model on cases whose step time is known
+# by hand.
 #
 # Checks: the run exits 0 with its six rows and 0 wrong gradients; the emulated accelerator does
 # not spin: while the bench's main thread waits for compute (device synchronizations), it is
@@ -53,14 +54,16 @@ bad=1
 result $bad "overlap_bench --compute device: 6 rows, 0 wrong gradients (exit $rc)" "$out"
 
 # The main thread's runnable time (on a CPU or waiting for one) while it waited for compute.
-busy=$(printf '%s\n' "$out" | sed -n 's/^# main thread runnable while it waits for compute: \([0-9]*\) %.*/\1/p')
+pat='s/^# main thread runnable while it waits for compute: \([0-9]*\) %.*/\1/p'
+busy=$(printf '%s\n' "$out" | sed -n "$pat")
 if printf '%s\n' "$out" | grep -q '^# main thread runnable.*unknown'; then
     n=$((n + 1))
     echo "ok $n # SKIP no /proc/thread-self/schedstat: the main thread's runnable time is unknown"
 else
     bad=1
     [ -n "$busy" ] && [ "$busy" -lt 50 ] && bad=0
-    result $bad "device compute does not spin: main thread runnable ${busy:-?} % of its compute waits (bound 50 %)" "$out"
+    result $bad "device compute does not spin: main thread runnable ${busy:-?} % of its compute \
+waits (bound 50 %)" "$out"
 fi
 
 # T of every row of the model's table, one line: fifo whole first.
