@@ -37,22 +37,22 @@
  * timeline (the absolute CLOCK_MONOTONIC time at which its queued kernels finish): a kernel launch
  * enqueues a duration and returns at once (a CUDA stream), starting when the device is free and
  * the host has launched it; a synchronization point sleeps in clock_nanosleep(TIMER_ABSTIME) until
- * the timeline reaches it, taking no CPU. The synchronization points are those of a real
- * framework: before a bucketer wait (the next forward needs a previous gradient sync: the device is
- * drained first, so the wait is exactly the device's stall, as a stream waiting on an event) and
- * the event after each backward kernel, whose gradient the bucketer then posts. The whole backward
- * is queued at once (autograd runs ahead of the device), and the host writes layer l's gradient
- * values (the kernel's output) before it waits for that kernel's event, so the device never waits
- * for the host; only a gradient write longer than the kernels before it delays its post.
+ * the timeline reaches it, taking no CPU. As in a framework on a GPU, the host runs ahead: forward
+ * layer l is launched as soon as its bucketer wait returns (the device may still be running
+ * earlier layers, so a wait is a stall only if the device ran dry: the exposed column is the
+ * device's idle time, measured at each launch), the whole backward is queued at once, and the host
+ * writes layer l's gradient values (the kernel's output) and sleeps until that kernel's event
+ * before it posts the gradient. The host's own wake-up delays thus delay posts, never the device's
+ * queued work (on a loaded machine they are milliseconds). A consequence: the bucketer's forward
+ * markers see launches, not kernels, so TAC measures no forward time in this mode.
  * Durations are the profile's work times the calibrated seconds per unit (the same fit as the CPU
  * mode), times a per-rank, per-iteration straggler factor 1 + S*u, u uniform in [0, 1) from a hash
  * of (--seed, rank, round, iteration) when --skew S is given (every configuration of a round sees
  * the same stragglers). The header reports the fitted compute per iteration (perf/overlap_model's
- * input), the rounds' CPU time over their wall time (the busiest rank's process, all threads) and
- * the share of the main thread's waits for compute (device synchronizations, or the arithmetic
- * itself) during which it was runnable (on a CPU or waiting for one, /proc/thread-self/schedstat):
- * compute that spins keeps the thread runnable however loaded the machine is, while the device
- * mode's sleeps do not.
+ * input), the rounds' CPU time over their wall time (the busiest rank's process, all threads) and,
+ * while the main thread waits for compute (device synchronizations, or the arithmetic itself), its
+ * time on a CPU over the time it was not queued for one (/proc/thread-self/schedstat): about 100 %
+ * for compute that spins however loaded the machine is, near 0 for the device mode's sleeps.
  *
  * --overhead instead measures the cost of the scheduled path: a tiny all-reduce (8 floats)
  * through the bucketer (begin, ready, wait) against a direct blocking tempo_allreduce.
@@ -109,68 +109,77 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Seconds the calling thread has been runnable (on a CPU or waiting in a run queue), or -1 where
- * the kernel does not say (Linux: /proc/thread-self/schedstat, ns on a CPU and ns waiting). */
-static double thread_runnable_s(void)
+/* The calling thread's seconds on a CPU and waiting in a run queue (Linux:
+ * /proc/thread-self/schedstat); -1 where the kernel does not say. */
+static int thread_sched(double *on_p, double *queued_p)
 {
     FILE *f = fopen("/proc/thread-self/schedstat", "r");
-    unsigned long long on = 0, wait = 0;
-    int n = f ? fscanf(f, "%llu %llu", &on, &wait) : 0;
+    unsigned long long on = 0, queued = 0;
+    int n = f ? fscanf(f, "%llu %llu", &on, &queued) : 0;
     if (f) {
         fclose(f);
     }
-    return n == 2 ? (double)(on + wait) * 1e-9 : -1;
+    if (n != 2) {
+        return -1;
+    }
+    *on_p = (double)on * 1e-9;
+    *queued_p = (double)queued * 1e-9;
+    return 0;
 }
 
-/* The main thread's runnable seconds (schedstat) and wall seconds while it waited for compute:
- * inside device_sync() or compute(); runnable_acc_ < 0 once schedstat was found missing. */
-static double runnable_acc_, waited_acc_;
+/* While the main thread waits for compute (device_wait() or compute()): its seconds on a CPU, in a
+ * run queue, and of wall time; on_acc_ < 0 once schedstat was found missing. A thread that spins is
+ * on a CPU whenever it is not queued for one, however loaded the machine; one that sleeps is not. */
+static double on_acc_, queued_acc_, waited_acc_;
 
-static void acct_begin(double *run_p, double *wall_p)
+typedef struct {
+    double on, queued, wall;
+} acct_t;
+
+static void acct_begin(acct_t *a)
 {
-    *run_p = runnable_acc_ >= 0 ? thread_runnable_s() : -1;
-    *wall_p = now_s();
+    a->wall = now_s();
+    if (on_acc_ >= 0 && thread_sched(&a->on, &a->queued) != 0) {
+        on_acc_ = -1;
+    }
 }
 
-static void acct_end(double run0, double wall0)
+static void acct_end(const acct_t *a)
 {
-    double run1 = run0 >= 0 ? thread_runnable_s() : -1;
-    if (run0 < 0 || run1 < 0) {
-        runnable_acc_ = -1;
+    double on, queued;
+    if (on_acc_ < 0 || thread_sched(&on, &queued) != 0) {
+        on_acc_ = -1;
         return;
     }
-    runnable_acc_ += run1 - run0;
-    waited_acc_ += now_s() - wall0;
+    on_acc_ += on - a->on;
+    queued_acc_ += queued - a->queued;
+    waited_acc_ += now_s() - a->wall;
 }
 
 /* The emulated device of this rank: the absolute CLOCK_MONOTONIC time (s) at which its queued
  * kernels are done; 0 before the first launch. */
 static double dev_done_;
 
-/* Enqueues a kernel of `seconds`: it starts once the device is free and the host launched it. */
-static void device_launch(double seconds)
+/* Enqueues a kernel of `seconds`: it starts once the device is free and the host launched it.
+ * Returns the device's idle time before it (s): how late the host launched it. */
+static double device_launch(double seconds)
 {
-    double t = now_s();
+    double t = now_s(), idle = t > dev_done_ ? t - dev_done_ : 0;
     dev_done_ = (dev_done_ > t ? dev_done_ : t) + seconds;
+    return idle;
 }
 
 /* Sleeps (no CPU) until the device timeline reaches `when` (an event recorded after a launch:
  * dev_done_ then). */
 static void device_wait(double when)
 {
-    double run0, wall0;
-    acct_begin(&run0, &wall0);
+    acct_t acct;
+    acct_begin(&acct);
     struct timespec ts = {.tv_sec = (time_t)when,
                           .tv_nsec = (long)((when - (double)(time_t)when) * 1e9)};
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
     }
-    acct_end(run0, wall0);
-}
-
-/* Sleeps until every launched kernel is done. */
-static void device_sync(void)
-{
-    device_wait(dev_done_);
+    acct_end(&acct);
 }
 
 /* A uniform number in [0, 1) from a key (splitmix64's finalizer). */
@@ -186,8 +195,8 @@ static double hash_unit(uint64_t x)
 /* passes x WORK_FLOATS multiply-adds (2 flops each). */
 static void compute(double passes)
 {
-    double run0, wall0;
-    acct_begin(&run0, &wall0);
+    acct_t acct;
+    acct_begin(&acct);
     long p = (long)passes;
     for (long k = 0; k < p; k++) {
         for (int i = 0; i < WORK_FLOATS; i++) {
@@ -195,7 +204,7 @@ static void compute(double passes)
         }
     }
     sink_ = work_buf[p & (WORK_FLOATS - 1)];
-    acct_end(run0, wall0);
+    acct_end(&acct);
 }
 
 static void die(tempo_comm_t comm, tempo_status_t st, const char *what)
@@ -278,6 +287,7 @@ typedef struct {
                                   seconds with --compute device */
     int device;                /* --compute device */
     double skew;               /* this iteration's straggler factor (device mode), >= 1 */
+    double idle;               /* device mode: the device's idle seconds, measured iterations */
     long wrong;
 } model_t;
 
@@ -303,6 +313,7 @@ static void run_config(model_t *m, const opts_t *o, config_t *c, int round)
     tempo_bucketer_t b;
     CHECK(m->comm, tempo_bucketer_create(m->comm, d, (size_t)m->p->L, &bc, &b), "bucketer create");
     int L = m->p->L;
+    m->idle = 0;
     for (int it = 0; it < o->warmup + o->iters; it++) {
         if (it == o->warmup) {
             tempo_bucketer_stats_reset(b);
@@ -311,13 +322,8 @@ static void run_config(model_t *m, const opts_t *o, config_t *c, int round)
         /* Stragglers: every configuration sees the same factors in the same round. */
         uint64_t key = (uint64_t)rank_ << 40 | (uint64_t)round << 20 | (uint64_t)it;
         m->skew = 1 + o->skew * hash_unit(o->seed * 1000003u + key);
+        double idle = 0; /* device mode: the device's idle time in this iteration */
         for (int l = 0; l < L; l++) {
-            if (m->device) { /* forward l-1 done: the wait below is the device's stall */
-                device_sync();
-                if (l > 0) {
-                    tempo_bucketer_compute_end(b);
-                }
-            }
             CHECK(m->comm, tempo_bucketer_wait_layer(b, l), "wait_layer");
             if (it > 0) { /* the previous iteration's average: every rank wrote it+l */
                 float want = (float)(it - 1 + l);
@@ -326,21 +332,18 @@ static void run_config(model_t *m, const opts_t *o, config_t *c, int round)
             }
             tempo_bucketer_compute_begin(b, l, TEMPO_PHASE_FORWARD);
             if (m->device) {
-                device_launch(m->p->work[l] * m->passes_per_work * m->skew);
+                idle += device_launch(m->p->work[l] * m->passes_per_work * m->skew);
             } else {
                 compute(m->p->work[l] * m->passes_per_work);
-                tempo_bucketer_compute_end(b);
             }
+            tempo_bucketer_compute_end(b);
         }
         double bwd_done[MAX_LAYERS]; /* device mode: the event after each backward kernel */
-        if (m->device) {
-            device_sync();
-            tempo_bucketer_compute_end(b);
-            for (int l = L - 1; l >= 0; l--) { /* the whole backward is queued at once */
-                device_launch(2 * m->p->work[l] * m->passes_per_work * m->skew);
-                bwd_done[l] = dev_done_;
-            }
+        for (int l = L - 1; l >= 0 && m->device; l--) { /* the whole backward is queued at once */
+            idle += device_launch(2 * m->p->work[l] * m->passes_per_work * m->skew);
+            bwd_done[l] = dev_done_;
         }
+        m->idle += it >= o->warmup ? idle : 0;
         for (int l = L - 1; l >= 0; l--) {
             tempo_bucketer_compute_begin(b, l, TEMPO_PHASE_BACKWARD);
             if (!m->device) {
@@ -362,7 +365,10 @@ static void run_config(model_t *m, const opts_t *o, config_t *c, int round)
     tempo_bucketer_stats_t mean;
     tempo_bucketer_stats(b, NULL, &mean);
     /* The slowest rank's iteration time defines the job; take every number from the max. */
-    double v[5] = {mean.iter_s, mean.compute_s, mean.comm_s, mean.exposed_s, 0}, mx[5];
+    /* Device mode: exposed is the device's idle time (the host blocks in waits while the device
+     * still runs the kernels it queued, which is not exposed). */
+    double exposed = m->device ? m->idle / o->iters : mean.exposed_s;
+    double v[5] = {mean.iter_s, mean.compute_s, mean.comm_s, exposed, 0}, mx[5];
     CHECK(m->comm, tempo_allreduce(m->comm, v, mx, 4, TEMPO_FLOAT64, TEMPO_MAX), "allreduce");
     CHECK(m->comm, tempo_bucketer_destroy(b), "destroy");
     double P = mx[0] - mx[3], M = mx[2], T = mx[0];
@@ -706,7 +712,7 @@ int main(int argc, char **argv)
     struct rusage ru0, ru1;
     getrusage(RUSAGE_SELF, &ru0);
     double wall0 = now_s();
-    runnable_acc_ = waited_acc_ = 0;
+    on_acc_ = queued_acc_ = waited_acc_ = 0;
     for (int round = 0; round < o.rounds; round++) {
         for (int k = 0; k < nc; k++) {
             /* Rotate the order each round so that no configuration always goes first. */
@@ -725,10 +731,10 @@ int main(int argc, char **argv)
                    (double)(ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) +
                    (double)(ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec) * 1e-6 +
                    (double)(ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec) * 1e-6;
-    /* CPU / wall, and the main thread's runnable share of its waits for compute (-1: unknown); the
-     * highest rank's. */
-    double frac[2] = {cpu_s / (now_s() - wall0),
-                      runnable_acc_ >= 0 && waited_acc_ > 0 ? runnable_acc_ / waited_acc_ : -1},
+    /* CPU / wall, and the main thread's time on a CPU over the time it was not queued for one while
+     * it waited for compute (-1: unknown); the highest rank's. */
+    double could = waited_acc_ - queued_acc_;
+    double frac[2] = {cpu_s / (now_s() - wall0), on_acc_ >= 0 && could > 0 ? on_acc_ / could : -1},
            frac_max[2];
     CHECK(comm, tempo_allreduce(comm, frac, frac_max, 2, TEMPO_FLOAT64, TEMPO_MAX), "allreduce");
     double cpu_frac_max = frac_max[0];
@@ -766,11 +772,11 @@ int main(int argc, char **argv)
         printf("# CPU time / wall time of the rounds: %.0f %% (highest rank)\n",
                cpu_frac_max * 100);
         if (frac_max[1] >= 0) {
-            printf("# main thread runnable while it waits for compute: %.0f %% of that time "
-                   "(highest rank)\n",
+            printf("# main thread on a CPU while it waits for compute: %.0f %% of the time it was "
+                   "not queued for one (highest rank)\n",
                    frac_max[1] * 100);
         } else {
-            printf("# main thread runnable while it waits for compute: unknown (no schedstat)\n");
+            printf("# main thread on a CPU while it waits for compute: unknown (no schedstat)\n");
         }
         printf("# medians over %d rounds; gradients checked: %ld wrong\n", o.rounds, wrong);
         if (o.json) {
