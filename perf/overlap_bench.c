@@ -484,9 +484,9 @@ static void usage(void)
         "  -h, --help             this text\n"
         "      --version          the package version\n"
         "Columns: iteration time T, compute P = T - exposed, communication busy time M, exposed\n"
-        "(blocked in waits), overlap 1 - exposed/M, TicTac's E = (U-T)/(U-L) with U = P+M, L =\n"
-        "max(P,M), and T against fifo without chunking (negative = faster). Times are the slowest\n"
-        "rank's per-iteration means.\n");
+        "(blocked in waits; with --compute device the device's idle time), overlap 1 - exposed/M,\n"
+        "TicTac's E = (U-T)/(U-L) with U = P+M, L = max(P,M), and T against fifo without chunking\n"
+        "(negative = faster). Times are the slowest rank's per-iteration means.\n");
 }
 
 static int parse_args(int argc, char **argv, opts_t *o)
