@@ -78,8 +78,8 @@ EXTRA_DIST += %reldir%/tempo-compare.in
 bin_SCRIPTS += %reldir%/tempo-netns-run %reldir%/tempo-overlap-net
 EXTRA_DIST += %reldir%/tempo-netns-run.in %reldir%/tempo-overlap-net.in
 # The event model of overlap_bench's step (python3): predicted step time per policy.
-bin_SCRIPTS += %reldir%/overlap_model
-EXTRA_DIST += %reldir%/overlap_model.in
+bin_SCRIPTS += %reldir%/tempo-overlap-model
+EXTRA_DIST += %reldir%/tempo-overlap-model.in
 # make check: overlap_bench --compute device on 2 ranks (0 wrong, the device does not spin) and the
 # model on cases known by hand; about 2 s.
 TESTS += %reldir%/smoke_overlap.sh

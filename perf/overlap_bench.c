@@ -8,7 +8,7 @@
  * backward writes the layer's gradient into its buffer (every element: the cost of producing it).
  * Profiles:
  *   uniform  24 layers, equal gradients (1 MiB each by default) and equal compute
- *   tiny     the same with 4 layers (make check; perf/overlap_model's hand-checkable case)
+ *   tiny     the same with 4 layers (make check; perf/tempo-overlap-model's hand-checkable case)
  *   vgg      VGG-16's 16 weight layers: parameter counts and per-layer forward FLOPs of the real
  *            network (Simonyan & Zisserman 2015, 224x224 input), scaled to --total bytes of
  *            gradients: 74% of the bytes in fc6, which backward produces early and the next
@@ -48,8 +48,8 @@
  * Durations are the profile's work times the calibrated seconds per unit (the same fit as the CPU
  * mode), times a per-rank, per-iteration straggler factor 1 + S*u, u uniform in [0, 1) from a hash
  * of (--seed, rank, round, iteration) when --skew S is given (every configuration of a round sees
- * the same stragglers). The header reports the fitted compute per iteration (perf/overlap_model's
- * input), the rounds' CPU time over their wall time (the busiest rank's process, all threads) and,
+ * the same stragglers). The header reports the fitted compute per iteration (the input of
+ * perf/tempo-overlap-model), the rounds' CPU time over their wall time (the busiest rank's process, all threads) and,
  * while the main thread waits for compute (device synchronizations, or the arithmetic itself), its
  * time on a CPU over the time it was not queued for one (/proc/thread-self/schedstat): about 100 %
  * for compute that spins however loaded the machine is, near 0 for the device mode's sleeps.
@@ -128,8 +128,9 @@ static int thread_sched(double *on_p, double *queued_p)
 }
 
 /* While the main thread waits for compute (device_wait() or compute()): its seconds on a CPU, in a
- * run queue, and of wall time; on_acc_ < 0 once schedstat was found missing. A thread that spins is
- * on a CPU whenever it is not queued for one, however loaded the machine; one that sleeps is not. */
+ * run queue, and of wall time; on_acc_ < 0 once schedstat was found missing. A thread that spins
+ * is on a CPU whenever it is not queued for one, however loaded the machine; one that sleeps is
+ * not. */
 static double on_acc_, queued_acc_, waited_acc_;
 
 typedef struct {
