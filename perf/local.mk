@@ -77,6 +77,13 @@ EXTRA_DIST += %reldir%/tempo-compare.in
 # root; exits 77 without); tempo-overlap-net runs overlap_bench there.
 bin_SCRIPTS += %reldir%/tempo-netns-run %reldir%/tempo-overlap-net
 EXTRA_DIST += %reldir%/tempo-netns-run.in %reldir%/tempo-overlap-net.in
+# The event model of overlap_bench's step (python3): predicted step time per policy.
+bin_SCRIPTS += %reldir%/tempo-overlap-model
+EXTRA_DIST += %reldir%/tempo-overlap-model.in
+# make check: overlap_bench --compute device on 2 ranks (0 wrong, the device does not spin) and the
+# model on cases known by hand; about 2 s.
+TESTS += %reldir%/smoke_overlap.sh
+EXTRA_DIST += %reldir%/smoke_overlap.sh
 
 # make check: 2-rank smoke runs of the tempo programs and of the MPI ones (the latter skip when MPI
 # was not built).

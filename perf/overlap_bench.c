@@ -8,6 +8,7 @@
  * backward writes the layer's gradient into its buffer (every element: the cost of producing it).
  * Profiles:
  *   uniform  24 layers, equal gradients (1 MiB each by default) and equal compute
+ *   tiny     the same with 4 layers (make check; perf/tempo-overlap-model's hand-checkable case)
  *   vgg      VGG-16's 16 weight layers: parameter counts and per-layer forward FLOPs of the real
  *            network (Simonyan & Zisserman 2015, 224x224 input), scaled to --total bytes of
  *            gradients: 74% of the bytes in fc6, which backward produces early and the next
@@ -29,6 +30,30 @@
  * numbers (tempo_bucketer_stats). The synchronized gradients are checked (every element of every
  * rank equals its expected average); a wrong one makes the exit status 1.
  *
+ * Compute on an emulated accelerator (--compute device). On the development machine the ranks'
+ * arithmetic, progress threads and the emulated network share two cores, so whatever an order
+ * hides comes back as slower compute. In real training the compute runs on an accelerator and the
+ * host CPU is free for communication; --compute device models that. Each rank has a device
+ * timeline (the absolute CLOCK_MONOTONIC time at which its queued kernels finish): a kernel launch
+ * enqueues a duration and returns at once (a CUDA stream), starting when the device is free and
+ * the host has launched it; a synchronization point sleeps in clock_nanosleep(TIMER_ABSTIME) until
+ * the timeline reaches it, taking no CPU. As in a framework on a GPU, the host runs ahead: forward
+ * layer l is launched as soon as its bucketer wait returns (the device may still be running
+ * earlier layers, so a wait is a stall only if the device ran dry: the exposed column is the
+ * device's idle time, measured at each launch), the whole backward is queued at once, and the host
+ * writes layer l's gradient values (the kernel's output) and sleeps until that kernel's event
+ * before it posts the gradient. The host's own wake-up delays thus delay posts, never the device's
+ * queued work (on a loaded machine they are milliseconds). A consequence: the bucketer's forward
+ * markers see launches, not kernels, so TAC measures no forward time in this mode.
+ * Durations are the profile's work times the calibrated seconds per unit (the same fit as the CPU
+ * mode), times a per-rank, per-iteration straggler factor 1 + S*u, u uniform in [0, 1) from a hash
+ * of (--seed, rank, round, iteration) when --skew S is given (every configuration of a round sees
+ * the same stragglers). The header reports the fitted compute per iteration (the input of
+ * perf/tempo-overlap-model), the rounds' CPU time over their wall time (the busiest rank's process, all threads) and,
+ * while the main thread waits for compute (device synchronizations, or the arithmetic itself), its
+ * time on a CPU over the time it was not queued for one (/proc/thread-self/schedstat): about 100 %
+ * for compute that spins however loaded the machine is, near 0 for the device mode's sleeps.
+ *
  * --overhead instead measures the cost of the scheduled path: a tiny all-reduce (8 floats)
  * through the bucketer (begin, ready, wait) against a direct blocking tempo_allreduce.
  *
@@ -40,7 +65,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 #include "perf/util.h"
 #include "tools/version.h"
@@ -62,6 +91,9 @@ typedef struct {
     int iters, warmup, rounds, calib;
     int overhead;
     int iters_set; /* -n given */
+    int device;    /* --compute device: emulated accelerator (else real arithmetic) */
+    double skew;   /* --skew S: per-rank, per-iteration duration factor in [1, 1 + S) */
+    uint64_t seed; /* --seed: the skew's hash seed */
     const char *json;
     int policies[3], npolicies;
 } opts_t;
@@ -77,9 +109,95 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* The calling thread's seconds on a CPU and waiting in a run queue (Linux:
+ * /proc/thread-self/schedstat); -1 where the kernel does not say. */
+static int thread_sched(double *on_p, double *queued_p)
+{
+    FILE *f = fopen("/proc/thread-self/schedstat", "r");
+    unsigned long long on = 0, queued = 0;
+    int n = f ? fscanf(f, "%llu %llu", &on, &queued) : 0;
+    if (f) {
+        fclose(f);
+    }
+    if (n != 2) {
+        return -1;
+    }
+    *on_p = (double)on * 1e-9;
+    *queued_p = (double)queued * 1e-9;
+    return 0;
+}
+
+/* While the main thread waits for compute (device_wait() or compute()): its seconds on a CPU, in a
+ * run queue, and of wall time; on_acc_ < 0 once schedstat was found missing. A thread that spins
+ * is on a CPU whenever it is not queued for one, however loaded the machine; one that sleeps is
+ * not. */
+static double on_acc_, queued_acc_, waited_acc_;
+
+typedef struct {
+    double on, queued, wall;
+} acct_t;
+
+static void acct_begin(acct_t *a)
+{
+    a->wall = now_s();
+    if (on_acc_ >= 0 && thread_sched(&a->on, &a->queued) != 0) {
+        on_acc_ = -1;
+    }
+}
+
+static void acct_end(const acct_t *a)
+{
+    double on, queued;
+    if (on_acc_ < 0 || thread_sched(&on, &queued) != 0) {
+        on_acc_ = -1;
+        return;
+    }
+    on_acc_ += on - a->on;
+    queued_acc_ += queued - a->queued;
+    waited_acc_ += now_s() - a->wall;
+}
+
+/* The emulated device of this rank: the absolute CLOCK_MONOTONIC time (s) at which its queued
+ * kernels are done; 0 before the first launch. */
+static double dev_done_;
+
+/* Enqueues a kernel of `seconds`: it starts once the device is free and the host launched it.
+ * Returns the device's idle time before it (s): how late the host launched it. */
+static double device_launch(double seconds)
+{
+    double t = now_s(), idle = t > dev_done_ ? t - dev_done_ : 0;
+    dev_done_ = (dev_done_ > t ? dev_done_ : t) + seconds;
+    return idle;
+}
+
+/* Sleeps (no CPU) until the device timeline reaches `when` (an event recorded after a launch:
+ * dev_done_ then). */
+static void device_wait(double when)
+{
+    acct_t acct;
+    acct_begin(&acct);
+    struct timespec ts = {.tv_sec = (time_t)when,
+                          .tv_nsec = (long)((when - (double)(time_t)when) * 1e9)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+    }
+    acct_end(&acct);
+}
+
+/* A uniform number in [0, 1) from a key (splitmix64's finalizer). */
+static double hash_unit(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    return (double)(x >> 11) * 0x1.0p-53;
+}
+
 /* passes x WORK_FLOATS multiply-adds (2 flops each). */
 static void compute(double passes)
 {
+    acct_t acct;
+    acct_begin(&acct);
     long p = (long)passes;
     for (long k = 0; k < p; k++) {
         for (int i = 0; i < WORK_FLOATS; i++) {
@@ -87,6 +205,7 @@ static void compute(double passes)
         }
     }
     sink_ = work_buf[p & (WORK_FLOATS - 1)];
+    acct_end(&acct);
 }
 
 static void die(tempo_comm_t comm, tempo_status_t st, const char *what)
@@ -107,8 +226,8 @@ static void die(tempo_comm_t comm, tempo_status_t st, const char *what)
 static void build_profile(const opts_t *o, profile_t *p)
 {
     memset(p, 0, sizeof(*p));
-    if (!strcmp(o->profile, "uniform")) {
-        p->L = 24;
+    if (strcmp(o->profile, "vgg")) { /* uniform, tiny */
+        p->L = strcmp(o->profile, "tiny") ? 24 : 4;
         for (int l = 0; l < p->L; l++) {
             p->bytes[l] = o->layer_bytes;
             p->work[l] = 1;
@@ -165,7 +284,11 @@ typedef struct {
     const profile_t *p;
     float **grad;              /* (L) gradient buffers */
     size_t *count;             /* (L) floats */
-    double passes_per_work;    /* compute passes per unit of profile work (forward) */
+    double passes_per_work;    /* per unit of profile work (forward): compute passes, or device
+                                  seconds with --compute device */
+    int device;                /* --compute device */
+    double skew;               /* this iteration's straggler factor (device mode), >= 1 */
+    double idle;               /* device mode: the device's idle seconds, measured iterations */
     long wrong;
 } model_t;
 
@@ -191,11 +314,16 @@ static void run_config(model_t *m, const opts_t *o, config_t *c, int round)
     tempo_bucketer_t b;
     CHECK(m->comm, tempo_bucketer_create(m->comm, d, (size_t)m->p->L, &bc, &b), "bucketer create");
     int L = m->p->L;
+    m->idle = 0;
     for (int it = 0; it < o->warmup + o->iters; it++) {
         if (it == o->warmup) {
             tempo_bucketer_stats_reset(b);
         }
         CHECK(m->comm, tempo_bucketer_begin(b, 1), "begin");
+        /* Stragglers: every configuration sees the same factors in the same round. */
+        uint64_t key = (uint64_t)rank_ << 40 | (uint64_t)round << 20 | (uint64_t)it;
+        m->skew = 1 + o->skew * hash_unit(o->seed * 1000003u + key);
+        double idle = 0; /* device mode: the device's idle time in this iteration */
         for (int l = 0; l < L; l++) {
             CHECK(m->comm, tempo_bucketer_wait_layer(b, l), "wait_layer");
             if (it > 0) { /* the previous iteration's average: every rank wrote it+l */
@@ -204,15 +332,30 @@ static void run_config(model_t *m, const opts_t *o, config_t *c, int round)
                 m->wrong += m->grad[l][m->count[l] - 1] != want;
             }
             tempo_bucketer_compute_begin(b, l, TEMPO_PHASE_FORWARD);
-            compute(m->p->work[l] * m->passes_per_work);
+            if (m->device) {
+                idle += device_launch(m->p->work[l] * m->passes_per_work * m->skew);
+            } else {
+                compute(m->p->work[l] * m->passes_per_work);
+            }
             tempo_bucketer_compute_end(b);
         }
+        double bwd_done[MAX_LAYERS]; /* device mode: the event after each backward kernel */
+        for (int l = L - 1; l >= 0 && m->device; l--) { /* the whole backward is queued at once */
+            idle += device_launch(2 * m->p->work[l] * m->passes_per_work * m->skew);
+            bwd_done[l] = dev_done_;
+        }
+        m->idle += it >= o->warmup ? idle : 0;
         for (int l = L - 1; l >= 0; l--) {
             tempo_bucketer_compute_begin(b, l, TEMPO_PHASE_BACKWARD);
-            compute(2 * m->p->work[l] * m->passes_per_work);
-            float v = (float)(it + l);
+            if (!m->device) {
+                compute(2 * m->p->work[l] * m->passes_per_work);
+            }
+            float v = (float)(it + l); /* device: the kernel's output, written while it runs */
             for (size_t i = 0; i < m->count[l]; i++) {
                 m->grad[l][i] = v;
+            }
+            if (m->device) {
+                device_wait(bwd_done[l]);
             }
             tempo_bucketer_compute_end(b);
             CHECK(m->comm, tempo_bucketer_ready(b, (uint64_t)l), "ready");
@@ -223,7 +366,10 @@ static void run_config(model_t *m, const opts_t *o, config_t *c, int round)
     tempo_bucketer_stats_t mean;
     tempo_bucketer_stats(b, NULL, &mean);
     /* The slowest rank's iteration time defines the job; take every number from the max. */
-    double v[5] = {mean.iter_s, mean.compute_s, mean.comm_s, mean.exposed_s, 0}, mx[5];
+    /* Device mode: exposed is the device's idle time (the host blocks in waits while the device
+     * still runs the kernels it queued, which is not exposed). */
+    double exposed = m->device ? m->idle / o->iters : mean.exposed_s;
+    double v[5] = {mean.iter_s, mean.compute_s, mean.comm_s, exposed, 0}, mx[5];
     CHECK(m->comm, tempo_allreduce(m->comm, v, mx, 4, TEMPO_FLOAT64, TEMPO_MAX), "allreduce");
     CHECK(m->comm, tempo_bucketer_destroy(b), "destroy");
     double P = mx[0] - mx[3], M = mx[2], T = mx[0];
@@ -311,9 +457,10 @@ static void usage(void)
 {
     printf(
         "usage: overlap_bench [options]   (run under tempo-run or perf/tempo-netns-run)\n"
-        "  -p, --profile NAME     uniform (24 equal layers) or vgg (VGG-16's 16 layers) [uniform]\n"
+        "  -p, --profile NAME     uniform (24 equal layers), vgg (VGG-16's 16 layers) or tiny (4\n"
+        "                         equal layers) [uniform]\n"
         "  -r, --ratio R          communication / compute the compute is scaled to [1.0]\n"
-        "      --layer-bytes N    uniform: gradient bytes per layer (K, M suffixes) [1M]\n"
+        "      --layer-bytes N    uniform, tiny: gradient bytes per layer (K, M suffixes) [1M]\n"
         "      --total-bytes N    vgg: gradient bytes of the whole model [24M]\n"
         "      --bucket-bytes N   bucketer fusion size [1M]\n"
         "      --chunk-bytes N    chunk size of the chunked configurations [512K]\n"
@@ -326,13 +473,21 @@ static void usage(void)
         "  -R, --rounds N         rounds; the table shows medians over rounds [3]\n"
         "      --calib N          fifo passes that fit the compute to --ratio inside the run [2]\n"
         "  -J, --json FILE        also write the results as JSON\n"
+        "      --compute MODE     cpu: real arithmetic; device: an emulated accelerator (a\n"
+        "                         per-rank device timeline; launches return at once,\n"
+        "                         synchronization points sleep until the device is done,\n"
+        "                         taking no CPU) [cpu]\n"
+        "      --skew S           device: stragglers; each rank's kernels in an iteration last\n"
+        "                         1 + S*u times longer, u uniform in [0,1) per (rank, round,\n"
+        "                         iteration), seeded by --seed [0]\n"
+        "      --seed N           the skew's seed (printed in the header) [1]\n"
         "      --overhead         measure the scheduled path's per-call cost instead\n"
         "  -h, --help             this text\n"
         "      --version          the package version\n"
         "Columns: iteration time T, compute P = T - exposed, communication busy time M, exposed\n"
-        "(blocked in waits), overlap 1 - exposed/M, TicTac's E = (U-T)/(U-L) with U = P+M, L =\n"
-        "max(P,M), and T against fifo without chunking (negative = faster). Times are the slowest\n"
-        "rank's per-iteration means.\n");
+        "(blocked in waits; with --compute device the device's idle time), overlap 1 - exposed/M,\n"
+        "TicTac's E = (U-T)/(U-L) with U = P+M, L = max(P,M), and T against fifo without chunking\n"
+        "(negative = faster). Times are the slowest rank's per-iteration means.\n");
 }
 
 static int parse_args(int argc, char **argv, opts_t *o)
@@ -340,7 +495,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
     *o = (opts_t){.profile = "uniform", .ratio = 1.0, .layer_bytes = 1 << 20,
                   .total_bytes = 24u << 20, .bucket_bytes = 1 << 20, .chunk_bytes = 512 << 10,
                   .credit_bytes = 1 << 20, .iters = 6, .warmup = 3, .rounds = 3, .calib = 2,
-                  .policies = {0, 1, 2}, .npolicies = 3};
+                  .policies = {0, 1, 2}, .npolicies = 3, .seed = 1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define OPT(s, l) (!strcmp(a, s) || !strcmp(a, l))
@@ -362,7 +517,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         int bad = 0;
         if (OPT("-p", "--profile")) {
             o->profile = v;
-            bad = strcmp(v, "uniform") && strcmp(v, "vgg");
+            bad = strcmp(v, "uniform") && strcmp(v, "vgg") && strcmp(v, "tiny");
         } else if (OPT("-r", "--ratio")) {
             o->ratio = atof(v);
             bad = !(o->ratio > 0);
@@ -399,6 +554,14 @@ static int parse_args(int argc, char **argv, opts_t *o)
         } else if (OPT("-R", "--rounds")) {
             o->rounds = atoi(v);
             bad = o->rounds < 1;
+        } else if (!strcmp(a, "--compute")) {
+            o->device = !strcmp(v, "device");
+            bad = !o->device && strcmp(v, "cpu");
+        } else if (!strcmp(a, "--skew")) {
+            o->skew = atof(v);
+            bad = !(o->skew >= 0);
+        } else if (!strcmp(a, "--seed")) {
+            o->seed = strtoull(v, NULL, 0);
         } else if (OPT("-J", "--json")) {
             o->json = v;
         } else {
@@ -437,6 +600,10 @@ int main(int argc, char **argv)
     for (int i = 0; i < WORK_FLOATS; i++) {
         work_buf[i] = (float)i / WORK_FLOATS;
     }
+#ifdef __linux__
+    /* Device synchronization points wake at their deadline, not up to 50 us later. */
+    prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+#endif
     if (o.overhead) {
         run_overhead(comm, &o);
         tempo_comm_destroy(comm);
@@ -444,7 +611,7 @@ int main(int argc, char **argv)
     }
     profile_t p;
     build_profile(&o, &p);
-    model_t m = {.comm = comm, .p = &p};
+    model_t m = {.comm = comm, .p = &p, .device = o.device, .skew = 1};
     m.grad = calloc((size_t)p.L, sizeof(float *));
     m.count = calloc((size_t)p.L, sizeof(size_t));
     size_t total = 0;
@@ -458,8 +625,11 @@ int main(int argc, char **argv)
     /* Calibration: multiply-add speed with every rank computing at once, and communication alone. */
     CHECK(comm, tempo_barrier(comm), "barrier");
     double t0 = now_s();
-    compute(2000);
-    double pass_s = (now_s() - t0) / 2000, pass_max;
+    if (!o.device) {
+        compute(2000);
+    }
+    /* Device mode: the unit is a second, so the scale below is seconds per unit of work. */
+    double pass_s = o.device ? 1 : (now_s() - t0) / 2000, pass_max;
     CHECK(comm, tempo_allreduce(comm, &pass_s, &pass_max, 1, TEMPO_FLOAT64, TEMPO_MAX),
           "allreduce");
     double comm_alone = measure_comm(&m);
@@ -483,6 +653,12 @@ int main(int argc, char **argv)
                "inside the run: %.2f; %d rounds x (%d warm-up + %d measured) iterations per "
                "configuration\n",
                comm_alone * 1e3, o.ratio, o.rounds, o.warmup, o.iters);
+        printf("# compute: %s",
+               o.device ? "device (emulated accelerator)" : "cpu (real arithmetic)");
+        if (o.device) {
+            printf("; skew %.3f, seed %llu", o.skew, (unsigned long long)o.seed);
+        }
+        printf("\n");
         fflush(stdout);
     }
     /* Fit the compute inside the run: short fifo passes, rescaled by the measured M / P. */
@@ -527,6 +703,17 @@ int main(int argc, char **argv)
             c->r_eff = calloc((size_t)o.rounds, sizeof(double));
         }
     }
+    double compute_iter = scale * work_total * pass_max; /* s, forward + backward, without skew */
+    if (rank_ == 0) {
+        printf("# compute per iteration after calibration: %.2f ms%s\n", compute_iter * 1e3,
+               o.device ? "" : " (estimated from the multiply-add speed)");
+        fflush(stdout);
+    }
+    /* CPU time over wall time of the rounds, all threads of this process (the slowest rank's). */
+    struct rusage ru0, ru1;
+    getrusage(RUSAGE_SELF, &ru0);
+    double wall0 = now_s();
+    on_acc_ = queued_acc_ = waited_acc_ = 0;
     for (int round = 0; round < o.rounds; round++) {
         for (int k = 0; k < nc; k++) {
             /* Rotate the order each round so that no configuration always goes first. */
@@ -540,6 +727,18 @@ int main(int argc, char **argv)
             }
         }
     }
+    getrusage(RUSAGE_SELF, &ru1);
+    double cpu_s = (double)(ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec) +
+                   (double)(ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) +
+                   (double)(ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec) * 1e-6 +
+                   (double)(ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec) * 1e-6;
+    /* CPU / wall, and the main thread's time on a CPU over the time it was not queued for one while
+     * it waited for compute (-1: unknown); the highest rank's. */
+    double could = waited_acc_ - queued_acc_;
+    double frac[2] = {cpu_s / (now_s() - wall0), on_acc_ >= 0 && could > 0 ? on_acc_ / could : -1},
+           frac_max[2];
+    CHECK(comm, tempo_allreduce(comm, frac, frac_max, 2, TEMPO_FLOAT64, TEMPO_MAX), "allreduce");
+    double cpu_frac_max = frac_max[0];
     long wrong = 0;
     CHECK(comm, tempo_allreduce(comm, &m.wrong, &wrong, 1, TEMPO_INT64, TEMPO_SUM), "allreduce");
     double base = 0;
@@ -571,6 +770,15 @@ int main(int argc, char **argv)
                    c->chunked ? "chunked" : "whole", c->iter * 1e3, c->compute * 1e3,
                    c->comm * 1e3, c->exposed * 1e3, c->overlap, c->eff, vs);
         }
+        printf("# CPU time / wall time of the rounds: %.0f %% (highest rank)\n",
+               cpu_frac_max * 100);
+        if (frac_max[1] >= 0) {
+            printf("# main thread on a CPU while it waits for compute: %.0f %% of the time it was "
+                   "not queued for one (highest rank)\n",
+                   frac_max[1] * 100);
+        } else {
+            printf("# main thread on a CPU while it waits for compute: unknown (no schedstat)\n");
+        }
         printf("# medians over %d rounds; gradients checked: %ld wrong\n", o.rounds, wrong);
         if (o.json) {
             FILE *f = fopen(o.json, "w");
@@ -580,8 +788,12 @@ int main(int argc, char **argv)
                 fprintf(f,
                         "{\"ranks\": %d, \"profile\": \"%s\", \"layers\": %d, \"bytes\": %zu, "
                         "\"comm_alone_s\": %.6f, \"ratio\": %.3f, \"rounds\": %d, \"wrong\": %ld, "
+                        "\"compute\": \"%s\", \"skew\": %.4f, \"seed\": %llu, "
+                        "\"compute_iter_s\": %.6f, \"cpu_frac\": %.4f, \"runnable_frac\": %.4f, "
                         "\"results\": [",
-                        size_, o.profile, p.L, total, comm_alone, o.ratio, o.rounds, wrong);
+                        size_, o.profile, p.L, total, comm_alone, o.ratio, o.rounds, wrong,
+                        o.device ? "device" : "cpu", o.skew, (unsigned long long)o.seed,
+                        compute_iter, cpu_frac_max, frac_max[1]);
                 for (int k = 0; k < nc; k++) {
                     config_t *c = &cfg[k];
                     fprintf(f,

@@ -148,7 +148,7 @@ names_ok() {
 check "every program in bin/ has a tempo-specific name" names_ok
 versions_ok() {
     for f in "$PREFIX"/bin/*; do
-        case ${f##*/} in tempo-trace) [ -x /usr/bin/python3 ] || continue ;; esac
+        case ${f##*/} in tempo-trace | tempo-overlap-model) [ -x /usr/bin/python3 ] || continue ;; esac
         out=$(env -u TEMPO_RANK "$f" --version 2>&1 </dev/null)
         rc=$?
         first=$(printf '%s\n' "$out" | head -n 1)
@@ -160,7 +160,7 @@ versions_ok() {
 check "every installed program: --version prints 'NAME (tempo) $version'" versions_ok
 helps_ok() {
     for f in "$PREFIX"/bin/*; do
-        case ${f##*/} in tempo-trace) [ -x /usr/bin/python3 ] || continue ;; esac
+        case ${f##*/} in tempo-trace | tempo-overlap-model) [ -x /usr/bin/python3 ] || continue ;; esac
         "$f" --help >"$tmp/out" 2>&1 </dev/null && [ -s "$tmp/out" ] ||
             { echo "${f##*/} --help:" && head -n 3 "$tmp/out"; } >>"$tmp/diag"
     done
