@@ -126,7 +126,8 @@ bin_PROGRAMS += %reldir%/req_bench
 %canon_reldir%_req_bench_LDADD = libtempo.la
 
 # Wake-up latency of sleeping waits: a 2-rank ping-pong (or pair of all-reduces) where each side
-# computes before it replies (perf/wake_bench.c; the shm doorbell of issue 17).
-bin_PROGRAMS += %reldir%/wake_bench
+# computes before it replies (perf/wake_bench.c; the shm doorbell); a development tool, not
+# installed.
+noinst_PROGRAMS += %reldir%/wake_bench
 %canon_reldir%_wake_bench_SOURCES = %reldir%/wake_bench.c
 %canon_reldir%_wake_bench_LDADD = libtempo.la
