@@ -788,8 +788,14 @@ static tempo_status_t req_progress(tempo__op_t *op)
         return TEMPO_OK;
     }
     /* Chunks not started yet wait for the coordinator's decisions: if it goes silent, it is the
-     * rank this request waits for (the engine then names it, not "its peers"). */
-    op->wait_peer = !sq->coord && (r->nchunks == 0 || r->started < r->nchunks) ? 0 : -1;
+     * rank this request waits for (the engine then names it, not "its peers"). Once every chunk
+     * has started, the request waits for whom its oldest running chunk waits for (a coordinator
+     * stopped after its last decision is then named through that chunk, not as "its peers"). */
+    if (!sq->coord && (r->nchunks == 0 || r->started < r->nchunks)) {
+        op->wait_peer = 0;
+    } else {
+        op->wait_peer = r->scan < r->started && r->kids[r->scan] ? r->kids[r->scan]->wait_peer : -1;
+    }
     /* The deadline guards against a lane that stopped moving, not against a long queue. */
     uint64_t d = sq->last_activity_ns + (uint64_t)(W(sq)->timeout_s * 1e9) + sq->grace_ns;
     if (d > op->deadline) {
