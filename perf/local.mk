@@ -83,7 +83,7 @@ EXTRA_DIST += %reldir%/tempo-overlap-model.in
 # make check: overlap_bench --compute device on 2 ranks (0 wrong, the device does not spin) and the
 # model on cases known by hand; about 2 s.
 TESTS += %reldir%/smoke_overlap.sh
-EXTRA_DIST += %reldir%/smoke_overlap.sh
+EXTRA_DIST += %reldir%/smoke_overlap.sh %reldir%/tap.sh
 
 # make check: 2-rank smoke runs of the tempo programs and of the MPI ones (the latter skip when MPI
 # was not built).

@@ -30,18 +30,7 @@ limit=""
 command -v timeout >/dev/null 2>&1 && limit="timeout 120"
 
 echo "1..4"
-n=0
-fails=0
-result() { # ok?, description, output
-    n=$((n + 1))
-    if [ "$1" = 0 ]; then
-        echo "ok $n - $2"
-    else
-        echo "not ok $n - $2"
-        printf '%s\n' "$3" | sed 's/^/# /'
-        fails=$((fails + 1))
-    fi
-}
+. "${top_srcdir:-.}/perf/tap.sh"
 
 out=$(TEMPO_TIMEOUT=${TEMPO_TIMEOUT:-60} $limit "$run" -n 2 --no-prefix "$prog" --compute device \
     -p tiny --layer-bytes 256K -r 0.02 -R 1 -n 1 -w 1 --calib 0 2>&1)

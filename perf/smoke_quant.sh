@@ -14,18 +14,7 @@ tmp=$(mktemp -d) || exit 1 # under $TMPDIR, else /tmp
 trap 'rm -rf "$tmp"' EXIT
 
 echo "1..4"
-n=0
-fails=0
-result() { # ok?, description, output
-    n=$((n + 1))
-    if [ "$1" = 0 ]; then
-        echo "ok $n - $2"
-    else
-        echo "not ok $n - $2"
-        printf '%s\n' "$3" | sed 's/^/# /'
-        fails=$((fails + 1))
-    fi
-}
+. "${top_srcdir:-.}/perf/tap.sh"
 # rows: spec rows (two leading spaces) whose 6th field, nvar, is a finite number
 rows() {
     printf '%s\n' "$1" | awk '/^  [a-z]/ && $6 ~ /^[0-9.]+(e[-+][0-9]+)?$/ { c++ } END { print c + 0 }'
