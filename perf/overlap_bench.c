@@ -465,7 +465,8 @@ static void usage(void)
         "      --bucket-bytes N   bucketer fusion size [1M]\n"
         "      --chunk-bytes N    chunk size of the chunked configurations [512K]\n"
         "      --credit-bytes N   TEMPO_CREDIT_BYTES for the run: one bucket, so an urgent bucket waits\n"
-        "                         for at most one transfer [1M]\n"
+        "                         for at most one transfer, or auto (the library's default: the\n"
+        "                         lane sizes it from its own transfers) [1M]\n"
         "      --policies LIST    comma list of fifo, tic, tac [fifo,tic,tac]\n"
         "  -n, --iters N          measured iterations per configuration and round [6]; with\n"
         "                         --overhead, calls per round [2000]\n"
@@ -530,7 +531,8 @@ static int parse_args(int argc, char **argv, opts_t *o)
         } else if (!strcmp(a, "--chunk-bytes")) {
             bad = perf_parse_size(v, &o->chunk_bytes) || o->chunk_bytes == 0;
         } else if (!strcmp(a, "--credit-bytes")) {
-            bad = perf_parse_size(v, &o->credit_bytes) || o->credit_bytes == 0;
+            o->credit_bytes = 0; /* auto: the scheduled lane sizes it (collectives/autosize.h) */
+            bad = strcmp(v, "auto") && (perf_parse_size(v, &o->credit_bytes) || !o->credit_bytes);
         } else if (!strcmp(a, "--policies")) {
             o->npolicies = 0;
             char buf[64];
@@ -586,7 +588,11 @@ int main(int argc, char **argv)
     /* The credit is a property of the coordinator's configuration, read at init. */
     if (!getenv("TEMPO_CREDIT_BYTES")) {
         char v[32];
-        snprintf(v, sizeof(v), "%zu", o.credit_bytes);
+        if (o.credit_bytes) {
+            snprintf(v, sizeof(v), "%zu", o.credit_bytes);
+        } else {
+            snprintf(v, sizeof(v), "auto");
+        }
         setenv("TEMPO_CREDIT_BYTES", v, 1);
     }
     tempo_comm_t comm;
