@@ -7,6 +7,7 @@
 #include <math.h>
 
 #include "collectives/autosize.h"
+#include "core/world.h"
 
 void tempo__autosize_init(tempo__autosize_t *a, size_t credit_cfg, size_t chunk_cfg)
 {
@@ -122,4 +123,16 @@ int tempo__autosize_done(tempo__autosize_t *a, const tempo__as_mark_t *m, size_t
         return 0; /* decide every few chunks: fewer, better-founded changes */
     }
     return resize(a, measure(a));
+}
+
+int tempo__autosize_cut_free(int coll, int dtype, int nranks, int compressed)
+{
+    if (compressed) {
+        return 0;
+    }
+    if (coll != TEMPO__COLL_ALLREDUCE && coll != TEMPO__COLL_REDUCE_SCATTER &&
+        coll != TEMPO__COLL_REDUCE) {
+        return 1;
+    }
+    return nranks <= 2 || dtype < TEMPO_FLOAT16;
 }

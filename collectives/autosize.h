@@ -36,7 +36,8 @@
  * TEMPO__AS_CHUNK_INIT.
  *
  * What it is not: it never decides anything on its own; a fixed size (cfg value != 0) is returned
- * unchanged and only the measurements run.
+ * unchanged and only the measurements run. The auto chunk size is used only where the cuts cannot
+ * change a result (tempo__autosize_cut_free).
  */
 #ifndef TEMPO_COLLECTIVES_AUTOSIZE_H
 #define TEMPO_COLLECTIVES_AUTOSIZE_H
@@ -85,5 +86,16 @@ tempo__as_mark_t tempo__autosize_mark(const tempo__autosize_t *a, uint64_t t_ns,
 /** A chunk of bytes marked m completed at t_ns. Returns 1 when credit or chunk changed. */
 int tempo__autosize_done(tempo__autosize_t *a, const tempo__as_mark_t *m, size_t bytes,
                          uint64_t t_ns);
+
+/** The auto chunk size applies only to requests whose result cannot depend on where they are cut:
+ *  uncompressed (a compressor quantizes each chunk on its own), and moving data without
+ *  arithmetic (all-gather, broadcast, all-to-all), or reducing integers (wrapping sums and
+ *  products, min and max are exact in any order), or over at most 2 ranks (one addition or
+ *  product per element, and IEEE addition and multiplication are commutative). Float reductions
+ *  over 3+ ranks and compressed requests are cut at TEMPO__AS_CHUNK_EXACT bytes instead, so that a
+ *  run's results stay bitwise repeatable: where the cuts fall decides which rank folds an element
+ *  first. coll is tempo__coll_t, dtype tempo_dtype_t. */
+#define TEMPO__AS_CHUNK_EXACT ((size_t)4 << 20)
+int tempo__autosize_cut_free(int coll, int dtype, int nranks, int compressed);
 
 #endif /* TEMPO_COLLECTIVES_AUTOSIZE_H */

@@ -75,7 +75,8 @@ typedef struct {
     uint64_t chunk_bytes; /* 0: TEMPO_CHUNK_BYTES; UINT64_MAX: never split */
     uint32_t occ;
     int32_t prio;
-    uint8_t coll, dtype, redop, reserved;
+    uint8_t coll, dtype, redop;
+    uint8_t compressed; /* the request runs through a compressor */
     char name[28];
 } post_ent_t;
 
@@ -495,6 +496,7 @@ static tempo_status_t coord_report(tempo__sq_t *sq, int from, const post_ent_t *
     if (from == 0) { /* the coordinator's priority and chunk size are the ones used */
         k->sig.prio = e->prio;
         k->sig.chunk_bytes = e->chunk_bytes;
+        k->sig.compressed = e->compressed;
         if (e->name[0]) {
             memcpy(k->sig.name, e->name, sizeof(k->sig.name));
         }
@@ -508,7 +510,13 @@ static tempo_status_t coord_report(tempo__sq_t *sq, int from, const post_ent_t *
     }
     /* Posted everywhere: cut it into chunks and queue it. */
     k->ready_seq = sq->next_ready++;
-    uint64_t cb = k->sig.chunk_bytes ? k->sig.chunk_bytes : sq->as.chunk;
+    uint64_t cb = k->sig.chunk_bytes;
+    if (!cb) { /* TEMPO_CHUNK_BYTES; auto only where the cuts cannot change the result */
+        cb = !sq->as.auto_chunk || tempo__autosize_cut_free(k->sig.coll, k->sig.dtype, n,
+                                                            k->sig.compressed)
+                 ? sq->as.chunk
+                 : TEMPO__AS_CHUNK_EXACT;
+    }
     size_t unit = tempo__coll_bytes(k->sig.coll, (tempo_dtype_t)k->sig.dtype, 1, n);
     uint64_t per = cb == UINT64_MAX ? k->sig.count : TEMPO_MAX(cb / unit, (uint64_t)1);
     uint64_t nch = (k->sig.count + per - 1) / per;
@@ -1101,6 +1109,7 @@ tempo_status_t tempo__sq_post(tempo__op_t *op, const char *forced, const char *n
     e.coll = (uint8_t)op->coll;
     e.dtype = (uint8_t)op->dtype;
     e.redop = (uint8_t)op->redop;
+    e.compressed = op->qc != NULL;
     memcpy(e.name, r->name, sizeof(e.name) - 1);
     if (op->count != 0) {
         tempo__list_push_back(&sq->reqs, &r->link);

@@ -101,12 +101,13 @@ static const field_t fields[] = {
       "Nice value of the progress thread, -20..19 (0: unchanged); a negative value lets it run "
       "before the caller's compute on a loaded host, and needs privilege (else it is ignored with "
       "an INFO message)"),
-    F("TEMPO_CHUNK_BYTES", "4M", T_ASIZE, chunk_bytes,
+    F("TEMPO_CHUNK_BYTES", "auto", T_ASIZE, chunk_bytes,
       "Scheduled requests (those with a priority) larger than this are split into chunks, so that "
       "more urgent work can overtake them at a chunk boundary; auto: 4 x measured rate x per-chunk "
-      "latency as a power of two in [64K, 4M], chosen by comm rank 0 as the lane runs (timing "
-      "decides the boundaries, so chunked float sums over 3+ ranks and compressed requests may "
-      "round differently from run to run: a fixed size keeps runs bitwise repeatable)"),
+      "latency as a power of two in [64K, 4M], chosen by comm rank 0 as the lane runs, for the "
+      "requests whose result cannot depend on the cuts (no compressor, and no arithmetic, integers, "
+      "or at most 2 ranks), and 4M for float reductions over 3+ ranks and compressed requests, so "
+      "that runs stay bitwise repeatable"),
     F("TEMPO_CREDIT_BYTES", "auto", T_ASIZE, credit_bytes,
       "Bytes of scheduled chunks in flight at once (at least one chunk); bounds how long newly "
       "ready urgent work waits; auto: one bandwidth-delay product plus one chunk, measured from "

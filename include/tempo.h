@@ -279,8 +279,7 @@ enum {
  *       (or chunk_bytes) run as chunks, so a more urgent request overtakes at a chunk boundary; at
  *       most TEMPO_CREDIT_BYTES of chunks are in flight at once. The coordinator's values of
  *       priority and chunk_bytes are the ones used.
- *     - Credit and chunk size "auto" (the credit's default; the chunk size's is 4M, see below for
- *       why): the coordinator measures the communicator's
+ *     - Credit and chunk size "auto" (the defaults): the coordinator measures the communicator's
  *       transfer rate R and per-chunk latency L from its own completed chunks and keeps one
  *       bandwidth-delay product plus one chunk in flight (at most R*L + 2 x chunk bytes, 64 KiB
  *       to 64 MiB, a ceiling that a chunk starts under only if it fits or nothing runs), and
@@ -288,12 +287,14 @@ enum {
  *       4 MiB), re-evaluated as it runs; each change is logged at TEMPO_DEBUG=INFO (OVERLAP) with
  *       the measurements, and drawn in the timeline (counter tracks "sched credit", "sched chunk",
  *       "sched rate MB/s", "sched latency us"). A request is cut once, by the coordinator, and
- *       every rank runs its chunk boundaries, so every rank gets bitwise the same result. Exact
- *       data and unchunked requests give the bits of any fixed setting; for chunked float
- *       reductions over 3 or more ranks and compressed requests, the chunk boundaries can change
- *       the rounding (as a different fixed TEMPO_CHUNK_BYTES would), so an auto chunk size is
- *       not bitwise repeatable from run to run: the default stays a fixed size. The credit never
- *       changes results.
+ *       every rank runs its chunk boundaries, so every rank gets bitwise the same result. The
+ *       auto chunk size applies only to requests whose result cannot depend on the boundaries:
+ *       uncompressed all-gathers, broadcasts and all-to-alls, integer reductions, and reductions
+ *       over 2 ranks (one commutative operation per element). Float reductions over 3 or more
+ *       ranks and compressed requests are cut at 4 MiB under auto, since there the boundaries
+ *       decide the rounding (as a different fixed TEMPO_CHUNK_BYTES would): runs with the
+ *       defaults are bitwise repeatable. A fixed TEMPO_CHUNK_BYTES (or chunk_bytes) applies to
+ *       every request. The credit never changes results.
  *     - Scheduled requests never reorder the communicator's other operations, which still run in
  *       posting order as before; the two kinds may be mixed freely.
  *   Other collectives ignore the priority.

@@ -8,7 +8,7 @@
 #                     queue, so the order log shows many choices for the priority check
 #   tcp n=2, 4        the same over TCP (TEMPO_HOST_ID=%r)
 #   shm n=3 fifo      TEMPO_SCHED=fifo: the order log must follow readiness, not priorities
-#   shm n=4 defaults  default chunk size (4M) and credit (auto), progress thread off
+#   shm n=4 defaults  default chunk size and credit (auto), progress thread off
 #                     (TEMPO_PROGRESS_THREAD=0)
 #   auto2, autotcp4   TEMPO_CHUNK_BYTES=auto TEMPO_CREDIT_BYTES=auto over shm and TCP; with
 #                     small2, tcp4 and nothread4 two more points: every rank of the auto launches

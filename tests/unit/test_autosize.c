@@ -16,13 +16,16 @@
  *     credit stays within 40 % of its target (the hysteresis is 25 %), with at most 2 changes;
  *   - bounds: absurd rates and latencies give the documented limits;
  *   - explicit sizes are kept while the measurements still run;
- *   - a clock that does not move or an empty chunk changes nothing.
+ *   - a clock that does not move or an empty chunk changes nothing;
+ *   - the auto chunk size is used only where the cuts cannot change a result: every collective,
+ *     dtype and rank count against the rule of autosize.h written out here.
  */
 #include "config.h"
 
 #include <math.h>
 
 #include "collectives/autosize.h"
+#include "core/world.h"
 #include "tests/unit/tu.h"
 
 #define MAXCH 4096
@@ -230,6 +233,38 @@ int main(void)
     TAP_OK(c == 0 && a.samples == 0 && a.credit == TEMPO__AS_CREDIT_INIT &&
                a.chunk == TEMPO__AS_CHUNK_INIT,
            "no time or no bytes: no sample, initial sizes");
+
+    /* Where the auto chunk size may cut: the rule, case by case. */
+    int wrong = 0, free_cases = 0;
+    for (int coll = 0; coll < TEMPO__COLL_COUNT; coll++) {
+        for (int dt = 0; dt < TEMPO_DTYPE_COUNT; dt++) {
+            for (int n = 1; n <= 8; n++) {
+                for (int q = 0; q < 2; q++) {
+                    int reduces = coll == TEMPO__COLL_ALLREDUCE ||
+                                  coll == TEMPO__COLL_REDUCE_SCATTER || coll == TEMPO__COLL_REDUCE;
+                    int floats = dt == TEMPO_FLOAT16 || dt == TEMPO_BFLOAT16 ||
+                                 dt == TEMPO_FLOAT32 || dt == TEMPO_FLOAT64;
+                    int rule = !q && (!reduces || !floats || n <= 2);
+                    int got = tempo__autosize_cut_free(coll, dt, n, q);
+                    free_cases += got;
+                    if (got != rule) {
+                        wrong++;
+                        tap_diag("coll %d dtype %d n %d compressed %d: %d, rule %d", coll, dt, n,
+                                 q, got, rule);
+                    }
+                }
+            }
+        }
+    }
+    TAP_OK(wrong == 0 && free_cases > 0 &&
+               !tempo__autosize_cut_free(TEMPO__COLL_ALLREDUCE, TEMPO_FLOAT32, 3, 0) &&
+               tempo__autosize_cut_free(TEMPO__COLL_ALLREDUCE, TEMPO_FLOAT32, 2, 0) &&
+               !tempo__autosize_cut_free(TEMPO__COLL_ALLREDUCE, TEMPO_FLOAT32, 2, 1) &&
+               tempo__autosize_cut_free(TEMPO__COLL_ALLGATHER, TEMPO_FLOAT32, 8, 0) &&
+               tempo__autosize_cut_free(TEMPO__COLL_ALLREDUCE, TEMPO_INT32, 8, 0),
+           "auto chunk size only where cuts cannot change results: %d cases differ from the rule "
+           "(float all-reduce over 3 ranks and compressed requests cut at %zu bytes)",
+           wrong, TEMPO__AS_CHUNK_EXACT);
     if (tap_failures) {
         tap_diag("seed %llu", (unsigned long long)seed);
     }

@@ -188,9 +188,9 @@ static void test_env_defaults(void)
     TAP_EQ_UINT(r.cfg.shm_ring_bytes, 256 * 1024, "TEMPO_SHM_RING_BYTES default 256K");
     TAP_EQ_UINT(r.cfg.shm_coll_bytes, 512 * 1024, "TEMPO_SHM_COLL_BYTES default 512K");
     TAP_EQ_DBL(r.cfg.spin_s, 0.002, "TEMPO_SPIN default 2 ms");
-    TAP_OK(r.cfg.credit_bytes == 0 && r.cfg.chunk_bytes == 4u << 20,
-           "TEMPO_CREDIT_BYTES defaults to auto (0), TEMPO_CHUNK_BYTES to 4M (bitwise repeatable "
-           "runs): %zu, %zu", r.cfg.credit_bytes, r.cfg.chunk_bytes);
+    TAP_OK(r.cfg.credit_bytes == 0 && r.cfg.chunk_bytes == 0,
+           "TEMPO_CREDIT_BYTES and TEMPO_CHUNK_BYTES default to auto (0): %zu, %zu",
+           r.cfg.credit_bytes, r.cfg.chunk_bytes);
 }
 
 static void test_env_values(void)
