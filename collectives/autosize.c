@@ -136,3 +136,11 @@ int tempo__autosize_cut_free(int coll, int dtype, int nranks, int compressed)
     }
     return nranks <= 2 || dtype < TEMPO_FLOAT16;
 }
+
+int tempo__autosize_fits(const tempo__autosize_t *a, size_t inflight, size_t bytes)
+{
+    if (!a->auto_credit) {
+        return inflight < a->credit;
+    }
+    return inflight == 0 || inflight + bytes <= a->credit;
+}

@@ -83,6 +83,12 @@ void tempo__autosize_init(tempo__autosize_t *a, size_t credit_cfg, size_t chunk_
 /** A chunk starts at t_ns with inflight bytes of the lane already running. */
 tempo__as_mark_t tempo__autosize_mark(const tempo__autosize_t *a, uint64_t t_ns, size_t inflight);
 
+/** May a chunk of bytes start with inflight bytes of the lane running? The auto credit is a
+ *  ceiling (R*L + 2 chunks already counts the chunk that keeps the link busy meanwhile): on an
+ *  idle lane, or when it fits. A set credit lets chunks start while fewer bytes than it are in
+ *  flight (so one chunk may go past it). schedq.c's dispatch and test_autosize's lane use it. */
+int tempo__autosize_fits(const tempo__autosize_t *a, size_t inflight, size_t bytes);
+
 /** A chunk of bytes marked m completed at t_ns. Returns 1 when credit or chunk changed. */
 int tempo__autosize_done(tempo__autosize_t *a, const tempo__as_mark_t *m, size_t bytes,
                          uint64_t t_ns);

@@ -526,16 +526,10 @@ static tempo_status_t coord_report(tempo__sq_t *sq, int from, const post_ent_t *
 
 static tempo_status_t start_local(tempo__sq_t *sq, const start_ent_t *se);
 
-/* Coordinator: may a chunk of bytes start now? A set TEMPO_CREDIT_BYTES lets chunks start while
- * fewer bytes than it are in flight (so one chunk may go past it); the auto credit (R*L + 2 chunks)
- * is a ceiling, since it already counts the chunk that keeps the link busy meanwhile. Either way
- * one chunk always may, on an idle lane. */
+/* Coordinator: may a chunk of bytes start now? (collectives/autosize.h: tempo__autosize_fits) */
 static int credit_allows(const tempo__sq_t *sq, size_t bytes)
 {
-    if (!sq->as.auto_credit) {
-        return sq->inflight < sq->as.credit;
-    }
-    return sq->inflight == 0 || sq->inflight + bytes <= sq->as.credit;
+    return tempo__autosize_fits(&sq->as, sq->inflight, bytes);
 }
 
 /* Coordinator: start chunks while credit allows. Returns how many, or a negative status. */

@@ -2,8 +2,7 @@
  * test_autosize.c — the scheduled lane's self-sizing credit and chunk size (collectives/autosize.c)
  * driven by a simulated lane on a fake clock, no processes and no real time: every iteration posts
  * the same buckets at once, cuts them into chunks of the estimator's current chunk size (or a fixed
- * one), starts a chunk while it fits under the credit or the lane is idle (schedq.c's dispatch
- * with an auto credit),
+ * one), starts a chunk when tempo__autosize_fits says so (schedq.c's dispatch),
  * and completes them on a link model: a chunk started at s finishes at max(s + L, link free) + b/R
  * (per-chunk latency L, then the link serialized at R bytes/s), optionally with L jittered by a
  * seeded random +-20 % (the seed is printed; TEMPO_TEST_SEED replays it). Checks:
@@ -17,6 +16,8 @@
  *   - bounds: absurd rates and latencies give the documented limits;
  *   - explicit sizes are kept while the measurements still run;
  *   - a clock that does not move or an empty chunk changes nothing;
+ *   - the dispatch rule: the auto credit is a ceiling, a set credit lets chunks start while fewer
+ *     bytes than it are in flight;
  *   - the auto chunk size is used only where the cuts cannot change a result: every collective,
  *     dtype and rank count against the rule of autosize.h written out here.
  */
@@ -64,7 +65,7 @@ static int iterate(tempo__autosize_t *a, const link_t *k, uint64_t *rng, double 
     size_t inflight = 0;
     double link_free = *t;
     while (done < next || next < n) {
-        while (next < n && (inflight == 0 || inflight + bytes[next] <= a->credit)) {
+        while (next < n && tempo__autosize_fits(a, inflight, bytes[next])) {
             double l = k->lat;
             if (k->jitter > 0) {
                 l *=
@@ -233,6 +234,20 @@ int main(void)
     TAP_OK(c == 0 && a.samples == 0 && a.credit == TEMPO__AS_CREDIT_INIT &&
                a.chunk == TEMPO__AS_CHUNK_INIT,
            "no time or no bytes: no sample, initial sizes");
+
+    /* The dispatch rule: a ceiling for the auto credit, a threshold for a set one. */
+    tempo__autosize_init(&a, 0, 0);
+    a.credit = (size_t)5 << 19; /* 2.5 MiB */
+    size_t half = (size_t)1 << 19;
+    TAP_OK(tempo__autosize_fits(&a, 0, (size_t)8 << 20) &&
+               tempo__autosize_fits(&a, 2 * half, 2 * half) &&
+               !tempo__autosize_fits(&a, 4 * half, 2 * half) &&
+               tempo__autosize_fits(&a, 4 * half, half) && !tempo__autosize_fits(&a, 5 * half, 1),
+           "auto credit 2.5 MiB: anything on an idle lane, 2 buckets of 1 MiB, 5 chunks of 512 KiB");
+    tempo__autosize_init(&a, (size_t)1 << 20, 0);
+    TAP_OK(tempo__autosize_fits(&a, half, half) && tempo__autosize_fits(&a, half, 2 * half) &&
+               !tempo__autosize_fits(&a, (size_t)1 << 20, 1),
+           "a set credit of 1 MiB: chunks start while fewer than 1 MiB are in flight");
 
     /* Where the auto chunk size may cut: the rule, case by case. */
     int wrong = 0, free_cases = 0;
