@@ -19,9 +19,14 @@ void tempo__autosize_init(tempo__autosize_t *a, size_t credit_cfg, size_t chunk_
     a->lat_s = -1.0;
 }
 
-tempo__as_mark_t tempo__autosize_mark(const tempo__autosize_t *a, uint64_t t_ns, size_t inflight)
+tempo__as_mark_t tempo__autosize_mark(tempo__autosize_t *a, uint64_t t_ns, size_t inflight)
 {
-    return (tempo__as_mark_t){t_ns, a->delivered, inflight == 0};
+    a->starts++;
+    if (inflight == 0) { /* a latency probe is due while few lone samples are held or they age */
+        a->probing = (a->auto_credit || a->auto_chunk) &&
+                     (a->nl < TEMPO__AS_PROBE_MIN || a->since_lone >= TEMPO__AS_PROBE_EVERY);
+    }
+    return (tempo__as_mark_t){t_ns, a->delivered, inflight == 0, a->starts};
 }
 
 static double clampd(double v, double lo, double hi)
@@ -46,20 +51,26 @@ static double window_rate(const tempo__autosize_t *a)
 }
 
 /* R, L (each an EWMA, weight 1/2, of the windows' values at successive decisions) and the largest
- * recent chunk. */
+ * recent chunk. L is the median of the lone chunks' d - b/R: a lone chunk slowed by something else
+ * on the host (a late progress pass, the transport's own pacing of a large transfer) is one
+ * sample out of many, not a shift of the mean. */
 static size_t measure(tempo__autosize_t *a)
 {
-    double r = window_rate(a), l = 0.0;
+    double r = window_rate(a), ls[TEMPO__AS_WIN];
     size_t b = 0;
     for (unsigned i = 0; i < a->ns; i++) {
         b = a->bs[i] > b ? a->bs[i] : b;
     }
-    for (unsigned i = 0; i < a->nl; i++) {
-        double li = a->ld[i] - (double)a->lb[i] / r;
-        l += li > 0.0 ? li : 0.0;
+    for (unsigned i = 0; i < a->nl; i++) { /* insertion sort of a few values */
+        double li = fmax(a->ld[i] - (double)a->lb[i] / r, 0.0);
+        unsigned j = i;
+        for (; j > 0 && ls[j - 1] > li; j--) {
+            ls[j] = ls[j - 1];
+        }
+        ls[j] = li;
     }
     if (a->nl) {
-        l /= a->nl;
+        double l = a->nl % 2 ? ls[a->nl / 2] : 0.5 * (ls[a->nl / 2 - 1] + ls[a->nl / 2]);
         a->lat_s = a->lat_s < 0.0 ? l : 0.5 * (a->lat_s + l);
     }
     a->rate = a->rate <= 0.0 ? r : 0.5 * (a->rate + r);
@@ -70,18 +81,23 @@ static size_t measure(tempo__autosize_t *a)
 static int resize(tempo__autosize_t *a, size_t b)
 {
     double r = a->rate;
-    if (a->lat_s < 0.0 || r <= 0.0) {
-        return 0; /* no lone chunk yet */
+    if (a->lat_s < 0.0 || r <= 0.0 || a->samples < TEMPO__AS_WIN) {
+        return 0; /* no lone chunk yet, or a window not yet full (of a first ramp's chunks) */
     }
     int changed = 0;
     if (a->auto_credit) {
         double want = clampd(r * a->lat_s + 2.0 * (double)b, (double)TEMPO__AS_CREDIT_MIN,
                              (double)TEMPO__AS_CREDIT_MAX);
-        size_t c = (size_t)ceil(want / 65536.0) * 65536;
         /* Below the product it climbs by a chunk per round: a change that lets one more whole
-         * chunk fit is never held back. */
-        double step = fmin(0.25 * (double)a->credit, 0.5 * (double)b);
-        int more = floor(want / (double)b) > floor((double)a->credit / (double)b);
+         * chunk fit is never held back. The rule's (k + 1) b comes out a hair under it whenever
+         * R or L reads low, so within half a chunk of it counts as reaching it. */
+        double fit = floor(want / (double)b + 0.5);
+        int more = fit > floor((double)a->credit / (double)b);
+        if (more) {
+            want = fmin(fmax(want, fit * (double)b), (double)TEMPO__AS_CREDIT_MAX);
+        }
+        size_t c = (size_t)ceil(want / 65536.0) * 65536;
+        double step = fmin(0.25 * (double)a->credit, (double)b);
         int bound = want <= (double)TEMPO__AS_CREDIT_MIN || want >= (double)TEMPO__AS_CREDIT_MAX;
         if ((fabs(want - (double)a->credit) > step || more || bound) && c != a->credit) {
             a->credit = c;
@@ -112,11 +128,15 @@ int tempo__autosize_done(tempo__autosize_t *a, const tempo__as_mark_t *m, size_t
     a->bs[a->is] = bytes;
     a->is = (a->is + 1) % TEMPO__AS_WIN;
     a->ns += a->ns < TEMPO__AS_WIN;
-    if (m->alone) {
+    a->probing = 0; /* while probing only the probe is in flight, and this is its end */
+    if (m->alone && m->starts == a->starts) { /* alone from start to end: d is L + b/R */
+        a->since_lone = 0;
         a->ld[a->il] = d;
         a->lb[a->il] = bytes;
         a->il = (a->il + 1) % TEMPO__AS_WIN;
         a->nl += a->nl < TEMPO__AS_WIN;
+    } else {
+        a->since_lone++;
     }
     a->samples++;
     if (a->samples % TEMPO__AS_EVERY) {
@@ -139,6 +159,9 @@ int tempo__autosize_cut_free(int coll, int dtype, int nranks, int compressed)
 
 int tempo__autosize_fits(const tempo__autosize_t *a, size_t inflight, size_t bytes)
 {
+    if (a->probing && inflight) {
+        return 0;
+    }
     if (!a->auto_credit) {
         return inflight < a->credit;
     }

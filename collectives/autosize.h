@@ -13,27 +13,36 @@
  *     (BBR's delivery rate and max filter, less one outlier), averaged with the previous
  *     decision's R (and L likewise). While the credit is below the bandwidth-delay product this
  *     underestimates R, which the credit rule below corrects by growing.
- *   - L: the mean of d - b/R (at least 0) over the last TEMPO__AS_WIN chunks that started while
- *     nothing else of the lane was in flight (no queueing inside d; such chunks occur at least
- *     once per burst, an iteration), recomputed with the current R whenever R changes, so an
- *     early underestimate of R does not linger in L.
+ *   - L: the median of d - b/R (at least 0) over the last TEMPO__AS_WIN lone chunks: chunks that
+ *     were the only chunk of the lane in flight from their start to their end, so d holds no
+ *     queue. A chunk that starts on an idle lane but is joined by others is not one: the chunks
+ *     of a ring share its links, so its d grows with what the credit let in after it, and taking
+ *     it as latency fed the credit back into itself (on 4 hosts at 1 Gbit/s, L read 23-34 ms
+ *     against 1-3 ms, and the credit 3-4 MB against 1.2). Lone chunks do not occur on their own
+ *     on a busy lane, so the estimator asks for them: a chunk started on an idle lane becomes a
+ *     probe (nothing else starts until it completes, tempo__autosize_fits) while fewer than
+ *     TEMPO__AS_PROBE_MIN lone samples are held or TEMPO__AS_PROBE_EVERY chunks have completed
+ *     since the last one; BBR's PROBE_RTT for the same reason. A probe costs at most one
+ *     latency of an otherwise idle link, once per TEMPO__AS_PROBE_EVERY chunks. L is recomputed
+ *     with the current R whenever R changes, so an early underestimate of R does not linger.
  *   - credit = R*(L + b/R) + b = R*L + 2b: one bandwidth-delay product, where the delay is a lone
  *     chunk's round trip (its own transfer included), plus one chunk, b being the largest of the
  *     last TEMPO__AS_WIN chunks. The credit is a ceiling: a chunk starts only if it fits (or the
  *     lane is idle), so R*L + 2b means one product plus one chunk in flight. Below the product,
  *     with k chunks in flight, the measured R is kb/(L + b/R) and L comes out as (L + b/R)(1 - 1/k),
  *     so the rule gives (k + 1) b: the credit climbs by a chunk per round until the link is full
- *     and R is measured. Bounded to
+ *     and R is measured (a rule within half a chunk of one more whole chunk counts as it, since
+ *     (k + 1) b comes out a hair under it whenever R or L reads low). Bounded to
  *     [TEMPO__AS_CREDIT_MIN, TEMPO__AS_CREDIT_MAX], in multiples of 64 KiB; it changes only when
- *     the rule moves it by more than a quarter or by more than b/2, whichever is less, or when
- *     one more whole chunk fits (so the climb is never held back).
+ *     the rule moves it by more than a quarter or by more than b, whichever is less (the credit
+ *     acts in whole chunks), or when one more whole chunk fits (so the climb is never held back).
  *   - chunk = TEMPO__AS_CHUNK_K * R * L rounded to a power of two in [TEMPO__AS_CHUNK_MIN,
  *     TEMPO__AS_CHUNK_MAX]: each chunk's latency is then at most about a fifth of its time, and
  *     chunks stay small where latency is small (a slow link), so urgent work overtakes sooner. It
  *     changes only when the rule is at least a factor 2 away from the current size.
  * Decisions are taken after every TEMPO__AS_EVERY completed chunks (not per chunk: the samples of
- * a busy host are noisy). Until the first: credit TEMPO__AS_CREDIT_INIT, chunk
- * TEMPO__AS_CHUNK_INIT.
+ * a busy host are noisy), the first once TEMPO__AS_WIN chunks have completed. Until then: credit
+ * TEMPO__AS_CREDIT_INIT, chunk TEMPO__AS_CHUNK_INIT.
  *
  * What it is not: it never decides anything on its own; a fixed size (cfg value != 0) is returned
  * unchanged and only the measurements run. The auto chunk size is used only where the cuts cannot
@@ -54,6 +63,8 @@
 #define TEMPO__AS_CHUNK_MIN ((size_t)64 << 10)
 #define TEMPO__AS_CHUNK_MAX ((size_t)4 << 20)
 #define TEMPO__AS_CHUNK_K 4.0
+#define TEMPO__AS_PROBE_MIN 8    /* lone samples wanted before probing only as they age */
+#define TEMPO__AS_PROBE_EVERY 32 /* chunks completed without a lone one before a probe */
 
 typedef struct {
     int auto_credit, auto_chunk; /* 1: sized here; 0: the configured size is kept */
@@ -68,6 +79,9 @@ typedef struct {
     double ld[TEMPO__AS_WIN];    /* durations of recent lone chunks, seconds */
     size_t lb[TEMPO__AS_WIN];    /* their sizes, bytes */
     unsigned nl, il;             /* lone samples held (<= WIN), next slot */
+    uint64_t starts;             /* chunks started so far */
+    uint64_t since_lone;         /* chunks completed since the last lone one */
+    int probing;                 /* a probe is in flight: nothing else may start */
 } tempo__autosize_t;
 
 /* What the lane notes about a chunk when it starts, for tempo__autosize_done. */
@@ -75,15 +89,18 @@ typedef struct {
     uint64_t t0_ns;     /* start time */
     uint64_t delivered; /* tempo__autosize_t.delivered at start */
     int alone;          /* nothing else of the lane was in flight at start */
+    uint64_t starts;    /* tempo__autosize_t.starts, this chunk counted */
 } tempo__as_mark_t;
 
 /** credit_cfg, chunk_cfg: the configured sizes, 0 for auto. */
 void tempo__autosize_init(tempo__autosize_t *a, size_t credit_cfg, size_t chunk_cfg);
 
-/** A chunk starts at t_ns with inflight bytes of the lane already running. */
-tempo__as_mark_t tempo__autosize_mark(const tempo__autosize_t *a, uint64_t t_ns, size_t inflight);
+/** A chunk starts at t_ns with inflight bytes of the lane already running; on an idle lane it may
+ *  become a latency probe (see Model). */
+tempo__as_mark_t tempo__autosize_mark(tempo__autosize_t *a, uint64_t t_ns, size_t inflight);
 
-/** May a chunk of bytes start with inflight bytes of the lane running? The auto credit is a
+/** May a chunk of bytes start with inflight bytes of the lane running? Not while a probe runs.
+ *  The auto credit is a
  *  ceiling (R*L + 2 chunks already counts the chunk that keeps the link busy meanwhile): on an
  *  idle lane, or when it fits. A set credit lets chunks start while fewer bytes than it are in
  *  flight (so one chunk may go past it). schedq.c's dispatch and test_autosize's lane use it. */

@@ -464,9 +464,10 @@ static void usage(void)
         "      --total-bytes N    vgg: gradient bytes of the whole model [24M]\n"
         "      --bucket-bytes N   bucketer fusion size [1M]\n"
         "      --chunk-bytes N    chunk size of the chunked configurations [512K]\n"
-        "      --credit-bytes N   TEMPO_CREDIT_BYTES for the run: one bucket, so an urgent bucket waits\n"
-        "                         for at most one transfer, or auto (the library's default: the\n"
-        "                         lane sizes it from its own transfers) [1M]\n"
+        "      --credit-bytes N   TEMPO_CREDIT_BYTES for the run: auto (the library's default: the\n"
+        "                         lane sizes it from its own transfers) or bytes (1M: one\n"
+        "                         bucket, so an urgent bucket waits for at most one transfer)\n"
+        "                         [auto]\n"
         "      --policies LIST    comma list of fifo, tic, tac [fifo,tic,tac]\n"
         "  -n, --iters N          measured iterations per configuration and round [6]; with\n"
         "                         --overhead, calls per round [2000]\n"
@@ -495,7 +496,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
 {
     *o = (opts_t){.profile = "uniform", .ratio = 1.0, .layer_bytes = 1 << 20,
                   .total_bytes = 24u << 20, .bucket_bytes = 1 << 20, .chunk_bytes = 512 << 10,
-                  .credit_bytes = 1 << 20, .iters = 6, .warmup = 3, .rounds = 3, .calib = 2,
+                  .credit_bytes = 0, .iters = 6, .warmup = 3, .rounds = 3, .calib = 2,
                   .policies = {0, 1, 2}, .npolicies = 3, .seed = 1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
