@@ -107,11 +107,17 @@ static int resize(tempo__autosize_t *a, size_t b)
     if (a->auto_chunk) {
         double want = clampd(TEMPO__AS_CHUNK_K * r * a->lat_s, (double)TEMPO__AS_CHUNK_MIN,
                              (double)TEMPO__AS_CHUNK_MAX);
-        double lw = log2(want);
-        if (fabs(lw - log2((double)a->chunk)) >= 1.0) {
+        /* A change needs two decisions in a row that want one in the same direction: on a slow
+         * link L is d - b/R for chunks whose transfer is tens of times their latency, so one
+         * decision's L can be off by a factor of 2 or more. */
+        double lw = log2(want), dl = lw - log2((double)a->chunk);
+        int dir = dl >= 1.0 ? 1 : dl <= -1.0 ? -1 : 0;
+        if (dir && dir == a->chunk_dir) {
             a->chunk = (size_t)1 << (int)lround(lw);
             changed = 1;
+            dir = 0;
         }
+        a->chunk_dir = dir;
     }
     return changed;
 }

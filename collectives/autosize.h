@@ -39,7 +39,8 @@
  *   - chunk = TEMPO__AS_CHUNK_K * R * L rounded to a power of two in [TEMPO__AS_CHUNK_MIN,
  *     TEMPO__AS_CHUNK_MAX]: each chunk's latency is then at most about a fifth of its time, and
  *     chunks stay small where latency is small (a slow link), so urgent work overtakes sooner. It
- *     changes only when the rule is at least a factor 2 away from the current size.
+ *     changes only when the rule is at least a factor 2 away from the current size, in the same
+ *     direction, at two decisions in a row.
  * Decisions are taken after every TEMPO__AS_EVERY completed chunks (not per chunk: the samples of
  * a busy host are noisy), the first once TEMPO__AS_WIN chunks have completed. Until then: credit
  * TEMPO__AS_CREDIT_INIT, chunk TEMPO__AS_CHUNK_INIT.
@@ -82,6 +83,7 @@ typedef struct {
     uint64_t starts;             /* chunks started so far */
     uint64_t since_lone;         /* chunks completed since the last lone one */
     int probing;                 /* a probe is in flight: nothing else may start */
+    int chunk_dir;               /* the previous decision wanted a larger (1), smaller (-1) chunk */
 } tempo__autosize_t;
 
 /* What the lane notes about a chunk when it starts, for tempo__autosize_done. */

@@ -280,7 +280,9 @@ enum {
  *       most TEMPO_CREDIT_BYTES of chunks are in flight at once. The coordinator's values of
  *       priority and chunk_bytes are the ones used.
  *     - Credit and chunk size "auto" (the defaults): the coordinator measures the communicator's
- *       transfer rate R and per-chunk latency L from its own completed chunks and keeps one
+ *       transfer rate R and per-chunk latency L from its own completed chunks (L from chunks
+ *       alone on the lane from start to end; a chunk started on an idle lane runs alone as such
+ *       a probe while few or only old ones are known, at most once per 32 chunks) and keeps one
  *       bandwidth-delay product plus one chunk in flight (at most R*L + 2 x chunk bytes, 64 KiB
  *       to 64 MiB, a ceiling that a chunk starts under only if it fits or nothing runs), and
  *       cuts requests without chunk_bytes into chunks of 4*R*L as a power of two (64 KiB to

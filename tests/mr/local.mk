@@ -24,6 +24,14 @@ check_PROGRAMS += %reldir%/sched_test
 %canon_reldir%_sched_test_SOURCES = %reldir%/sched_test.c
 %canon_reldir%_sched_test_LDADD = libtempo.la
 
+# The auto credit and chunk size on real links: autosize.sh launches autosize_run on 2 emulated
+# hosts at 100 Mbit/s (root: network namespaces) and on shared memory.
+TESTS += %reldir%/autosize.sh
+EXTRA_DIST += %reldir%/autosize.sh
+check_PROGRAMS += %reldir%/autosize_run
+%canon_reldir%_autosize_run_SOURCES = %reldir%/autosize_run.c
+%canon_reldir%_autosize_run_LDADD = libtempo.la
+
 # The bucketer (fusion, readiness, skips, accumulation, policies, errors) and its timeline:
 # bucketer.sh launches bucketer_test and checks the TEMPO_TRACE files with tools/tempo-trace.
 TESTS += %reldir%/bucketer.sh

@@ -267,7 +267,7 @@ int main(void)
            TEMPO__AS_CREDIT_MAX);
     TAP_EQ_UINT(a.chunk, TEMPO__AS_CHUNK_MAX, "huge product: chunk at its bound");
     link_t tiny = {1e6, 0.0, 0.0, 256 << 10, 2, 0, 0, 0};
-    run(&tiny, 10, &h, &a);
+    run(&tiny, ITERS, &h, &a);
     TAP_EQ_UINT(a.chunk, TEMPO__AS_CHUNK_MIN, "no latency: chunk at its lower bound");
     TAP_OK(a.credit >= TEMPO__AS_CREDIT_MIN && a.credit <= 3 * TEMPO__AS_CHUNK_MIN,
            "no latency: credit %zu is two chunks", a.credit);
