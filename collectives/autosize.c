@@ -22,11 +22,17 @@ void tempo__autosize_init(tempo__autosize_t *a, size_t credit_cfg, size_t chunk_
 tempo__as_mark_t tempo__autosize_mark(tempo__autosize_t *a, uint64_t t_ns, size_t inflight)
 {
     a->starts++;
-    if (inflight == 0) { /* a latency probe is due while few lone samples are held or they age */
+    if (inflight == 0) {
+        if (a->busy && t_ns > a->busy_t0_ns) { /* a period whose last chunk failed */
+            a->busy_s += (double)(t_ns - a->busy_t0_ns) * 1e-9;
+        }
+        a->busy = 1; /* a busy period begins */
+        a->busy_t0_ns = t_ns;
+        /* a latency probe is due while few lone samples are held or they age */
         a->probing = (a->auto_credit || a->auto_chunk) &&
                      (a->nl < TEMPO__AS_PROBE_MIN || a->since_lone >= TEMPO__AS_PROBE_EVERY);
     }
-    return (tempo__as_mark_t){t_ns, a->delivered, inflight == 0, a->starts};
+    return (tempo__as_mark_t){t_ns, inflight == 0, a->starts};
 }
 
 static double clampd(double v, double lo, double hi)
@@ -34,8 +40,25 @@ static double clampd(double v, double lo, double hi)
     return v < lo ? lo : v > hi ? hi : v;
 }
 
-/* The window's second largest delivery rate: the largest but one outlier (two chunks that
- * complete in one progress pass make one sample of a chunk that was nearly done long before). */
+/* A rate sample at a completion: the bytes of the last TEMPO__AS_WIN completions (all but the
+ * oldest) over the lane's busy time from the oldest to this one. Never more than the link moved in
+ * that time however completions bunch (a progress pass that harvests several chunks at once, a
+ * token bucket's burst), except for what was in flight at the oldest completion; below the
+ * bandwidth-delay product it reads low (the busy time holds the latencies the link idled through),
+ * which the credit rule corrects by growing. 0 until two completions are held. */
+static double sample_rate(const tempo__autosize_t *a)
+{
+    if (a->ns < 2) {
+        return 0.0;
+    }
+    unsigned newest = (a->is + TEMPO__AS_WIN - 1) % TEMPO__AS_WIN;
+    unsigned oldest = (a->is + TEMPO__AS_WIN - a->ns) % TEMPO__AS_WIN;
+    double busy = a->wb[newest] - a->wb[oldest];
+    return busy > 0.0 ? (double)(a->wd[newest] - a->wd[oldest]) / busy : 0.0;
+}
+
+/* The second largest of the recent rate samples: the best stretch of the lane's recent work (one
+ * without a probe, an iteration's tail, or a credit below the product), less one outlier. */
 static double window_rate(const tempo__autosize_t *a)
 {
     double r1 = 0.0, r2 = 0.0;
@@ -50,27 +73,60 @@ static double window_rate(const tempo__autosize_t *a)
     return a->ns > 1 ? r2 : r1;
 }
 
+/* The median of v[0..n) (n <= TEMPO__AS_WIN * TEMPO__AS_WIN), sorted in place. */
+static double median(double *v, unsigned n)
+{
+    for (unsigned i = 1; i < n; i++) { /* insertion sort of a few values */
+        double x = v[i];
+        unsigned j = i;
+        for (; j > 0 && v[j - 1] > x; j--) {
+            v[j] = v[j - 1];
+        }
+        v[j] = x;
+    }
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* L from the lone chunks (durations d, sizes b). Where their sizes differ enough, d = L + b/R_l is
+ * fitted to them (Theil-Sen: the median of the slopes between pairs at least 1.5x apart in size,
+ * then the median intercept), so L does not depend on the window's R: on a link that lets bursts
+ * through above its rate (a token bucket, a NIC's queue) the delivery rates of short transfers read
+ * high, and d - b/R would take the underestimated transfer time of a large chunk for latency (a
+ * 100 Mbit/s link with a 256 KiB bucket: R 21 MB/s and L 27 ms for 0.8 MB chunks). Otherwise, the
+ * median of d - b/R: a lone chunk slowed by something else on the host is one sample out of many,
+ * not a shift of the mean. */
+static double lone_latency(const tempo__autosize_t *a, double r)
+{
+    double v[TEMPO__AS_WIN * TEMPO__AS_WIN];
+    unsigned n = 0;
+    for (unsigned i = 0; i < a->nl; i++) {
+        for (unsigned j = 0; j < a->nl; j++) {
+            if ((double)a->lb[j] >= 1.5 * (double)a->lb[i]) {
+                v[n++] = (a->ld[j] - a->ld[i]) / (double)(a->lb[j] - a->lb[i]);
+            }
+        }
+    }
+    double slope = n >= 3 ? median(v, n) : 0.0;
+    for (unsigned i = 0; i < a->nl; i++) {
+        v[i] = a->ld[i] - (double)a->lb[i] * (slope > 0.0 ? slope : 1.0 / r);
+    }
+    return fmax(median(v, a->nl), 0.0);
+}
+
 /* R, L (each an EWMA, weight 1/2, of the windows' values at successive decisions) and the largest
- * recent chunk. L is the median of the lone chunks' d - b/R: a lone chunk slowed by something else
- * on the host (a late progress pass, the transport's own pacing of a large transfer) is one
- * sample out of many, not a shift of the mean. */
+ * recent chunk. */
 static size_t measure(tempo__autosize_t *a)
 {
-    double r = window_rate(a), ls[TEMPO__AS_WIN];
+    double r = window_rate(a);
     size_t b = 0;
+    if (r <= 0.0) {
+        r = a->rate;
+    }
     for (unsigned i = 0; i < a->ns; i++) {
         b = a->bs[i] > b ? a->bs[i] : b;
     }
-    for (unsigned i = 0; i < a->nl; i++) { /* insertion sort of a few values */
-        double li = fmax(a->ld[i] - (double)a->lb[i] / r, 0.0);
-        unsigned j = i;
-        for (; j > 0 && ls[j - 1] > li; j--) {
-            ls[j] = ls[j - 1];
-        }
-        ls[j] = li;
-    }
     if (a->nl) {
-        double l = a->nl % 2 ? ls[a->nl / 2] : 0.5 * (ls[a->nl / 2 - 1] + ls[a->nl / 2]);
+        double l = lone_latency(a, r);
         a->lat_s = a->lat_s < 0.0 ? l : 0.5 * (a->lat_s + l);
     }
     a->rate = a->rate <= 0.0 ? r : 0.5 * (a->rate + r);
@@ -123,17 +179,27 @@ static int resize(tempo__autosize_t *a, size_t b)
 }
 
 int tempo__autosize_done(tempo__autosize_t *a, const tempo__as_mark_t *m, size_t bytes,
-                         uint64_t t_ns)
+                         uint64_t t_ns, size_t inflight)
 {
+    double busy = a->busy_s;
+    if (a->busy && t_ns > a->busy_t0_ns) {
+        busy += (double)(t_ns - a->busy_t0_ns) * 1e-9;
+    }
+    if (inflight == 0) { /* the busy period ends */
+        a->busy_s = busy;
+        a->busy = 0;
+    }
     a->delivered += bytes;
     if (t_ns <= m->t0_ns || bytes == 0) {
         return 0; /* a clock that did not move says nothing */
     }
     double d = (double)(t_ns - m->t0_ns) * 1e-9;
-    a->rs[a->is] = (double)(a->delivered - m->delivered) / d;
+    a->wd[a->is] = a->delivered;
+    a->wb[a->is] = busy;
     a->bs[a->is] = bytes;
     a->is = (a->is + 1) % TEMPO__AS_WIN;
     a->ns += a->ns < TEMPO__AS_WIN;
+    a->rs[(a->is + TEMPO__AS_WIN - 1) % TEMPO__AS_WIN] = sample_rate(a);
     a->probing = 0; /* while probing only the probe is in flight, and this is its end */
     if (m->alone && m->starts == a->starts) { /* alone from start to end: d is L + b/R */
         a->since_lone = 0;

@@ -8,15 +8,25 @@
  *
  * Model. A chunk of b bytes started on an idle lane takes L + b/R: a per-chunk latency L (start
  * decision, first bytes, progress wake-ups, completion) and a transfer at rate R.
- *   - R: the second largest of the last TEMPO__AS_WIN delivery-rate samples, one per completed
- *     chunk: bytes that completed during the chunk's lifetime (its own included) / its lifetime
- *     (BBR's delivery rate and max filter, less one outlier), averaged with the previous
- *     decision's R (and L likewise). While the credit is below the bandwidth-delay product this
- *     underestimates R, which the credit rule below corrects by growing.
- *   - L: the median of d - b/R (at least 0) over the last TEMPO__AS_WIN lone chunks: chunks that
- *     were the only chunk of the lane in flight from their start to their end, so d holds no
- *     queue. A chunk that starts on an idle lane but is joined by others is not one: the chunks
- *     of a ring share its links, so its d grows with what the credit let in after it, and taking
+ *   - R: the second largest of the last TEMPO__AS_WIN rate samples (a max filter, less one
+ *     outlier), averaged with the previous decision's R (and L likewise). A sample, taken at each
+ *     completion, is the bytes of the last TEMPO__AS_WIN completed chunks (all but the oldest)
+ *     over the lane's busy time (time with chunks in flight) from the oldest completion to this
+ *     one. It cannot read more than the link moved however completions bunch (several harvested
+ *     in one progress pass, a token bucket's burst: per-chunk delivery rates, bytes completed
+ *     during a chunk's lifetime over it, read 345 MB/s on a 100 Mbit/s link). While the credit
+ *     is below the bandwidth-delay product it underestimates R (the busy time holds the
+ *     latencies the link idled through), which the credit rule below corrects by growing; a
+ *     window that holds a probe or an iteration's last few chunks reads low too, and the max
+ *     filter passes over it.
+ *   - L: from the last TEMPO__AS_WIN lone chunks (durations d, sizes b): chunks that were the
+ *     only chunk of the lane in flight from their start to their end, so d holds no queue. Where
+ *     their sizes differ (pairs at least 1.5x apart), d = L + b*s is fitted to them (Theil-Sen:
+ *     s the median of the pairs' slopes, L the median of d - b*s, at least 0), so that L does not
+ *     lean on R: a link that passes short bursts above its rate makes the transfer of a large
+ *     chunk look shorter than it is. Otherwise L is the median of d - b/R (at least 0). A chunk
+ *     that starts on an idle lane but is joined by others is not lone: the chunks of a ring share
+ *     its links, so its d grows with what the credit let in after it, and taking
  *     it as latency fed the credit back into itself (on 4 hosts at 1 Gbit/s, L read 23-34 ms
  *     against 1-3 ms, and the credit 3-4 MB against 1.2). Lone chunks do not occur on their own
  *     on a busy lane, so the estimator asks for them: a chunk started on an idle lane becomes a
@@ -24,15 +34,15 @@
  *     TEMPO__AS_PROBE_MIN lone samples are held or TEMPO__AS_PROBE_EVERY chunks have completed
  *     since the last one; BBR's PROBE_RTT for the same reason. A probe costs at most one
  *     latency of an otherwise idle link, once per TEMPO__AS_PROBE_EVERY chunks. L is recomputed
- *     with the current R whenever R changes, so an early underestimate of R does not linger.
+ *     at each decision from the samples held, so an early underestimate of R does not linger.
  *   - credit = R*(L + b/R) + b = R*L + 2b: one bandwidth-delay product, where the delay is a lone
  *     chunk's round trip (its own transfer included), plus one chunk, b being the largest of the
  *     last TEMPO__AS_WIN chunks. The credit is a ceiling: a chunk starts only if it fits (or the
  *     lane is idle), so R*L + 2b means one product plus one chunk in flight. Below the product,
- *     with k chunks in flight, the measured R is kb/(L + b/R) and L comes out as (L + b/R)(1 - 1/k),
- *     so the rule gives (k + 1) b: the credit climbs by a chunk per round until the link is full
- *     and R is measured (a rule within half a chunk of one more whole chunk counts as it, since
- *     (k + 1) b comes out a hair under it whenever R or L reads low). Bounded to
+ *     with k chunks in flight, the measured R is kb/(L + b/R) and L comes out as
+ *     (L + b/R)(1 - 1/k), so the rule gives (k + 1) b: the credit climbs by a chunk per round until
+ * the link is full and R is measured (a rule within half a chunk of one more whole chunk counts as
+ * it, since (k + 1) b comes out a hair under it whenever R or L reads low). Bounded to
  *     [TEMPO__AS_CREDIT_MIN, TEMPO__AS_CREDIT_MAX], in multiples of 64 KiB; it changes only when
  *     the rule moves it by more than a quarter or by more than b, whichever is less (the credit
  *     acts in whole chunks), or when one more whole chunk fits (so the climb is never held back).
@@ -74,12 +84,17 @@ typedef struct {
     double lat_s;                /* L, seconds (< 0: no sample yet) */
     uint64_t delivered;          /* bytes of completed chunks so far */
     uint64_t samples;            /* completed chunks measured */
-    double rs[TEMPO__AS_WIN];    /* recent delivery-rate samples, bytes/s */
+    double rs[TEMPO__AS_WIN];    /* rate samples taken at recent completions, bytes/s */
+    uint64_t wd[TEMPO__AS_WIN];  /* delivered at each recent completion */
+    double wb[TEMPO__AS_WIN];    /* busy_s, as of each recent completion */
     size_t bs[TEMPO__AS_WIN];    /* recent chunk sizes, bytes */
     unsigned ns, is;             /* samples held (<= WIN), next slot */
     double ld[TEMPO__AS_WIN];    /* durations of recent lone chunks, seconds */
     size_t lb[TEMPO__AS_WIN];    /* their sizes, bytes */
     unsigned nl, il;             /* lone samples held (<= WIN), next slot */
+    double busy_s;               /* seconds the lane had chunks in flight, closed periods */
+    uint64_t busy_t0_ns;         /* start of the current busy period */
+    int busy;                    /* a busy period is open */
     uint64_t starts;             /* chunks started so far */
     uint64_t since_lone;         /* chunks completed since the last lone one */
     int probing;                 /* a probe is in flight: nothing else may start */
@@ -88,10 +103,9 @@ typedef struct {
 
 /* What the lane notes about a chunk when it starts, for tempo__autosize_done. */
 typedef struct {
-    uint64_t t0_ns;     /* start time */
-    uint64_t delivered; /* tempo__autosize_t.delivered at start */
-    int alone;          /* nothing else of the lane was in flight at start */
-    uint64_t starts;    /* tempo__autosize_t.starts, this chunk counted */
+    uint64_t t0_ns;  /* start time */
+    int alone;       /* nothing else of the lane was in flight at start */
+    uint64_t starts; /* tempo__autosize_t.starts, this chunk counted */
 } tempo__as_mark_t;
 
 /** credit_cfg, chunk_cfg: the configured sizes, 0 for auto. */
@@ -108,9 +122,10 @@ tempo__as_mark_t tempo__autosize_mark(tempo__autosize_t *a, uint64_t t_ns, size_
  *  flight (so one chunk may go past it). schedq.c's dispatch and test_autosize's lane use it. */
 int tempo__autosize_fits(const tempo__autosize_t *a, size_t inflight, size_t bytes);
 
-/** A chunk of bytes marked m completed at t_ns. Returns 1 when credit or chunk changed. */
+/** A chunk of bytes marked m completed at t_ns, leaving inflight bytes of the lane running.
+ *  Returns 1 when credit or chunk changed. */
 int tempo__autosize_done(tempo__autosize_t *a, const tempo__as_mark_t *m, size_t bytes,
-                         uint64_t t_ns);
+                         uint64_t t_ns, size_t inflight);
 
 /** The auto chunk size applies only to requests whose result cannot depend on where they are cut:
  *  uncompressed (a compressor quantizes each chunk on its own), and moving data without

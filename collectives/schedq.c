@@ -732,7 +732,7 @@ static void autosize_done(tempo__sq_t *sq, const tempo__as_mark_t *m, size_t byt
 {
     uint64_t now = tempo__now_ns();
     size_t credit = sq->as.credit, chunk = sq->as.chunk;
-    if (!tempo__autosize_done(&sq->as, m, bytes, now)) {
+    if (!tempo__autosize_done(&sq->as, m, bytes, now, sq->inflight)) {
         return;
     }
     tempo__world_t *w = W(sq);

@@ -15,10 +15,12 @@
 #     flight (the product plus up to two 1 MiB chunks; with smaller auto chunks, less);
 #   - net: every decision measured a link's rate (at most 25 MB/s: 100 Mbit/s is 12.5 MB/s, and
 #     tbf's 64 KiB bucket lets short bursts through faster) and a bandwidth-delay product R*L of
-#     at most 256 KiB;
+#     at most 1 MiB (the per-chunk latency measured on this emulated link ranged from 0.07 to
+#     33 ms between runs, so R*L from 1 to 400 KB);
 #   - shm: the lane decided, and every decision measured at least 10 times the net's rate. (Its
-#     credit is R*L + 2 chunks too: large where a chunk's latency is a large share of its time;
-#     measured here: 3-4 MiB with 2-4 MiB chunks, against 2.2 MiB with 1 MiB chunks on the net.)
+#     credit is R*L + 2 chunks too, but its latency, 35-500 us here, depends on how soon the
+#     progress threads wake, so the credit came out from 2.1 to 4 MiB, and not always above the
+#     net's: no point compares the two credits.)
 # Knobs: AUTOSIZE_TIMEOUT (per launch, 120 s), AUTOSIZE_KEEP=1 keeps the files.
 # Run by the automake harness with top_builddir exported, or by hand:
 #     top_builddir=/path/to/build sh tests/mr/autosize.sh
@@ -39,7 +41,7 @@ TEMPO_DEBUG=INFO
 TEMPO_DEBUG_SUBSYS=OVERLAP
 export TEMPO_TIMEOUT TEMPO_DEBUG TEMPO_DEBUG_SUBSYS
 lt=${AUTOSIZE_TIMEOUT:-120}
-args="--iters 16 --buckets 4 --bytes 1048576"
+set -- --iters 16 --buckets 4 --bytes 1048576 # autosize_run's arguments
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/autosize.XXXXXX") || exit 1
 if [ "${AUTOSIZE_KEEP:-0}" = 1 ]; then
     trap 'echo "# files kept in $tmp"' EXIT
@@ -60,11 +62,11 @@ echo "1..7"
 
 # Launches. tempo-netns-run and tempo-run prefix every line with [rank].
 timeout "$lt" "$NR" -H 2 -r 100mbit -b 64kb -x TEMPO_TIMEOUT=$TEMPO_TIMEOUT -x TEMPO_DEBUG=INFO \
-    -x TEMPO_DEBUG_SUBSYS=OVERLAP -- "$PROG" $args >"$tmp/net" 2>&1
+    -x TEMPO_DEBUG_SUBSYS=OVERLAP -- "$PROG" "$@" >"$tmp/net" 2>&1
 net_rc=$?
-timeout "$lt" "$TR" -n 2 "$PROG" $args >"$tmp/shm" 2>&1
+timeout "$lt" "$TR" -n 2 "$PROG" "$@" >"$tmp/shm" 2>&1
 shm_rc=$?
-TEMPO_CREDIT_BYTES=256K TEMPO_CHUNK_BYTES=64K timeout "$lt" "$TR" -n 2 "$PROG" $args \
+TEMPO_CREDIT_BYTES=256K TEMPO_CHUNK_BYTES=64K timeout "$lt" "$TR" -n 2 "$PROG" "$@" \
     >"$tmp/fixed" 2>&1
 fixed_rc=$?
 
@@ -86,11 +88,13 @@ fi
 launch_ok shm "$shm_rc"
 launch_ok fixed "$fixed_rc"
 
-files="$tmp/shm $tmp/fixed"
-[ "$net_rc" = 77 ] || files="$tmp/net $files"
-hashes=$(cat $files | sed -n 's/.*RESULT rank [0-9]* wrong [0-9]* hash \([0-9a-f]*\).*/\1/p' |
+results() {
+    [ "$net_rc" = 77 ] || cat "$tmp/net"
+    cat "$tmp/shm" "$tmp/fixed"
+}
+hashes=$(results | sed -n 's/.*RESULT rank [0-9]* wrong [0-9]* hash \([0-9a-f]*\).*/\1/p' |
     sort -u)
-nh=$(cat $files | grep -c 'RESULT rank')
+nh=$(results | grep -c 'RESULT rank')
 nu=$(echo "$hashes" | grep -c .)
 check "$([ "$nu" = 1 ] && [ "$nh" -ge 4 ] && echo 0)" \
     "every launch and rank got bitwise the same results ($nh results, $nu distinct hashes)"
@@ -115,16 +119,17 @@ show() {
 }
 
 if [ "$net_rc" = 77 ]; then
-    for i in 1 2; do skip "net: no network namespaces here"; done
+    skip "net: no network namespaces here"
+    skip "net: no network namespaces here"
 else
     echo "# net: $(show "$tmp/net")"
     first=$(choices "$tmp/net" | head -1 | awk '{ print $1 }')
     bad=$(choices "$tmp/net" | awk 'NR > 1 && $2 > 2621440' | wc -l)
     check "$([ -n "$first" ] && [ "$first" -le 6 ] && [ "$bad" = 0 ] && echo 0)" \
         "net: first decision in iteration ${first:-none} (<= 6), $bad credits after it above 2.5 MiB"
-    bad=$(choices "$tmp/net" | awk '$4 > 25e6 || $4 * $5 > 262144' | wc -l)
+    bad=$(choices "$tmp/net" | awk '$4 > 25e6 || $4 * $5 > 1048576' | wc -l)
     check "$([ "$bad" = 0 ] && echo 0)" \
-        "net: every decision measured a link's rate (<= 25 MB/s) and a product R*L <= 256 KiB ($bad not)"
+        "net: every decision measured a link's rate (<= 25 MB/s) and a product R*L <= 1 MiB ($bad not)"
 fi
 echo "# shm: $(show "$tmp/shm")"
 if [ "$net_rc" = 77 ]; then

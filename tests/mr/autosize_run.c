@@ -69,8 +69,8 @@ int main(int argc, char **argv)
         }
         for (long b = 0; b < nb; b++) {
             for (size_t i = 0; i < count; i++) {
-                in[(size_t)b * count + i] = (float)((i * 7 + (size_t)b * 13 + (size_t)it) % 1000 +
-                                                    (size_t)rank);
+                in[(size_t)b * count + i] =
+                    (float)((i * 7 + (size_t)b * 13 + (size_t)it) % 1000 + (size_t)rank);
             }
         }
         for (long b = 0; b < nb && !failed; b++) {
