@@ -27,8 +27,8 @@
  *     chunk look shorter than it is. Otherwise L is the median of d - b/R (at least 0). A chunk
  *     that starts on an idle lane but is joined by others is not lone: the chunks of a ring share
  *     its links, so its d grows with what the credit let in after it, and taking
- *     it as latency fed the credit back into itself (on 4 hosts at 1 Gbit/s, L read 23-34 ms
- *     against 1-3 ms, and the credit 3-4 MB against 1.2). Lone chunks do not occur on their own
+ *     it as latency fed the credit back into itself (on 4 hosts at 1 Gbit/s, L read 18-71 ms
+ *     against 0.1-3 ms, and the credit 2.6-7.9 MB against 1.1). Lone chunks do not occur on their own
  *     on a busy lane, so the estimator asks for them: a chunk started on an idle lane becomes a
  *     probe (nothing else starts until it completes, tempo__autosize_fits) while fewer than
  *     TEMPO__AS_PROBE_MIN lone samples are held or TEMPO__AS_PROBE_EVERY chunks have completed

@@ -18,8 +18,8 @@
 #     at most 1 MiB (the per-chunk latency measured on this emulated link ranged from 0.07 to
 #     33 ms between runs, so R*L from 1 to 400 KB);
 #   - shm: the lane decided, and every decision measured at least 10 times the net's rate. (Its
-#     credit is R*L + 2 chunks too, but its latency, 35-500 us here, depends on how soon the
-#     progress threads wake, so the credit came out from 2.1 to 4 MiB, and not always above the
+#     credit is R*L + 2 chunks too, but its latency, 35-283 us here, depends on how soon the
+#     progress threads wake, so the credit came out from 2.1 to 3 MiB, and not always above the
 #     net's: no point compares the two credits.)
 # Knobs: AUTOSIZE_TIMEOUT (per launch, 120 s), AUTOSIZE_KEEP=1 keeps the files.
 # Run by the automake harness with top_builddir exported, or by hand:
