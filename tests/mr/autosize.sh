@@ -13,7 +13,7 @@
 #   - net: the lane decided within 6 iterations (first after 16 chunks), and every credit it chose
 #     after its first decision is under 3 MiB: at most two of the 1 MiB requests in flight (the
 #     product, at most 1 MiB by the next point, plus up to two 1 MiB chunks; with smaller auto
-#     chunks, less; measured up to 2.4 MB);
+#     chunks, less; measured up to 2.6 MB);
 #   - net: every decision measured a link's rate (at most 25 MB/s: 100 Mbit/s is 12.5 MB/s, and
 #     tbf's 64 KiB bucket lets short bursts through faster) and a bandwidth-delay product R*L of
 #     at most 1 MiB (the per-chunk latency measured on this emulated link ranged from 0.07 to
