@@ -526,12 +526,6 @@ static tempo_status_t coord_report(tempo__sq_t *sq, int from, const post_ent_t *
 
 static tempo_status_t start_local(tempo__sq_t *sq, const start_ent_t *se);
 
-/* Coordinator: may a chunk of bytes start now? (collectives/autosize.h: tempo__autosize_fits) */
-static int credit_allows(const tempo__sq_t *sq, size_t bytes)
-{
-    return tempo__autosize_fits(&sq->as, sq->inflight, bytes);
-}
-
 /* Coordinator: start chunks while credit allows. Returns how many, or a negative status. */
 static int dispatch(tempo__sq_t *sq)
 {
@@ -540,8 +534,9 @@ static int dispatch(tempo__sq_t *sq)
         skey_t *k = sq->heap[0];
         size_t off, cnt;
         tempo__block((size_t)k->sig.count, (int)k->nchunks, (int)k->next_chunk, &off, &cnt);
-        if (!credit_allows(sq, tempo__coll_bytes(k->sig.coll, (tempo_dtype_t)k->sig.dtype, cnt,
-                                                 sq->comm->size))) {
+        size_t bytes = tempo__coll_bytes(k->sig.coll, (tempo_dtype_t)k->sig.dtype, cnt,
+                                         sq->comm->size);
+        if (!tempo__autosize_fits(&sq->as, sq->inflight, bytes)) { /* autosize.h */
             break;
         }
         start_ent_t se;
