@@ -130,6 +130,9 @@ static size_t measure(tempo__autosize_t *a)
         a->lat_s = a->lat_s < 0.0 ? l : 0.5 * (a->lat_s + l);
     }
     a->rate = a->rate <= 0.0 ? r : 0.5 * (a->rate + r);
+    a->rh[a->irh] = r;
+    a->irh = (a->irh + 1) % TEMPO__AS_RHIST;
+    a->nrh += a->nrh < TEMPO__AS_RHIST;
     return b;
 }
 
@@ -161,11 +164,14 @@ static int resize(tempo__autosize_t *a, size_t b)
         }
     }
     if (a->auto_chunk) {
-        double want = clampd(TEMPO__AS_CHUNK_K * r * a->lat_s, (double)TEMPO__AS_CHUNK_MIN,
+        double rc = 0.0;
+        for (unsigned i = 0; i < a->nrh; i++) {
+            rc = fmax(rc, a->rh[i]);
+        }
+        double want = clampd(rc * TEMPO__AS_CHUNK_T, (double)TEMPO__AS_CHUNK_MIN,
                              (double)TEMPO__AS_CHUNK_MAX);
-        /* A change needs two decisions in a row that want one in the same direction: on a slow
-         * link L is d - b/R for chunks whose transfer is tens of times their latency, so one
-         * decision's L can be off by a factor of 2 or more. */
+        /* A change needs two decisions in a row that want one in the same direction: one
+         * decision's R can read low (a window that holds a probe or an iteration's tail). */
         double lw = log2(want), dl = lw - log2((double)a->chunk);
         int dir = dl >= 1.0 ? 1 : dl <= -1.0 ? -1 : 0;
         if (dir && dir == a->chunk_dir) {

@@ -26,9 +26,9 @@
  *     lean on R: a link that passes short bursts above its rate makes the transfer of a large
  *     chunk look shorter than it is. Otherwise L is the median of d - b/R (at least 0). A chunk
  *     that starts on an idle lane but is joined by others is not lone: the chunks of a ring share
- *     its links, so its d grows with what the credit let in after it, and taking
- *     it as latency fed the credit back into itself (on 4 hosts at 1 Gbit/s, L read 18-71 ms
- *     against 0.1-3 ms, and the credit 2.6-7.9 MB against 1.1). Lone chunks do not occur on their own
+ *     its links, so its d grows with what the credit let in after it, and taking it as latency
+ *     fed the credit back into itself (on 4 hosts at 1 Gbit/s, L read 18-71 ms against
+ *     0.1-3 ms, and the credit 2.6-7.9 MB against 1.1). Lone chunks do not occur on their own
  *     on a busy lane, so the estimator asks for them: a chunk started on an idle lane becomes a
  *     probe (nothing else starts until it completes, tempo__autosize_fits) while fewer than
  *     TEMPO__AS_PROBE_MIN lone samples are held or TEMPO__AS_PROBE_EVERY chunks have completed
@@ -46,11 +46,27 @@
  *     [TEMPO__AS_CREDIT_MIN, TEMPO__AS_CREDIT_MAX], in multiples of 64 KiB; it changes only when
  *     the rule moves it by more than a quarter or by more than b, whichever is less (the credit
  *     acts in whole chunks), or when one more whole chunk fits (so the climb is never held back).
- *   - chunk = TEMPO__AS_CHUNK_K * R * L rounded to a power of two in [TEMPO__AS_CHUNK_MIN,
- *     TEMPO__AS_CHUNK_MAX]: each chunk's latency is then at most about a fifth of its time, and
- *     chunks stay small where latency is small (a slow link), so urgent work overtakes sooner. It
- *     changes only when the rule is at least a factor 2 away from the current size, in the same
- *     direction, at two decisions in a row.
+ *   - chunk = R' * TEMPO__AS_CHUNK_T rounded to a power of two in [TEMPO__AS_CHUNK_MIN,
+ *     TEMPO__AS_CHUNK_MAX], R' the highest window R of the last TEMPO__AS_RHIST decisions: a chunk
+ *     moves for about a millisecond at the best rate the lane has recently shown, so chunks are
+ *     small where the rate is small (a slow link) and urgent work overtakes within a few
+ *     milliseconds, and large where it is large (shared memory). Its per-chunk latency does not
+ *     set it: the credit keeps R*L + 2 chunks in flight, so one chunk's latency runs under the
+ *     others' transfers whatever their size. What a chunk has to amortize is the per-chunk work
+ *     that does not overlap, the progress thread's on a busy host, and a chunk of h of such work
+ *     and b bytes settles at h + b/R_link = T: the work stays at most a fraction h/T of the lane's
+ *     time. The max filter is there because on a contended host the rate of one decision ranges
+ *     over a factor of 10 (two busy loops beside 2 ranks at nice 8: 150 MB/s to 2 GB/s), and
+ *     smaller chunks read a smaller rate, so a chunk that followed each decision moved between
+ *     128 KiB and 2 MiB 4-20 times in a run; with the filter it only grows once the best rate is
+ *     seen, and shrinks only when that has not recurred for TEMPO__AS_RHIST decisions (or in the
+ *     first decisions, whose rates are a ramp's). The earlier rule, 4*R*L, was ill-conditioned
+ *     twice over: L is d - b/R for chunks whose transfer is 10-100 times it (on a 4-host ring at
+ *     1 Gbit/s one decision's L read 0.08-2.7 ms, and the chunk moved between 64 KiB and 1 MiB
+ *     within one run), and on a host-bound lane smaller chunks measure a smaller rate and the same
+ *     L, so the product followed the chunk down (CI's loaded host: 64 KiB chunks at 59 MB/s). The
+ *     chunk changes only when the rule is at least a factor 2 away from the current size, in the
+ *     same direction, at two decisions in a row.
  * Decisions are taken after every TEMPO__AS_EVERY completed chunks (not per chunk: the samples of
  * a busy host are noisy), the first once TEMPO__AS_WIN chunks have completed. Until then: credit
  * TEMPO__AS_CREDIT_INIT, chunk TEMPO__AS_CHUNK_INIT.
@@ -73,7 +89,8 @@
 #define TEMPO__AS_CHUNK_INIT ((size_t)1 << 20)
 #define TEMPO__AS_CHUNK_MIN ((size_t)64 << 10)
 #define TEMPO__AS_CHUNK_MAX ((size_t)4 << 20)
-#define TEMPO__AS_CHUNK_K 4.0
+#define TEMPO__AS_CHUNK_T 1e-3   /* seconds: the auto chunk moves for about this long at R */
+#define TEMPO__AS_RHIST 64       /* decisions whose highest R sets the chunk */
 #define TEMPO__AS_PROBE_MIN 8    /* lone samples wanted before probing only as they age */
 #define TEMPO__AS_PROBE_EVERY 32 /* chunks completed without a lone one before a probe */
 
@@ -99,6 +116,8 @@ typedef struct {
     uint64_t since_lone;         /* chunks completed since the last lone one */
     int probing;                 /* a probe is in flight: nothing else may start */
     int chunk_dir;               /* the previous decision wanted a larger (1), smaller (-1) chunk */
+    double rh[TEMPO__AS_RHIST];  /* R of recent decisions (each its window's), bytes/s */
+    unsigned nrh, irh;           /* held (<= RHIST), next slot */
 } tempo__autosize_t;
 
 /* What the lane notes about a chunk when it starts, for tempo__autosize_done. */

@@ -285,7 +285,7 @@ enum {
  *       a probe while few or only old ones are known, at most once per 32 chunks) and keeps one
  *       bandwidth-delay product plus one chunk in flight (at most R*L + 2 x chunk bytes, 64 KiB
  *       to 64 MiB, a ceiling that a chunk starts under only if it fits or nothing runs), and
- *       cuts requests without chunk_bytes into chunks of 4*R*L as a power of two (64 KiB to
+ *       cuts requests without chunk_bytes into chunks of R x 1 ms as a power of two (64 KiB to
  *       4 MiB), re-evaluated as it runs; each change is logged at TEMPO_DEBUG=INFO (OVERLAP) with
  *       the measurements, and drawn in the timeline (counter tracks "sched credit", "sched chunk",
  *       "sched rate MB/s", "sched latency us"). A request is cut once, by the coordinator, and

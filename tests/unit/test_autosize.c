@@ -6,11 +6,15 @@
  * and completes them on a link model: a chunk started at s finishes at max(s + L, link free) + b/R
  * (per-chunk latency L, then the link serialized at R bytes/s), or, on a shared link, after L
  * transfers at R / (chunks past their latency) like the steps of concurrent ring all-reduces;
- * optionally with L jittered by a seeded random +-20 % (the seed is printed; TEMPO_TEST_SEED
- * replays it). Checks:
+ * optionally with L jittered by a seeded random +-20 % or log-uniform by a factor 5.5 either way
+ * (the seed is printed; TEMPO_TEST_SEED replays it), and with host work per chunk serialized with
+ * the transfers. Checks:
  *   - a fast link (5 GB/s, 400 us: shared memory with a busy host) settles to a large credit
  *     (R*L + 2 chunks) and a slow one (100 Mbit/s, 200 us) to about one bucket (1 MiB) with the
  *     benchmark's 512 KiB chunks, and to two 64 KiB chunks with the auto chunk size;
+ *   - the auto chunk size (R x 1 ms) holds where the rule that followed 4*R*L moved: on a
+ *     host-bound lane (100 us of host work per chunk) and with a latency that varies by a factor
+ *     of 30 from chunk to chunk;
  *   - on a shared link the latency is measured from probes, not from chunks that others joined
  *     (whose lifetime holds the credit's own queue: L read 130 times the link's, and the credit
  *     ran to its 64 MiB bound), and the credit settles at R*L + 2 chunks;
@@ -40,12 +44,15 @@ static uint64_t seed;
 
 typedef struct {
     double rate, lat; /* link: bytes/s, seconds */
-    double jitter;    /* +- fraction of lat, seeded */
+    double jitter;    /* +- fraction of lat, seeded; < 0: log-uniform, a factor 5.5 either way */
     size_t bucket;    /* bytes per bucket */
     int nbuckets;     /* buckets per iteration, all posted at its start */
     size_t chunk;     /* fixed chunk size (0: the estimator's) */
     size_t credit;    /* fixed credit (0: the estimator's) */
     int shared;       /* 0: chunks serialized (FIFO); 1: in-flight chunks share the link */
+    double host;      /* FIFO: seconds of host work per chunk, serialized with its transfer */
+    double rate_lo;   /* > 0: each iteration's rate is rate x [rate_lo, 1], log-uniform (a host
+                         whose other work leaves the lane's progress more or less time) */
 } link_t;
 
 typedef struct {
@@ -61,6 +68,10 @@ static int iterate(tempo__autosize_t *a, const link_t *k, uint64_t *rng, double 
     static tempo__as_mark_t mark[MAXCH];
     static char fin[MAXCH];
     int n = 0;
+    double rate = k->rate;
+    if (k->rate_lo > 0) {
+        rate *= exp(log(k->rate_lo) * (double)(tu_rand64(rng) >> 11) / 9007199254740992.0);
+    }
     for (int j = 0; j < k->nbuckets; j++) { /* cut at post, with the chunk size of the moment */
         size_t cb = k->chunk ? k->chunk : a->chunk;
         size_t nch = (k->bucket + cb - 1) / cb;
@@ -74,7 +85,9 @@ static int iterate(tempo__autosize_t *a, const link_t *k, uint64_t *rng, double 
     while (done < next || next < n) {
         while (next < n && tempo__autosize_fits(a, inflight, bytes[next])) {
             double l = k->lat;
-            if (k->jitter > 0) {
+            if (k->jitter < 0) { /* log-uniform, a factor 5.5 either way */
+                l *= exp(log(5.5) * ((double)(tu_rand64(rng) >> 11) / 9007199254740992.0 * 2 - 1));
+            } else if (k->jitter > 0) {
                 l *=
                     1.0 + k->jitter * ((double)(tu_rand64(rng) >> 11) / 9007199254740992.0 * 2 - 1);
             }
@@ -83,7 +96,7 @@ static int iterate(tempo__autosize_t *a, const link_t *k, uint64_t *rng, double 
             rem[next] = (double)bytes[next];
             fin[next] = 0;
             double s = fmax(*t + l, link_free);
-            end[next] = link_free = s + (double)bytes[next] / k->rate;
+            end[next] = link_free = s + k->host + (double)bytes[next] / rate;
             inflight += bytes[next++];
         }
         int c = -1;
@@ -103,13 +116,13 @@ static int iterate(tempo__autosize_t *a, const link_t *k, uint64_t *rng, double 
             }
             for (int i = 0; i < next; i++) {
                 if (!fin[i] && ready[i] <= *t) {
-                    dt = fmin(dt, rem[i] * nact / k->rate);
+                    dt = fmin(dt, rem[i] * nact / rate);
                 }
             }
             *t += dt;
             for (int i = 0; i < next; i++) {
                 if (!fin[i] && ready[i] <= *t - dt) {
-                    rem[i] -= dt * k->rate / nact;
+                    rem[i] -= dt * rate / nact;
                     if (rem[i] <= 1e-6 * (double)bytes[i] && c < 0) {
                         c = i;
                     }
@@ -158,6 +171,16 @@ static int settled(const hist_t *h, int from, int iters, double lo, double hi)
     return 1;
 }
 
+/* How many times the chunk size changed from iteration `from` on. */
+static int chunk_changes(const hist_t *h, int from, int iters)
+{
+    int c = 0;
+    for (int i = from + 1; i < iters; i++) {
+        c += h->chunk[i] != h->chunk[i - 1];
+    }
+    return c;
+}
+
 static void show(const char *what, const hist_t *h, const tempo__autosize_t *a, int iters)
 {
     tap_diag("%s: rate %.1f MB/s, latency %.1f us, credit %zu, chunk %zu; credit by iteration:",
@@ -177,12 +200,16 @@ int main(void)
     hist_t h;
     tempo__autosize_t a;
 
-    /* Fast link, auto chunk: large chunks and a large credit. */
-    link_t fast = {5e9, 400e-6, 0.2, 1 << 20, 8, 0, 0, 0};
+    /* Fast link, auto chunk: large chunks (R*T = 5 MB) and a large credit. */
+    link_t fast = {5e9, 400e-6, 0.2, 1 << 20, 8, 0, 0, 0, 0.0, 0.0};
     run(&fast, ITERS, &h, &a);
     double want = fast.rate * fast.lat + 2.0 * fast.bucket; /* chunks of a bucket: one each */
-    int ok = TAP_OK(a.chunk == TEMPO__AS_CHUNK_MAX, "fast link: auto chunk is the largest (%zu)",
-                    a.chunk);
+    double rt = fmin(a.rate * TEMPO__AS_CHUNK_T, (double)TEMPO__AS_CHUNK_MAX);
+    int ok = TAP_OK(a.chunk >= (size_t)2 << 20 && (double)a.chunk >= 0.5 * rt &&
+                        (double)a.chunk <= 2.0 * rt,
+                    "fast link: auto chunk %zu is large, within a factor 2 of R*T = %.0f (capped "
+                    "at 4 MiB)",
+                    a.chunk, rt);
     ok &= TAP_OK(a.credit >= (size_t)(0.7 * want) && a.credit <= (size_t)(1.3 * want),
                  "fast link: credit %zu within 30%% of R*L + 2 chunks = %.0f", a.credit, want);
     ok &= TAP_OK(fabs(a.lat_s - fast.lat) < 0.3 * fast.lat && a.rate > 0.7 * fast.rate &&
@@ -198,7 +225,7 @@ int main(void)
     }
 
     /* Slow link (100 Mbit/s) with the benchmark's 512 KiB chunks: about one bucket. */
-    link_t slow = {12.5e6, 200e-6, 0.2, 1 << 20, 8, 512 << 10, 0, 0};
+    link_t slow = {12.5e6, 200e-6, 0.2, 1 << 20, 8, 512 << 10, 0, 0, 0.0, 0.0};
     run(&slow, ITERS, &h, &a);
     ok = TAP_OK(a.credit >= (size_t)1 << 20 && a.credit <= (size_t)5 << 18,
                 "slow link, 512 KiB chunks: credit %zu is about one 1 MiB bucket", a.credit);
@@ -228,7 +255,7 @@ int main(void)
      * an idle lane but is joined by others lasts longer than L + b/R, and taking that as its
      * latency would feed the credit's own queue back into it. 1 Gbit/s across a 4-rank ring
      * (83 MB/s of all-reduce), 2 ms, the benchmark's 24 buckets of 1 MiB in 512 KiB chunks. */
-    link_t ring = {83e6, 2e-3, 0.2, 1 << 20, 24, 512 << 10, 0, 1};
+    link_t ring = {83e6, 2e-3, 0.2, 1 << 20, 24, 512 << 10, 0, 1, 0.0, 0.0};
     run(&ring, ITERS, &h, &a);
     want = ring.rate * ring.lat + 2.0 * ring.chunk;
     /* The rate's max filter reads up to a fifth high here (chunks that share the link complete
@@ -246,7 +273,7 @@ int main(void)
     }
 
     /* Far below the bandwidth-delay product at the start (20 MB): it climbs. */
-    link_t deep = {10e9, 2e-3, 0.0, 4 << 20, 16, 0, 0, 0};
+    link_t deep = {10e9, 2e-3, 0.0, 4 << 20, 16, 0, 0, 0, 0.0, 0.0};
     run(&deep, ITERS, &h, &a);
     want = deep.rate * deep.lat + 2.0 * a.chunk;
     ok = TAP_OK(a.credit >= (size_t)(0.7 * want) && a.credit <= (size_t)(1.3 * want),
@@ -260,8 +287,68 @@ int main(void)
         show("deep", &h, &a, ITERS);
     }
 
+    /* A host-bound lane: each chunk costs 100 us of host work serialized with its transfer (the
+     * progress thread's per-chunk work on a busy host), 2 GB/s, a per-chunk latency of 30 us.
+     * Small chunks spend their time on that work, and the rate measured with them falls with
+     * them: the earlier rule, 4*R*L, moved between 512 KiB and 1 MiB here from iteration 5 on (2-4
+     * times), and on a real loaded host followed the rate down to 64 KiB chunks. */
+    link_t host = {2e9, 30e-6, 0.5, 1 << 20, 16, 0, 0, 0, 100e-6, 0.0};
+    run(&host, ITERS, &h, &a);
+    ok = TAP_OK(a.chunk >= (size_t)1 << 20 && chunk_changes(&h, 5, ITERS) == 0,
+                "host-bound lane: auto chunk %zu >= 1 MiB, steady from iteration 5 (%d changes)",
+                a.chunk, chunk_changes(&h, 5, ITERS));
+    ok &= TAP_OK(a.rate > 0.8 * host.rate, "host-bound lane: measured %.0f MB/s (link %.0f MB/s)",
+                 a.rate / 1e6, host.rate / 1e6);
+    if (!ok) {
+        show("host-bound", &h, &a, ITERS);
+    }
+
+    /* A latency that varies by a factor of 30 from chunk to chunk (progress threads that wake
+     * late, a shaped link's queue): 1 Gbit/s across a 4-rank ring (83 MB/s), 0.1-3 ms, median
+     * 550 us. R*T is 83 KB: from iteration 5 on the chunk is 64 or 128 KiB, with at most one
+     * move (the earlier rule, 4*R*L, moved 3-8 times between 64 and 512 KiB). */
+    link_t noisy = {83e6, 550e-6, -1.0, 1 << 20, 24, 0, 0, 0, 0.0, 0.0};
+    run(&noisy, ITERS, &h, &a);
+    int moves = chunk_changes(&h, 5, ITERS);
+    ok = moves <= 1;
+    for (int i = 5; i < ITERS; i++) {
+        ok &= h.chunk[i] == (size_t)64 << 10 || h.chunk[i] == (size_t)128 << 10;
+    }
+    if (!TAP_OK(ok,
+                "noisy latency: auto chunk 64 or 128 KiB from iteration 5, %d moves (%zu at "
+                "the end)",
+                moves, a.chunk)) {
+        for (int i = 0; i < ITERS; i++) {
+            tap_diag("  it %2d: chunk %zu credit %zu", i, h.chunk[i], h.credit[i]);
+        }
+    }
+
+    /* A contended host: each iteration's rate is 0.1-1 times 2 GB/s (log-uniform), as when other
+     * work on the host leaves the progress threads more or less time (on a real host with two
+     * busy loops and the ranks at nice 8, the rate measured at successive decisions ranged from
+     * 150 MB/s to 2 GB/s, and R x 1 ms from one decision alone moved the chunk between 128 KiB
+     * and 2 MiB 4-20 times in one run). The chunk follows the highest rate of the last 64
+     * decisions: from iteration 5 on it moves at most twice (up, as the rate's best is found, or
+     * one step down when the best ages out after 64 decisions), never by more than a factor 2
+     * down, and ends at 1 MiB or more. */
+    link_t busy = {2e9, 100e-6, 0.2, 1 << 20, 16, 0, 0, 0, 0.0, 0.1};
+    run(&busy, ITERS, &h, &a);
+    moves = chunk_changes(&h, 5, ITERS);
+    ok = moves <= 2 && a.chunk >= (size_t)1 << 20;
+    for (int i = 6; i < ITERS; i++) {
+        ok &= h.chunk[i] >= h.chunk[i - 1] / 2;
+    }
+    if (!TAP_OK(ok,
+                "contended host: auto chunk from iteration 5: %d moves, none down by more "
+                "than 2x, %zu at the end",
+                moves, a.chunk)) {
+        for (int i = 0; i < ITERS; i++) {
+            tap_diag("  it %2d: chunk %zu credit %zu", i, h.chunk[i], h.credit[i]);
+        }
+    }
+
     /* Bounds. */
-    link_t huge = {1e12, 50e-3, 0.0, 4 << 20, 48, 0, 0, 0};
+    link_t huge = {1e12, 50e-3, 0.0, 4 << 20, 48, 0, 0, 0, 0.0, 0.0};
     run(&huge, ITERS, &h, &a);
     TAP_OK(a.credit <= TEMPO__AS_CREDIT_MAX && a.credit >= TEMPO__AS_CREDIT_MAX - 2 * a.chunk,
            "huge product: credit %zu climbed to its bound %zu (within two chunks)", a.credit,
@@ -270,7 +357,7 @@ int main(void)
     if (a.credit < TEMPO__AS_CREDIT_MAX - 2 * a.chunk) {
         show("huge", &h, &a, ITERS);
     }
-    link_t tiny = {1e6, 0.0, 0.0, 256 << 10, 2, 0, 0, 0};
+    link_t tiny = {1e6, 0.0, 0.0, 256 << 10, 2, 0, 0, 0, 0.0, 0.0};
     run(&tiny, ITERS, &h, &a);
     TAP_EQ_UINT(a.chunk, TEMPO__AS_CHUNK_MIN, "no latency: chunk at its lower bound");
     TAP_OK(a.credit >= TEMPO__AS_CREDIT_MIN && a.credit <= 3 * TEMPO__AS_CHUNK_MIN,
