@@ -293,8 +293,11 @@ static tempo_status_t send_msg(tempo__sq_t *sq, int peer, const void *msg)
     memset(&tx->x, 0, sizeof(tx->x));
     tempo__list_push_back(&sq->tx_busy, &tx->link);
     unsigned kind = sq->coord ? KIND_FROM_COORD : KIND_TO_COORD;
-    return tempo__tl_isend(W(sq), tempo__wrank(sq->comm, peer),
-                           tempo__tag_ctrl(sq->comm->ctx, kind), tx->buf, CTRL_BYTES, &tx->x);
+    /* Urgent: ahead of the chunks' data queued to the same peer (a START or a POST report that
+     * waited behind it delayed the chunks it decides by the time the queue took to drain). */
+    return tempo__tl_isend_urgent(W(sq), tempo__wrank(sq->comm, peer),
+                                  tempo__tag_ctrl(sq->comm->ctx, kind), tx->buf, CTRL_BYTES,
+                                  &tx->x);
 }
 
 static void reap_sends(tempo__sq_t *sq)

@@ -391,6 +391,25 @@ tempo_status_t tempo__stream_isend(tempo__stream_t *s, tempo__xfer_t *x)
         return TEMPO_OK;
     }
     int was_idle = tempo__list_empty(&s->sendq);
+    if (x->urgent && !was_idle) {
+        /* Ahead of every send not begun yet, after the urgent ones queued before it. The head is
+         * on the wire once a byte of its header is; before that its header is made again. */
+        tempo__xfer_t *head = tempo__container_of(s->sendq.next, tempo__xfer_t, link);
+        int on_wire = s->shdr_valid && (s->shdr_off > 0 || head->done > 0);
+        tempo__list_t *after = on_wire ? s->sendq.next : &s->sendq;
+        while (after->next != &s->sendq &&
+               tempo__container_of(after->next, tempo__xfer_t, link)->urgent) {
+            after = after->next;
+        }
+        if (after == &s->sendq) {
+            s->shdr_valid = 0;
+        }
+        x->link.prev = after;
+        x->link.next = after->next;
+        after->next->prev = &x->link;
+        after->next = &x->link;
+        return TEMPO_OK;
+    }
     tempo__list_push_back(&s->sendq, &x->link);
     if (was_idle) {
         tempo__stream_progress_send(s);

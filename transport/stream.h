@@ -13,6 +13,14 @@
  * receives are read straight into the caller's buffer; others are buffered as unexpected messages
  * until a receive with their tag is posted.
  *
+ * Send order. Messages go out whole, in the order they were posted, except urgent ones
+ * (tempo__xfer_t.urgent, tempo__tl_isend_urgent: the scheduled lane's START decisions and POST
+ * reports), which go ahead of every queued message not yet begun, in posting order among
+ * themselves; the message on the wire is always finished first. Messages of one tag never change
+ * order, since urgent messages use control tags that no data message carries. A control message
+ * queued behind a lane's data would wait for the queue to drain: behind a chunk's 9 MB message
+ * at 1 Gbit/s, 75 ms.
+ *
  * Flow control (back-pressure per peer). The unexpected messages a peer can make this rank buffer
  * are bounded by ux_limit (TEMPO_UNEXPECTED_BYTES): a data message that matches no posted receive
  * and does not fit under the limit is not started; its header stays in the staging buffer and the

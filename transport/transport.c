@@ -172,8 +172,8 @@ static tempo_status_t bad_peer(tempo__world_t *w, int peer, tempo__xfer_t *x)
     return tempo__err(TEMPO_ERR_INTERNAL, "transfer to invalid peer %d", peer);
 }
 
-tempo_status_t tempo__tl_isend(tempo__world_t *w, int peer, uint64_t tag, const void *buf,
-                               size_t len, tempo__xfer_t *x)
+static tempo_status_t post_send(tempo__world_t *w, int peer, uint64_t tag, const void *buf,
+                                size_t len, tempo__xfer_t *x, int urgent)
 {
     x->peer = peer;
     x->is_send = 1;
@@ -183,10 +183,23 @@ tempo_status_t tempo__tl_isend(tempo__world_t *w, int peer, uint64_t tag, const 
     x->priv = NULL;
     x->remote_len = 0;
     x->sig_differs = 0;
+    x->urgent = urgent;
     if (TEMPO_UNLIKELY(peer < 0 || peer >= w->size || peer == w->rank || !w->peers[peer].data_tl)) {
         return bad_peer(w, peer, x);
     }
     return w->peers[peer].data_tl->isend(w->peers[peer].data_ep, x);
+}
+
+tempo_status_t tempo__tl_isend(tempo__world_t *w, int peer, uint64_t tag, const void *buf,
+                               size_t len, tempo__xfer_t *x)
+{
+    return post_send(w, peer, tag, buf, len, x, 0);
+}
+
+tempo_status_t tempo__tl_isend_urgent(tempo__world_t *w, int peer, uint64_t tag, const void *buf,
+                                      size_t len, tempo__xfer_t *x)
+{
+    return post_send(w, peer, tag, buf, len, x, 1);
 }
 
 tempo_status_t tempo__tl_irecv(tempo__world_t *w, int peer, uint64_t tag, void *buf, size_t len,

@@ -52,6 +52,8 @@ typedef struct tempo__xfer {
                               * always posted and not waited for now (an idle lane's control
                               * receive); it does not keep the pipe read past
                               * TEMPO_UNEXPECTED_BYTES (transport/stream.h) */
+    int urgent;              /* a send that goes ahead of the queued sends to its peer not yet
+                              * begun (in order among urgent ones): tempo__tl_isend_urgent */
     void *priv;              /* transport private */
 } tempo__xfer_t;
 
@@ -85,6 +87,12 @@ tempo_status_t tempo__tl_isend(tempo__world_t *w, int peer, uint64_t tag, const 
                                size_t len, tempo__xfer_t *x);
 tempo_status_t tempo__tl_irecv(tempo__world_t *w, int peer, uint64_t tag, void *buf, size_t len,
                                tempo__xfer_t *x);
+/** tempo__tl_isend for a small control message that must not wait behind data: it goes out ahead
+ *  of every send to the same peer that has not begun yet (after the one on the wire, since a
+ *  stream sends whole messages), and in posting order among such messages. Only for tags no data
+ *  message uses (a control tag), so that no two messages of one tag change order. */
+tempo_status_t tempo__tl_isend_urgent(tempo__world_t *w, int peer, uint64_t tag, const void *buf,
+                                      size_t len, tempo__xfer_t *x);
 /** Withdraw an incomplete transfer (see tempo__tl_ops_t.cancel). */
 void tempo__tl_cancel(tempo__world_t *w, tempo__xfer_t *x);
 
