@@ -181,6 +181,14 @@ static int chunk_changes(const hist_t *h, int from, int iters)
     return c;
 }
 
+/* The chunk size and credit after each iteration, for a failed point. */
+static void show_chunks(const hist_t *h, int iters)
+{
+    for (int i = 0; i < iters; i++) {
+        tap_diag("  it %2d: chunk %zu credit %zu", i, h->chunk[i], h->credit[i]);
+    }
+}
+
 static void show(const char *what, const hist_t *h, const tempo__autosize_t *a, int iters)
 {
     tap_diag("%s: rate %.1f MB/s, latency %.1f us, credit %zu, chunk %zu; credit by iteration:",
@@ -318,9 +326,7 @@ int main(void)
                 "noisy latency: auto chunk 64 or 128 KiB from iteration 5, %d moves (%zu at "
                 "the end)",
                 moves, a.chunk)) {
-        for (int i = 0; i < ITERS; i++) {
-            tap_diag("  it %2d: chunk %zu credit %zu", i, h.chunk[i], h.credit[i]);
-        }
+        show_chunks(&h, ITERS);
     }
 
     /* A contended host: each iteration's rate is 0.1-1 times 2 GB/s (log-uniform), as when other
@@ -342,9 +348,7 @@ int main(void)
                 "contended host: auto chunk from iteration 5: %d moves, none down by more "
                 "than 2x, %zu at the end",
                 moves, a.chunk)) {
-        for (int i = 0; i < ITERS; i++) {
-            tap_diag("  it %2d: chunk %zu credit %zu", i, h.chunk[i], h.credit[i]);
-        }
+        show_chunks(&h, ITERS);
     }
 
     /* Bounds. */
