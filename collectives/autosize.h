@@ -58,7 +58,7 @@
  *     time. The max filter is there because on a contended host the rate of one decision ranges
  *     over a factor of 10 (two busy loops beside 2 ranks at nice 8: 150 MB/s to 2 GB/s), and
  *     smaller chunks read a smaller rate, so a chunk that followed each decision moved between
- *     128 KiB and 2 MiB 4-20 times in a run; with the filter it only grows once the best rate is
+ *     128 KiB and 2 MiB 6-11 times in a run; with the filter it only grows once the best rate is
  *     seen, and shrinks only when that has not recurred for TEMPO__AS_RHIST decisions (or in the
  *     first decisions, whose rates are a ramp's). The earlier rule, 4*R*L, was ill-conditioned
  *     twice over: L is d - b/R for chunks whose transfer is 10-100 times it (on a 4-host ring at

@@ -333,7 +333,7 @@ int main(void)
      * work on the host leaves the progress threads more or less time (on a real host with two
      * busy loops and the ranks at nice 8, the rate measured at successive decisions ranged from
      * 150 MB/s to 2 GB/s, and R x 1 ms from one decision alone moved the chunk between 128 KiB
-     * and 2 MiB 4-20 times in one run). The chunk follows the highest rate of the last 64
+     * and 2 MiB 6-11 times in one run). The chunk follows the highest rate of the last 64
      * decisions: from iteration 5 on it moves at most twice (up, as the rate's best is found, or
      * one step down when the best ages out after 64 decisions), never by more than a factor 2
      * down, and ends at 1 MiB or more. */
