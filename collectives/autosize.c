@@ -5,6 +5,8 @@
 #include "config.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "collectives/autosize.h"
 #include "core/world.h"
@@ -17,6 +19,8 @@ void tempo__autosize_init(tempo__autosize_t *a, size_t credit_cfg, size_t chunk_
     a->credit = credit_cfg ? credit_cfg : TEMPO__AS_CREDIT_INIT;
     a->chunk = chunk_cfg ? chunk_cfg : TEMPO__AS_CHUNK_INIT;
     a->lat_s = -1.0;
+    a->backoff = TEMPO__AS_HOLD_MIN;
+    a->since_climb = 1000; /* none yet */
 }
 
 tempo__as_mark_t tempo__autosize_mark(tempo__autosize_t *a, uint64_t t_ns, size_t inflight)
@@ -32,7 +36,8 @@ tempo__as_mark_t tempo__autosize_mark(tempo__autosize_t *a, uint64_t t_ns, size_
         a->probing = (a->auto_credit || a->auto_chunk) &&
                      (a->nl < TEMPO__AS_PROBE_MIN || a->since_lone >= TEMPO__AS_PROBE_EVERY);
     }
-    return (tempo__as_mark_t){t_ns, inflight == 0, a->starts};
+    uint64_t age = a->busy && t_ns > a->busy_t0_ns ? t_ns - a->busy_t0_ns : 0;
+    return (tempo__as_mark_t){t_ns, inflight == 0, age, a->starts};
 }
 
 static double clampd(double v, double lo, double hi)
@@ -113,6 +118,18 @@ static double lone_latency(const tempo__autosize_t *a, double r)
     return fmax(median(v, a->nl), 0.0);
 }
 
+/* The median over this window's chunks started beside others of d / (L + b/R): about 1 where they
+ * moved as if alone (the link had room for them), more where they queued behind each other; 0
+ * where none ran beside others. */
+static double shared_q(tempo__autosize_t *a)
+{
+    double v[TEMPO__AS_EVERY];
+    for (unsigned i = 0; i < a->nsd; i++) {
+        v[i] = a->sd[i] / (a->lat_s + (double)a->sb[i] / a->rate);
+    }
+    return a->nsd ? median(v, a->nsd) : 0.0;
+}
+
 /* R, L (each an EWMA, weight 1/2, of the windows' values at successive decisions) and the largest
  * recent chunk. */
 static size_t measure(tempo__autosize_t *a)
@@ -145,20 +162,36 @@ static int resize(tempo__autosize_t *a, size_t b)
     }
     int changed = 0;
     if (a->auto_credit) {
-        double want = clampd(r * a->lat_s + 2.0 * (double)b, (double)TEMPO__AS_CREDIT_MIN,
-                             (double)TEMPO__AS_CREDIT_MAX);
-        /* Below the product it climbs by a chunk per round: a change that lets one more whole
-         * chunk fit is never held back. The rule's (k + 1) b comes out a hair under it whenever
-         * R or L reads low, so within half a chunk of it counts as reaching it. */
-        double fit = floor(want / (double)b + 0.5);
-        int more = fit > floor((double)a->credit / (double)b);
-        if (more) {
-            want = fmin(fmax(want, fit * (double)b), (double)TEMPO__AS_CREDIT_MAX);
+        /* In whole chunks of b. The rule, R*L + b, where within half a chunk of one more whole
+         * chunk counts as it (a second chunk in flight covers the latency only where it is more
+         * than half a chunk's transfer), is the floor of a descent, never climbed to directly:
+         * below the product it reads the credit itself (autosize.h, How it moves). */
+        double cb = (double)b;
+        double k = fmax(floor((double)a->credit / cb + 0.5), 1.0), kw = k;
+        double rule = fmax(floor((r * a->lat_s + cb) / cb + 0.5), 1.0);
+        double q = shared_q(a);
+        if (q > TEMPO__AS_QUEUE_Q && k > rule) {
+            /* They queued. k chunks in flight that take q times a lone chunk's time need about
+             * k/q to keep the link as busy (fewer during a burst): at least one less, not below
+             * the rule. A descent soon after a climb takes it back: the next try waits twice
+             * as long. */
+            kw = fmax(rule, fmin(k - 1.0, ceil(k / q)));
+            if (a->since_climb <= 3) {
+                a->backoff =
+                    2 * a->backoff > TEMPO__AS_HOLD_MAX ? TEMPO__AS_HOLD_MAX : 2 * a->backoff;
+            }
+            a->hold = a->backoff;
+        } else if (a->held && !a->hold && (a->nsd >= 2 ? q <= TEMPO__AS_ROOM_Q : k < 2.0)) {
+            /* room (or one chunk at a time, which cannot tell), and work waited */
+            kw = k + 1.0;
+            a->since_climb = 0;
+        } else if (a->hold) {
+            a->hold--;
         }
-        size_t c = (size_t)ceil(want / 65536.0) * 65536;
-        double step = fmin(0.25 * (double)a->credit, (double)b);
-        int bound = want <= (double)TEMPO__AS_CREDIT_MIN || want >= (double)TEMPO__AS_CREDIT_MAX;
-        if ((fabs(want - (double)a->credit) > step || more || bound) && c != a->credit) {
+        a->since_climb += a->since_climb < 1000;
+        size_t c =
+            (size_t)clampd(kw * cb, (double)TEMPO__AS_CREDIT_MIN, (double)TEMPO__AS_CREDIT_MAX);
+        if (kw != k && c != a->credit) {
             a->credit = c;
             changed = 1;
         }
@@ -216,11 +249,20 @@ int tempo__autosize_done(tempo__autosize_t *a, const tempo__as_mark_t *m, size_t
     } else {
         a->since_lone++;
     }
+    /* Started beside others, into a running stream (not in a busy period's opening burst,
+     * whose chunks share one latency and then queue whatever the credit): did it queue? */
+    if (!m->alone && a->nsd < TEMPO__AS_EVERY && (double)m->age_ns * 1e-9 >= a->lat_s) {
+        a->sd[a->nsd] = d;
+        a->sb[a->nsd++] = bytes;
+    }
     a->samples++;
     if (a->samples % TEMPO__AS_EVERY) {
         return 0; /* decide every few chunks: fewer, better-founded changes */
     }
-    return resize(a, measure(a));
+    int changed = resize(a, measure(a));
+    a->held = 0; /* the next window's */
+    a->nsd = 0;
+    return changed;
 }
 
 int tempo__autosize_cut_free(int coll, int dtype, int nranks, int compressed)
@@ -235,7 +277,7 @@ int tempo__autosize_cut_free(int coll, int dtype, int nranks, int compressed)
     return nranks <= 2 || dtype < TEMPO_FLOAT16;
 }
 
-int tempo__autosize_fits(const tempo__autosize_t *a, size_t inflight, size_t bytes)
+int tempo__autosize_fits(tempo__autosize_t *a, size_t inflight, size_t bytes)
 {
     if (a->probing && inflight) {
         return 0;
@@ -243,5 +285,9 @@ int tempo__autosize_fits(const tempo__autosize_t *a, size_t inflight, size_t byt
     if (!a->auto_credit) {
         return inflight < a->credit;
     }
-    return inflight == 0 || inflight + bytes <= a->credit;
+    if (inflight == 0 || inflight + bytes <= a->credit) {
+        return 1;
+    }
+    a->held = 1;
+    return 0;
 }

@@ -35,38 +35,57 @@
  *     since the last one; BBR's PROBE_RTT for the same reason. A probe costs at most one
  *     latency of an otherwise idle link, once per TEMPO__AS_PROBE_EVERY chunks. L is recomputed
  *     at each decision from the samples held, so an early underestimate of R does not linger.
- *   - credit = R*(L + b/R) + b = R*L + 2b: one bandwidth-delay product, where the delay is a lone
- *     chunk's round trip (its own transfer included), plus one chunk, b being the largest of the
- *     last TEMPO__AS_WIN chunks. The credit is a ceiling: a chunk starts only if it fits (or the
- *     lane is idle), so R*L + 2b means one product plus one chunk in flight. Below the product,
- *     with k chunks in flight, the measured R is kb/(L + b/R) and L comes out as
- *     (L + b/R)(1 - 1/k), so the rule gives (k + 1) b: the credit climbs by a chunk per round until
- * the link is full and R is measured (a rule within half a chunk of one more whole chunk counts as
- * it, since (k + 1) b comes out a hair under it whenever R or L reads low). Bounded to
- *     [TEMPO__AS_CREDIT_MIN, TEMPO__AS_CREDIT_MAX], in multiples of 64 KiB; it changes only when
- *     the rule moves it by more than a quarter or by more than b, whichever is less (the credit
- *     acts in whole chunks), or when one more whole chunk fits (so the climb is never held back).
+ *   - credit: whole chunks of b, b being the largest of the last TEMPO__AS_WIN chunks, held near
+ *     R*L + b: the bytes the link moves during one chunk's latency, plus the chunk (within half
+ *     a chunk of one more whole chunk counts as it: a second chunk in flight covers the latency
+ *     only where it is more than half a chunk's transfer). The credit is a ceiling: a chunk
+ *     starts only if it fits (or the lane is idle). On a shallow link (R*L well under a chunk:
+ *     shared memory, a LAN ring with chunks of a millisecond or more) that is one chunk at a
+ *     time, so urgent work waits for at most one chunk ahead of it; the earlier rule, R*L + 2b,
+ *     kept a second chunk in flight that only queued there (4 hosts at 1 Gbit/s, whole 1 MB
+ *     buckets: TIC's step 380-388 ms against 367-371 with a hand-set 1 MB credit). Bounded to
+ *     [TEMPO__AS_CREDIT_MIN, TEMPO__AS_CREDIT_MAX].
+ *   - How it moves, at each decision, from what the window's chunks did. Below the
+ *     bandwidth-delay product R*L + b cannot see the link: with k chunks in flight the measured
+ *     R is kb/(L + b/R) and, for chunks of one size, L comes out as (L + b/R)(1 - 1/k), so
+ *     R*L + b = kb whatever the link (and with k = 1 every chunk is lone and L reads 0). What
+ *     does tell is whether chunks queue: q, the median over the window's chunks that started
+ *     beside others in a running stream (not in a busy period's opening burst, whose chunks
+ *     share one latency and then queue whatever the credit), of d / (L + b/R): about 1 below
+ *     the product, where a chunk in flight with others moves as if alone, and k/(R*L + b)
+ *     chunks above it. So:
+ *       - q > TEMPO__AS_QUEUE_Q (they queued) and the credit above R*L + b: down to k/q chunks
+ *         (what keeps the link as busy), at least one less, not below R*L + b;
+ *       - q <= TEMPO__AS_ROOM_Q (room) from at least 2 such chunks, or a credit of one chunk
+ *         (which cannot tell), and the credit held a chunk back since the last decision (work
+ *         waited): one chunk more, unless a hold runs;
+ *       - otherwise unchanged.
+ *     A descent within 3 decisions of a climb takes it back: the next climb waits twice as
+ *     many decisions as the last (from TEMPO__AS_HOLD_MIN up to TEMPO__AS_HOLD_MAX); any other
+ *     descent holds climbs for as many as the last. So a deep link is climbed a chunk per
+ *     decision, and a shallow one settles at one chunk, tried at two for one window (8 chunks)
+ *     once per 64 decisions (TCP's and BBR's bandwidth probing, in whole chunks).
  *   - chunk = R' * TEMPO__AS_CHUNK_T rounded to a power of two in [TEMPO__AS_CHUNK_MIN,
  *     TEMPO__AS_CHUNK_MAX], R' the highest window R of the last TEMPO__AS_RHIST decisions: a chunk
  *     moves for about a millisecond at the best rate the lane has recently shown, so chunks are
  *     small where the rate is small (a slow link) and urgent work overtakes within a few
- *     milliseconds, and large where it is large (shared memory). Its per-chunk latency does not
- *     set it: the credit keeps R*L + 2 chunks in flight, so one chunk's latency runs under the
- *     others' transfers whatever their size. What a chunk has to amortize is the per-chunk work
- *     that does not overlap, the progress thread's on a busy host, and a chunk of h of such work
- *     and b bytes settles at h + b/R_link = T: the work stays at most a fraction h/T of the lane's
- *     time. The max filter is there because on a contended host the rate of one decision ranges
- *     over a factor of 10 (two busy loops beside 2 ranks at nice 8: 150 MB/s to 2 GB/s), and
- *     smaller chunks read a smaller rate, so a chunk that followed each decision moved between
- *     128 KiB and 2 MiB 6-11 times in a run; with the filter it only grows once the best rate is
- *     seen, and shrinks only when that has not recurred for TEMPO__AS_RHIST decisions (or in the
- *     first decisions, whose rates are a ramp's). The earlier rule, 4*R*L, was ill-conditioned
- *     twice over: L is d - b/R for chunks whose transfer is 10-100 times it (on a 4-host ring at
- *     1 Gbit/s one decision's L read 0.08-2.7 ms, and the chunk moved between 64 KiB and 1 MiB
- *     within one run), and on a host-bound lane smaller chunks measure a smaller rate and the same
- *     L, so the product followed the chunk down (CI's loaded host: 64 KiB chunks at 59 MB/s). The
- *     chunk changes only when the rule is at least a factor 2 away from the current size, in the
- *     same direction, at two decisions in a row.
+ *     milliseconds, and large where it is large (shared memory). Its per-chunk latency does not set
+ *     it: the credit adds a chunk in flight as soon as the latency is more than half a chunk's
+ *     transfer, so a chunk's latency is exposed only while it is less than that. What a chunk has
+ *     to amortize is the per-chunk work that does not overlap, the progress thread's on a busy
+ *     host, and a chunk of h of such work and b bytes settles at h + b/R_link = T: the work stays
+ *     at most a fraction h/T of the lane's time. The max filter is there because on a contended
+ *     host the rate of one decision ranges over a factor of 10 (two busy loops beside 2 ranks at
+ *     nice 8: 150 MB/s to 2 GB/s), and smaller chunks read a smaller rate, so a chunk that followed
+ *     each decision moved between 128 KiB and 2 MiB 6-11 times in a run; with the filter it only
+ *     grows once the best rate is seen, and shrinks only when that has not recurred for
+ *     TEMPO__AS_RHIST decisions (or in the first decisions, whose rates are a ramp's). The earlier
+ *     rule, 4*R*L, was ill-conditioned twice over: L is d - b/R for chunks whose transfer is 10-100
+ *     times it (on a 4-host ring at 1 Gbit/s one decision's L read 0.08-2.7 ms, and the chunk moved
+ *     between 64 KiB and 1 MiB within one run), and on a host-bound lane smaller chunks measure a
+ *     smaller rate and the same L, so the product followed the chunk down (CI's loaded host: 64 KiB
+ *     chunks at 59 MB/s). The chunk changes only when the rule is at least a factor 2 away from
+ *     the current size, in the same direction, at two decisions in a row.
  * Decisions are taken after every TEMPO__AS_EVERY completed chunks (not per chunk: the samples of
  * a busy host are noisy), the first once TEMPO__AS_WIN chunks have completed. Until then: credit
  * TEMPO__AS_CREDIT_INIT, chunk TEMPO__AS_CHUNK_INIT.
@@ -93,6 +112,10 @@
 #define TEMPO__AS_RHIST 64       /* decisions whose highest R sets the chunk */
 #define TEMPO__AS_PROBE_MIN 8    /* lone samples wanted before probing only as they age */
 #define TEMPO__AS_PROBE_EVERY 32 /* chunks completed without a lone one before a probe */
+#define TEMPO__AS_ROOM_Q 1.1     /* room: chunks beside others took at most this x a lone one */
+#define TEMPO__AS_QUEUE_Q 1.25   /* queued: they took more than this x a lone one */
+#define TEMPO__AS_HOLD_MIN 4     /* decisions without a climb after a descent, at first ... */
+#define TEMPO__AS_HOLD_MAX 64    /* ... twice as many after each climb taken back, up to this */
 
 typedef struct {
     int auto_credit, auto_chunk; /* 1: sized here; 0: the configured size is kept */
@@ -116,6 +139,12 @@ typedef struct {
     uint64_t since_lone;         /* chunks completed since the last lone one */
     int probing;                 /* a probe is in flight: nothing else may start */
     int chunk_dir;               /* the previous decision wanted a larger (1), smaller (-1) chunk */
+    double sd[TEMPO__AS_EVERY];  /* durations of this window's chunks started beside others, s */
+    size_t sb[TEMPO__AS_EVERY];  /* their sizes, bytes */
+    unsigned nsd;                /* held (<= EVERY) */
+    int held;                    /* the credit held a chunk back since the last decision */
+    unsigned since_climb;        /* decisions since the credit last climbed */
+    unsigned hold, backoff;      /* decisions before the next climb; the next hold */
     double rh[TEMPO__AS_RHIST];  /* R of recent decisions (each its window's), bytes/s */
     unsigned nrh, irh;           /* held (<= RHIST), next slot */
 } tempo__autosize_t;
@@ -124,6 +153,7 @@ typedef struct {
 typedef struct {
     uint64_t t0_ns;  /* start time */
     int alone;       /* nothing else of the lane was in flight at start */
+    uint64_t age_ns; /* how long the lane had been busy at start */
     uint64_t starts; /* tempo__autosize_t.starts, this chunk counted */
 } tempo__as_mark_t;
 
@@ -135,11 +165,11 @@ void tempo__autosize_init(tempo__autosize_t *a, size_t credit_cfg, size_t chunk_
 tempo__as_mark_t tempo__autosize_mark(tempo__autosize_t *a, uint64_t t_ns, size_t inflight);
 
 /** May a chunk of bytes start with inflight bytes of the lane running? Not while a probe runs.
- *  The auto credit is a
- *  ceiling (R*L + 2 chunks already counts the chunk that keeps the link busy meanwhile): on an
- *  idle lane, or when it fits. A set credit lets chunks start while fewer bytes than it are in
- *  flight (so one chunk may go past it). schedq.c's dispatch and test_autosize's lane use it. */
-int tempo__autosize_fits(const tempo__autosize_t *a, size_t inflight, size_t bytes);
+ *  The auto credit is a ceiling (R*L + b already counts the chunk itself): on an idle lane, or
+ *  when it fits; a refusal is noted (the credit held a chunk back: see Climbing). A set credit
+ *  lets chunks start while fewer bytes than it are in flight (so one chunk may go past it).
+ *  schedq.c's dispatch and test_autosize's lane use it. */
+int tempo__autosize_fits(tempo__autosize_t *a, size_t inflight, size_t bytes);
 
 /** A chunk of bytes marked m completed at t_ns, leaving inflight bytes of the lane running.
  *  Returns 1 when credit or chunk changed. */
