@@ -130,18 +130,19 @@ static double shared_q(tempo__autosize_t *a)
     return a->nsd ? median(v, a->nsd) : 0.0;
 }
 
-/* R, L (each an EWMA, weight 1/2, of the windows' values at successive decisions) and the largest
+/* R, L (each an EWMA, weight 1/2, of the windows' values at successive decisions) and the median
  * recent chunk. */
 static size_t measure(tempo__autosize_t *a)
 {
     double r = window_rate(a);
-    size_t b = 0;
     if (r <= 0.0) {
         r = a->rate;
     }
+    double v[TEMPO__AS_WIN];
     for (unsigned i = 0; i < a->ns; i++) {
-        b = a->bs[i] > b ? a->bs[i] : b;
+        v[i] = (double)a->bs[i];
     }
+    size_t b = a->ns ? (size_t)median(v, a->ns) : 0;
     if (a->nl) {
         double l = lone_latency(a, r);
         a->lat_s = a->lat_s < 0.0 ? l : 0.5 * (a->lat_s + l);

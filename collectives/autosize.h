@@ -35,7 +35,7 @@
  *     since the last one; BBR's PROBE_RTT for the same reason. A probe costs at most one
  *     latency of an otherwise idle link, once per TEMPO__AS_PROBE_EVERY chunks. L is recomputed
  *     at each decision from the samples held, so an early underestimate of R does not linger.
- *   - credit: whole chunks of b, b being the largest of the last TEMPO__AS_WIN chunks, held near
+ *   - credit: whole chunks of b, b the median size of the last TEMPO__AS_WIN chunks, held near
  *     R*L + b: the bytes the link moves during one chunk's latency, plus the chunk (within half
  *     a chunk of one more whole chunk counts as it: a second chunk in flight covers the latency
  *     only where it is more than half a chunk's transfer). The credit is a ceiling: a chunk
@@ -44,7 +44,11 @@
  *     time, so urgent work waits for at most one chunk ahead of it; the earlier rule, R*L + 2b,
  *     kept a second chunk in flight that only queued there (4 hosts at 1 Gbit/s, whole 1 MB
  *     buckets: TIC's step 380-388 ms against 367-371 with a hand-set 1 MB credit). Bounded to
- *     [TEMPO__AS_CREDIT_MIN, TEMPO__AS_CREDIT_MAX].
+ *     [TEMPO__AS_CREDIT_MIN, TEMPO__AS_CREDIT_MAX]. b is a typical chunk, not the largest: a
+ *     request far larger than the others (VGG's 18.7 MB fc6 among buckets of about 1 MB) then
+ *     starts only on an idle lane, instead of setting a credit under which every small bucket
+ *     goes at once (the largest chunk set it until this rule; on 4 hosts at 1 Gbit/s TIC with
+ *     whole vgg buckets then gained 0-3 % over fifo).
  *   - How it moves, at each decision, from what the window's chunks did. Below the
  *     bandwidth-delay product R*L + b cannot see the link: with k chunks in flight the measured
  *     R is kb/(L + b/R) and, for chunks of one size, L comes out as (L + b/R)(1 - 1/k), so

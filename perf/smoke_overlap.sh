@@ -15,7 +15,9 @@
 # 1 ms link time each (2 ranks, 8388608000 bit/s = 1 MiB per ms, no latency), f = 1 ms and b = 2 ms
 # per layer, every policy's step is the compute plus the last bucket's 1 ms (each earlier bucket
 # is done before the forward that needs it): 13 ms, and the mean over 20 measured steps adds the
-# final wait_all (1 ms / 20, as overlap_bench counts it): 13.05 ms. TAP output; about 2 s.
+# final wait_all (1 ms / 20, as overlap_bench counts it): 13.05 ms. Fitted the other way round
+# (--fifo-ms 13.05), the model finds that link again: all gradients alone in 4.00 ms, every row
+# 13.05 ms. TAP output; about 2 s.
 builddir=${top_builddir:-.}
 prog=$builddir/perf/overlap_bench
 model=$builddir/perf/tempo-overlap-model
@@ -29,7 +31,7 @@ done
 limit=""
 command -v timeout >/dev/null 2>&1 && limit="timeout 120"
 
-echo "1..4"
+echo "1..5"
 . "${top_srcdir:-.}/perf/tap.sh"
 
 out=$(TEMPO_TIMEOUT=${TEMPO_TIMEOUT:-60} $limit "$run" -n 2 --no-prefix "$prog" --compute device \
@@ -60,6 +62,7 @@ steps() {
 if [ ! -x /usr/bin/python3 ]; then # the model's interpreter
     echo "ok 3 # SKIP no /usr/bin/python3 for perf/tempo-overlap-model"
     echo "ok 4 # SKIP no /usr/bin/python3 for perf/tempo-overlap-model"
+    echo "ok 5 # SKIP no /usr/bin/python3 for perf/tempo-overlap-model"
     exit $((fails != 0))
 fi
 out=$($limit "$model" -p tiny -n 2 --compute-ms 12 --comm-ms 0 2>&1)
@@ -73,4 +76,12 @@ got=$(steps "$out")
 bad=1
 [ "$got" = "13.05 13.05 13.05 13.05 13.05 13.05 " ] && bad=0
 result $bad "tempo-overlap-model: 1 ms per bucket, the last one exposed, 13 + 1/20 ms ($got)" "$out"
+
+out=$($limit "$model" -p tiny -n 2 --compute-ms 12 --fifo-ms 13.05 --iters 20 2>&1)
+got=$(steps "$out")
+alone=$(printf '%s\n' "$out" | sed -n 's/.*communication alone \([0-9.]*\) ms.*/\1/p')
+bad=1
+[ "$got" = "13.05 13.05 13.05 13.05 13.05 13.05 " ] && [ "$alone" = 4.00 ] && bad=0
+result $bad "tempo-overlap-model --fifo-ms 13.05: the link found again, 4.00 ms alone ($alone), \
+every row 13.05 ms ($got)" "$out"
 [ $fails -eq 0 ]
