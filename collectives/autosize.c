@@ -5,8 +5,6 @@
 #include "config.h"
 
 #include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
 
 #include "collectives/autosize.h"
 #include "core/world.h"
@@ -171,7 +169,7 @@ static int resize(tempo__autosize_t *a, size_t b)
         double k = fmax(floor((double)a->credit / cb + 0.5), 1.0), kw = k;
         double rule = fmax(floor((r * a->lat_s + cb) / cb + 0.5), 1.0);
         double q = shared_q(a);
-        if (q > TEMPO__AS_QUEUE_Q && k > rule) {
+        if (a->nsd >= 2 && q > TEMPO__AS_QUEUE_Q && k > rule) {
             /* They queued. k chunks in flight that take q times a lone chunk's time need about
              * k/q to keep the link as busy (fewer during a burst): at least one less, not below
              * the rule. A descent soon after a climb takes it back: the next try waits twice
@@ -192,7 +190,8 @@ static int resize(tempo__autosize_t *a, size_t b)
         a->since_climb += a->since_climb < 1000;
         size_t c =
             (size_t)clampd(kw * cb, (double)TEMPO__AS_CREDIT_MIN, (double)TEMPO__AS_CREDIT_MAX);
-        if (kw != k && c != a->credit) {
+        /* a credit under half a chunk, left from smaller chunks, is one chunk now */
+        if ((kw != k || (double)a->credit < 0.5 * cb) && c != a->credit) {
             a->credit = c;
             changed = 1;
         }

@@ -58,8 +58,9 @@
  *     share one latency and then queue whatever the credit), of d / (L + b/R): about 1 below
  *     the product, where a chunk in flight with others moves as if alone, and k/(R*L + b)
  *     chunks above it. So:
- *       - q > TEMPO__AS_QUEUE_Q (they queued) and the credit above R*L + b: down to k/q chunks
- *         (what keeps the link as busy), at least one less, not below R*L + b;
+ *       - q > TEMPO__AS_QUEUE_Q (they queued) from at least 2 such chunks, and the credit above
+ *         R*L + b: down to k/q chunks (what keeps the link as busy), at least one less, not
+ *         below R*L + b;
  *       - q <= TEMPO__AS_ROOM_Q (room) from at least 2 such chunks, or a credit of one chunk
  *         (which cannot tell), and the credit held a chunk back since the last decision (work
  *         waited): one chunk more, unless a hold runs;
