@@ -283,14 +283,14 @@ enum {
  *       transfer rate R and per-chunk latency L from its own completed chunks (L from chunks
  *       alone on the lane from start to end; a chunk started on an idle lane runs alone as such
  *       a probe while few or only old ones are known, at most once per 32 chunks) and keeps about
- *       R*L + one chunk in flight, in whole chunks (64 KiB to 64 MiB, a ceiling that a chunk
- *       starts under only if it fits or nothing runs): one chunk at a time where the latency is
- *       short against a chunk's transfer, so that urgent work waits for one chunk at most; it
- *       adds a chunk while chunks in flight together do not queue behind each other and work
- *       waits for credit, and takes chunks back when they queue (a link deeper than it
- *       measured is climbed a chunk at a time, a shallow one tried at two chunks now and
- *       then, less often each time that is taken back), and
- *       cuts requests without chunk_bytes into chunks of R x 1 ms as a power of two (64 KiB to
+ *       R*L + one chunk in flight, in whole chunks of the median recent chunk size (64 KiB to
+ *       64 MiB, a ceiling that a chunk starts under only if it fits or nothing runs): one chunk
+ *       at a time where the latency is short against a chunk's transfer, so that urgent work
+ *       waits for one chunk at most; it adds a chunk while chunks in flight together do not
+ *       queue behind each other and work waits for credit, and takes chunks back when they
+ *       queue (a link deeper than it measured is climbed a chunk at a time, a shallow one tried
+ *       at two chunks now and then, less often each time that is taken back), and cuts
+ *       requests without chunk_bytes into chunks of R x 1 ms as a power of two (64 KiB to
  *       4 MiB), re-evaluated as it runs; each change is logged at TEMPO_DEBUG=INFO (OVERLAP) with
  *       the measurements, and drawn in the timeline (counter tracks "sched credit", "sched chunk",
  *       "sched rate MB/s", "sched latency us"). A request is cut once, by the coordinator, and
