@@ -500,7 +500,9 @@ TEMPO_API tempo_status_t tempo_trace_end(tempo_comm_t comm, const char *name);
  *      tempo_bucketer_ready() (or tempo_bucketer_skip() for a tensor without a gradient this
  *      iteration). A bucket is posted as a scheduled request (see tempo_attr_t) once all its
  *      tensors are ready, with the priority of its most urgent layer under the policy (fifo: none;
- *      tic: TicTac's TIC order from the layer graph; tac: TicTac's TAC order from measured times).
+ *      tic: TicTac's TIC order from the layer graph; tac: TicTac's TAC order from measured times;
+ *      TEMPO_DEBUG=INFO with OVERLAP logs each bucket's priority at creation and when TAC's
+ *      order is computed).
  *   3. Before using a tensor's synchronized gradient (for example in the next forward pass, just
  *      before the layer runs), wait for it: tempo_bucketer_wait_layer / _tensor / _all. Only the
  *      buckets holding it are waited for. A tensor's buffer must not be written again (new

@@ -358,6 +358,20 @@ static tempo_status_t set_priorities(tempo_bucketer_t b, const double *op_time,
     return st;
 }
 
+/* "bucket priorities (bucket 0 first): p0 p1 ...", cut at n bytes, for the log. */
+static const char *prio_list(tempo_bucketer_t b, char *buf, size_t n)
+{
+    size_t len = (size_t)snprintf(buf, n, "bucket priorities (bucket 0 first):");
+    for (size_t k = 0; k < b->nb && len < n; k++) {
+        if (len + 16 >= n) {
+            snprintf(buf + len, n - len, " ...");
+            break;
+        }
+        len += (size_t)snprintf(buf + len, n - len, " %d", b->bk[k].priority);
+    }
+    return buf;
+}
+
 /* tac: average the measurements over the ranks and compute TAC (collective). */
 static tempo_status_t compute_tac(tempo_bucketer_t b)
 {
@@ -378,8 +392,9 @@ static tempo_status_t compute_tac(tempo_bucketer_t b)
     }
     if (st == TEMPO_OK) {
         b->tac_done = 1;
-        TEMPO_INFO(TEMPO_SUB_OVERLAP, "bucketer: TAC order computed after %ld iterations",
-                   b->sync_done);
+        char list[256];
+        TEMPO_INFO(TEMPO_SUB_OVERLAP, "bucketer: TAC order computed after %ld iterations; %s",
+                   b->sync_done, prio_list(b, list, sizeof(list)));
     }
     tempo__free(v);
     return st;
@@ -610,8 +625,10 @@ tempo_status_t tempo_bucketer_create(tempo_comm_t comm, const tempo_tensor_desc_
         tempo_bucketer_destroy(b);
         return st;
     }
-    TEMPO_INFO(TEMPO_SUB_OVERLAP, "bucketer: %zu tensors in %zu buckets over %d layers, policy %s",
-               b->nt, b->nb, b->nlayers, tempo__sched_name((int)b->sched));
+    char list[256];
+    TEMPO_INFO(TEMPO_SUB_OVERLAP,
+               "bucketer: %zu tensors in %zu buckets over %d layers, policy %s; %s", b->nt, b->nb,
+               b->nlayers, tempo__sched_name((int)b->sched), prio_list(b, list, sizeof(list)));
     *b_p = b;
     return TEMPO_OK;
 }
