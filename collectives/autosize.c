@@ -18,7 +18,6 @@ void tempo__autosize_init(tempo__autosize_t *a, size_t credit_cfg, size_t chunk_
     a->chunk = chunk_cfg ? chunk_cfg : TEMPO__AS_CHUNK_INIT;
     a->lat_s = -1.0;
     a->backoff = TEMPO__AS_HOLD_MIN;
-    a->since_climb = 1000; /* none yet */
 }
 
 tempo__as_mark_t tempo__autosize_mark(tempo__autosize_t *a, uint64_t t_ns, size_t inflight)
@@ -119,7 +118,7 @@ static double lone_latency(const tempo__autosize_t *a, double r)
 /* The median over this window's chunks started beside others of d / (L + b/R): about 1 where they
  * moved as if alone (the link had room for them), more where they queued behind each other; 0
  * where none ran beside others. */
-static double shared_q(tempo__autosize_t *a)
+static double shared_q(const tempo__autosize_t *a)
 {
     double v[TEMPO__AS_EVERY];
     for (unsigned i = 0; i < a->nsd; i++) {
@@ -175,7 +174,7 @@ static int resize(tempo__autosize_t *a, size_t b)
              * the rule. A descent soon after a climb takes it back: the next try waits twice
              * as long. */
             kw = fmax(rule, fmin(k - 1.0, ceil(k / q)));
-            if (a->since_climb <= 3) {
+            if (a->climb_at && a->samples - a->climb_at <= 3 * TEMPO__AS_EVERY) {
                 a->backoff =
                     2 * a->backoff > TEMPO__AS_HOLD_MAX ? TEMPO__AS_HOLD_MAX : 2 * a->backoff;
             }
@@ -183,11 +182,10 @@ static int resize(tempo__autosize_t *a, size_t b)
         } else if (a->held && !a->hold && (a->nsd >= 2 ? q <= TEMPO__AS_ROOM_Q : k < 2.0)) {
             /* room (or one chunk at a time, which cannot tell), and work waited */
             kw = k + 1.0;
-            a->since_climb = 0;
+            a->climb_at = a->samples;
         } else if (a->hold) {
             a->hold--;
         }
-        a->since_climb += a->since_climb < 1000;
         size_t c =
             (size_t)clampd(kw * cb, (double)TEMPO__AS_CREDIT_MIN, (double)TEMPO__AS_CREDIT_MAX);
         /* a credit under half a chunk, left from smaller chunks, is one chunk now */

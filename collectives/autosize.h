@@ -148,7 +148,7 @@ typedef struct {
     size_t sb[TEMPO__AS_EVERY];  /* their sizes, bytes */
     unsigned nsd;                /* held (<= EVERY) */
     int held;                    /* the credit held a chunk back since the last decision */
-    unsigned since_climb;        /* decisions since the credit last climbed */
+    uint64_t climb_at;           /* samples when the credit last climbed (0: never) */
     unsigned hold, backoff;      /* decisions before the next climb; the next hold */
     double rh[TEMPO__AS_RHIST];  /* R of recent decisions (each its window's), bytes/s */
     unsigned nrh, irh;           /* held (<= RHIST), next slot */

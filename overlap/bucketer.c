@@ -362,7 +362,7 @@ static tempo_status_t set_priorities(tempo_bucketer_t b, const double *op_time,
 static const char *prio_list(tempo_bucketer_t b, char *buf, size_t n)
 {
     size_t len = (size_t)snprintf(buf, n, "bucket priorities (bucket 0 first):");
-    for (size_t k = 0; k < b->nb && len < n; k++) {
+    for (size_t k = 0; k < b->nb; k++) {
         if (len + 16 >= n) {
             snprintf(buf + len, n - len, " ...");
             break;
