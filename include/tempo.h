@@ -516,7 +516,9 @@ TEMPO_API tempo_status_t tempo_trace_end(tempo_comm_t comm, const char *name);
  * as PyTorch DDP does with unused parameters).
  *
  * Numbers: an iteration runs from one tempo_bucketer_begin() to the next; tempo_bucketer_stats()
- * gives the last completed one and means since tempo_bucketer_stats_reset(). With TEMPO_TRACE,
+ * gives the last completed one and means over those completed since tempo_bucketer_stats_reset()
+ * (a begin() after the reset completes the iteration it closes: to measure from iteration i on,
+ * reset right after the begin() that opens i). With TEMPO_TRACE,
  * layer compute markers, iterations and their numbers appear on the timeline.
  *
  * Threads: a bucketer is used by one thread at a time.

@@ -316,10 +316,10 @@ static void run_config(model_t *m, const opts_t *o, config_t *c, int round)
     int L = m->p->L;
     m->idle = 0;
     for (int it = 0; it < o->warmup + o->iters; it++) {
-        if (it == o->warmup) {
+        CHECK(m->comm, tempo_bucketer_begin(b, 1), "begin");
+        if (it == o->warmup) { /* after begin, which closes the last warm-up iteration's span */
             tempo_bucketer_stats_reset(b);
         }
-        CHECK(m->comm, tempo_bucketer_begin(b, 1), "begin");
         /* Stragglers: every configuration sees the same factors in the same round. */
         uint64_t key = (uint64_t)rank_ << 40 | (uint64_t)round << 20 | (uint64_t)it;
         m->skew = 1 + o->skew * hash_unit(o->seed * 1000003u + key);
@@ -365,6 +365,11 @@ static void run_config(model_t *m, const opts_t *o, config_t *c, int round)
     CHECK(m->comm, tempo_bucketer_begin(b, 1), "begin"); /* closes the last iteration */
     tempo_bucketer_stats_t mean;
     tempo_bucketer_stats(b, NULL, &mean);
+    if (mean.iterations != o->iters) { /* the means are over the measured ones alone */
+        fprintf(stderr, "overlap_bench: rank %d: the bucketer counted %ld iterations, not %d\n",
+                rank_, mean.iterations, o->iters);
+        exit(1);
+    }
     /* The slowest rank's iteration time defines the job; take every number from the max. */
     /* Device mode: exposed is the device's idle time (the host blocks in waits while the device
      * still runs the kernels it queued, which is not exposed). */
