@@ -61,6 +61,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,6 +184,98 @@ static void device_wait(double when)
     acct_end(&acct);
 }
 
+/* 1 when some of the n floats at g differ from want (an element of a synchronized gradient that is
+ * not its expected average), else 0. */
+static long check_all(const float *g, size_t n, float want)
+{
+    long bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        bad |= g[i] != want;
+    }
+    return bad;
+}
+
+static void fill(float *g, size_t n, float v)
+{
+    for (size_t i = 0; i < n; i++) {
+        g[i] = v;
+    }
+}
+
+/* Device mode: the kernels' memory. On an accelerator a backward kernel writes its layer's
+ * gradient and the host spends nothing on it; here the host must, and a main thread that wrote
+ * (and checked) the values before each post would delay the post behind stores the kernel does not
+ * cost (VGG's fc6: 18.7 MB, milliseconds under load, behind a 1.5 ms kernel; measured, that delay
+ * decided which bucket the lane took next). So a writer thread does it: once forward l of an
+ * iteration has consumed the previous synchronization (its bucketer wait returned), the main
+ * thread hands layer l over; the writer checks every element of the synchronized gradient and
+ * writes the next one, long before backward l; the post of layer l waits until it is written (a
+ * kernel is not done before its output is), which it normally already is. */
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t th;
+    float **grad;
+    size_t *count;
+    int L, stop;
+    long want[MAX_LAYERS], done[MAX_LAYERS]; /* request numbers: asked for, finished */
+    int check[MAX_LAYERS];                   /* check the old values first */
+    float old[MAX_LAYERS], val[MAX_LAYERS];
+    long wrong; /* gradients with an element that differs from its expected average */
+} writer_t;
+
+static void *writer_main(void *arg)
+{
+    writer_t *w = arg;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        int l = 0;
+        while (l < w->L && w->want[l] == w->done[l]) {
+            l++;
+        }
+        if (l == w->L) {
+            if (w->stop) {
+                break;
+            }
+            pthread_cond_wait(&w->cv, &w->mu);
+            continue;
+        }
+        long req = w->want[l];
+        int check = w->check[l];
+        float old = w->old[l], val = w->val[l];
+        pthread_mutex_unlock(&w->mu);
+        long bad = check ? check_all(w->grad[l], w->count[l], old) : 0;
+        fill(w->grad[l], w->count[l], val);
+        pthread_mutex_lock(&w->mu);
+        w->wrong += bad;
+        w->done[l] = req;
+        pthread_cond_broadcast(&w->cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+/* Hands layer l over: request number req (unique), check old first if check, then write val. */
+static void writer_ask(writer_t *w, int l, long req, int check, float old, float val)
+{
+    pthread_mutex_lock(&w->mu);
+    w->want[l] = req;
+    w->check[l] = check;
+    w->old[l] = old;
+    w->val[l] = val;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+static void writer_wait(writer_t *w, int l, long req)
+{
+    pthread_mutex_lock(&w->mu);
+    while (w->done[l] != req) {
+        pthread_cond_wait(&w->cv, &w->mu);
+    }
+    pthread_mutex_unlock(&w->mu);
+}
+
 /* A uniform number in [0, 1) from a key (splitmix64's finalizer). */
 static double hash_unit(uint64_t x)
 {
@@ -289,7 +382,9 @@ typedef struct {
     int device;                /* --compute device */
     double skew;               /* this iteration's straggler factor (device mode), >= 1 */
     double idle;               /* device mode: the device's idle seconds, measured iterations */
-    long wrong;
+    writer_t *writer;          /* device mode: writes (and checks) the gradients */
+    long req;                  /* the writer's request numbers */
+    long wrong;                /* gradients with an element that is not its expected average */
 } model_t;
 
 /* One configuration: returns its mean numbers over o->iters iterations after o->warmup. */
@@ -324,12 +419,15 @@ static void run_config(model_t *m, const opts_t *o, config_t *c, int round)
         uint64_t key = (uint64_t)rank_ << 40 | (uint64_t)round << 20 | (uint64_t)it;
         m->skew = 1 + o->skew * hash_unit(o->seed * 1000003u + key);
         double idle = 0; /* device mode: the device's idle time in this iteration */
+        long req[MAX_LAYERS];
         for (int l = 0; l < L; l++) {
             CHECK(m->comm, tempo_bucketer_wait_layer(b, l), "wait_layer");
-            if (it > 0) { /* the previous iteration's average: every rank wrote it+l */
-                float want = (float)(it - 1 + l);
-                m->wrong += m->grad[l][0] != want;
-                m->wrong += m->grad[l][m->count[l] - 1] != want;
+            /* The previous iteration's average: every rank wrote it-1+l; backward writes it+l. */
+            if (m->device) {
+                writer_ask(m->writer, l, ++m->req, it > 0, (float)(it - 1 + l), (float)(it + l));
+                req[l] = m->req;
+            } else if (it > 0) {
+                m->wrong += check_all(m->grad[l], m->count[l], (float)(it - 1 + l));
             }
             tempo_bucketer_compute_begin(b, l, TEMPO_PHASE_FORWARD);
             if (m->device) {
@@ -350,12 +448,11 @@ static void run_config(model_t *m, const opts_t *o, config_t *c, int round)
             if (!m->device) {
                 compute(2 * m->p->work[l] * m->passes_per_work);
             }
-            float v = (float)(it + l); /* device: the kernel's output, written while it runs */
-            for (size_t i = 0; i < m->count[l]; i++) {
-                m->grad[l][i] = v;
-            }
-            if (m->device) {
+            if (m->device) { /* the kernel's output, from the writer */
+                writer_wait(m->writer, l, req[l]);
                 device_wait(bwd_done[l]);
+            } else {
+                fill(m->grad[l], m->count[l], (float)(it + l));
             }
             tempo_bucketer_compute_end(b);
             CHECK(m->comm, tempo_bucketer_ready(b, (uint64_t)l), "ready");
@@ -363,6 +460,9 @@ static void run_config(model_t *m, const opts_t *o, config_t *c, int round)
     }
     CHECK(m->comm, tempo_bucketer_wait_all(b), "wait_all");
     CHECK(m->comm, tempo_bucketer_begin(b, 1), "begin"); /* closes the last iteration */
+    for (int l = 0; l < L; l++) { /* the last iteration's averages, which no forward checks */
+        m->wrong += check_all(m->grad[l], m->count[l], (float)(o->warmup + o->iters - 1 + l));
+    }
     tempo_bucketer_stats_t mean;
     tempo_bucketer_stats(b, NULL, &mean);
     if (mean.iterations != o->iters) { /* the means are over the measured ones alone */
@@ -634,6 +734,16 @@ int main(int argc, char **argv)
         total += p.bytes[l];
         work_total += 3 * p.work[l]; /* forward + backward (twice) */
     }
+    writer_t writer = {.grad = m.grad, .count = m.count, .L = p.L};
+    if (o.device) {
+        pthread_mutex_init(&writer.mu, NULL);
+        pthread_cond_init(&writer.cv, NULL);
+        if (pthread_create(&writer.th, NULL, writer_main, &writer) != 0) {
+            fprintf(stderr, "overlap_bench: rank %d: cannot start the writer thread\n", rank_);
+            return 1;
+        }
+        m.writer = &writer;
+    }
     /* Calibration: multiply-add speed with every rank computing at once, and communication alone. */
     CHECK(comm, tempo_barrier(comm), "barrier");
     double t0 = now_s();
@@ -751,6 +861,14 @@ int main(int argc, char **argv)
            frac_max[2];
     CHECK(comm, tempo_allreduce(comm, frac, frac_max, 2, TEMPO_FLOAT64, TEMPO_MAX), "allreduce");
     double cpu_frac_max = frac_max[0];
+    if (o.device) {
+        pthread_mutex_lock(&writer.mu);
+        writer.stop = 1;
+        pthread_cond_broadcast(&writer.cv);
+        pthread_mutex_unlock(&writer.mu);
+        pthread_join(writer.th, NULL);
+        m.wrong += writer.wrong;
+    }
     long wrong = 0;
     CHECK(comm, tempo_allreduce(comm, &m.wrong, &wrong, 1, TEMPO_INT64, TEMPO_SUM), "allreduce");
     double base = 0;
