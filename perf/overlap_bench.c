@@ -27,8 +27,9 @@
  * next forward too); backward L-1..0, marking each layer ready. Each configuration (policy x
  * chunking) has its own bucketer; the configurations alternate in every round (so they share the
  * machine's noise), and the table shows medians over rounds of each configuration's mean iteration
- * numbers (tempo_bucketer_stats). The synchronized gradients are checked (every element of every
- * rank equals its expected average); a wrong one makes the exit status 1.
+ * numbers (tempo_bucketer_stats, over the -n measured iterations: the stats are reset right after
+ * the begin of the first one). The synchronized gradients are checked (every element of every
+ * rank equals its expected average, the last iteration's too); a wrong one makes the exit status 1.
  *
  * Compute on an emulated accelerator (--compute device). On the development machine the ranks'
  * arithmetic, progress threads and the emulated network share two cores, so whatever an order
@@ -41,10 +42,13 @@
  * layer l is launched as soon as its bucketer wait returns (the device may still be running
  * earlier layers, so a wait is a stall only if the device ran dry: the exposed column is the
  * device's idle time, measured at each launch), the whole backward is queued at once, and the host
- * writes layer l's gradient values (the kernel's output) and sleeps until that kernel's event
- * before it posts the gradient. The host's own wake-up delays thus delay posts, never the device's
- * queued work (on a loaded machine they are milliseconds). A consequence: the bucketer's forward
- * markers see launches, not kernels, so TAC measures no forward time in this mode.
+ * sleeps until backward kernel l's event before it posts layer l's gradient. The kernel's output,
+ * the gradient's values, comes from a writer thread (writer_t) that checks the synchronized values
+ * and writes the next ones once forward l has consumed them, so that the stores, which cost an
+ * accelerator's host nothing, do not delay posts. The host's own wake-up delays thus delay posts,
+ * never the device's queued work (on a loaded machine they are milliseconds). A consequence: the
+ * bucketer's forward markers see launches, not kernels, so TAC measures no forward time in this
+ * mode.
  * Durations are the profile's work times the calibrated seconds per unit (the same fit as the CPU
  * mode), times a per-rank, per-iteration straggler factor 1 + S*u, u uniform in [0, 1) from a hash
  * of (--seed, rank, round, iteration) when --skew S is given (every configuration of a round sees
