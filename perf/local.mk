@@ -64,7 +64,7 @@ endif
 # chunking (perf/overlap_bench --help); tempo-overlap-net runs it on emulated hosts.
 bin_PROGRAMS += %reldir%/overlap_bench
 %canon_reldir%_overlap_bench_SOURCES = %reldir%/overlap_bench.c
-%canon_reldir%_overlap_bench_LDADD = libtempo.la -lm -lpthread
+%canon_reldir%_overlap_bench_LDADD = libtempo.la -lm $(PTHREAD_LIBS)
 
 # The scripts are written by config.status from their .in (configure.ac substitutes the version)
 # under the tempo-specific names they are installed with; they find each other and the programs

@@ -222,9 +222,9 @@ typedef struct {
     float **grad;
     size_t *count;
     int L, stop;
-    long want[MAX_LAYERS], done[MAX_LAYERS]; /* request numbers: asked for, finished */
-    int check[MAX_LAYERS];                   /* check the old values first */
-    float old[MAX_LAYERS], val[MAX_LAYERS];
+    long seq;                                /* requests made */
+    long want[MAX_LAYERS], done[MAX_LAYERS]; /* request numbers: the last asked for, finished */
+    int it[MAX_LAYERS];                      /* the iteration whose values the request writes */
     long wrong; /* gradients with an element that differs from its expected average */
 } writer_t;
 
@@ -245,11 +245,11 @@ static void *writer_main(void *arg)
             continue;
         }
         long req = w->want[l];
-        int check = w->check[l];
-        float old = w->old[l], val = w->val[l];
+        int it = w->it[l];
         pthread_mutex_unlock(&w->mu);
-        long bad = check ? check_all(w->grad[l], w->count[l], old) : 0;
-        fill(w->grad[l], w->count[l], val);
+        /* the previous iteration's average (every rank wrote it-1+l), then this one's values */
+        long bad = it > 0 ? check_all(w->grad[l], w->count[l], (float)(it - 1 + l)) : 0;
+        fill(w->grad[l], w->count[l], (float)(it + l));
         pthread_mutex_lock(&w->mu);
         w->wrong += bad;
         w->done[l] = req;
@@ -259,25 +259,45 @@ static void *writer_main(void *arg)
     return NULL;
 }
 
-/* Hands layer l over: request number req (unique), check old first if check, then write val. */
-static void writer_ask(writer_t *w, int l, long req, int check, float old, float val)
+/* Hands layer l over in iteration it: check its synchronized values, write iteration it's. */
+static void writer_ask(writer_t *w, int l, int it)
 {
     pthread_mutex_lock(&w->mu);
-    w->want[l] = req;
-    w->check[l] = check;
-    w->old[l] = old;
-    w->val[l] = val;
+    w->want[l] = ++w->seq;
+    w->it[l] = it;
     pthread_cond_broadcast(&w->cv);
     pthread_mutex_unlock(&w->mu);
 }
 
-static void writer_wait(writer_t *w, int l, long req)
+/* Until layer l's last request is written. */
+static void writer_wait(writer_t *w, int l)
 {
     pthread_mutex_lock(&w->mu);
-    while (w->done[l] != req) {
+    while (w->done[l] != w->want[l]) {
         pthread_cond_wait(&w->cv, &w->mu);
     }
     pthread_mutex_unlock(&w->mu);
+}
+
+static int writer_start(writer_t *w, float **grad, size_t *count, int L)
+{
+    *w = (writer_t){.grad = grad, .count = count, .L = L};
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    return pthread_create(&w->th, NULL, writer_main, w);
+}
+
+/* Ends the thread (its requests all written) and returns the gradients it found wrong. */
+static long writer_stop(writer_t *w)
+{
+    pthread_mutex_lock(&w->mu);
+    w->stop = 1;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->th, NULL);
+    pthread_cond_destroy(&w->cv);
+    pthread_mutex_destroy(&w->mu);
+    return w->wrong;
 }
 
 /* A uniform number in [0, 1) from a key (splitmix64's finalizer). */
@@ -387,7 +407,6 @@ typedef struct {
     double skew;               /* this iteration's straggler factor (device mode), >= 1 */
     double idle;               /* device mode: the device's idle seconds, measured iterations */
     writer_t *writer;          /* device mode: writes (and checks) the gradients */
-    long req;                  /* the writer's request numbers */
     long wrong;                /* gradients with an element that is not its expected average */
 } model_t;
 
@@ -423,13 +442,11 @@ static void run_config(model_t *m, const opts_t *o, config_t *c, int round)
         uint64_t key = (uint64_t)rank_ << 40 | (uint64_t)round << 20 | (uint64_t)it;
         m->skew = 1 + o->skew * hash_unit(o->seed * 1000003u + key);
         double idle = 0; /* device mode: the device's idle time in this iteration */
-        long req[MAX_LAYERS];
         for (int l = 0; l < L; l++) {
             CHECK(m->comm, tempo_bucketer_wait_layer(b, l), "wait_layer");
             /* The previous iteration's average: every rank wrote it-1+l; backward writes it+l. */
             if (m->device) {
-                writer_ask(m->writer, l, ++m->req, it > 0, (float)(it - 1 + l), (float)(it + l));
-                req[l] = m->req;
+                writer_ask(m->writer, l, it);
             } else if (it > 0) {
                 m->wrong += check_all(m->grad[l], m->count[l], (float)(it - 1 + l));
             }
@@ -453,7 +470,7 @@ static void run_config(model_t *m, const opts_t *o, config_t *c, int round)
                 compute(2 * m->p->work[l] * m->passes_per_work);
             }
             if (m->device) { /* the kernel's output, from the writer */
-                writer_wait(m->writer, l, req[l]);
+                writer_wait(m->writer, l);
                 device_wait(bwd_done[l]);
             } else {
                 fill(m->grad[l], m->count[l], (float)(it + l));
@@ -738,11 +755,9 @@ int main(int argc, char **argv)
         total += p.bytes[l];
         work_total += 3 * p.work[l]; /* forward + backward (twice) */
     }
-    writer_t writer = {.grad = m.grad, .count = m.count, .L = p.L};
+    writer_t writer;
     if (o.device) {
-        pthread_mutex_init(&writer.mu, NULL);
-        pthread_cond_init(&writer.cv, NULL);
-        if (pthread_create(&writer.th, NULL, writer_main, &writer) != 0) {
+        if (writer_start(&writer, m.grad, m.count, p.L) != 0) {
             fprintf(stderr, "overlap_bench: rank %d: cannot start the writer thread\n", rank_);
             return 1;
         }
@@ -866,12 +881,7 @@ int main(int argc, char **argv)
     CHECK(comm, tempo_allreduce(comm, frac, frac_max, 2, TEMPO_FLOAT64, TEMPO_MAX), "allreduce");
     double cpu_frac_max = frac_max[0];
     if (o.device) {
-        pthread_mutex_lock(&writer.mu);
-        writer.stop = 1;
-        pthread_cond_broadcast(&writer.cv);
-        pthread_mutex_unlock(&writer.mu);
-        pthread_join(writer.th, NULL);
-        m.wrong += writer.wrong;
+        m.wrong += writer_stop(&writer);
     }
     long wrong = 0;
     CHECK(comm, tempo_allreduce(comm, &m.wrong, &wrong, 1, TEMPO_INT64, TEMPO_SUM), "allreduce");
