@@ -492,8 +492,8 @@ TEMPO_API tempo_status_t tempo_trace_end(tempo_comm_t comm, const char *name);
  *   1. Register the tensors once (tempo_bucketer_create, collective): the registration must be
  *      identical on every rank (checked with a hash; a difference is TEMPO_ERR_INVALID naming the
  *      ranks). The bucketer fuses tensors into buckets in their expected ready order (last layer
- *      first): the first bucket holds at most first_bucket_bytes (so communication starts early),
- *      the others at most bucket_bytes; a tensor larger than that is a bucket of its own, which the
+ *      first): the first bucket holds at most first_bucket_bytes or bucket_bytes, the smaller
+ *      (so communication starts early), the others at most bucket_bytes; a tensor larger than that is a bucket of its own, which the
  *      engine runs in chunks. Only tensors of one dtype share a bucket. A bucket whose tensors fill
  *      one contiguous range of memory is reduced in place; others go through a fusion buffer.
  *   2. Each iteration: tempo_bucketer_begin(), then as backward produces each tensor's gradient,
@@ -559,7 +559,8 @@ typedef struct tempo_bucketer_config {
     uint64_t field_mask;
     tempo_op_t op;             /**< reduction (TEMPO_AVG) */
     size_t bucket_bytes;       /**< fusion size (TEMPO_BUCKET_BYTES) */
-    size_t first_bucket_bytes; /**< first bucket's cap (TEMPO_BUCKET_FIRST_BYTES) */
+    size_t first_bucket_bytes; /**< first bucket's cap (TEMPO_BUCKET_FIRST_BYTES), at most
+                                    bucket_bytes */
     tempo_sched_t sched;       /**< policy (TEMPO_SCHED) */
     size_t chunk_bytes;        /**< chunk size of its requests (TEMPO_CHUNK_BYTES); SIZE_MAX: none */
     int tac_warmup;            /**< tac: iterations measured before the order (TEMPO_TAC_WARMUP) */
@@ -757,6 +758,9 @@ typedef struct tempo_compressor_kind {
     const char *doc;    /**< one line */
     const char *params; /**< accepted parameters with defaults: "bits=3,bucket=8192,..." */
     int unbiased;       /**< E[decode(encode(v))] = v */
+    int reduce_scatter; /**< also compresses reduce-scatter; 0: all-reduce only (powersgd: its
+                             low-rank factors need the whole matrix), and a compressed
+                             reduce-scatter fails with TEMPO_ERR_UNSUPPORTED */
 } tempo_compressor_kind_t;
 /** Entry index of the compressor table; TEMPO_ERR_INVALID past the end. */
 TEMPO_API tempo_status_t tempo_compressor_kind(size_t index, tempo_compressor_kind_t *kind_p);

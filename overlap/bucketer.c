@@ -6,7 +6,7 @@
  * Layout. Tensors are laid out in their expected ready order: backward produces the last layer
  * first, so descending layer, and inside a layer descending registration order (PyTorch DDP's
  * reversed parameter order). Buckets are filled greedily in that order, the first up to
- * first_bucket_bytes and the others up to bucket_bytes, never mixing dtypes. The layout depends
+ * first_bucket_bytes (at most bucket_bytes) and the others up to bucket_bytes, never mixing dtypes. The layout depends
  * only on the registration and the config, which the creation checks are identical on every rank,
  * so bucket b is the same on every rank and is posted with tag (1 << 62 | bucketer << 32 | b):
  * its occurrence (the number of times it was posted) is the iteration, which makes the scheduled
@@ -196,7 +196,9 @@ static tempo_status_t layout(tempo_bucketer_t b)
     size_t i = 0;
     while (i < b->nt) {
         bucket_t *bk = &b->bk[b->nb];
-        size_t cap = b->nb == 0 ? b->first_bytes : b->bucket_bytes;
+        /* the first bucket is the small one: never larger than the others (a bucket size below
+         * the default 1M first bucket used to leave a small model in one bucket) */
+        size_t cap = b->nb == 0 ? TEMPO_MIN(b->first_bytes, b->bucket_bytes) : b->bucket_bytes;
         size_t j = i, bytes = 0;
         while (j < b->nt && b->t[order[j]].dtype == b->t[order[i]].dtype &&
                (j == i || bytes + b->t[order[j]].bytes <= cap)) {

@@ -914,5 +914,6 @@ tempo_status_t tempo_compressor_kind(size_t index, tempo_compressor_kind_t *kind
     kind_p->doc = k->doc;
     kind_p->params = params[index];
     kind_p->unbiased = k->unbiased;
+    kind_p->reduce_scatter = k->agg != TEMPO__QAGG_LOWRANK; /* qc_unusable's rule */
     return TEMPO_OK;
 }

@@ -78,8 +78,8 @@ static void print_compressors(void)
     printf("# Compressors (spec \"name:key=value,...\" for TEMPO_COMPRESS or "
            "tempo_compressor_create)\n");
     for (size_t i = 0; tempo_compressor_kind(i, &k) == TEMPO_OK; i++) {
-        printf("  %-9s %s%s\n            %s\n", k.name, k.doc, k.unbiased ? " (unbiased)" : "",
-               k.params);
+        printf("  %-9s %s%s%s\n            %s\n", k.name, k.doc, k.unbiased ? " (unbiased)" : "",
+               k.reduce_scatter ? "" : " (all-reduce only)", k.params);
     }
 }
 

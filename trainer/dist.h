@@ -62,7 +62,8 @@ typedef struct {
     const char *compress; /* compressor spec for gradients, NULL or "none": uncompressed */
     const char *compress_src; /* where the spec came from, for messages: "--compress" (NULL) or
                                * "TEMPO_COMPRESS" */
-    const char *sched;    /* "tic", "tac" or "fifo" (the priority policy) */
+    const char *sched;    /* "tic", "tac" or "fifo" in any case (the priority policy) */
+    const char *sched_src; /* where it came from, for messages: "--sched" (NULL) or "TEMPO_SCHED" */
     size_t bucket_bytes;  /* fusion of all-reduce mode; 0: the backend's default */
 } dist_grad_opts_t;
 
@@ -84,6 +85,10 @@ struct dist {
 
     int (*sum_f64)(dist_t *d, double *x, int n); /* in place, blocking, same order on every rank */
     int (*barrier)(dist_t *d);
+    /* Whether opts can work in this backend (local, before any work: every rank gets the same
+     * answer): 0, or -1 with the reason, naming the flag or variable to change, in err (len
+     * bytes). grads_register checks the same. */
+    int (*grads_check)(dist_t *d, const dist_grad_opts_t *opts, char *err, size_t len);
     /* Register the gradient groups of grads; once. */
     int (*grads_register)(dist_t *d, float *grads, const dist_group_t *groups, int ngroups,
                           const dist_grad_opts_t *opts);

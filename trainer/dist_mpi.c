@@ -81,14 +81,27 @@ static int m_barrier(dist_t *d)
     return rc == MPI_SUCCESS ? 0 : fail(d, "barrier", rc);
 }
 
+static int m_grads_check(dist_t *d, const dist_grad_opts_t *o, char *err, size_t len)
+{
+    (void)d;
+    if (o->compress && *o->compress && strcmp(o->compress, "none") != 0) {
+        snprintf(err, len, "the mpi backend has no compressors (%s %s); use --backend tempo",
+                 o->compress_src ? o->compress_src : "--compress", o->compress);
+        return -1;
+    }
+    if (o->bucket_bytes) {
+        snprintf(err, len, "the mpi backend does not fuse gradients into buckets (one request "
+                 "per layer group): leave --bucket-bytes out, or use --backend tempo");
+        return -1;
+    }
+    return 0;
+}
+
 static int m_grads_register(dist_t *d, float *grads, const dist_group_t *groups, int ngroups,
                             const dist_grad_opts_t *o)
 {
     mdist_t *m = d->impl;
-    if (o->compress && *o->compress && strcmp(o->compress, "none") != 0) {
-        snprintf(m->err, sizeof m->err,
-                 "the mpi backend has no compressors (%s %s); use --backend tempo",
-                 o->compress_src ? o->compress_src : "--compress", o->compress);
+    if (m_grads_check(d, o, m->err, sizeof m->err)) {
         return -1;
     }
     m->mode = o->mode;
@@ -551,6 +564,7 @@ int dist_open_mpi(dist_t *d, char *err)
                   .impl = m,
                   .sum_f64 = m_sum_f64,
                   .barrier = m_barrier,
+                  .grads_check = m_grads_check,
                   .grads_register = m_grads_register,
                   .grads_begin = m_grads_begin,
                   .grads_ready = m_grads_ready,

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "tempo.h"
@@ -78,18 +79,24 @@ static int t_barrier(dist_t *d)
     return st == TEMPO_OK ? 0 : fail(d, "barrier", st);
 }
 
+/* A policy name, in any case as TEMPO_SCHED takes it. */
 static int parse_sched(const char *s, tempo_sched_t *p)
 {
-    if (!s || !strcmp(s, "tic")) {
+    if (!s || !strcasecmp(s, "tic")) {
         *p = TEMPO_SCHED_TIC;
-    } else if (!strcmp(s, "tac")) {
+    } else if (!strcasecmp(s, "tac")) {
         *p = TEMPO_SCHED_TAC;
-    } else if (!strcmp(s, "fifo")) {
+    } else if (!strcasecmp(s, "fifo")) {
         *p = TEMPO_SCHED_FIFO;
     } else {
         return -1;
     }
     return 0;
+}
+
+static const char *sched_name(tempo_sched_t s)
+{
+    return s == TEMPO_SCHED_TAC ? "tac" : s == TEMPO_SCHED_FIFO ? "fifo" : "tic";
 }
 
 /* Where group g's gradients are (dist_group_t.grad). */
@@ -98,15 +105,73 @@ static float *group_grad(const tdist_t *t, int g)
     return t->groups[g].grad ? t->groups[g].grad : t->grads + t->groups[g].off;
 }
 
+/* The kind of compressor qc is (tempo_compressor_kind's entry named by its canonical spec). */
+static int compressor_kind(tempo_compressor_t qc, tempo_compressor_kind_t *k_p)
+{
+    const char *spec = tempo_compressor_spec(qc);
+    const size_t n = strcspn(spec, ":");
+    for (size_t i = 0; tempo_compressor_kind(i, k_p) == TEMPO_OK; i++) {
+        if (strlen(k_p->name) == n && !strncmp(k_p->name, spec, n)) {
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static int t_grads_check(dist_t *d, const dist_grad_opts_t *o, char *err, size_t len)
+{
+    (void)d;
+    tempo_sched_t sched;
+    const char *csrc = o->compress_src ? o->compress_src : "--compress";
+    const char *ssrc = o->sched_src ? o->sched_src : "--sched";
+    const char *eq = ssrc[0] == 'T' ? "=" : " ";
+    if (parse_sched(o->sched, &sched)) {
+        snprintf(err, len, "%s%s%s: unknown scheduling policy (tic, tac or fifo)", ssrc, eq,
+                 o->sched);
+        return -1;
+    }
+    if (o->mode == DIST_REDUCE_SCATTER && sched == TEMPO_SCHED_TAC) {
+        snprintf(err, len,
+                 "%s%stac needs --zero 0 (the bucketer measures the per-layer times it orders "
+                 "by); use tic or fifo with --zero 1, 2 or 3", ssrc, eq);
+        return -1;
+    }
+    if (o->mode == DIST_REDUCE_SCATTER && o->bucket_bytes) {
+        snprintf(err, len,
+                 "--bucket-bytes sizes the buckets of --zero 0 (all-reduce); --zero 1, 2 and 3 "
+                 "reduce-scatter each layer group as its own request: leave it out");
+        return -1;
+    }
+    if (!o->compress || !*o->compress || !strcmp(o->compress, "none")) {
+        return 0;
+    }
+    tempo_compressor_t qc;
+    tempo_compressor_kind_t k;
+    tempo_status_t st = tempo_compressor_create(o->compress, &qc);
+    if (st != TEMPO_OK) { /* not a communicator's error: the calling thread's */
+        snprintf(err, len, "%s %s: %s (%s)", csrc, o->compress, tempo_last_error(NULL),
+                 tempo_status_name(st));
+        return -1;
+    }
+    int rc = 0;
+    if (o->mode == DIST_REDUCE_SCATTER && !compressor_kind(qc, &k) && !k.reduce_scatter) {
+        snprintf(err, len,
+                 "%s %s: %s compresses all-reduce only (its low-rank factors need the whole "
+                 "gradient), and --zero 1, 2 and 3 reduce-scatter the gradients: use --zero 0, "
+                 "or another compressor (tempo-info -q)", csrc, o->compress, k.name);
+        rc = -1;
+    }
+    tempo_compressor_destroy(qc);
+    return rc;
+}
+
 static int t_grads_register(dist_t *d, float *grads, const dist_group_t *groups, int ngroups,
                             const dist_grad_opts_t *o)
 {
     tdist_t *t = d->impl;
     tempo_status_t st;
     tempo_sched_t sched;
-    if (parse_sched(o->sched, &sched)) {
-        snprintf(t->err, sizeof t->err, "unknown scheduling policy '%s' (tic, tac or fifo)",
-                 o->sched);
+    if (t_grads_check(d, o, t->err, sizeof t->err) || parse_sched(o->sched, &sched)) {
         return -1;
     }
     t->mode = o->mode;
@@ -131,19 +196,13 @@ static int t_grads_register(dist_t *d, float *grads, const dist_group_t *groups,
         tempo_compressor_stats(t->qc, &t->q0);
     }
     if (t->mode == DIST_REDUCE_SCATTER) {
-        if (sched == TEMPO_SCHED_TAC) {
-            snprintf(t->err, sizeof t->err,
-                     "--sched tac needs --zero 0 (the bucketer measures the per-layer times it "
-                     "orders by); use tic or fifo with --zero 1 or 2");
-            return -1;
-        }
         t->fifo = sched == TEMPO_SCHED_FIFO;
         if (dist_check_slices(d, groups, ngroups, t->err, sizeof t->err)) {
             return -1;
         }
         snprintf(t->desc, sizeof t->desc,
                  "tempo: per-layer scheduled reduce-scatter + all-gather, policy %s, %s",
-                 o->sched ? o->sched : "tic", t->qc ? tempo_compressor_spec(t->qc) : "uncompressed");
+                 sched_name(sched), t->qc ? tempo_compressor_spec(t->qc) : "uncompressed");
         return 0;
     }
     tempo_tensor_desc_t *td = calloc((size_t)ngroups, sizeof(*td));
@@ -179,7 +238,7 @@ static int t_grads_register(dist_t *d, float *grads, const dist_group_t *groups,
     }
     snprintf(t->desc, sizeof t->desc,
              "tempo: bucketer, %zu bucket%s (%d compressed), policy %s, %s", nb,
-             nb == 1 ? "" : "s", nq, o->sched ? o->sched : "tic",
+             nb == 1 ? "" : "s", nq, sched_name(sched),
              t->qc ? tempo_compressor_spec(t->qc) : "uncompressed");
     return 0;
 }
@@ -548,6 +607,7 @@ int dist_open_tempo(dist_t *d, char *err)
                   .impl = t,
                   .sum_f64 = t_sum_f64,
                   .barrier = t_barrier,
+                  .grads_check = t_grads_check,
                   .grads_register = t_grads_register,
                   .grads_begin = t_grads_begin,
                   .grads_ready = t_grads_ready,

@@ -68,6 +68,7 @@
 typedef struct {
     const char *data, *backend, *compress, *sched, *out, *dump, *resume;
     const char *compress_src; /* "--compress", "TEMPO_COMPRESS" or NULL (the default, none) */
+    const char *sched_src;    /* "--sched", "TEMPO_SCHED" or NULL (the default, tic) */
     const char *pp_schedule; /* --pp-schedule: gpipe, 1f1b or interleaved */
     int micro, virt;         /* --micro M, --virtual V (pipeline) */
     int dp, tp, pp, zero, layers, heads, channels, context, batch, accum, steps, warmup, val_every;
@@ -83,14 +84,21 @@ typedef struct {
 
 static dist_t *D;
 
+/* The error line is formatted whole and written with one write(): stderr is unbuffered, and a rank
+ * that tempo-run ends (another rank failed first) between a prefix and its message used to leave
+ * a bare "tempo-train: rank 0: " line. */
 static void die(const char *fmt, ...)
 {
+    char line[4096];
+    int n = snprintf(line, sizeof line, "tempo-train: rank %d: ", D ? D->world_rank : 0);
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "tempo-train: rank %d: ", D ? D->world_rank : 0);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
     va_end(ap);
+    strcat(line, "\n");
+    if (write(STDERR_FILENO, line, strlen(line)) < 0) {
+        /* nothing left to report it on */
+    }
     if (D && D->world_size > 1) {
         D->abort(D);
     }
@@ -242,13 +250,38 @@ static void usage(FILE *f)
         dist_backends());
 }
 
+/* A refusal of the command line (exit status 2: nothing was started or changed), before the job
+ * is up: every rank parses the same arguments, so every rank refuses alike. */
+static void bad_arg(const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "tempo-train: %s (see --help)\n", line);
+    exit(2);
+}
+
 static double parse_num(const char *name, const char *s, double lo, double hi)
 {
     char *end;
     errno = 0;
     double v = strtod(s, &end);
     if (errno || end == s || *end || !(v >= lo && v <= hi)) {
-        die("%s: '%s' is not a number in [%g, %g]", name, s, lo, hi);
+        bad_arg("%s: '%s' is not a number from %g to %g", name, s, lo, hi);
+    }
+    return v;
+}
+
+/* An integer option in [lo, hi] (decimal; "2.5", "1e3" and "4x" are refused, not truncated). */
+static long long parse_int(const char *name, const char *s, long long lo, long long hi)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        bad_arg("%s: '%s' is not an integer from %lld to %lld", name, s, lo, hi);
     }
     return v;
 }
@@ -258,7 +291,7 @@ static size_t parse_bytes(const char *name, const char *s)
 {
     size_t v;
     if (perf_parse_size(s, &v) || v < 1024) {
-        die("%s: '%s' is not a size of at least 1K (suffix K, M or G)", name, s);
+        bad_arg("%s: '%s' is not a size of at least 1K (suffix K, M or G)", name, s);
     }
     return v;
 }
@@ -298,59 +331,59 @@ static void parse(int argc, char **argv, opts_t *o)
         switch (c) {
         case O_DATA: o->data = optarg; break;
         case O_VALF: o->val_frac = parse_num("--val-frac", optarg, 0, 0.9); break;
-        case O_LAYERS: o->layers = (int)parse_num("--layers", optarg, 1, 256); break;
-        case O_HEADS: o->heads = (int)parse_num("--heads", optarg, 1, 256); break;
-        case O_CH: o->channels = (int)parse_num("--channels", optarg, 1, 16384); break;
-        case O_CTX: o->context = (int)parse_num("--context", optarg, 1, 65536); break;
+        case O_LAYERS: o->layers = (int)parse_int("--layers", optarg, 1, 256); break;
+        case O_HEADS: o->heads = (int)parse_int("--heads", optarg, 1, 256); break;
+        case O_CH: o->channels = (int)parse_int("--channels", optarg, 1, 16384); break;
+        case O_CTX: o->context = (int)parse_int("--context", optarg, 1, 65536); break;
         case O_BATCH:
-            o->batch = (int)parse_num("--batch", optarg, 1, 1 << 20);
+            o->batch = (int)parse_int("--batch", optarg, 1, 1 << 20);
             o->batch_set = 1;
             break;
         case O_ACCUM:
-            o->accum = (int)parse_num("--accum", optarg, 1, 1 << 20);
+            o->accum = (int)parse_int("--accum", optarg, 1, 1 << 20);
             o->accum_set = 1;
             break;
-        case O_STEPS: o->steps = (int)parse_num("--steps", optarg, 0, 1e9); break;
+        case O_STEPS: o->steps = (int)parse_int("--steps", optarg, 0, 1000000000); break;
         case O_LR: o->lr = parse_num("--lr", optarg, 0, 10); break;
-        case O_WARM: o->warmup = (int)parse_num("--warmup", optarg, 0, 1e9); break;
+        case O_WARM: o->warmup = (int)parse_int("--warmup", optarg, 0, 1000000000); break;
         case O_MINLR: o->min_lr_frac = parse_num("--min-lr-frac", optarg, 0, 1); break;
         case O_WD: o->wd = parse_num("--wd", optarg, 0, 10); break;
         case O_B1: o->beta1 = parse_num("--beta1", optarg, 0, 0.999999); break;
         case O_B2: o->beta2 = parse_num("--beta2", optarg, 0, 0.999999); break;
         case O_CLIP: o->clip = parse_num("--clip", optarg, 0, 1e9); break;
-        case O_SEED: o->seed = (uint64_t)parse_num("--seed", optarg, 0, 1e18); break;
-        case O_DP: o->dp = (int)parse_num("--dp", optarg, 1, 1 << 20); break;
-        case O_TP: o->tp = (int)parse_num("--tp", optarg, 1, 1 << 20); break;
-        case O_PP: o->pp = (int)parse_num("--pp", optarg, 1, 1 << 20); break;
+        case O_SEED:
+            o->seed = (uint64_t)parse_int("--seed", optarg, 0, 1000000000000000000LL);
+            break;
+        case O_DP: o->dp = (int)parse_int("--dp", optarg, 1, 1 << 20); break;
+        case O_TP: o->tp = (int)parse_int("--tp", optarg, 1, 1 << 20); break;
+        case O_PP: o->pp = (int)parse_int("--pp", optarg, 1, 1 << 20); break;
         case O_SP: o->sp = 1; break;
         case O_RECOMP:
             if ((o->recompute = gpt_recompute_parse(optarg)) < 0) {
-                fprintf(stderr, "tempo-train: --recompute %s: use none, selective or full\n",
-                        optarg);
-                exit(2);
+                bad_arg("--recompute %s: use none, selective or full", optarg);
             }
             break;
-        case O_ZERO: o->zero = (int)parse_num("--zero", optarg, 0, 3); break;
+        case O_ZERO: o->zero = (int)parse_int("--zero", optarg, 0, 3); break;
         case O_PPS: o->pp_schedule = optarg; break;
-        case O_MICRO: o->micro = (int)parse_num("--micro", optarg, 1, 1 << 20); break;
-        case O_VIRT: o->virt = (int)parse_num("--virtual", optarg, 1, 1 << 20); break;
+        case O_MICRO: o->micro = (int)parse_int("--micro", optarg, 1, 1 << 20); break;
+        case O_VIRT: o->virt = (int)parse_int("--virtual", optarg, 1, 1 << 20); break;
         case O_COMP: o->compress = optarg, o->compress_src = "--compress"; break;
-        case O_SCHED: o->sched = optarg; break;
+        case O_SCHED: o->sched = optarg, o->sched_src = "--sched"; break;
         case O_BACK: o->backend = optarg; break;
-        case O_VEVERY: o->val_every = (int)parse_num("--val-every", optarg, 0, 1e9); break;
-        case O_VW: o->val_windows = (int)parse_num("--val-windows", optarg, 1, 1e9); break;
+        case O_VEVERY: o->val_every = (int)parse_int("--val-every", optarg, 0, 1000000000); break;
+        case O_VW: o->val_windows = (int)parse_int("--val-windows", optarg, 1, 1000000000); break;
         case O_VB:
-            die("--val-batches is gone: validation now reads a fixed number of windows, the same "
+            bad_arg("--val-batches is gone: validation now reads a fixed number of windows, the same "
                 "at every --dp and --batch; pass --val-windows N (N = the old value x --batch x "
                 "ranks gives the old count at the old layout)");
             break;
-        case O_SAMPLE: o->sample = (int)parse_num("--sample", optarg, 0, 1e6); break;
+        case O_SAMPLE: o->sample = (int)parse_int("--sample", optarg, 0, 1000000); break;
         case O_OUT: o->out = optarg; break;
         case O_DUMP: o->dump = optarg; break;
-        case O_THR: o->threads = (int)parse_num("--threads", optarg, 1, 1024); break;
+        case O_THR: o->threads = (int)parse_int("--threads", optarg, 1, 1024); break;
         case O_QUIET: o->quiet = 1; break;
-        case O_CKE: o->ckpt_every = (int)parse_num("--ckpt-every", optarg, 0, 1e9); break;
-        case O_CKK: o->ckpt_keep = (int)parse_num("--ckpt-keep", optarg, 1, 1e6); break;
+        case O_CKE: o->ckpt_every = (int)parse_int("--ckpt-every", optarg, 0, 1000000000); break;
+        case O_CKK: o->ckpt_keep = (int)parse_int("--ckpt-keep", optarg, 1, 1000000); break;
         case O_RESUME: o->resume = optarg; break;
         case O_BUCKET: o->bucket_bytes = parse_bytes("--bucket-bytes", optarg); break;
         case O_OVER: o->overwrite = 1; break;
@@ -374,6 +407,53 @@ static void parse(int argc, char **argv, opts_t *o)
     if (!o->compress_src && env && *env) {
         o->compress = env;
         o->compress_src = "TEMPO_COMPRESS";
+    }
+    /* TEMPO_SCHED likewise: the library's default policy is the trainer's too */
+    env = getenv("TEMPO_SCHED");
+    if (!o->sched_src && env && *env) {
+        o->sched = env;
+        o->sched_src = "TEMPO_SCHED";
+    }
+}
+
+/* The DP gradients' options: all-reduce at ZeRO 0, reduce-scatter above (pipelines too). */
+static dist_grad_opts_t grad_opts(const opts_t *o)
+{
+    return (dist_grad_opts_t){.mode = o->zero ? DIST_REDUCE_SCATTER : DIST_ALLREDUCE,
+                              .compress = o->compress, .compress_src = o->compress_src,
+                              .sched = o->sched, .sched_src = o->sched_src,
+                              .bucket_bytes = o->bucket_bytes};
+}
+
+/* What the start line adds when the DP compressor or policy came from the environment. */
+static const char *from_env(const opts_t *o)
+{
+    const int c = o->compress_src && o->compress_src[0] == 'T',
+              p = o->sched_src && o->sched_src[0] == 'T';
+    return c && p ? " (compressor from TEMPO_COMPRESS, policy from TEMPO_SCHED)"
+           : c    ? " (compressor from TEMPO_COMPRESS)"
+           : p    ? " (policy from TEMPO_SCHED)"
+                  : "";
+}
+
+/* The flags that set what a TEMPO_* variable also sets: the flag wins, and the run says so (rank
+ * 0, at the start), so that no variable the library honours is silently ignored. */
+static void say_overrides(const opts_t *o)
+{
+    const struct {
+        const char *flag, *var, *value;
+        int given;
+    } f[] = {
+        {"--compress", "TEMPO_COMPRESS", o->compress, o->compress_src && o->compress_src[0] == '-'},
+        {"--sched", "TEMPO_SCHED", o->sched, o->sched_src && o->sched_src[0] == '-'},
+        {"--bucket-bytes", "TEMPO_BUCKET_BYTES", NULL, o->bucket_bytes != 0},
+    };
+    for (size_t i = 0; i < sizeof f / sizeof f[0] && D->world_rank == 0; i++) {
+        const char *env = getenv(f[i].var);
+        if (f[i].given && env && *env) {
+            printf("note: %s%s%s overrides %s=%s\n", f[i].flag, f[i].value ? " " : "",
+                   f[i].value ? f[i].value : "", f[i].var, env);
+        }
     }
 }
 
@@ -697,10 +777,7 @@ static void trainer_setup(trainer_t *t, gpt_model_t *m, const opts_t *o)
         }
         t->groups[g] = (dist_group_t){.off = r.off, .n = r.n, .layer = g, .name = t->names[g]};
     }
-    dist_grad_opts_t go = {.mode = o->zero ? DIST_REDUCE_SCATTER : DIST_ALLREDUCE,
-                           .compress = o->compress, .compress_src = o->compress_src,
-                           .sched = o->sched,
-                           .bucket_bytes = o->bucket_bytes};
+    dist_grad_opts_t go = grad_opts(o);
     DIST_CHECK(D->grads_register(D, m->grads, t->groups, t->ngroups, &go),
                "gradient synchronization");
     t->gbuf = calloc((size_t)t->ngroups, sizeof(float *));
@@ -1476,6 +1553,9 @@ static void setup_pipeline(opts_t *o, const gpt_config_t *cfg, pp_kind_t *kind_p
     } else if (pp_layout_check(*kind_p, pp, o->micro, o->virt, cfg->n_layer)) {
         snprintf(why, sizeof why, "--pp %d --pp-schedule %s --micro %d --virtual %d, %d layers: %s",
                  pp, o->pp_schedule, o->micro, o->virt, cfg->n_layer, gpt_last_error());
+    } else {
+        dist_grad_opts_t go = grad_opts(o);
+        D->grads_check(D, &go, why, sizeof why);
     }
     refuse(why);
     o->dp = dp;
@@ -1575,16 +1655,13 @@ static int run_pipeline(opts_t *o, const gpt_config_t *cfg, pp_kind_t kind)
                           .min_lr_frac = o->min_lr_frac, .wd = o->wd, .clip = o->clip,
                           .beta1 = o->beta1, .beta2 = o->beta2, .seed = o->seed, .dump = o->dump,
                           .quiet = o->quiet, .recompute = o->recompute, .zero = o->zero,
-                          .grad = {.compress = o->compress, .compress_src = o->compress_src,
-                                   .sched = o->sched, .bucket_bytes = o->bucket_bytes}};
+                          .grad = grad_opts(o)};
     gpt_tp_t tp = tp_of(o->sp);
     po.tp = D->tp_size > 1 ? &tp : NULL;
     if (D->world_rank == 0) {
         printf("tempo-train: %d rank%s, backend %s, pipeline parallel, ZeRO %d%s; model: %d "
                "layers, %d heads, %d channels, context %d: %zu parameters\n", D->world_size,
-               plural(D->world_size), D->backend, o->zero,
-               o->compress_src && !strcmp(o->compress_src, "TEMPO_COMPRESS")
-                   ? " (DP compressor from TEMPO_COMPRESS)" : "",
+               plural(D->world_size), D->backend, o->zero, from_env(o),
                o->layers, o->heads, o->channels, o->context, gpt_num_params(cfg));
         printf("global batch: %d sequences per step (--batch %d x %d DP rank%s x --micro %d)\n",
                o->batch * D->size * o->micro, o->batch, D->size, plural(D->size), o->micro);
@@ -1634,6 +1711,9 @@ static void setup_mesh(opts_t *o, const gpt_config_t *cfg)
         snprintf(why, sizeof why, "%s", gpt_last_error());
     } else if (o->sp && gpt_sp_check(o->context, tp)) {
         snprintf(why, sizeof why, "%s", gpt_last_error());
+    } else {
+        dist_grad_opts_t go = grad_opts(o);
+        D->grads_check(D, &go, why, sizeof why);
     }
     refuse(why);
     o->dp = n / tp;
@@ -1676,6 +1756,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "tempo-train: %s\n", err);
         return 1;
     }
+    say_overrides(&o);
     gpt_config_t cfg = {.max_seq_len = o.context, .vocab_size = DATA_BYTE_VOCAB,
                         .n_layer = o.layers, .n_head = o.heads, .channels = o.channels};
     pp_kind_t pp_kind = PP_1F1B;
@@ -1728,10 +1809,7 @@ int main(int argc, char **argv)
     FILE *csv = NULL;
     if (D->world_rank == 0) {
         printf("tempo-train: %d rank%s, backend %s, ZeRO %d; %s%s\n", D->world_size,
-               plural(D->world_size), D->backend, o.zero,
-               D->describe(D),
-               o.compress_src && !strcmp(o.compress_src, "TEMPO_COMPRESS")
-                   ? " (compressor from TEMPO_COMPRESS)" : "");
+               plural(D->world_size), D->backend, o.zero, D->describe(D), from_env(&o));
         printf("model: %d layers, %d heads, %d channels, context %d, vocabulary %d: %zu "
                "parameters",
                o.layers, o.heads, o.channels, o.context, cfg.vocab_size, m->full_params);
