@@ -48,8 +48,8 @@ bin_PROGRAMS += %reldir%/tempo-train
 noinst_HEADERS += %reldir%/dist.h
 %canon_reldir%_tempo_train_SOURCES = %reldir%/train.c %reldir%/dist.c %reldir%/dist_tempo.c \
 	%reldir%/pp_train.c %reldir%/pp_train.h %reldir%/zero.c \
-	%reldir%/ckpt.c
-noinst_HEADERS += %reldir%/ckpt.h %reldir%/zero.h
+	%reldir%/ckpt.c %reldir%/stats.c
+noinst_HEADERS += %reldir%/ckpt.h %reldir%/zero.h %reldir%/stats.h
 %canon_reldir%_tempo_train_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS)
 %canon_reldir%_tempo_train_LDADD = libtrainer.la libtempo.la -lm
 # --backend mpi (trainer/dist_mpi.c), for comparison, when configure found MPI
