@@ -81,5 +81,8 @@ EXTRA_DIST += tests/trainer/ckpt_full.sh
 # one run carried by its checkpoints through DP x TP, PP and ZeRO 1/3 layouts (resharding)
 TESTS += tests/trainer/reshard.sh
 EXTRA_DIST += tests/trainer/reshard.sh
+# the step lines, loss.csv and summary: per-dimension time and bytes at every layout, memory lines
+TESTS += tests/trainer/stats.sh
+EXTRA_DIST += tests/trainer/stats.sh
 # tests/trainer/lib.sh: the helpers those scripts source (not a test)
 EXTRA_DIST += tests/trainer/lib.sh

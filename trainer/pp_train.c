@@ -27,7 +27,10 @@
  * rank's times, printed next to pp_bubble_formula; the run's last line adds each pipeline rank's
  * compute per step (mean of the steps after the first) and the formula for stages of those costs
  * (pp_bubble_stages), since the stages are not equal (the first holds the embeddings, the last
- * the head and the loss) and on a shared machine neither are the cores.
+ * the head and the loss) and on a shared machine neither are the cores. The rest of the step
+ * line, the loss.csv row and the run's mean are stats.h's, as at every layout, and the memory
+ * lines are one per pipeline rank (print_memory); every rank's RSS line comes before teardown,
+ * the stages still allocated.
  *
  * Groups: each chunk's gradient buffer is cut into wte and wpe (a first chunk), its blocks, lnf
  * and wte (a last chunk), each group's forward index its priority; wte is a group of its own on
@@ -939,7 +942,7 @@ int pp_train_run(dist_t *d, const gpt_config_t *cfg, loader_t *ld, const pp_trai
     }
     for (int s = start; s < o->steps && !rc; s++) {
         double t0 = stats_begin(d), loss, norm;
-        stats_step_t st;
+        stats_step_t st = {.step = 0}; /* stats_end's, unless the step failed before it */
         for (int k = 0; k < r.M; k++) {
             loader_next_train(ld, r.x + (size_t)k * BT, r.y + (size_t)k * BT);
         }

@@ -239,7 +239,7 @@ static void usage(FILE *f)
         "compute is the rest (never negative); then the bytes the rank sent per dimension\n"
         "(estimated from a ring's share of each collective and the DP compression ratio).\n"
         "loss.csv has the same columns. The run ends with their means over the steps after the\n"
-        "first, tokens/s of that mean, at every --dp, --tp and --pp.\n"
+        "first and the tokens/s of that mean step, at every --dp, --tp and --pp.\n"
         "With --pp, each step line ends with the bubble: the line's time waiting on neighbours\n"
         "(the flush included) over its busy time, next to the formula (P-1)/M (gpipe, 1f1b) or\n"
         "(P-1)/(V M) (interleaved); the run ends with the mean, the formula for stages of the\n"
