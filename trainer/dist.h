@@ -67,10 +67,29 @@ typedef struct {
     size_t bucket_bytes;  /* fusion of all-reduce mode; 0: the backend's default */
 } dist_grad_opts_t;
 
-/* Traffic and waiting since the last dist_counters_take(). */
+/* The mesh's dimensions, for the counters: DP (gradients, ZeRO's all-gathers, sum_f64,
+ * pp_allreduce over DIST_PP_DP), TP (the tp_* methods: TP and SP), PP (pp_post / pp_wait and
+ * pp_allreduce over the line and the embedding group). */
+enum { DIST_DP = 0, DIST_TP = 1, DIST_PP = 2, DIST_NDIMS = 3 };
+
+/* Traffic and waiting per dimension since the last counters_take:
+ *   bytes_sent  payload bytes this rank sent, estimated from the algorithms' traffic: a ring's
+ *               share of a collective's bytes (2(p-1)/p of an all-reduce's, (p-1)/p of an
+ *               all-gather's or reduce-scatter's, over the p ranks of the dimension's group),
+ *               a point-to-point send's bytes; DP gradients at their compressed size;
+ *   wait_s      seconds this rank spent blocked in the dimension's calls: the whole of a
+ *               blocking collective (sum_f64, the tp_* methods, pp_allreduce), the wait of a
+ *               non-blocking one (grads_wait, gather_wait, pp_wait). That is the exposed
+ *               communication: what overlaps compute is not counted, and a wait's time includes
+ *               the peers' lateness (a pipeline's bubble, a slower DP rank).
+ * dist.c counts every wait_s and the TP and PP bytes around the backend's methods, the same for
+ * every backend; the backend's counters_take fills bytes_sent[DIST_DP] of its gradient
+ * collectives and all-gathers (only it knows the compressed size), and dist.c adds the rest. All
+ * the counted calls are made by the caller's thread, one at a time, so the waits counted between
+ * two takes are disjoint spans of the time between them. */
 typedef struct {
-    double bytes_sent;   /* payload bytes this rank sent (compressed size when compressed) */
-    double wait_s;       /* time spent blocked in grads_wait/gather_wait (exposed communication) */
+    double bytes_sent[DIST_NDIMS];
+    double wait_s[DIST_NDIMS];
 } dist_counters_t;
 
 typedef struct dist dist_t;
@@ -112,6 +131,7 @@ struct dist {
      * timeline's compute spans, and the per-layer times of the tac policy. Spans do not nest. */
     int (*compute_begin)(dist_t *d, int g, int phase);
     int (*compute_end)(dist_t *d);
+    /* The counters since the last take (dist_counters_t), which start again from 0. */
     void (*counters_take)(dist_t *d, dist_counters_t *c_p);
     const char *(*describe)(dist_t *d); /* one line: transport, compressor, policy, buckets */
     const char *(*error)(dist_t *d);

@@ -24,9 +24,9 @@
  * and PP traffic is in tempo. pp_trace is a no-op (MPI has no timeline).
  *
  * There is no compression and no priority policy here: --compress other than none is refused, and
- * the policy is reported as "posted order" whatever --sched says. Bytes sent use the same estimate
- * as the tempo backend (a ring's share of each DP collective's bytes; TP and PP are not counted,
- * as in tempo).
+ * the policy is reported as "posted order" whatever --sched says. The DP bytes sent use the same
+ * estimate as the tempo backend (a ring's share of each DP collective's bytes); dist.c times the
+ * waits and counts the TP and PP traffic around these methods, as for tempo.
  */
 #include <limits.h>
 #include <mpi.h>
@@ -53,7 +53,7 @@ typedef struct {
     float **slice;        /* (ngroups) reduce-scatter outputs (DIST_REDUCE_SCATTER) */
     float **buf;          /* (ngroups) where group g's last grads_ready had its gradients */
     int tag_ub;           /* the largest tag MPI accepts (MPI_TAG_UB, at least 32767) */
-    double wait_s, bytes;
+    double bytes;         /* DP bytes sent since the last counters_take */
 } mdist_t;
 
 static int fail(dist_t *d, const char *what, int rc)
@@ -196,13 +196,10 @@ static int m_grads_ready(dist_t *d, int g, float *buf)
 
 static int wait_req(dist_t *d, MPI_Request *r, const char *what)
 {
-    mdist_t *m = d->impl;
     if (*r == MPI_REQUEST_NULL) {
         return 0;
     }
-    double t0 = MPI_Wtime();
     int rc = MPI_Wait(r, MPI_STATUS_IGNORE);
-    m->wait_s += MPI_Wtime() - t0;
     return rc == MPI_SUCCESS ? 0 : fail(d, what, rc);
 }
 
@@ -283,9 +280,8 @@ static int m_compute_end(dist_t *d)
 static void m_counters_take(dist_t *d, dist_counters_t *c)
 {
     mdist_t *m = d->impl;
-    c->bytes_sent = m->bytes;
-    c->wait_s = m->wait_s;
-    m->bytes = m->wait_s = 0;
+    c->bytes_sent[DIST_DP] = m->bytes;
+    m->bytes = 0;
 }
 
 static const char *m_describe(dist_t *d)

@@ -14,15 +14,16 @@
  * needs the bucketer's measurements and is refused.
  * Compute markers go to the bucketer (DIST_ALLREDUCE) or straight to the timeline.
  *
- * Bytes sent are estimated from the algorithms' traffic (a ring moves 2(p-1)/p of an all-reduce's
- * bytes per rank, (p-1)/p of a reduce-scatter's or all-gather's), times the compressor's measured
- * ratio of encoded bytes to fp32 bytes over the same interval; tempo has no per-request counters.
+ * counters_take gives the DP gradients' and all-gathers' bytes sent, estimated from the
+ * algorithms' traffic (a ring moves 2(p-1)/p of an all-reduce's bytes per rank, (p-1)/p of a
+ * reduce-scatter's or all-gather's), times the compressor's measured ratio of encoded bytes to
+ * fp32 bytes over the same interval; tempo has no per-request counters. dist.c times the waits
+ * and counts the TP and PP traffic around these methods (dist.h's dist_counters_t).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 
 #include "tempo.h"
 #include "trainer/dist.h"
@@ -42,20 +43,12 @@ typedef struct {
     tempo_bucketer_t bk;
     tempo_compressor_t qc;
     tempo_request_t *rs, *ag; /* (ngroups) posted requests, NULL when none */
-    double wait_s;
     double raw_bytes;       /* uncompressible traffic since the last take (all-gathers) */
     double grad_bytes;      /* fp32 gradient traffic before compression */
     tempo_compressor_stats_t q0;
     int fifo;               /* DIST_REDUCE_SCATTER: one priority for all, i.e. posted order */
     char span[64];          /* DIST_REDUCE_SCATTER: the open compute span's name */
 } tdist_t;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int fail(dist_t *d, const char *what, tempo_status_t st)
 {
@@ -292,13 +285,10 @@ static int t_grads_ready(dist_t *d, int g, float *buf)
 
 static int wait_req(dist_t *d, tempo_request_t *r, const char *what)
 {
-    tdist_t *t = d->impl;
     if (!*r) {
         return 0;
     }
-    double t0 = now_s();
     tempo_status_t st = tempo_wait(r);
-    t->wait_s += now_s() - t0;
     *r = NULL;
     return st == TEMPO_OK ? 0 : fail(d, what, st);
 }
@@ -307,9 +297,7 @@ static int t_grads_wait(dist_t *d, int g)
 {
     tdist_t *t = d->impl;
     if (t->bk) {
-        double t0 = now_s();
         tempo_status_t st = tempo_bucketer_wait_tensor(t->bk, (uint64_t)g + 1);
-        t->wait_s += now_s() - t0;
         return st == TEMPO_OK ? 0 : fail(d, "gradient all-reduce", st);
     }
     return wait_req(d, &t->rs[g], "reduce-scatter of gradients");
@@ -390,9 +378,8 @@ static void t_counters_take(dist_t *d, dist_counters_t *c)
         }
         t->q0 = q;
     }
-    c->bytes_sent = t->raw_bytes + t->grad_bytes * ratio;
-    c->wait_s = t->wait_s;
-    t->raw_bytes = t->grad_bytes = t->wait_s = 0;
+    c->bytes_sent[DIST_DP] = t->raw_bytes + t->grad_bytes * ratio;
+    t->raw_bytes = t->grad_bytes = 0;
 }
 
 static const char *t_describe(dist_t *d)

@@ -48,8 +48,8 @@ bin_PROGRAMS += %reldir%/tempo-train
 noinst_HEADERS += %reldir%/dist.h
 %canon_reldir%_tempo_train_SOURCES = %reldir%/train.c %reldir%/dist.c %reldir%/dist_tempo.c \
 	%reldir%/pp_train.c %reldir%/pp_train.h %reldir%/zero.c \
-	%reldir%/ckpt.c
-noinst_HEADERS += %reldir%/ckpt.h %reldir%/zero.h
+	%reldir%/ckpt.c %reldir%/stats.c
+noinst_HEADERS += %reldir%/ckpt.h %reldir%/zero.h %reldir%/stats.h
 %canon_reldir%_tempo_train_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS)
 %canon_reldir%_tempo_train_LDADD = libtrainer.la libtempo.la -lm
 # --backend mpi (trainer/dist_mpi.c), for comparison, when configure found MPI
@@ -81,5 +81,8 @@ EXTRA_DIST += tests/trainer/ckpt_full.sh
 # one run carried by its checkpoints through DP x TP, PP and ZeRO 1/3 layouts (resharding)
 TESTS += tests/trainer/reshard.sh
 EXTRA_DIST += tests/trainer/reshard.sh
+# the step lines, loss.csv and summary: per-dimension time and bytes at every layout, memory lines
+TESTS += tests/trainer/stats.sh
+EXTRA_DIST += tests/trainer/stats.sh
 # tests/trainer/lib.sh: the helpers those scripts source (not a test)
 EXTRA_DIST += tests/trainer/lib.sh

@@ -27,7 +27,10 @@
  * rank's times, printed next to pp_bubble_formula; the run's last line adds each pipeline rank's
  * compute per step (mean of the steps after the first) and the formula for stages of those costs
  * (pp_bubble_stages), since the stages are not equal (the first holds the embeddings, the last
- * the head and the loss) and on a shared machine neither are the cores.
+ * the head and the loss) and on a shared machine neither are the cores. The rest of the step
+ * line, the loss.csv row and the run's mean are stats.h's, as at every layout, and the memory
+ * lines are one per pipeline rank (print_memory); every rank's RSS line comes before teardown,
+ * the stages still allocated.
  *
  * Groups: each chunk's gradient buffer is cut into wte and wpe (a first chunk), its blocks, lnf
  * and wte (a last chunk), each group's forward index its priority; wte is a group of its own on
@@ -76,10 +79,10 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "trainer/optim.h"
 #include "trainer/pp_train.h"
+#include "trainer/stats.h"
 #include "trainer/zero.h"
 
 typedef struct {
@@ -132,13 +135,6 @@ static size_t msg_index(const pp_run_t *r, const pp_action_t *a, int send)
 static float *buf_of(const pp_run_t *r, const pp_action_t *a, int send)
 {
     return r->bufs + msg_index(r, a, send) * r->msg;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static int fail_dist(pp_run_t *r, const char *what)
@@ -813,6 +809,57 @@ static void teardown(pp_run_t *r)
     pp_schedule_free(&r->s);
 }
 
+/* This rank's memory per kind (the memory lines' fields): parameters (ZeRO 3: the shard kept
+ * between steps), ZeRO 3's chunks gathered during a step, gradients, AdamW state, activations,
+ * stage messages; floats. */
+enum { MEM_PARAMS, MEM_GATHERED, MEM_GRADS, MEM_ADAMW, MEM_ACTS, MEM_MSGS, MEM_N };
+
+static void memory_of(const pp_run_t *r, double *f)
+{
+    size_t par = 0, act = 0; /* the chunks' parameters (and gradients), every chunk's slots */
+    for (int v = 0; v < r->V; v++) {
+        par += gpt_stage_model(r->st[v])->num_params;
+        act += gpt_stage_act_floats(r->st[v]);
+    }
+    f[MEM_PARAMS] = (double)(r->pshard ? r->z.shard_n : par);
+    f[MEM_GATHERED] = r->pshard ? (double)par : 0;
+    f[MEM_GRADS] = (double)par; /* whole in each chunk's buffer, at every ZeRO stage */
+    f[MEM_ADAMW] = 2.0 * (double)r->z.shard_n;
+    f[MEM_ACTS] = (double)act;
+    f[MEM_MSGS] = (double)r->M * r->V * 4 * (double)r->msg;
+}
+
+/* Job rank 0 prints each pipeline rank's memory, from its line's ranks (collective over the line:
+ * every rank calls it). 0, or -1 with the reason in r->err. */
+static int print_memory(pp_run_t *r)
+{
+    double *m = calloc((size_t)r->P * MEM_N, sizeof(double));
+    if (!m) {
+        snprintf(r->err, 512, "out of memory");
+        return -1;
+    }
+    memory_of(r, m + (size_t)r->d->pp_rank * MEM_N);
+    if (r->d->pp_allreduce(r->d, DIST_PP_LINE, m, (size_t)r->P * MEM_N, 1)) {
+        free(m);
+        return fail_dist(r, "memory of the stages");
+    }
+    for (int p = 0; p < r->P && r->d->world_rank == 0; p++) {
+        const double *f = m + (size_t)p * MEM_N;
+        printf("memory per rank (pp rank %d): parameters %.2f MB", p, 4e-6 * f[MEM_PARAMS]);
+        if (r->pshard) {
+            printf(" between steps (this rank's shard), %.2f MB more during a step (the chunks "
+                   "gathered)", 4e-6 * f[MEM_GATHERED]);
+        }
+        printf(", gradients %.2f MB, AdamW state %.2f MB (ZeRO %d over %d DP rank%s), activations "
+               "%.2f MB, stage messages %.2f MB\n",
+               4e-6 * f[MEM_GRADS], 4e-6 * f[MEM_ADAMW], r->o->zero, r->d->size,
+               r->d->size == 1 ? "" : "s", 4e-6 * f[MEM_ACTS], 4e-6 * f[MEM_MSGS]);
+    }
+    fflush(stdout);
+    free(m);
+    return 0;
+}
+
 /* Job rank 0 prints the layout of its line's chunks: which layers each rank runs. */
 static void print_stages(const pp_run_t *r, const gpt_config_t *cfg)
 {
@@ -834,23 +881,12 @@ static void print_stages(const pp_run_t *r, const gpt_config_t *cfg)
         act += gpt_stage_act_floats(r->st[v]);
         seq += gpt_stage_act_seq_floats(r->st[v]);
     }
-    size_t par = 0; /* the chunks' parameters: held whole, or ZeRO 3's working set in a step */
-    for (int v = 0; v < r->V; v++) {
-        par += gpt_stage_model(r->st[v])->num_params;
-    }
     if (r->pshard) {
         printf("ZeRO 3 over %d DP rank%s: each chunk's parameters all-gathered whole once per "
                "step (posted at the step's start, waited for before the chunk's first forward, "
                "freed after its last backward; not per micro-batch or layer group: sharded "
                "between steps only); gradients whole in the chunk's buffer, reduce-scattered "
                "after its last backward (as ZeRO 1)\n", r->d->size, r->d->size == 1 ? "" : "s");
-        printf("memory per rank (pp rank 0): parameters %.2f MB between steps (this rank's "
-               "shard), %.2f MB more during a step (the chunks gathered), AdamW state %.2f MB\n",
-               4e-6 * (double)r->z.shard_n, 4e-6 * (double)par, 8e-6 * (double)r->z.shard_n);
-    } else {
-        printf("memory per rank (pp rank 0): parameters %.2f MB, AdamW state %.2f MB (ZeRO %d "
-               "over %d DP ranks)\n", 4e-6 * (double)par, 8e-6 * (double)r->z.shard_n,
-               r->o->zero, r->d->size);
     }
     printf("DP gradients: %s\n", r->d->describe(r->d));
     printf("activations per rank (pp rank 0): %.3f MB (recompute %s), of which LayerNorm and "
@@ -881,10 +917,11 @@ int pp_train_run(dist_t *d, const gpt_config_t *cfg, loader_t *ld, const pp_trai
     const double formula = pp_bubble_formula(o->kind, r.P, r.M, r.V);
     double sum_bubble = 0;
     int nsum = 0;
-    /* (1 + 3 P) step time, then each pipeline rank's busy time, executor window and compute
-     * (sums over the job: each rank fills its own); sums over the steps after the first of each
-     * pipeline rank's compute (mean over its DP ranks) */
-    const size_t ntm = 1 + 3 * (size_t)r.P;
+    stats_run_t run = {0};
+    /* (3 P) each pipeline rank's busy time, executor window and compute (sums over the job: each
+     * rank fills its own); sums over the steps after the first of each pipeline rank's compute
+     * (mean over its DP ranks) */
+    const size_t ntm = 3 * (size_t)r.P;
     double *tm = calloc(ntm, sizeof(double)), *sum_comp = calloc(r.P, sizeof(double));
     if (!rc && (!tm || !sum_comp)) {
         snprintf(err, 512, "out of memory for the timers");
@@ -892,7 +929,9 @@ int pp_train_run(dist_t *d, const gpt_config_t *cfg, loader_t *ld, const pp_trai
     }
     if (!rc && d->world_rank == 0) {
         print_stages(&r, cfg);
-        fflush(stdout);
+    }
+    if (!rc && !o->dump) {
+        rc = print_memory(&r);
     }
     double first_val = NAN, val = NAN;
     if (!rc && o->val_every > 0 && !o->dump) {
@@ -902,7 +941,8 @@ int pp_train_run(dist_t *d, const gpt_config_t *cfg, loader_t *ld, const pp_trai
         }
     }
     for (int s = start; s < o->steps && !rc; s++) {
-        double t0 = now_s(), loss, norm;
+        double t0 = stats_begin(d), loss, norm;
+        stats_step_t st = {.step = 0}; /* stats_end's, unless the step failed before it */
         for (int k = 0; k < r.M; k++) {
             loader_next_train(ld, r.x + (size_t)k * BT, r.y + (size_t)k * BT);
         }
@@ -933,9 +973,11 @@ int pp_train_run(dist_t *d, const gpt_config_t *cfg, loader_t *ld, const pp_trai
         float lr =
             lr_schedule(s, o->warmup, o->steps, (float)o->lr, (float)(o->lr * o->min_lr_frac));
         rc = update(&r, s + 1, &ac, lr, scale);
-        double *busy = tm + 1, *win = tm + 1 + r.P, *comp = tm + 1 + 2 * r.P;
+        if (!rc && stats_end(d, t0, &st)) {
+            rc = fail_dist(&r, "timers");
+        }
+        double *busy = tm, *win = tm + r.P, *comp = tm + 2 * r.P;
         memset(tm, 0, ntm * sizeof(double));
-        tm[0] = now_s() - t0;
         busy[d->pp_rank] = ex.step - ex.idle;
         win[d->pp_rank] = ex.step;
         comp[d->pp_rank] = ex.compute;
@@ -943,15 +985,16 @@ int pp_train_run(dist_t *d, const gpt_config_t *cfg, loader_t *ld, const pp_trai
                     d->pp_allreduce(d, DIST_PP_DP, tm, ntm, 1))) {
             rc = fail_dist(&r, "timers");
         }
-        for (size_t i = 1; i < ntm; i++) {
+        for (size_t i = 0; i < ntm; i++) {
             tm[i] /= d->size; /* means over the DP ranks of each pipeline rank */
         }
-        const double step_s = tm[0] / (r.P * d->size), bubble = pp_line_bubble(busy, win, r.P);
+        const double bubble = pp_line_bubble(busy, win, r.P);
         const int last = s + 1 == o->steps;
         val = NAN;
         if (!rc && o->val_every > 0 && ((s + 1) % o->val_every == 0 || last)) {
             rc = evaluate(&r, ld, &val);
         }
+        stats_add(&run, s + 1, start + 1, &st);
         if (s > start) {
             sum_bubble += bubble;
             nsum++;
@@ -961,10 +1004,10 @@ int pp_train_run(dist_t *d, const gpt_config_t *cfg, loader_t *ld, const pp_trai
         }
         if (!rc && d->world_rank == 0) {
             if (!o->quiet) {
-                printf("step %4d/%d | loss %.4f | lr %.2e | norm %.3f | %8.0f tok/s | %7.1f ms | "
-                       "bubble %.3f (formula %.3f)",
-                       s + 1, o->steps, loss, lr, norm, tokens_step / step_s, step_s * 1e3, bubble,
-                       formula);
+                printf("step %4d/%d | loss %.4f | lr %.2e | norm %.3f | %8.0f tok/s", s + 1,
+                       o->steps, loss, lr, norm, tokens_step / st.step);
+                stats_print_step(stdout, &st);
+                printf(" | bubble %.3f (formula %.3f)", bubble, formula);
                 if (!isnan(val)) {
                     printf(" | val loss %.4f", val);
                 }
@@ -976,8 +1019,8 @@ int pp_train_run(dist_t *d, const gpt_config_t *cfg, loader_t *ld, const pp_trai
                 if (!isnan(val)) {
                     fprintf(o->csv, "%.17g", val);
                 }
-                fprintf(o->csv, ",%.6e,%.1f,%.3f,%.3f,0,0\n", lr, tokens_step / step_s,
-                        step_s * 1e3, step_s * 1e3);
+                fprintf(o->csv, ",%.6e,", lr);
+                stats_csv_row(o->csv, tokens_step / st.step, &st);
                 fflush(o->csv);
             }
         }
@@ -985,6 +1028,9 @@ int pp_train_run(dist_t *d, const gpt_config_t *cfg, loader_t *ld, const pp_trai
             ckpt_failed = save(&r, cfg, ld, s + 1);
             rc = ckpt_failed < 0 ? -1 : 0;
         }
+    }
+    if (!rc && d->world_rank == 0) {
+        stats_print_run(&run, tokens_step);
     }
     if (!rc && nsum && d->world_rank == 0) {
         printf("bubble, mean of steps %d-%d: %.3f measured, %.3f formula (%s, P %d, M %d, V %d), "
@@ -1003,6 +1049,9 @@ int pp_train_run(dist_t *d, const gpt_config_t *cfg, loader_t *ld, const pp_trai
     free(sum_comp);
     if (!rc && o->val_every > 0 && !o->dump && start < o->steps && d->world_rank == 0) {
         printf("validation loss: %.6f at start, %.6f at the end\n", first_val, val);
+    }
+    if (!rc && !o->dump) {
+        stats_print_rss(d); /* the stages still allocated, as train.c's runs */
     }
     teardown(&r);
     return rc ? rc : ckpt_failed;

@@ -45,8 +45,10 @@ typedef struct {
 
 /*
  * Trains cfg's model over d's PP x DP mesh up to step o->steps (from o->resume's step, or 0), job
- * rank 0 printing each step (loss, norm, tokens/s, the measured bubble next to the formula) and
- * the validation loss (the same windows as one rank's, passed through the stages one by one).
+ * rank 0 printing each pipeline rank's memory, each step (loss, norm, tokens/s, stats.h's time and
+ * bytes per dimension, the measured bubble next to the formula), the run's means and the
+ * validation loss (the same windows as one rank's, passed through the stages one by one), and
+ * every rank its RSS line (stats_print_rss) at the end.
  * Checkpoints hold the single-rank layout (the stages gathered on save, sliced on load), so they
  * load at any --pp and --dp. 0; 1 if the last checkpoint failed to save (a warning names why);
  * or -1 with the reason in err (512 bytes): the caller aborts the job.

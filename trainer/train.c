@@ -32,9 +32,10 @@
  * The mean gradient over ranks equals the single-rank gradient of the global batch (dp * batch
  * sequences): the loader gives rank r rows [r*B, (r+1)*B) of every global batch.
  *
- * Output: a line per step (loss, tokens/s, step time split into compute and exposed communication,
- * estimated bytes sent), validation loss every --val-every steps, a sample at the end, every rank's
- * measured peak and final resident memory (report_rss), and in --out:
+ * Output: a line per step (loss, tokens/s, step time split into compute and each dimension's
+ * exposed communication, estimated bytes sent per dimension: stats.h), validation loss every
+ * --val-every steps, a sample at the end, every rank's measured peak and final resident memory
+ * (stats_print_rss), and in --out:
  * loss.csv and loss.png (gnuplot or matplotlib, when installed). --dump writes step 0's loss and
  * gradients for the layout tests (tests/trainer).
  */
@@ -48,7 +49,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -63,6 +63,7 @@
 #include "trainer/model.h"
 #include "trainer/optim.h"
 #include "trainer/pp_train.h"
+#include "trainer/stats.h"
 #include "trainer/zero.h"
 
 typedef struct {
@@ -236,15 +237,23 @@ static void usage(FILE *f)
         "  --quiet             no per-step lines\n"
         "  -h, --help          this text\n"
         "      --version       the package version\n"
-        "Each step line: loss (mean over the global batch), tokens/s (global), step time split into\n"
-        "compute and exposed communication (time blocked waiting for gradients, parameters or the\n"
-        "step's loss and norm), and the bytes this rank sent (estimated from the algorithms'\n"
-        "traffic and the compression ratio). The run ends with the mean of that split.\n"
+        "Each step line: loss (mean over the global batch), tokens/s (global), then, each the\n"
+        "mean over the job's ranks of the rank's own: the step time (the step alone: not its\n"
+        "validation or checkpoint) = compute + comm, where comm is the exposed communication of\n"
+        "each dimension, dp (gradients, ZeRO's all-gathers, the loss and norm sums), tp (TP and\n"
+        "SP collectives) and pp (stage messages, the tied embedding and the line's sums): the\n"
+        "time blocked in that dimension's blocking calls and waits (traffic that overlaps\n"
+        "compute is not counted; a wait includes the peers' lateness, a pipeline's bubble), and\n"
+        "compute is the rest (never negative); then the bytes the rank sent per dimension\n"
+        "(estimated from a ring's share of each collective and the DP compression ratio).\n"
+        "loss.csv has the same columns. The run ends with their means over the steps after the\n"
+        "first and the tokens/s of that mean step, at every --dp, --tp and --pp.\n"
         "With --pp, each step line ends with the bubble: the line's time waiting on neighbours\n"
         "(the flush included) over its busy time, next to the formula (P-1)/M (gpipe, 1f1b) or\n"
         "(P-1)/(V M) (interleaved); the run ends with the mean, the formula for stages of the\n"
-        "measured costs, and each pipeline rank's compute per step. Every rank's last line is\n"
-        "its measured peak resident memory (VmHWM) and its resident memory at exit.\n"
+        "measured costs, and each pipeline rank's compute per step; the memory lines are per pp\n"
+        "rank. Every rank's last line is its measured peak resident memory (VmHWM) and its\n"
+        "resident memory at exit, its training state still allocated.\n"
         "TEMPO_TRACE=FILE.%%r.json records the timeline (tempo-trace merge joins the ranks); with\n"
         "--pp each micro-batch's forward and backward is a span (\"F mb3 chunk0\").\n",
         dist_backends());
@@ -687,7 +696,7 @@ static FILE *open_csv(const opts_t *o, int start)
     if (!(out = fopen(p, "w"))) {
         die("cannot write %s: %s", p, strerror(errno));
     }
-    fprintf(out, "step,loss,val_loss,lr,tokens_per_s,step_ms,compute_ms,comm_ms,bytes_sent\n");
+    fputs(stats_csv_header, out);
     return out;
 }
 
@@ -1592,43 +1601,8 @@ static void setup_pipeline(opts_t *o, const gpt_config_t *cfg, pp_kind_t *kind_p
     }
 }
 
-/* --pp P > 1: the whole run on this rank's pipeline stages (trainer/pp_train.c). */
-/* kB of field ("VmHWM:") in /proc/self/status, or -1 where there is none. */
-static double proc_status_kb(const char *field)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    double kb = -1;
-    size_t n = strlen(field);
-    while (f && kb < 0 && fgets(line, sizeof line, f)) {
-        if (strncmp(line, field, n) == 0) {
-            kb = strtod(line + n, NULL);
-        }
-    }
-    if (f) {
-        fclose(f);
-    }
-    return kb;
-}
-
-/*
- * One line per rank at the end of a run: the process's measured peak resident memory (VmHWM, or
- * getrusage's ru_maxrss without /proc) and its resident memory now, with the training state still
- * allocated (VmRSS). Measured, so it includes what the memory line above leaves out: the program,
- * the C and OpenMP runtimes, tempo's transports and buffers, start-up transients.
- */
-static void report_rss(void)
-{
-    double hwm = proc_status_kb("VmHWM:"), rss = proc_status_kb("VmRSS:");
-    if (hwm < 0) {
-        struct rusage ru;
-        hwm = getrusage(RUSAGE_SELF, &ru) == 0 ? (double)ru.ru_maxrss : -1;
-    }
-    printf("memory of rank %d: peak RSS %.2f MB (VmHWM), RSS at exit %.2f MB (VmRSS)\n",
-           D->world_rank, hwm * 1.024e-3, rss * 1.024e-3);
-    fflush(stdout);
-}
-
+/* --pp P > 1: the whole run on this rank's pipeline stages (trainer/pp_train.c), which ends
+ * with each rank's memory line (stats_print_rss) while the stages are still allocated. */
 static int run_pipeline(opts_t *o, const gpt_config_t *cfg, pp_kind_t kind)
 {
     char err[512];
@@ -1678,9 +1652,6 @@ static int run_pipeline(opts_t *o, const gpt_config_t *cfg, pp_kind_t kind)
     }
     if (po.csv) {
         fclose(po.csv);
-    }
-    if (!o->dump) {
-        report_rss();
     }
     loader_close(ld);
     int last_save_failed = rc && D->world_rank == 0; /* rank 0 alone fails the run for it */
@@ -1861,8 +1832,8 @@ int main(int argc, char **argv)
         die("out of memory");
     }
     double first_val = NAN, last_val = NAN, t_run = now_s();
-    double sum_step = 0, sum_comm = 0, sum_bytes = 0; /* steps after this run's first */
-    int nsum = 0, final_ckpt_failed = 0;
+    stats_run_t run = {0}; /* the steps after this run's first */
+    int final_ckpt_failed = 0;
     int start = o.resume ? load_ckpt(&t, &o, ld) : 0, ran = start < o.steps;
     if (D->world_rank == 0 && !o.dump && !ran) {
         if (o.resume) {
@@ -1881,7 +1852,7 @@ int main(int argc, char **argv)
         }
     }
     for (int s = start; s < o.steps; s++) {
-        double t0 = now_s(), loss_sum = 0;
+        double t0 = stats_begin(D), loss_sum = 0;
         for (int k = 0; k < o.accum; k++) {
             int sync = o.zero >= 2 || k == o.accum - 1;
             loader_next_train(ld, x, y);
@@ -1903,14 +1874,13 @@ int main(int argc, char **argv)
             DIST_CHECK(D->grads_wait(D, g), "gradients");
             sq += slice_sumsq(&t, g);
         }
-        double red[2] = {loss_sum, o.zero ? sq : 0}, t_red = now_s();
+        double red[2] = {loss_sum, o.zero ? sq : 0};
         DIST_CHECK(D->sum_f64(D, red, 2), "loss");
         if (D->tp_size > 1 && !lazy) { /* the TP shards' parts of the norm */
             sq = o.zero ? red[1] : sq;
             DIST_CHECK(D->tp_sum_f64(D, &sq, 1), "gradient norm");
             red[1] = sq;
         }
-        t_red = now_s() - t_red; /* blocked too: counted as exposed communication */
         double loss = red[0] / ((double)o.accum * D->size);
         double norm = lazy ? NAN : sqrt(o.zero ? red[1] : sq);
         if (o.dump) {
@@ -1935,18 +1905,9 @@ int main(int argc, char **argv)
         if (o.zero == 3) {
             z3_updated(&t); /* the next forward gathers the updated shards group by group */
         }
-        double dt = now_s() - t0;
-        dist_counters_t cn;
-        D->counters_take(D, &cn);
-        double tm[3] = {dt, cn.wait_s + t_red, cn.bytes_sent};
-        DIST_CHECK(D->sum_f64(D, tm, 3), "timers");
-        double step_s = tm[0] / D->size, comm_s = tm[1] / D->size, bytes = tm[2] / D->size;
-        if (s > start) {
-            sum_step += step_s;
-            sum_comm += comm_s;
-            sum_bytes += bytes;
-            nsum++;
-        }
+        stats_step_t st;
+        DIST_CHECK(stats_end(D, t0, &st), "timers");
+        stats_add(&run, s + 1, start + 1, &st);
         int last = s == o.steps - 1;
         double val = NAN;
         if (o.val_every > 0 && ((s + 1) % o.val_every == 0 || last)) {
@@ -1954,16 +1915,15 @@ int main(int argc, char **argv)
             last_val = val;
         }
         if (D->world_rank == 0) {
-            double tps = (double)tokens_step / step_s;
+            double tps = (double)tokens_step / st.step;
             if (!o.quiet) {
                 char nb[32] = "-"; /* per-layer mode computes no global norm */
                 if (!isnan(norm)) {
                     snprintf(nb, sizeof nb, "%.3f", norm);
                 }
-                printf("step %4d/%d | loss %.4f | lr %.2e | norm %s | %8.0f tok/s %5.1f GFLOP/s "
-                       "| %7.1f ms (compute %.1f, comm %.1f) | sent %.2f MB",
-                       s + 1, o.steps, loss, lr, nb, tps, tps * flops_tok * 1e-9, step_s * 1e3,
-                       (step_s - comm_s) * 1e3, comm_s * 1e3, bytes * 1e-6);
+                printf("step %4d/%d | loss %.4f | lr %.2e | norm %s | %8.0f tok/s %5.1f GFLOP/s",
+                       s + 1, o.steps, loss, lr, nb, tps, tps * flops_tok * 1e-9);
+                stats_print_step(stdout, &st);
                 if (!isnan(val)) {
                     printf(" | val loss %.4f", val);
                 }
@@ -1974,8 +1934,8 @@ int main(int argc, char **argv)
             if (!isnan(val)) {
                 fprintf(csv, "%.17g", val);
             }
-            fprintf(csv, ",%.6e,%.1f,%.3f,%.3f,%.3f,%.0f\n", lr, tps, step_s * 1e3,
-                     (step_s - comm_s) * 1e3, comm_s * 1e3, bytes);
+            fprintf(csv, ",%.6e,", lr);
+            stats_csv_row(csv, tps, &st);
             fflush(csv);
         }
         if (o.ckpt_every > 0 && ((s + 1) % o.ckpt_every == 0 || last)) {
@@ -1990,13 +1950,7 @@ int main(int argc, char **argv)
         sample(&t, &o);
         if (D->world_rank == 0) {
             fclose(csv);
-            if (nsum > 0) {
-                printf("step time, mean of steps %d-%d: %.1f ms = compute %.1f + exposed "
-                       "communication %.1f (%.1f %%); %.0f tokens/s; sent %.2f MB per step\n",
-                       start + 2, o.steps, sum_step / nsum * 1e3, (sum_step - sum_comm) / nsum * 1e3,
-                       sum_comm / nsum * 1e3, 100 * sum_comm / sum_step,
-                       (double)tokens_step * nsum / sum_step, sum_bytes / nsum * 1e-6);
-            }
+            stats_print_run(&run, (double)tokens_step);
             if (o.val_every > 0) {
                 printf("validation loss: %.6f at start, %.6f at the end (steps %d-%d ran here: "
                        "%d step%s in %.1f s)\n",
@@ -2012,7 +1966,7 @@ int main(int argc, char **argv)
     }
     wait_all_params(&t);
     if (!o.dump) {
-        report_rss();
+        stats_print_rss(D);
     }
     /* A failed final save fails the run through rank 0 alone, the last to finish (a rank
      * exiting non-zero first would make the launcher end rank 0 before its last lines). */
