@@ -46,7 +46,7 @@ say() { printf '==> %s\n' "$*"; }
 #    /usr/local/cuda when present.
 packages="gcc make autoconf automake libtool pkg-config libc6-dev
           openmpi-bin libopenmpi-dev libhwloc-dev libzstd-dev libucx-dev libibverbs-dev
-          python3 iproute2 fortunes fortunes-min gnuplot-nox"
+          python3 iproute2 fortunes fortunes-min gnuplot-nox strace"
 missing=""
 for p in $packages; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -706,3 +706,24 @@ out:
     free(model);
     return rc;
 }
+
+int ckpt_dump(const char *path, int step, double loss, const float *g, size_t n, char *err)
+{
+    FILE *f = fopen(path, "wb");
+    double hdr[2] = {loss, (double)n};
+    if (!f || fwrite(hdr, sizeof hdr, 1, f) != 1 || fwrite(g, sizeof(float), n, f) != n) {
+        int e = errno;
+        if (f) {
+            fclose(f);
+        }
+        return errf(err, "cannot write %s: %s", path, strerror(e));
+    }
+    if (fclose(f) != 0) {
+        return errf(err, "cannot write %s: %s", path, strerror(errno));
+    }
+    printf("dump: wrote %s (%zu bytes): the loss (%.6f) and the synchronized gradient of step %d, "
+           "%zu float32 after a 16-byte header (loss, count as float64); no update was made\n",
+           path, sizeof hdr + n * sizeof(float), loss, step, n);
+    fflush(stdout);
+    return 0;
+}

@@ -66,11 +66,11 @@ tests_trainer_dumpcmp_LDADD = -lm
 TESTS += tests/trainer/layouts.sh tests/trainer/compressed.sh tests/trainer/tp.sh \
 	tests/trainer/zero3.sh tests/trainer/sp.sh tests/trainer/pp.sh \
 	tests/trainer/recompute.sh tests/trainer/ppzero.sh tests/trainer/hybrid.sh \
-	tests/trainer/mpi_layouts.sh
+	tests/trainer/mpi_layouts.sh tests/trainer/cli.sh
 EXTRA_DIST += tests/trainer/layouts.sh tests/trainer/compressed.sh tests/trainer/tp.sh \
 	tests/trainer/zero3.sh tests/trainer/sp.sh tests/trainer/pp.sh \
 	tests/trainer/recompute.sh tests/trainer/ppzero.sh tests/trainer/hybrid.sh \
-	tests/trainer/mpi_layouts.sh
+	tests/trainer/mpi_layouts.sh tests/trainer/cli.sh
 # runs in an --out folder (refused, --overwrite, resume) and across layouts (global batch kept on
 # resume, validation loss the same at any layout)
 TESTS += tests/trainer/runs.sh

@@ -401,7 +401,7 @@ static float *gather_full(pp_run_t *r, int k)
     return NULL;
 }
 
-static int dump(pp_run_t *r, double loss)
+static int dump(pp_run_t *r, int step, double loss)
 {
     float *g = gather_full(r, 1);
     if (!g) {
@@ -409,14 +409,10 @@ static int dump(pp_run_t *r, double loss)
     }
     size_t n = gpt_stage_model(r->st[0])->full_params;
     int rc = 0;
-    if (r->d->world_rank == 0) {
-        FILE *f = fopen(r->o->dump, "wb");
-        double hdr[2] = {loss, (double)n};
-        if (!f || fwrite(hdr, sizeof hdr, 1, f) != 1 || fwrite(g, sizeof(float), n, f) != n ||
-            fclose(f) != 0) {
-            snprintf(r->err, 512, "cannot write %s", r->o->dump);
-            rc = -1;
-        }
+    char err[CKPT_ERR_LEN];
+    if (r->d->world_rank == 0 && ckpt_dump(r->o->dump, step, loss, g, n, err)) {
+        snprintf(r->err, 512, "--dump: %s", err);
+        rc = -1;
     }
     free(g);
     return rc;
@@ -939,6 +935,9 @@ int pp_train_run(dist_t *d, const gpt_config_t *cfg, loader_t *ld, const pp_trai
         if (!rc && d->world_rank == 0) {
             printf("step %4d | val loss %.4f\n", start, first_val);
         }
+        if (!rc && o->csv && start == 0) { /* a new run's curve starts at the untrained model */
+            stats_csv_val(o->csv, 0, first_val);
+        }
     }
     for (int s = start; s < o->steps && !rc; s++) {
         double t0 = stats_begin(d), loss, norm;
@@ -966,7 +965,7 @@ int pp_train_run(dist_t *d, const gpt_config_t *cfg, loader_t *ld, const pp_trai
             break;
         }
         if (o->dump) {
-            rc = dump(&r, loss);
+            rc = dump(&r, s, loss);
             break;
         }
         float scale = clip_scale(norm, (float)o->clip);

@@ -97,6 +97,20 @@ void stats_csv_row(FILE *f, double tokens_per_s, const stats_step_t *st)
             st->bytes[DIST_DP], st->bytes[DIST_TP], st->bytes[DIST_PP]);
 }
 
+void stats_csv_val(FILE *f, int step, double val)
+{
+    fprintf(f, "%d,,%.17g", step, val);
+    int commas = 0;
+    for (const char *c = stats_csv_header; *c; c++) {
+        commas += *c == ',';
+    }
+    for (int i = 2; i < commas; i++) {
+        fputc(',', f); /* the fields after val_loss, empty */
+    }
+    fputc('\n', f);
+    fflush(f);
+}
+
 void stats_add(stats_run_t *r, int s, int first, const stats_step_t *st)
 {
     if (s == first) {

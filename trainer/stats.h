@@ -53,6 +53,9 @@ void stats_print_step(FILE *f, const stats_step_t *st);
  * bytes_pp), with its newline. */
 extern const char stats_csv_header[];
 void stats_csv_row(FILE *f, double tokens_per_s, const stats_step_t *st);
+/* A row of the validation loss val alone at step (the start of a run: before any training step,
+ * so no loss, rate or time; plotted as the validation curve's first point). */
+void stats_csv_val(FILE *f, int step, double val);
 
 /* Step s (1-based) of a run whose first step is `first`: summed unless it is the first. */
 void stats_add(stats_run_t *r, int s, int first, const stats_step_t *st);

@@ -194,10 +194,13 @@ static void usage(FILE *f)
         "                      backward, the next one prefetched; with --tp > 1, of this\n"
         "                      rank's TP shard; with --pp, each chunk once per step) [0]\n"
         "  --compress SPEC     gradient compressor, e.g. alq:bits=3, qsgd:bits=4, powersgd:rank=2,\n"
-        "                      none [none] (see tempo-info -q)\n"
-        "  --sched P           priority policy: tic, tac, fifo [tic]\n"
-        "  --bucket-bytes N    --zero 0: fuse gradients into buckets of up to N bytes (K, M, G)\n"
-        "                      [the library's TEMPO_BUCKET_BYTES]\n"
+        "                      none [TEMPO_COMPRESS, else none] (see tempo-info -q); powersgd\n"
+        "                      compresses all-reduce only: --zero 0\n"
+        "  --sched P           priority policy: tic, tac (--zero 0 only), fifo [TEMPO_SCHED, else\n"
+        "                      tic]\n"
+        "  --bucket-bytes N    --zero 0: fuse gradients into buckets of up to N bytes (K, M, G),\n"
+        "                      the first (the last layers') at most 1M [the library's\n"
+        "                      TEMPO_BUCKET_BYTES]; refused with --zero 1-3 (no buckets there)\n"
         "  --backend B         communication backend [tempo]; this build has: %s. mpi (launched\n"
         "                      by mpirun) is plain per-group MPI non-blocking collectives in\n"
         "                      posted order, uncompressed: a baseline to compare tempo with;\n"
@@ -254,6 +257,12 @@ static void usage(FILE *f)
         "measured costs, and each pipeline rank's compute per step; the memory lines are per pp\n"
         "rank. Every rank's last line is its measured peak resident memory (VmHWM) and its\n"
         "resident memory at exit, its training state still allocated.\n"
+        "Exit status: 0 done; 2 refused before any work, nothing written (a bad flag or value,\n"
+        "a layout the job cannot run, an --out holding another run, a --resume or --data that\n"
+        "cannot work: the message says what to change); 1 failed once started (a rank or the\n"
+        "network failed, a write failed, the final checkpoint failed).\n"
+        "TEMPO_SCHED and TEMPO_COMPRESS set the defaults of --sched and --compress (the start\n"
+        "line says so); a flag given with its TEMPO_* variable wins, and the run says so.\n"
         "TEMPO_TRACE=FILE.%%r.json records the timeline (tempo-trace merge joins the ranks); with\n"
         "--pp each micro-batch's forward and backward is a span (\"F mb3 chunk0\").\n",
         dist_backends());
@@ -466,17 +475,6 @@ static void say_overrides(const opts_t *o)
     }
 }
 
-/* Leave the job without aborting it: every rank calls this at the same point, rank 0 having said
- * why (a refusal before any work). */
-static void quit(int rc)
-{
-    /* Every rank refuses together, rank 0 saying why: a barrier first, so that no rank ends (and
-     * tempo-run ends the job) before rank 0 has written its reason (tp.sh saw it missing once). */
-    (void)D->barrier(D);
-    dist_close(D);
-    exit(rc);
-}
-
 /* Sums of x[0, n) over the whole job: the DP dimension, then the TP group, then the pipeline. */
 static void world_sum(double *x, int n, const char *what)
 {
@@ -487,6 +485,36 @@ static void world_sum(double *x, int n, const char *what)
     if (D->pp_size > 1) {
         DIST_CHECK(D->pp_allreduce(D, DIST_PP_LINE, x, (size_t)n, 1), what);
     }
+}
+
+/* Leave the job without aborting it: every rank calls this at the same point, rank 0 having said
+ * why (a refusal before any work: rc 2). A sum over the whole job first (not a barrier of the DP
+ * group alone, once the mesh is built), so that no rank ends, and tempo-run ends the job, before
+ * rank 0 has written its reason (tp.sh saw it missing once). */
+static void quit(int rc)
+{
+    double z = 0;
+    world_sum(&z, 1, "leaving");
+    dist_close(D);
+    exit(rc);
+}
+
+/* A refusal that each rank decides for itself (a file it reads, a state it checks): every rank
+ * learns whether any refused; then rank 0 says why if it refused, else each rank that did (msg,
+ * this rank's reason), and every rank leaves with status 2. */
+static void refuse_any(int refused, const char *msg)
+{
+    double x[2] = {refused ? 1 : 0, refused && D->world_rank == 0 ? 1 : 0};
+    world_sum(x, 2, "start-up");
+    if (x[0] == 0) {
+        return;
+    }
+    if (refused && D->world_rank == 0) {
+        fprintf(stderr, "tempo-train: %s\n", msg);
+    } else if (refused && x[1] == 0) {
+        fprintf(stderr, "tempo-train: rank %d: %s\n", D->world_rank, msg);
+    }
+    quit(2);
 }
 
 /* Rank 0's values of x[0, n) on every rank. */
@@ -544,7 +572,7 @@ static void check_out(const opts_t *o)
     }
     from_rank0(&bad, 1);
     if (bad) {
-        quit(1);
+        quit(2);
     }
 }
 
@@ -554,12 +582,36 @@ static void resume_path(const opts_t *o, char *path)
     char err[CKPT_ERR_LEN], dir[4096];
     snprintf(dir, sizeof dir, "%s/ckpt", o->out);
     if (!strcmp(o->resume, "latest")) {
-        if (ckpt_latest(dir, path, err)) {
-            die("--resume latest: %s", err);
-        }
+        char msg[CKPT_ERR_LEN + 64];
+        int bad = ckpt_latest(dir, path, err) != 0;
+        snprintf(msg, sizeof msg,
+                 "--resume latest: %s (start a new run without --resume, or pass the --out of "
+                 "the run to continue)", bad ? err : "");
+        refuse_any(bad, msg);
     } else {
         snprintf(path, 4096, "%s", o->resume);
     }
+}
+
+/* --resume: the checkpoint's data position must fit this run's data (the same corpus, split and
+ * context), or every rank refuses, saying how to go on, before anything is loaded. */
+static void resume_data(const opts_t *o, loader_t *ld)
+{
+    char path[4096], err[DATA_ERR_LEN], msg[DATA_ERR_LEN + 8192] = "";
+    ckpt_meta_t mt;
+    resume_path(o, path);
+    int bad = ckpt_peek(path, &mt, err) != 0;
+    if (bad) {
+        snprintf(msg, sizeof msg, "--resume: %s; nothing was loaded", err);
+    } else if ((bad = loader_set_state(ld, &mt.loader, err) != 0)) {
+        snprintf(msg, sizeof msg,
+                 "--resume %s: its data position does not fit this run's data: %s. Nothing was "
+                 "changed. To continue that run, pass the --data, --val-frac and --context it "
+                 "was trained with (this run: --data %s --val-frac %g --context %d); to train on "
+                 "other data, start a new run (another --out, or --overwrite)",
+                 path, err, o->data, o->val_frac, o->context);
+    }
+    refuse_any(bad, msg);
 }
 
 /* The largest b <= cap that divides n (n, cap >= 1). */
@@ -592,7 +644,7 @@ static void keep_global_batch(opts_t *o, const char *path)
     }
     from_rank0(v, 4);
     if (!v[0]) {
-        quit(1);
+        quit(2);
     }
     int sb = (int)v[1], sdp = (int)v[2], sk = (int)v[3], dp = D->size;
     if (sb <= 0) { /* a version-1 checkpoint: its global batch is unknown */
@@ -635,7 +687,24 @@ static void keep_global_batch(opts_t *o, const char *path)
                     o->batch, dp, plural(dp), o->accum, b, per / b);
         }
     }
-    quit(1);
+    quit(2);
+}
+
+/* mkdir -p: path and its missing parents; 0, or -1 with errno. */
+static int mkdir_p(const char *path)
+{
+    char p[4096];
+    snprintf(p, sizeof p, "%s", path);
+    for (char *c = p + 1; *c; c++) {
+        if (*c == '/') {
+            *c = '\0';
+            if (mkdir(p, 0777) != 0 && errno != EEXIST) {
+                return -1;
+            }
+            *c = '/';
+        }
+    }
+    return mkdir(p, 0777) != 0 && errno != EEXIST ? -1 : 0;
 }
 
 /* Open loss.csv for appending this run's steps. A new run writes the header. A resume from step
@@ -690,7 +759,7 @@ static FILE *open_csv(const opts_t *o, int start)
         }
         return out;
     }
-    if (mkdir(o->out, 0777) != 0 && errno != EEXIST) {
+    if (mkdir_p(o->out) != 0) {
         die("cannot create --out %s: %s", o->out, strerror(errno));
     }
     if (!(out = fopen(p, "w"))) {
@@ -1213,18 +1282,14 @@ static int ckpt_gathers(int k, const float *whole)
     return D->tp_size > 1 || (k == 0 && !whole);
 }
 
-static void dump_step0(trainer_t *t, const char *path, double loss)
+static void dump_step0(trainer_t *t, const char *path, int step, double loss)
 {
     gpt_model_t *m = t->m;
     /* ZeRO 1 keeps its slices in place in the whole gradient, ZeRO 2 and 3 in gshard */
     float *g = gather_state(t, t->gshard ? NULL : m->grads, t->gshard);
-    if (D->world_rank == 0) {
-        FILE *f = fopen(path, "wb");
-        double hdr[2] = {loss, (double)m->full_params};
-        if (!f || fwrite(hdr, sizeof hdr, 1, f) != 1 ||
-            fwrite(g, sizeof(float), m->full_params, f) != m->full_params || fclose(f) != 0) {
-            die("cannot write %s: %s", path, strerror(errno));
-        }
+    char err[CKPT_ERR_LEN];
+    if (D->world_rank == 0 && ckpt_dump(path, step, loss, g, m->full_params, err)) {
+        die("--dump: %s", err);
     }
     free(g);
 }
@@ -1447,7 +1512,7 @@ static int load_ckpt(trainer_t *t, const opts_t *o, loader_t *ld)
         z3_updated(t);
     }
     char lerr[DATA_ERR_LEN];
-    if (loader_set_state(ld, &got.loader, lerr)) {
+    if (loader_set_state(ld, &got.loader, lerr)) { /* resume_data checked it */
         die("--resume %s: data position: %s", path, lerr);
     }
     free(r);
@@ -1459,31 +1524,39 @@ static int load_ckpt(trainer_t *t, const opts_t *o, loader_t *ld)
     return (int)got.step;
 }
 
-static void plot(const char *dir)
+/* loss.png from DIR/loss.csv (gnuplot, else matplotlib): the training loss and the validation
+ * losses (the first at step 0 for a new run), titled with the run's layout. */
+static void plot(const opts_t *o)
 {
-    char cmd[4096];
+    char cmd[8192], title[256];
+    snprintf(title, sizeof title,
+             "tempo-train: %d layers, %d channels; %d rank%s: dp %d x tp %d x pp %d, ZeRO %d",
+             o->layers, o->channels, D->world_size, plural(D->world_size), o->dp, o->tp, o->pp,
+             o->zero);
     snprintf(cmd, sizeof cmd,
              "cd '%s' && if command -v gnuplot >/dev/null 2>&1; then gnuplot -e \""
              "set terminal pngcairo size 900,540; set output 'loss.png'; set datafile separator ',';"
-             "set xlabel 'step'; set ylabel 'loss'; set key autotitle columnhead;"
+             "set title '%s'; set xlabel 'step'; set ylabel 'loss'; set key autotitle columnhead;"
              "plot 'loss.csv' using 1:2 with lines title 'train', '' using 1:3 with linespoints "
              "title 'validation'\" 2>/dev/null; elif [ -x /usr/bin/python3 ]; then "
              "/usr/bin/python3 -c \"import csv,matplotlib; matplotlib.use('Agg');"
              "import matplotlib.pyplot as p; r=list(csv.DictReader(open('loss.csv')));"
-             "p.plot([int(a['step']) for a in r],[float(a['loss']) for a in r],label='train');"
+             "t=[a for a in r if a['loss']];"
+             "p.plot([int(a['step']) for a in t],[float(a['loss']) for a in t],label='train');"
              "v=[a for a in r if a['val_loss']];"
              "p.plot([int(a['step']) for a in v],[float(a['val_loss']) for a in v],'o-',"
-             "label='validation'); p.xlabel('step'); p.ylabel('loss'); p.legend();"
-             "p.savefig('loss.png',dpi=100)\" 2>/dev/null; fi",
-             dir);
+             "label='validation'); p.title('%s'); p.xlabel('step'); p.ylabel('loss');"
+             "p.legend(); p.savefig('loss.png',dpi=100)\" 2>/dev/null; fi",
+             o->out, title, title);
     int rc = system(cmd);
     struct stat st;
     char png[4096];
-    snprintf(png, sizeof png, "%s/loss.png", dir);
+    snprintf(png, sizeof png, "%s/loss.png", o->out);
     if (rc == 0 && stat(png, &st) == 0) {
-        printf("loss curve: %s/loss.csv, %s\n", dir, png);
+        printf("loss curve: %s/loss.csv, %s\n", o->out, png);
     } else {
-        printf("loss curve: %s/loss.csv (no PNG: install gnuplot or python3-matplotlib)\n", dir);
+        printf("loss curve: %s/loss.csv (no PNG: install gnuplot or python3-matplotlib)\n",
+               o->out);
     }
 }
 
@@ -1608,8 +1681,12 @@ static int run_pipeline(opts_t *o, const gpt_config_t *cfg, pp_kind_t kind)
     char err[512];
     loader_t *ld = loader_open(o->data, DATA_BYTE_VOCAB, o->context, o->batch, D->rank, D->size,
                                o->seed, o->val_frac, err);
-    if (!ld || loader_set_accum(ld, o->micro, err)) {
-        die("data: %s", err);
+    char derr[DATA_ERR_LEN + 8];
+    int dbad = !ld || loader_set_accum(ld, o->micro, err);
+    snprintf(derr, sizeof derr, "data: %s", dbad ? err : "");
+    refuse_any(dbad, derr);
+    if (o->resume) {
+        resume_data(o, ld);
     }
     char ckdir[4096], resume[4096];
     snprintf(ckdir, sizeof ckdir, "%s/ckpt", o->out);
@@ -1652,6 +1729,7 @@ static int run_pipeline(opts_t *o, const gpt_config_t *cfg, pp_kind_t kind)
     }
     if (po.csv) {
         fclose(po.csv);
+        plot(o);
     }
     loader_close(ld);
     int last_save_failed = rc && D->world_rank == 0; /* rank 0 alone fails the run for it */
@@ -1762,8 +1840,12 @@ int main(int argc, char **argv)
     }
     loader_t *ld = loader_open(o.data, DATA_BYTE_VOCAB, o.context, o.batch, D->rank, D->size,
                                o.seed, o.val_frac, err);
-    if (!ld || loader_set_accum(ld, o.accum, err)) {
-        die("data: %s", err);
+    char derr[DATA_ERR_LEN + 8];
+    int dbad = !ld || loader_set_accum(ld, o.accum, err);
+    snprintf(derr, sizeof derr, "data: %s", dbad ? err : "");
+    refuse_any(dbad, derr);
+    if (o.resume) {
+        resume_data(&o, ld);
     }
     if (gpt_alloc_acts(m, o.batch, o.context)) {
         die("model: %s", gpt_last_error());
@@ -1850,6 +1932,9 @@ int main(int argc, char **argv)
         if (D->world_rank == 0) {
             printf("step %4d | val loss %.4f\n", start, first_val);
         }
+        if (csv && start == 0) { /* a new run's curve starts at the untrained model */
+            stats_csv_val(csv, 0, first_val);
+        }
     }
     for (int s = start; s < o.steps; s++) {
         double t0 = stats_begin(D), loss_sum = 0;
@@ -1884,7 +1969,7 @@ int main(int argc, char **argv)
         double loss = red[0] / ((double)o.accum * D->size);
         double norm = lazy ? NAN : sqrt(o.zero ? red[1] : sq);
         if (o.dump) {
-            dump_step0(&t, o.dump, loss);
+            dump_step0(&t, o.dump, s, loss);
             break;
         }
         float scale = lazy ? 1.0f : clip_scale(norm, (float)o.clip);
@@ -1961,7 +2046,7 @@ int main(int argc, char **argv)
                        "0)\n", start + 1, o.steps, o.steps - start, plural(o.steps - start),
                        now_s() - t_run);
             }
-            plot(o.out);
+            plot(&o);
         }
     }
     wait_all_params(&t);
