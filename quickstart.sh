@@ -86,7 +86,8 @@ build() {
 
 # count DIR [LABEL]: adds the TAP results of the tree DIR's last make check (its .trs files, other
 #   build-* trees left out) to passed/failed/skipped, and prints each failed test with its failed
-#   checks and the diagnostics that follow them, so that a failure is readable from the CI output.
+#   checks and all the diagnostics that follow them (the failing run's command, status and log),
+#   so that a failure is readable from the CI output.
 passed=0
 failed=0
 skipped=0
@@ -100,8 +101,13 @@ count() {
         skipped=$((skipped + s))
         if [ "$f" -gt 0 ]; then
             echo "FAILED${2:+ ($2)}: ${trs%.trs} (log: ${trs%.trs}.log)"
-            grep -A6 '^not ok' "${trs%.trs}.log" 2>/dev/null | grep -v '^\(PASS\|FAIL\|SKIP\):' |
-                head -40 | sed 's/^/    /' || true
+            # each failed check with every diagnostic line after it (the failing run's command,
+            # status and log: tests/mr/launch.sh's diag), up to 150 lines a test
+            awk '/^not ok/ {on = 1; print; next} /^(ok|not ok|PASS|FAIL|SKIP|ERROR)/ {on = 0}
+                 on' "${trs%.trs}.log" 2>/dev/null | head -150 | sed 's/^/    /' || true
+            # no failed check (a crash, a Bail out!, a wrong plan): the log's end
+            grep -q '^not ok' "${trs%.trs}.log" 2>/dev/null ||
+                tail -n 30 "${trs%.trs}.log" 2>/dev/null | sed 's/^/    /' || true
         fi
     done
 }

@@ -184,6 +184,19 @@ static tempo_status_t root_listen(tempo__bootstrap_t *bs, tempo__addr_t *local_p
     if (l->has_root) {
         TEMPO_CHECK(tempo__addr_parse(l->root_text, &addr));
         *local_p = addr;
+        /* tempo-run's socket, listening at TEMPO_ROOT since before this rank started: binding
+         * the port here instead could find it taken by then */
+        if (tempo__cfg.root_fd >= 0) {
+            if (tempo__sock_adopt_listener(tempo__cfg.root_fd, &addr) == TEMPO_OK) {
+                bs->fd = tempo__cfg.root_fd;
+                TEMPO_INFO(TEMPO_SUB_INIT, "rendezvous at %s on the launcher's socket (fd %d)",
+                           l->root_text, bs->fd);
+                return TEMPO_OK;
+            }
+            TEMPO_WARN(TEMPO_SUB_INIT,
+                       "TEMPO_ROOT_FD=%d: %s; listening at TEMPO_ROOT=%s instead",
+                       tempo__cfg.root_fd, tempo__errmsg(), l->root_text);
+        }
         /* Listen on all interfaces of the root's family, at the given port. */
         tempo__addr_t any = addr;
         if (any.ss.ss_family == AF_INET) {

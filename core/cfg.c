@@ -60,6 +60,9 @@ static const field_t fields[] = {
       "Rendezvous address host:port; rank 0 listens there. Unset: a job on one host meets through "
       "a "
       "file in $TMPDIR keyed by the launcher's job id"),
+    F("TEMPO_ROOT_FD", "", T_INT, root_fd,
+      "Set by tempo-run for rank 0: a socket already listening at TEMPO_ROOT, which rank 0 "
+      "uses instead of binding the port itself (a port released for it could be taken first)"),
     F("TEMPO_JOB_ID", "", T_STRING, job_id,
       "Job identity checked at the rendezvous, so that concurrent jobs cannot mix (default: the "
       "launcher's job id, else the parent pid)"),

@@ -16,6 +16,7 @@ typedef struct tempo__config {
     int size;              /* TEMPO_SIZE, -1 when unset */
     int local_size;        /* TEMPO_LOCAL_SIZE, -1 when unset */
     char root[256];        /* TEMPO_ROOT "host:port", "" when unset */
+    int root_fd;           /* TEMPO_ROOT_FD: rank 0's inherited listening socket, -1 when unset */
     char job_id[128];      /* TEMPO_JOB_ID */
     char host_id[128];     /* TEMPO_HOST_ID */
     double timeout_s;      /* TEMPO_TIMEOUT, seconds */

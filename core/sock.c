@@ -152,6 +152,30 @@ tempo_status_t tempo__sock_listen(const tempo__addr_t *addr, int *fd_p, tempo__a
     return TEMPO_OK;
 }
 
+tempo_status_t tempo__sock_adopt_listener(int fd, const tempo__addr_t *addr)
+{
+    int listening = 0, type = 0;
+    socklen_t n = sizeof(listening), tn = sizeof(type);
+    tempo__addr_t bound;
+    bound.len = sizeof(bound.ss);
+    if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &n) != 0 ||
+        getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tn) != 0 ||
+        getsockname(fd, (struct sockaddr *)&bound.ss, &bound.len) != 0) {
+        return tempo__err(TEMPO_ERR_INVALID, "descriptor %d is not a socket: %s", fd,
+                          strerror(errno));
+    }
+    if (!listening || type != SOCK_STREAM || bound.ss.ss_family != addr->ss.ss_family ||
+        tempo__addr_port(&bound) != tempo__addr_port(addr)) {
+        return tempo__err(TEMPO_ERR_INVALID,
+                          "descriptor %d is not a TCP socket listening on port %d", fd,
+                          tempo__addr_port(addr));
+    }
+    if (fcntl(fd, F_SETFD, FD_CLOEXEC) != 0) {
+        return tempo__err(TEMPO_ERR_SYSTEM, "fcntl(%d): %s", fd, strerror(errno));
+    }
+    return TEMPO_OK;
+}
+
 static int remaining_ms(uint64_t deadline)
 {
     uint64_t now = tempo__now_ns();

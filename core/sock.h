@@ -27,6 +27,9 @@ int tempo__addr_is_any(const tempo__addr_t *a);
 
 /** Listen on addr (port 0 = ephemeral); *bound_p receives the bound address. backlog >= 128. */
 tempo_status_t tempo__sock_listen(const tempo__addr_t *addr, int *fd_p, tempo__addr_t *bound_p);
+/** Take over fd, an inherited socket that must already listen on a TCP port equal to addr's
+ *  (made close-on-exec); TEMPO_ERR_INVALID, fd untouched, when it is not such a socket. */
+tempo_status_t tempo__sock_adopt_listener(int fd, const tempo__addr_t *addr);
 /** Connect, retrying refused/unreachable until deadline (ns). The socket is blocking. */
 tempo_status_t tempo__sock_connect(const tempo__addr_t *addr, uint64_t deadline, int *fd_p);
 /** Accept one connection before deadline. */

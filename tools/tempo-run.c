@@ -12,7 +12,9 @@
  * - tempo-run signals only pids it forked, and only while they are unreaped: a zombie keeps its
  *   pid, so the pid cannot have been reused by an unrelated process. It never signals groups.
  * - Every descriptor tempo-run opens is close-on-exec and inherited ones are made so at start, so
- *   a rank starts with exactly fds 0, 1 and 2.
+ *   a rank starts with exactly fds 0, 1 and 2, and rank 0 also with the rendezvous socket (named
+ *   by TEMPO_ROOT_FD), which tempo-run listens on from before the first fork: a port released for
+ *   rank 0 to bind could be taken by another socket in between.
  * - All rank output passes through this one process, one write() per prefixed line, so lines of
  *   different ranks never interleave mid-line.
  * - One event loop blocks in poll() on the rank pipes and a self-pipe fed by the signal handlers;
@@ -126,6 +128,10 @@ static struct {
     struct rlimit orig_nofile;
     bool nofile_raised;
 
+    /* the rendezvous socket (setup_env): listening at TEMPO_ROOT from before the first fork,
+       handed to rank 0 as TEMPO_ROOT_FD, closed here once the ranks are started; -1 if none */
+    int root_fd;
+
     /* stdin relay to rank 0, used only when stdin is a terminal (see setup_stdin) */
     int relay_r, relay_w; /* pipe; relay_r is dup'ed to rank 0's fd 0 and then closed here */
     char relay_buf[4096];
@@ -136,7 +142,7 @@ static struct {
     char *list;                /* scratch for rank lists, (nranks * 7 + 16) bytes */
     struct pollfd *pfds;       /* (2 * nranks + 2) */
     tr_stream_t **pfd_streams; /* stream behind pfds[i], NULL for the others */
-} tr = {.relay_r = -1, .relay_w = -1, .sig_rfd = -1};
+} tr = {.relay_r = -1, .relay_w = -1, .sig_rfd = -1, .root_fd = -1};
 
 static void usage_short(FILE *f)
 {
@@ -151,8 +157,9 @@ static void usage_full(void)
         "Start N copies of PROGRAM on this machine, one per rank, and wait for them.\n"
         "PROGRAM is looked up in PATH. Rank r runs with\n"
         "  TEMPO_RANK=r  TEMPO_SIZE=N  TEMPO_LOCAL_RANK=r  TEMPO_LOCAL_SIZE=N\n"
-        "  TEMPO_ROOT=127.0.0.1:PORT  (PORT was free when tempo-run started; a\n"
-        "                             non-empty TEMPO_ROOT already set is kept)\n"
+        "  TEMPO_ROOT=127.0.0.1:PORT  (tempo-run listens there and hands the socket\n"
+        "                             to rank 0 as TEMPO_ROOT_FD; a non-empty\n"
+        "                             TEMPO_ROOT already set is kept)\n"
         "\n"
         "Options:\n"
         "  -n, -np, --np N      number of ranks, 1 to 4096 (required)\n"
@@ -827,6 +834,12 @@ static _Noreturn void child_main(int rank, int out_w, int err_w, int report_fd)
     snprintf(num, sizeof num, "%d", rank);
     if (setenv("TEMPO_RANK", num, 1) != 0 || setenv("TEMPO_LOCAL_RANK", num, 1) != 0)
         child_fail(report_fd, TR_STAGE_ENV);
+    /* rank 0 inherits the rendezvous socket, the one descriptor beyond 0-2 a rank starts with */
+    if (rank == 0 && tr.root_fd >= 0) {
+        snprintf(num, sizeof num, "%d", tr.root_fd);
+        if (fcntl(tr.root_fd, F_SETFD, 0) != 0 || setenv("TEMPO_ROOT_FD", num, 1) != 0)
+            child_fail(report_fd, TR_STAGE_ENV);
+    }
 
     execvp(tr.prog_argv[0], tr.prog_argv);
     child_fail(report_fd, TR_STAGE_EXEC);
@@ -1077,13 +1090,17 @@ static void setup_env(void)
 {
     char num[16];
     snprintf(num, sizeof num, "%d", tr.nranks);
-    if (setenv("TEMPO_SIZE", num, 1) != 0 || setenv("TEMPO_LOCAL_SIZE", num, 1) != 0)
+    if (setenv("TEMPO_SIZE", num, 1) != 0 || setenv("TEMPO_LOCAL_SIZE", num, 1) != 0 ||
+        unsetenv("TEMPO_ROOT_FD") != 0) /* an outer job's socket is not this job's */
         goto fail;
     const char *root = getenv("TEMPO_ROOT");
     if (root != NULL && root[0] != '\0')
         return; /* the user's rendezvous address (maybe from -x) wins */
 
-    /* A port the kernel just handed out and we released: free now, and rank 0 binds it soon. */
+    /* The rendezvous socket, bound and listening here and handed to rank 0 (child_main): a port
+       found free and released for rank 0 to bind later can be taken in between by any socket
+       of the machine (under make check -j16, 3 jobs in 1920 failed so: "Address already in
+       use"). Ranks that start before rank 0 queue in its backlog. */
     struct sockaddr_in sa;
     socklen_t len = sizeof sa;
     memset(&sa, 0, sizeof sa);
@@ -1091,11 +1108,12 @@ static void setup_env(void)
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (s < 0 || bind(s, (struct sockaddr *)&sa, sizeof sa) != 0 ||
+        listen(s, tr.nranks < SOMAXCONN ? SOMAXCONN : tr.nranks) != 0 ||
         getsockname(s, (struct sockaddr *)&sa, &len) != 0) {
-        say("cannot find a free TCP port on 127.0.0.1 for TEMPO_ROOT: %s", strerror(errno));
+        say("cannot listen on 127.0.0.1 for TEMPO_ROOT: %s", strerror(errno));
         exit(TR_EXIT_INTERNAL);
     }
-    close(s);
+    tr.root_fd = s;
     char addr[32];
     snprintf(addr, sizeof addr, "127.0.0.1:%u", (unsigned)ntohs(sa.sin_port));
     if (setenv("TEMPO_ROOT", addr, 1) == 0)
@@ -1202,6 +1220,10 @@ int main(int argc, char **argv)
         handle_signals(); /* a rank that already failed, or a ^C, stops the launch early */
     }
     tr.starting = false;
+    if (tr.root_fd >= 0) { /* rank 0 has its copy (or never started) */
+        close(tr.root_fd);
+        tr.root_fd = -1;
+    }
     if (tr.relay_r >= 0) { /* rank 0 never started: nobody to relay stdin to */
         close(tr.relay_r);
         tr.relay_r = -1;

@@ -1,6 +1,9 @@
 # tests/mr/launch.sh — sourced by the multi-rank drivers (sched.sh, bucketer.sh): their common
 # set-up, and one launch of a test program through tempo-run with its TAP points.
 #
+#   diag LOG
+# a failed point's evidence as TAP diagnostics (below), whole enough to explain a CI failure.
+#
 #   mr_prepare NAME PROG
 # checks that $TR (tempo-run) and PROG are built (else "Bail out!"), clears every TEMPO_* variable
 # the caller's environment could set, sets TEMPO_TIMEOUT=60 (a lost message shows up as the
@@ -47,6 +50,29 @@ mr_prepare() {
     trap 'exit 1' HUP INT TERM
 }
 
+# diag LOG: a failed point's evidence as TAP diagnostics, so that a CI log explains the failure by
+# itself: the command and exit status of the launch that wrote LOG (when tests/trainer/lib.sh's
+# launch wrote it), then the whole log if it is short, else its lines that name an error (at most
+# 30) and its last 40.
+diag() {
+    if [ ! -f "$1" ]; then
+        echo "#   (no log: $1 was not written)"
+        return
+    fi
+    eval "_dcmd=\${_cmd_$(printf '%s' "$1" | cksum | cut -d' ' -f1):-}"
+    [ -z "$_dcmd" ] || echo "#   $_dcmd"
+    _dn=$(wc -l <"$1")
+    echo "#   $1 ($_dn lines):"
+    if [ "$_dn" -le 80 ]; then
+        cut -c 1-300 "$1" | sed 's/^/#   | /'
+    else
+        grep -n -i -E 'error|fail|refus|timed? ?out|abort|signal|tempo-run:|cannot|not ok' "$1" |
+            head -n 30 | cut -c 1-300 | sed 's/^/#   | /'
+        echo "#   | ... (the last 40 lines:)"
+        tail -n 40 "$1" | cut -c 1-300 | sed 's/^/#   | /'
+    fi
+}
+
 mr_launch() {
     _label=$1 _n=$2 _dir=$3 _envs=$4
     shift 4
@@ -71,7 +97,7 @@ mr_launch() {
     else
         echo "not ok $num - $_desc"
         echo "# tempo-run exited with status $_rc${_missing:+; no END line from rank(s)$_missing}"
-        tail -n 15 "$_dir/out" | cut -c 1-300 | sed 's/^/#   /'
+        diag "$_dir/out"
     fi
     # shellcheck disable=SC2086
     awk -v n="$_n" -v tr="$_label" -v strict=0 -v num="$num" \

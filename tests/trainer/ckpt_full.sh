@@ -31,7 +31,7 @@ check() {
     if [ $_s != 0 ]; then
         echo "# exit status $rc; contents of $ckpt:"
         ls -AR "$ckpt" | sed 's/^/#   /'
-        tail -n 12 "$tmp/log" | cut -c 1-250 | sed 's/^/#   /'
+        diag "$tmp/log"
     fi
 }
 # train OUT [args...]: 2 ranks, ZeRO 1, a checkpoint after each step; sets rc

@@ -32,7 +32,7 @@ has() { grep -qF -- "$2" "$1"; }
 exits() {
     [ "$rc" = "$2" ] && return 0
     echo "#   exit status $rc, expected $2; $1:"
-    tail -n 8 "$1" | sed 's/^/#   /'
+    diag "$1"
     return 1
 }
 

@@ -37,7 +37,7 @@ for cfg in "none none" "alq alq:bits=3"; do
         ok "--compress $2: 200 steps, validation loss $v (start, end) fell by a third"
     else
         notok "--compress $2: 200 steps (validation loss '$v', exit $rc)"
-        tail -n 5 "$tmp/$1.log" | sed 's/^/#   /'
+        diag "$tmp/$1.log"
     fi
 done
 end_none=${v_none#* } end_alq=${v_alq#* }

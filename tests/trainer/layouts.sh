@@ -118,7 +118,7 @@ if [ -x /usr/bin/python3 ]; then
             [ "$(grep -c "\"name\": \"$name\"" "$tmp/tr$z.1.json")" -ge 3 ] || rc=1
         done
         point $rc "ZeRO $z with TEMPO_TRACE: both ranks' timelines valid, compute spans of every group"
-        [ $rc = 0 ] || sed 's/^/#   /' "$tmp/trc$z" "$tmp/tr$z.log" | tail -n 5
+        [ $rc = 0 ] || { sed "s/^/#   /" "$tmp/trc$z" | tail -n 5; diag "$tmp/tr$z.log"; }
     done
 else
     ok "# SKIP /usr/bin/python3 not found (tempo-trace check)"

@@ -14,7 +14,8 @@
 #
 #   ok DESCRIPTION / notok DESCRIPTION / point STATUS DESCRIPTION [LOG]
 # one TAP line numbered $num + 1 (advances $num); point: ok when STATUS is 0, else not ok and,
-# given LOG, its last 6 lines as diagnostics.
+# given LOG, diag LOG: the launch's command line and exit status, and the log (whole when short,
+# else its error lines and its last 40), so that a failure in CI explains itself.
 #
 #   launch N LOG [ARGS...]
 # tempo-train $MODEL ARGS on N ranks through tempo-run (hang guard $guard), output in LOG, stdin
@@ -27,10 +28,11 @@
 #
 #   dumped STATUS REF DUMP DESCRIPTION LOG
 # one point: the run that wrote the step-0 dump DUMP exited with STATUS and DUMP equals the dump
-# REF within 1e-5 (dumpcmp); prints dumpcmp's summary ($res) and, on failure, LOG's last 5 lines.
+# REF within 1e-5 (dumpcmp); prints dumpcmp's summary ($res) and, on failure, diag LOG.
 #
-#   col CSV N / losses RUN
-# column N of CSV's rows (without the header) / the loss column of RUN/loss.csv.
+#   col CSV N / steps_csv CSV / losses RUN
+# column N of CSV's rows (without the header) / CSV's rows of training steps (not the step-0
+# validation row, whose loss is empty) / the loss column of RUN/loss.csv's training steps.
 #   worst A B N
 # the largest relative difference of the loss-column files A and B (%.3g), or "missing" unless
 # both have N lines.
@@ -52,7 +54,7 @@
 # compare of the last 5 losses of the uninterrupted run A ($tmp/want) and the losses of B, the run
 # resumed from A's step 5 ($tmp/got), within 1e-5: sets $w.
 #   report STATUS DESCRIPTION LOG
-# point STATUS "DESCRIPTION (worst $w)"; when $w is "missing", LOG's last 3 lines.
+# point STATUS "DESCRIPTION (worst $w)" LOG.
 #   track A B N TOL DESCRIPTION
 # agree A B N TOL, then report with B.log.
 #
@@ -89,7 +91,7 @@ point() {
         ok "$2"
     else
         notok "$2"
-        [ -z "$3" ] || tail -n 6 "$3" | cut -c 1-250 | sed 's/^/#   /'
+        [ -z "$3" ] || diag "$3"
     fi
 }
 
@@ -99,6 +101,9 @@ launch() {
     # shellcheck disable=SC2086 # $MODEL is a word list
     "$TR" -n "$_tn" --timeout "$guard" "$TT" $MODEL "$@" >"$_tlog" 2>&1 </dev/null
     rc=$?
+    # what diag prints for this log: the command line and its status
+    _tcmdline="exit status $rc of: tempo-run -n $_tn tempo-train $MODEL $*"
+    eval "_cmd_$(printf '%s' "$_tlog" | cksum | cut -d' ' -f1)=\"\$_tcmdline\""
     return $rc
 }
 
@@ -118,11 +123,12 @@ dumped() {
     fi
     point $_drc "$4"
     echo "# $res"
-    [ $_drc = 0 ] || sed 's/^/#   /' "$5" | tail -n 5
+    [ $_drc = 0 ] || diag "$5"
 }
 
 col() { tail -n +2 "$1" | cut -d, -f"$2"; }
-losses() { col "$1/loss.csv" 2; }
+steps_csv() { tail -n +2 "$1" | awk -F, '$2 != ""'; }
+losses() { steps_csv "$1/loss.csv" | cut -d, -f2; }
 worst() {
     paste -d' ' "$1" "$2" | awk -v n="$3" '{e = ($1 - $2) / $1; if (e < 0) e = -e;
         if (e > w) w = e} END {if (NR != n || NF != 2) print "missing"; else printf "%.3g", w}'
@@ -142,8 +148,7 @@ resumed() {
     compare "$tmp/want" "$tmp/got" 5 1e-5
 }
 report() {
-    point "$1" "$2 (worst $w)"
-    [ "$w" != missing ] || tail -n 3 "$3" | sed 's/^/#   /'
+    point "$1" "$2 (worst $w)" "$3"
 }
 track() {
     agree "$1" "$2" "$3" "$4"
@@ -156,7 +161,7 @@ refused() {
     launch "$_rn" "$tmp/bad.log" --out "$tmp/bad" "$@"
     [ $rc != 0 ] && grep -q -- "$_msg" "$tmp/bad.log" && ! grep -q "step " "$tmp/bad.log" &&
         [ ! -e "$tmp/bad/loss.csv" ]
-    point $? "$_lbl is refused before any work"
+    point $? "$_lbl is refused before any work" "$tmp/bad.log"
     grep -m1 -- "$_msg" "$tmp/bad.log" | sed 's/^/# /'
 }
 

@@ -45,12 +45,12 @@ echo "$LAYOUTS" | while IFS=: read -r name n args; do
         rc=$?
         if [ $mode = none ]; then
             point $rc "$name none: step-0 dump and 10 steps"
-            [ $rc = 0 ] || tail -n 5 "$o.log" "$o.steps.log" | sed 's/^/#   /'
+            [ $rc = 0 ] || { diag "$o.log"; diag "$o.steps.log"; }
             continue
         fi
         [ $rc = 0 ] && cmp -s "$tmp/$name-none.bin" "$o.bin"
         point $? "$name $mode: step-0 loss and full gradient bitwise those of none"
-        [ $rc = 0 ] || tail -n 5 "$o.log" "$o.steps.log" | sed 's/^/#   /'
+        [ $rc = 0 ] || { diag "$o.log"; diag "$o.steps.log"; }
         losses "$tmp/$name-none.steps" >"$o.none.l"
         losses "$o.steps" >"$o.l"
         [ "$(wc -l <"$o.l")" = 10 ] && cmp -s "$o.none.l" "$o.l"

@@ -64,7 +64,7 @@ structure() {
         { cut -c 1-250 "$1.steps" | sed 's/^/#   /'; return 1; }
     # loss.csv, columns 6-15 (times %.3f ms, bytes %.0f: 4 rounded terms): step_ms compute_ms
     # comm_ms bytes_sent comm_dp_ms comm_tp_ms comm_pp_ms bytes_dp bytes_tp bytes_pp
-    tail -n +2 "$2" | awk -F, 'NF != 15 {print "# loss.csv row of " NF " fields: " $0; exit 1}
+    steps_csv "$2" | awk -F, 'NF != 15 {print "# loss.csv row of " NF " fields: " $0; exit 1}
         {for (i = 5; i <= 15; i++) if ($i < 0) bad = 1
          d = $8 - $10 - $11 - $12; e = $9 - $13 - $14 - $15
          if ($7 + $8 > $6 + 0.0016 || d > 0.0021 || d < -0.0021 || e > 2 || e < -2) bad = 1
@@ -73,14 +73,14 @@ structure() {
 # same COL CSV: status 0 when column COL of CSV's rows after the first (the steps after the
 # run's first) all hold one value, which goes to $v
 same() {
-    tail -n +3 "$2" | cut -d, -f"$1" | sort -u >"$2.u"
+    steps_csv "$2" | tail -n +2 | cut -d, -f"$1" | sort -u >"$2.u"
     v=$(head -n 1 "$2.u")
     [ -n "$v" ] && [ "$(wc -l <"$2.u")" = 1 ]
 }
 # bytes CSV TP PP DP: status 0 when every row's bytes_tp, bytes_pp (and bytes_dp, unless DP is
 # "-") are those numbers
 bytes() {
-    tail -n +2 "$1" | awk -F, -v t="$2" -v p="$3" -v d="$4" '{n++}
+    steps_csv "$1" | awk -F, -v t="$2" -v p="$3" -v d="$4" '{n++}
         $14 != t || $15 != p || (d != "-" && $13 != d) {print "# row " $0; bad = 1}
         END {exit bad || !n}'
 }
