@@ -316,7 +316,8 @@ typedef struct tempo_attr {
     uint64_t tag;
     /** Force an algorithm by name for this request (see tempo_algorithm_info()); overrides
      *  TEMPO_ALGO. TEMPO_ERR_INVALID if unknown for the collective, TEMPO_ERR_UNSUPPORTED if it
-     * cannot run on this communicator (for example "shm" across hosts). */
+     * cannot run on this communicator (for example "shm" across hosts). Every algorithm runs on a
+     * communicator of one rank. */
     const char *algorithm;
     /** Name of the data for errors and traces ("layer3.weight"); copied. */
     const char *name;

@@ -77,3 +77,11 @@ check_PROGRAMS += %reldir%/doorbell
 TESTS += %reldir%/doorbell
 %canon_reldir%_doorbell_SOURCES = %reldir%/doorbell.c
 %canon_reldir%_doorbell_LDADD = libtempo_core.la
+
+# Every algorithm of every collective on communicators of one rank (a one-rank job, one-rank
+# sub-communicators on shm and on tcp), forced by attribute, with a priority and by TEMPO_ALGO
+# (tests/mr/one_rank.c; forks its ranks with tests/fault/job.h, TAP).
+check_PROGRAMS += %reldir%/one_rank
+TESTS += %reldir%/one_rank
+%canon_reldir%_one_rank_SOURCES = %reldir%/one_rank.c
+%canon_reldir%_one_rank_LDADD = libtempo.la
