@@ -196,7 +196,7 @@ tempo_status_t tempo__shm_coll_create(struct tempo_comm *comm, tempo__shm_coll_t
         tempo__free(sc);
         return TEMPO_ERR_NOMEM;
     }
-    sc->stage = TEMPO_ALIGN_UP(TEMPO_MAX(tempo__cfg.shm_coll_bytes, (size_t)4096), TEMPO_CACHELINE);
+    sc->stage = tempo__cfg.shm_coll_bytes; /* a multiple of TEMPO_CACHELINE, 4K-1G (core/cfg.c) */
     sc->outsz = TEMPO_ALIGN_UP(sc->stage / (size_t)n + 8, TEMPO_CACHELINE);
     size_t ctl = TEMPO_ALIGN_UP(sizeof(ctl_t) * (size_t)n, 4096);
     size_t small = (size_t)n * 2 * SMALL_MAX;

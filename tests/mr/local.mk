@@ -85,3 +85,8 @@ check_PROGRAMS += %reldir%/one_rank
 TESTS += %reldir%/one_rank
 %canon_reldir%_one_rank_SOURCES = %reldir%/one_rank.c
 %canon_reldir%_one_rank_LDADD = libtempo.la
+
+# What tempo-info reports is what a job uses, and a refused TEMPO_* value fails tempo-info -c and a
+# job alike, with the same message (tests/mr/cfg_used.sh: tempo-info, tempo-run, all_reduce_perf).
+TESTS += %reldir%/cfg_used.sh
+EXTRA_DIST += %reldir%/cfg_used.sh
