@@ -1,6 +1,6 @@
 /*
  * allreduce_shm.c — all-reduce through a shared-memory region, for communicators whose ranks are
- * all on one host. Two protocols:
+ * all on one host. On one rank it is a copy (one_rank()). Otherwise two protocols:
  *
  *  small   (bytes <= SMALL_MAX): each rank copies its input into its slot (two slots, alternating
  * by operation parity) and publishes a counter; once every counter has arrived, every rank folds
@@ -196,7 +196,7 @@ tempo_status_t tempo__shm_coll_create(struct tempo_comm *comm, tempo__shm_coll_t
         tempo__free(sc);
         return TEMPO_ERR_NOMEM;
     }
-    sc->stage = TEMPO_ALIGN_UP(TEMPO_MAX(tempo__cfg.shm_coll_bytes, (size_t)4096), TEMPO_CACHELINE);
+    sc->stage = tempo__cfg.shm_coll_bytes; /* a multiple of TEMPO_CACHELINE, 4K-1G (core/cfg.c) */
     sc->outsz = TEMPO_ALIGN_UP(sc->stage / (size_t)n + 8, TEMPO_CACHELINE);
     size_t ctl = TEMPO_ALIGN_UP(sizeof(ctl_t) * (size_t)n, 4096);
     size_t small = (size_t)n * 2 * SMALL_MAX;
@@ -496,19 +496,40 @@ static void shm_cleanup(tempo__op_t *op)
 const char *tempo__allreduce_shm_unusable(const tempo__op_t *op);
 const char *tempo__allreduce_shm_unusable(const tempo__op_t *op)
 {
+    if (op->comm->size == 1) {
+        return NULL; /* one rank shares nothing: see one_rank() */
+    }
     if (!op->comm->all_local) {
         return "needs every rank on one host";
     }
     if (!tempo__cc_shm(op)) {
-        return "shared memory is not available on this communicator (TEMPO_SHM=0, a single rank, "
-               "or /dev/shm had no room)";
+        return "shared memory is not available on this communicator (TEMPO_SHM=0, or /dev/shm had "
+               "no room)";
     }
     return NULL;
+}
+
+/* One rank: the result is its input (TEMPO_AVG divides by 1, exactly, in every type), so there is
+ * no region to share, and a communicator of one rank has none (api.c creates it for two or more).
+ * The algorithm still runs there, as every other algorithm does: a forced "shm" in a program that
+ * also runs on one rank (a one-rank job, a sub-communicator of one) must not fail. */
+static tempo_status_t one_rank(tempo__op_t *op)
+{
+    tempo__sched_t *s;
+    tempo__view_t v;
+    void *scratch;
+    TEMPO_CHECK(tempo__coll_begin(op, 0, &s, &v, &scratch));
+    tempo__sched_round(s);
+    tempo__sched_copy(s, v.recvbuf, v.sendbuf, op->count * v.esize);
+    return tempo__coll_end(op, s, &v);
 }
 
 tempo_status_t tempo__allreduce_shm_start(tempo__op_t *op);
 tempo_status_t tempo__allreduce_shm_start(tempo__op_t *op)
 {
+    if (op->comm->size == 1) {
+        return one_rank(op);
+    }
     tempo__shm_coll_t *sc = tempo__cc_shm(op);
     shm_op_t *so;
     if (!tempo__list_empty(&sc->spare)) {

@@ -15,6 +15,7 @@
 #include <strings.h>
 
 #include "collectives/coll.h"
+#include "core/cfg.h"
 
 tempo_status_t tempo__allreduce_ring_start(tempo__op_t *op);
 tempo_status_t tempo__allreduce_rhd_start(tempo__op_t *op);
@@ -187,7 +188,8 @@ static int coll_by_name(const char *name, size_t len)
     return -1;
 }
 
-tempo_status_t tempo__algo_parse_env(tempo__coll_comm_t *cc, const char *text)
+/* TEMPO_ALGO's entries into forced (per collective, NULL where not forced). */
+static tempo_status_t parse_algos(const tempo__algo_t **forced, const char *text)
 {
     char buf[512];
     snprintf(buf, sizeof(buf), "%s", text);
@@ -196,30 +198,43 @@ tempo_status_t tempo__algo_parse_env(tempo__coll_comm_t *cc, const char *text)
         char *colon = strchr(tok, ':');
         if (!colon) {
             return tempo__err(TEMPO_ERR_INVALID,
-                              "TEMPO_ALGO entry '%s' is not collective:algorithm "
-                              "(e.g. allreduce:ring)",
-                              tok);
+                              "entry '%s' is not collective:algorithm (e.g. allreduce:ring)", tok);
         }
         int coll = coll_by_name(tok, (size_t)(colon - tok));
         if (coll < 0) {
             return tempo__err(TEMPO_ERR_INVALID,
-                              "TEMPO_ALGO: unknown collective '%.*s' (valid: "
-                              "allreduce, reduce_scatter, allgather, broadcast, reduce, alltoall, "
-                              "barrier)",
+                              "unknown collective '%.*s' (valid: allreduce, reduce_scatter, "
+                              "allgather, broadcast, reduce, alltoall, barrier)",
                               (int)(colon - tok), tok);
         }
         const tempo__algo_t *a = tempo__algo_find(coll, colon + 1);
         if (!a) {
             char names[256];
-            return tempo__err(TEMPO_ERR_INVALID,
-                              "TEMPO_ALGO: unknown algorithm '%s' for %s (valid: "
-                              "%s)",
+            return tempo__err(TEMPO_ERR_INVALID, "unknown algorithm '%s' for %s (valid: %s)",
                               colon + 1, tempo__coll_name(coll),
                               valid_names(coll, names, sizeof(names)));
         }
-        cc->forced[coll] = a;
+        if (forced[coll]) {
+            /* Refused rather than the last one taken: which of the two was meant is a guess. */
+            return tempo__err(TEMPO_ERR_INVALID,
+                              "%s is forced twice (%s, then %s); name each collective once",
+                              tempo__coll_name(coll), forced[coll]->name, a->name);
+        }
+        forced[coll] = a;
     }
     return TEMPO_OK;
+}
+
+tempo_status_t tempo__algo_check(const char *text)
+{
+    const tempo__algo_t *forced[TEMPO__COLL_COUNT] = {NULL};
+    return parse_algos(forced, text);
+}
+
+tempo_status_t tempo__algo_parse_env(tempo__coll_comm_t *cc, const char *text)
+{
+    /* The configuration table ran tempo__algo_check() on the same text: this cannot fail. */
+    return parse_algos(cc->forced, text);
 }
 
 static void cost_params(const struct tempo_comm *c, tempo__cost_t *m)

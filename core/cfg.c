@@ -9,11 +9,13 @@
 
 #include "core/tempo_int.h"
 #include "core/cfg.h"
+#include "core/sock.h"
 
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <strings.h>
 
@@ -24,13 +26,20 @@ typedef enum {
     T_STRING,
     T_TIME,
     T_SIZE,
-    T_ASIZE, /* a size > 0, or "auto" (stored as 0) */
+    T_ASIZE, /* a size, or "auto" (stored as 0) */
     T_BOOL,
     T_LEVEL,
     T_SUBSYS,
     T_SCHED,
-    T_NICE
+    T_ROOT /* host:port */
 } field_type_t;
+
+/* Extra rules of a field beyond its type and range. */
+enum {
+    F_POW2 = 1u << 0,  /* a power of two */
+    F_ALIGN = 1u << 1, /* a multiple of a cache line (TEMPO_CACHELINE) */
+    F_ZERO = 1u << 2   /* 0 is also valid (a size meaning "no limit") */
+};
 
 typedef struct {
     const char *name;
@@ -38,106 +47,117 @@ typedef struct {
     field_type_t type;
     size_t offset;
     size_t size;
+    double lo, hi;  /* T_INT, T_TIME, T_SIZE, T_ASIZE: the valid range, inclusive (seconds, bytes) */
+    unsigned flags; /* F_* */
+    /* Strings that a higher layer interprets (TEMPO_ALGO, TEMPO_COMPRESS): its check, so that a
+     * bad value is refused when the table is loaded, by the code that will read it. */
+    tempo_status_t (*check)(const char *text);
     const char *doc;
 } field_t;
 
-#define F(name, def, type, member, doc)                     \
-    {                                                       \
-        name, def, type, offsetof(tempo__config_t, member), \
-            sizeof(((tempo__config_t *)0)->member), doc     \
+#define F(name, def, type, member, lo, hi, flags, check, doc)                                   \
+    {                                                                                            \
+        name, def, type, offsetof(tempo__config_t, member),                                     \
+            sizeof(((tempo__config_t *)0)->member), lo, hi, flags, check, doc                    \
     }
+#define KiB 1024.0
+#define GiB (1024.0 * 1024.0 * 1024.0)
+#define NOLIMIT 1.8446744073709552e19 /* 2^64: any size the parser reads */
+#define MAXRANKS 1073741824.0         /* 2^30 */
 
 static const field_t fields[] = {
-    F("TEMPO_RANK", "", T_INT, rank,
+    F("TEMPO_RANK", "", T_INT, rank, 0, MAXRANKS - 1, 0, NULL,
       "Rank of this process, 0 <= rank < TEMPO_SIZE (set by tempo-run; otherwise taken from Open "
-      "MPI, "
-      "MPICH/Hydra or Slurm variables)"),
-    F("TEMPO_SIZE", "", T_INT, size, "Number of ranks of the job"),
-    F("TEMPO_LOCAL_SIZE", "", T_INT, local_size,
-      "Number of ranks on this host (set by tempo-run; lets a job on one host meet without "
-      "TEMPO_ROOT)"),
-    F("TEMPO_ROOT", "", T_STRING, root,
-      "Rendezvous address host:port; rank 0 listens there. Unset: a job on one host meets through "
-      "a "
-      "file in $TMPDIR keyed by the launcher's job id"),
-    F("TEMPO_ROOT_FD", "", T_INT, root_fd,
+      "MPI, MPICH/Hydra or Slurm variables)"),
+    F("TEMPO_SIZE", "", T_INT, size, 1, MAXRANKS, 0, NULL, "Number of ranks of the job"),
+    F("TEMPO_LOCAL_SIZE", "", T_INT, local_size, 1, MAXRANKS, 0, NULL,
+      "Number of ranks on this host, at most TEMPO_SIZE (set by tempo-run; lets a job on one "
+      "host meet without TEMPO_ROOT)"),
+    F("TEMPO_ROOT", "", T_ROOT, root, 0, 0, 0, NULL,
+      "Rendezvous address host:port (port 1-65535); rank 0 listens there. Unset: a job on one "
+      "host meets through a file in $TMPDIR keyed by the launcher's job id"),
+    F("TEMPO_ROOT_FD", "", T_INT, root_fd, 0, 1 << 30, 0, NULL,
       "Set by tempo-run for rank 0: a socket already listening at TEMPO_ROOT, which rank 0 "
       "uses instead of binding the port itself (a port released for it could be taken first)"),
-    F("TEMPO_JOB_ID", "", T_STRING, job_id,
+    F("TEMPO_JOB_ID", "", T_STRING, job_id, 0, 0, 0, NULL,
       "Job identity checked at the rendezvous, so that concurrent jobs cannot mix (default: the "
       "launcher's job id, else the parent pid)"),
-    F("TEMPO_HOST_ID", "", T_STRING, host_id,
+    F("TEMPO_HOST_ID", "", T_STRING, host_id, 0, 0, 0, NULL,
       "Override the host identity: ranks with equal ids use shared memory, others TCP. '%r' "
-      "expands "
-      "to the rank, so TEMPO_HOST_ID=%r forces TCP between local ranks (default: hash of host "
-      "name, "
-      "boot id and network/mount namespaces)"),
-    F("TEMPO_TIMEOUT", "300s", T_TIME, timeout_s,
-      "Deadline of every wait and of the rendezvous (units s, ms, m, h)"),
-    F("TEMPO_DEBUG", "WARN", T_LEVEL, debug_level, "Log level: NONE, WARN, INFO, DEBUG, TRACE"),
-    F("TEMPO_DEBUG_SUBSYS", "INIT,ENV", T_SUBSYS, debug_subsys,
-      "Subsystems logged at INFO and below: INIT, COLL, TRANSPORT, TOPO, QUANT, OVERLAP, ENV, ALL; "
-      "a leading ^ excludes"),
-    F("TEMPO_DEBUG_FILE", "", T_STRING, debug_file,
+      "expands to the rank, so TEMPO_HOST_ID=%r forces TCP between local ranks (default: hash of "
+      "host name, boot id and network/mount namespaces)"),
+    F("TEMPO_TIMEOUT", "300s", T_TIME, timeout_s, 1e-3, 8760 * 3600.0, 0, NULL,
+      "Deadline of every wait and of the rendezvous, 1ms to 8760h (units us, ms, s, m, h)"),
+    F("TEMPO_DEBUG", "WARN", T_LEVEL, debug_level, 0, 0, 0, NULL,
+      "Log level: NONE, WARN, INFO, DEBUG, TRACE"),
+    F("TEMPO_DEBUG_SUBSYS", "INIT,ENV", T_SUBSYS, debug_subsys, 0, 0, 0, NULL,
+      "Subsystems logged at INFO and below: INIT, COLL, TRANSPORT, TOPO, QUANT, OVERLAP, ENV, ALL, "
+      "each at most once (ALL alone); a leading ^ excludes"),
+    F("TEMPO_DEBUG_FILE", "", T_STRING, debug_file, 0, 0, 0, NULL,
       "Write log lines to this file instead of stderr; %h host, %p pid, %r rank"),
-    F("TEMPO_ALGO", "", T_STRING, algo,
-      "Force algorithms per collective, e.g. allreduce:ring,broadcast:pipeline (see tempo-info "
-      "-a)"),
-    F("TEMPO_SHM", "1", T_BOOL, shm, "Use shared memory between ranks of the same host"),
-    F("TEMPO_SHM_RING_BYTES", "256K", T_SIZE, shm_ring_bytes,
-      "Size of each shared-memory ring between two ranks of a host (one per direction)"),
-    F("TEMPO_SHM_BELL", "1", T_BOOL, shm_bell,
+    F("TEMPO_ALGO", "", T_STRING, algo, 0, 0, 0, tempo__algo_check,
+      "Force algorithms per collective, each collective at most once, e.g. "
+      "allreduce:ring,broadcast:pipeline (see tempo-info -a)"),
+    F("TEMPO_SHM", "1", T_BOOL, shm, 0, 0, 0, NULL,
+      "Use shared memory between ranks of the same host"),
+    F("TEMPO_SHM_RING_BYTES", "256K", T_SIZE, shm_ring_bytes, 4 * KiB, GiB, F_POW2, NULL,
+      "Size of each shared-memory ring between two ranks of a host (one per direction): a power "
+      "of two from 4K to 1G"),
+    F("TEMPO_SHM_BELL", "1", T_BOOL, shm_bell, 0, 0, 0, NULL,
       "A rank sleeping in a wait is woken by a same-host peer's shared-memory data at once (a "
       "doorbell datagram) instead of at its next 1 ms tick"),
-    F("TEMPO_SHM_COLL_BYTES", "512K", T_SIZE, shm_coll_bytes,
-      "Per-rank staging area of the shared-memory collectives (segment size of the pipeline)"),
-    F("TEMPO_UNEXPECTED_BYTES", "64M", T_SIZE, unexpected_bytes,
+    F("TEMPO_SHM_COLL_BYTES", "512K", T_SIZE, shm_coll_bytes, 4 * KiB, GiB, F_ALIGN, NULL,
+      "Per-rank staging area of the shared-memory collectives (segment size of the pipeline): a "
+      "multiple of 64 from 4K to 1G"),
+    F("TEMPO_UNEXPECTED_BYTES", "64M", T_SIZE, unexpected_bytes, 1, NOLIMIT, F_ZERO, NULL,
       "Per peer: most bytes of messages that arrive before their receive is posted that a rank "
       "buffers; beyond it the rank stops reading that peer (its sends wait) unless it waits for a "
       "message from it; 0: no limit"),
-    F("TEMPO_SPIN", "2ms", T_TIME, spin_s,
-      "How long a wait polls before it starts sleeping between polls"),
-    F("TEMPO_PROGRESS_THREAD", "1", T_BOOL, progress_thread,
+    F("TEMPO_SPIN", "2ms", T_TIME, spin_s, 0, 60, 0, NULL,
+      "How long a wait polls before it starts sleeping between polls, 0 to 60s"),
+    F("TEMPO_PROGRESS_THREAD", "1", T_BOOL, progress_thread, 0, 0, 0, NULL,
       "Advance communication on a background thread while the caller computes (0: only inside "
       "tempo_test/tempo_wait and blocking calls)"),
-    F("TEMPO_PROGRESS_NICE", "0", T_NICE, progress_nice,
+    F("TEMPO_PROGRESS_NICE", "0", T_INT, progress_nice, -20, 19, 0, NULL,
       "Nice value of the progress thread, -20..19 (0: unchanged); a negative value lets it run "
-      "before the caller's compute on a loaded host, and needs privilege (else it is ignored with "
-      "an INFO message)"),
-    F("TEMPO_CHUNK_BYTES", "auto", T_ASIZE, chunk_bytes,
-      "Scheduled requests (those with a priority) larger than this are split into chunks, so that "
-      "more urgent work can overtake them at a chunk boundary; auto: 4 x measured rate x per-chunk "
-      "latency as a power of two in [64K, 4M], chosen by comm rank 0 as the lane runs, for the "
-      "requests whose result cannot depend on the cuts (no compressor, and no arithmetic, integers, "
-      "or at most 2 ranks), and 4M for float reductions over 3+ ranks and compressed requests, so "
-      "that runs stay bitwise repeatable"),
-    F("TEMPO_CREDIT_BYTES", "auto", T_ASIZE, credit_bytes,
-      "Bytes of scheduled chunks in flight at once (at least one chunk); bounds how long newly "
-      "ready urgent work waits; auto: one bandwidth-delay product plus one chunk, measured from "
-      "the lane's own chunks, in [64K, 64M]"),
-    F("TEMPO_SCHED", "tic", T_SCHED, sched,
+      "before the caller's compute on a loaded host, and needs privilege (else the thread keeps "
+      "its nice value, with a warning)"),
+    F("TEMPO_CHUNK_BYTES", "auto", T_ASIZE, chunk_bytes, 4 * KiB, NOLIMIT, 0, NULL,
+      "Scheduled requests (those with a priority) larger than this are split into chunks of whole "
+      "elements (per rank, for reduce-scatter and all-gather), so that more urgent work can "
+      "overtake them at a chunk boundary; auto or a size of 4K or more; auto: 4 x measured rate x "
+      "per-chunk latency as a power of two in [64K, 4M], chosen by comm rank 0 as the lane runs, "
+      "for the requests whose result cannot depend on the cuts (no compressor, and no arithmetic, "
+      "integers, or at most 2 ranks), and 4M for float reductions over 3+ ranks and compressed "
+      "requests, so that runs stay bitwise repeatable"),
+    F("TEMPO_CREDIT_BYTES", "auto", T_ASIZE, credit_bytes, 1, NOLIMIT, 0, NULL,
+      "Bytes of scheduled chunks in flight at once (at least one chunk, whatever the value); "
+      "bounds how long newly ready urgent work waits; auto: one bandwidth-delay product plus one "
+      "chunk, measured from the lane's own chunks, in [64K, 64M]"),
+    F("TEMPO_SCHED", "tic", T_SCHED, sched, 0, 0, 0, NULL,
       "Order of scheduled requests: fifo (the order they became ready on every rank, priorities "
       "ignored), tic or tac (priority order; the bucketer computes TicTac's TIC or TAC "
       "priorities)"),
-    F("TEMPO_BUCKET_BYTES", "25M", T_SIZE, bucket_bytes,
-      "Bucketer: ready gradients are fused into buckets of up to this many bytes"),
-    F("TEMPO_BUCKET_FIRST_BYTES", "1M", T_SIZE, bucket_first_bytes,
+    F("TEMPO_BUCKET_BYTES", "25M", T_SIZE, bucket_bytes, 1, NOLIMIT, 0, NULL,
+      "Bucketer: ready gradients are fused into buckets of up to this many bytes (> 0)"),
+    F("TEMPO_BUCKET_FIRST_BYTES", "1M", T_SIZE, bucket_first_bytes, 1, NOLIMIT, 0, NULL,
       "Bucketer: cap of the first bucket (the last layers' gradients, ready first), so "
-      "communication starts early"),
-    F("TEMPO_TAC_WARMUP", "3", T_INT, tac_warmup,
+      "communication starts early (> 0)"),
+    F("TEMPO_TAC_WARMUP", "3", T_INT, tac_warmup, 1, MAXRANKS, 0, NULL,
       "Bucketer with TEMPO_SCHED=tac: iterations measured (in TIC order) before the TAC order is "
-      "computed from the measured times"),
-    F("TEMPO_TRACE", "", T_STRING, trace,
+      "computed from the measured times (1 or more)"),
+    F("TEMPO_TRACE", "", T_STRING, trace, 0, 0, 0, NULL,
       "Write a Chrome Trace Event timeline per rank to this path (%r rank, %p pid, %h host; "
       "without %r or %p each rank inserts its rank before the extension, t.json -> t.0.json); "
       "open it in Perfetto or merge the ranks with tempo-trace merge"),
-    F("TEMPO_SCHED_LOG", "", T_STRING, sched_log,
+    F("TEMPO_SCHED_LOG", "", T_STRING, sched_log, 0, 0, 0, NULL,
       "Write the start order of scheduled chunks to this path (%r rank, %p pid, %h host; without "
       "%r or %p the rank is inserted before the extension): one line per chunk, identical on "
       "every rank"),
-    F("TEMPO_COMPRESS", "none", T_STRING, compress,
+    F("TEMPO_COMPRESS", "none", T_STRING, compress, 0, 0, 0, tempo__qspec_check,
       "Default compressor of bucketers' gradient synchronization, as a spec "
-      "(\"alq:bits=3,bucket=8192\"; see tempo-info -q for compressors and parameters)"),
+      "(\"alq:bits=3,bucket=8192\", each parameter at most once; see tempo-info -q for "
+      "compressors and parameters)"),
 };
 
 #undef F
@@ -148,8 +168,13 @@ int tempo__parse_time(const char *text, double *seconds_p)
 {
     char *end;
     errno = 0;
+    /* A decimal number: strtod alone would also take blanks, signs, hexadecimal and "inf". */
+    if ((text[0] < '0' || text[0] > '9') && text[0] != '.') {
+        return -1;
+    }
     double v = strtod(text, &end);
-    if (end == text || errno || !(v >= 0) || isinf(v)) {
+    if (end == text || errno || !(v >= 0) || isinf(v) ||
+        strspn(text, "0123456789.eE+-") < (size_t)(end - text)) {
         return -1;
     }
     while (*end == ' ') {
@@ -267,76 +292,267 @@ static int parse_sched(const char *t, int *v)
 
 static const char *type_name(field_type_t t)
 {
-    static const char *const names[] = {"int",  "string", "time", "size", "size|auto",
-                                        "bool", "enum",   "list", "enum", "int"};
+    static const char *const names[] = {"int",  "string", "time", "size",  "size|auto",
+                                        "bool", "enum",   "list", "enum", "string"};
     return names[t];
 }
 
-static const char *type_hint(field_type_t t)
+/* A size as the parser reads it back: "256K", "1G", "4097". */
+static void format_size(double v, char *buf, size_t len)
 {
-    switch (t) {
-    case T_INT: return "an integer >= 0";
-    case T_TIME: return "a time such as 30, 30s, 500ms, 5m";
-    case T_SIZE: return "a size such as 4096, 64K, 1M";
-    case T_ASIZE: return "auto or a size > 0 such as 4096, 64K, 1M";
-    case T_BOOL: return "a boolean: 1/0, yes/no, on/off, true/false";
-    case T_LEVEL: return "one of NONE, WARN, INFO, DEBUG, TRACE";
-    case T_SUBSYS: return "a list of INIT, COLL, TRANSPORT, TOPO, QUANT, OVERLAP, ENV, ALL";
-    case T_SCHED: return "one of fifo, tic, tac";
-    case T_NICE: return "an integer from -20 to 19";
-    default: return "text";
+    uint64_t b = v >= NOLIMIT ? UINT64_MAX : (uint64_t)v;
+    static const char units[] = "GMK";
+    for (int i = 0; i < 3; i++) {
+        uint64_t u = 1ull << (10 * (3 - i));
+        if (b && b % u == 0) {
+            snprintf(buf, len, "%llu%c", (unsigned long long)(b / u), units[i]);
+            return;
+        }
+    }
+    snprintf(buf, len, "%llu", (unsigned long long)b);
+}
+
+/* A time as the parser reads it back: whole seconds below a day ("300s"), else the largest unit
+ * that keeps it whole ("8760h", "2ms"). */
+static void format_time(double v, char *buf, size_t len)
+{
+    static const struct {
+        const char *unit;
+        double scale;
+    } units[] = {{"h", 3600}, {"m", 60}, {"s", 1}, {"ms", 1e-3}, {"us", 1e-6}};
+    for (size_t i = v < 86400 ? 2 : 0; i < TEMPO_ARRAY_SIZE(units); i++) {
+        double q = v / units[i].scale;
+        if (q >= 1 && fabs(q - nearbyint(q)) < 1e-9 * q) {
+            snprintf(buf, len, "%.0f%s", q, units[i].unit);
+            return;
+        }
+    }
+    snprintf(buf, len, "%.9gs", v);
+}
+
+/* What a valid value of f looks like, with its range: the second half of every refusal. */
+static void expected(const field_t *f, char *buf, size_t len)
+{
+    char lo[32], hi[32];
+    switch (f->type) {
+    case T_INT:
+        snprintf(buf, len, "an integer from %.0f to %.0f%s", f->lo, f->hi,
+                 f->default_value[0] ? "" : ", or empty for unset");
+        return;
+    case T_TIME:
+        format_time(f->lo, lo, sizeof(lo));
+        format_time(f->hi, hi, sizeof(hi));
+        snprintf(buf, len, "a time from %s to %s (a number with unit us, ms, s, m or h; s if none)",
+                 lo, hi);
+        return;
+    case T_SIZE:
+    case T_ASIZE: {
+        format_size(f->lo, lo, sizeof(lo));
+        format_size(f->hi, hi, sizeof(hi));
+        char range[80];
+        if (f->hi >= NOLIMIT) {
+            snprintf(range, sizeof(range), "of at least %s", lo);
+        } else {
+            snprintf(range, sizeof(range), "from %s to %s", lo, hi);
+        }
+        const char *what = f->flags & F_POW2    ? "a power of two"
+                           : f->flags & F_ALIGN ? "a multiple of 64"
+                                                : "a size";
+        snprintf(buf, len, "%s%s%s %s (bytes, or with K, M or G: powers of 1024)",
+                 f->type == T_ASIZE ? "auto or " : "", f->flags & F_ZERO ? "0 (no limit) or " : "",
+                 what, range);
+        return;
+    }
+    case T_BOOL: snprintf(buf, len, "a boolean: 1/0, yes/no, on/off, true/false"); return;
+    case T_LEVEL: snprintf(buf, len, "one of NONE, WARN, INFO, DEBUG, TRACE"); return;
+    case T_SUBSYS:
+        snprintf(buf, len, "a list of INIT, COLL, TRANSPORT, TOPO, QUANT, OVERLAP, ENV, each at "
+                           "most once, or ALL alone; a leading ^ excludes them");
+        return;
+    case T_SCHED: snprintf(buf, len, "one of fifo, tic, tac"); return;
+    case T_ROOT:
+        snprintf(buf, len, "host:port or [IPv6 address]:port, port 1 to 65535, at most %zu "
+                           "characters",
+                 f->size - 1);
+        return;
+    case T_STRING: snprintf(buf, len, "at most %zu characters", f->size - 1); return;
+    }
+}
+/* An integer in decimal, nothing else (strtol alone would take blanks and a '+'). */
+static int parse_int(const char *text, long *v)
+{
+    const char *d = text + (text[0] == '-');
+    if (*d < '0' || *d > '9') {
+        return -1;
+    }
+    char *end;
+    errno = 0;
+    *v = strtol(text, &end, 10);
+    return *end || errno ? -1 : 0;
+}
+
+/* Parse text as field f into cfg and check it against f's range and rules (and with run_check,
+ * f's interpreter). Returns 0, or -1 with why ("expected ...", or the interpreter's message) and
+ * cfg untouched. */
+static int parse_field(const field_t *f, const char *text, tempo__config_t *cfg, int run_check,
+                       char *why, size_t len)
+{
+    void *p = (char *)cfg + f->offset;
+    long iv = 0;    /* T_INT, and the enums */
+    double tv = 0;  /* T_TIME */
+    size_t sv = 0;  /* T_SIZE, T_ASIZE */
+    unsigned mv = 0; /* T_SUBSYS */
+    double num = 0; /* the number, for the range check */
+    int rc = 0, ranged = 0;
+    switch (f->type) {
+    case T_INT:
+        if (text[0] == '\0' && !f->default_value[0]) {
+            iv = -1; /* unset */
+            break;
+        }
+        rc = parse_int(text, &iv);
+        num = (double)iv;
+        ranged = 1;
+        break;
+    case T_TIME:
+        rc = tempo__parse_time(text, &tv);
+        num = tv;
+        ranged = 1;
+        break;
+    case T_SIZE:
+    case T_ASIZE:
+        if (f->type == T_ASIZE && strcasecmp(text, "auto") == 0) {
+            break; /* 0 */
+        }
+        rc = tempo__parse_size(text, &sv);
+        num = (double)sv;
+        ranged = !(sv == 0 && (f->flags & F_ZERO));
+        if (rc == 0 && ranged && (((f->flags & F_POW2) && (sv & (sv - 1))) ||
+                                  ((f->flags & F_ALIGN) && sv % TEMPO_CACHELINE))) {
+            rc = -1;
+        }
+        break;
+    case T_ROOT: {
+        char host[256];
+        int port = 0;
+        rc = strlen(text) >= f->size ||
+                     (text[0] && (tempo__addr_split(text, host, sizeof(host), &port) || port < 1))
+                 ? -1
+                 : 0;
+        break;
+    }
+    case T_STRING: rc = strlen(text) >= f->size ? -1 : 0; break;
+    case T_BOOL: {
+        int b = 0;
+        rc = parse_bool(text, &b);
+        iv = b;
+        break;
+    }
+    case T_LEVEL: {
+        int l = 0;
+        rc = parse_level(text, &l);
+        iv = l;
+        break;
+    }
+    case T_SCHED: {
+        int e = 0;
+        rc = parse_sched(text, &e);
+        iv = e;
+        break;
+    }
+    case T_SUBSYS: rc = tempo__log_parse_subsys(text, &mv); break;
+    }
+    if (rc == 0 && ranged && !(num >= f->lo && num <= f->hi)) {
+        rc = -1;
+    }
+    if (rc != 0) {
+        size_t o = (size_t)snprintf(why, len, "expected ");
+        expected(f, why + o, len - o);
+        return -1;
+    }
+    if (run_check && f->check && text[0]) {
+        /* The interpreter's own message says what is wrong; the caller's error text is kept. */
+        char saved[TEMPO_ERRMSG_LEN];
+        snprintf(saved, sizeof(saved), "%s", tempo__errmsg());
+        rc = f->check(text) == TEMPO_OK ? 0 : -1;
+        if (rc != 0) {
+            snprintf(why, len, "%s", tempo__errmsg());
+        }
+        tempo__errmsg_set(saved);
+        if (rc != 0) {
+            return -1;
+        }
+    }
+    switch (f->type) {
+    case T_TIME: *(double *)p = tv; break;
+    case T_SIZE:
+    case T_ASIZE: *(size_t *)p = sv; break;
+    case T_SUBSYS: *(unsigned *)p = mv; break;
+    case T_ROOT:
+    case T_STRING: memcpy(p, text, strlen(text) + 1); break;
+    default: *(int *)p = (int)iv; break;
+    }
+    return 0;
+}
+
+static const field_t *field_named(const char *name)
+{
+    for (size_t i = 0; i < TEMPO_ARRAY_SIZE(fields); i++) {
+        if (strcmp(fields[i].name, name) == 0) {
+            return &fields[i];
+        }
+    }
+    return NULL;
+}
+
+/* Checks between fields, once each is valid on its own: the field at fault, with why, or NULL. */
+static const field_t *check_pairs(const tempo__config_t *cfg, char *why, size_t len)
+{
+    if (cfg->rank >= 0 && cfg->size >= 0 && cfg->rank >= cfg->size) {
+        snprintf(why, len, "expected an integer from 0 to TEMPO_SIZE - 1 = %d", cfg->size - 1);
+        return field_named("TEMPO_RANK");
+    }
+    if (cfg->local_size >= 0 && cfg->size >= 0 && cfg->local_size > cfg->size) {
+        snprintf(why, len, "expected an integer from 1 to TEMPO_SIZE = %d", cfg->size);
+        return field_named("TEMPO_LOCAL_SIZE");
+    }
+    return NULL;
+}
+
+static void defaults(tempo__config_t *cfg)
+{
+    char why[TEMPO_ERRMSG_LEN];
+    memset(cfg, 0, sizeof(*cfg));
+    for (size_t i = 0; i < TEMPO_ARRAY_SIZE(fields); i++) {
+        /* a default the table refuses is a bug of the table, caught by test_cfg */
+        (void)parse_field(&fields[i], fields[i].default_value, cfg, 0, why, sizeof(why));
     }
 }
 
-/* Parse text into the field; empty text for int means "unset" (-1). Returns 0 on success. */
-static int parse_field(const field_t *f, const char *text)
+/* Read the environment into cfg: each set variable that is valid, the defaults elsewhere (a
+ * refused value leaves its default). Returns the refused field, with the refusal ("TEMPO_X='v' is
+ * not valid: expected ...") in msg, or NULL: of want alone when want is given (only want's
+ * interpreter runs then), else the first, the pairs after the single values. */
+static const field_t *read_env(tempo__config_t *cfg, const field_t *want, char *msg, size_t len)
 {
-    void *p = (char *)&tempo__cfg + f->offset;
-    switch (f->type) {
-    case T_INT: {
-        if (text[0] == '\0') {
-            *(int *)p = -1;
-            return 0;
+    char why[TEMPO_ERRMSG_LEN];
+    const field_t *bad = NULL;
+    defaults(cfg);
+    for (size_t i = 0; i < TEMPO_ARRAY_SIZE(fields); i++) {
+        const field_t *f = &fields[i];
+        const char *v = getenv(f->name);
+        int mine = !want || want == f;
+        if (v && parse_field(f, v, cfg, mine, why, sizeof(why)) != 0 && mine && !bad) {
+            bad = f;
+            snprintf(msg, len, "%s='%s' is not valid: %s", f->name, v, why);
         }
-        char *end;
-        errno = 0;
-        long v = strtol(text, &end, 10);
-        if (end == text || *end || errno || v < 0 || v > 1 << 30) {
-            return -1;
-        }
-        *(int *)p = (int)v;
-        return 0;
     }
-    case T_STRING:
-        if (strlen(text) >= f->size) {
-            return -1;
-        }
-        memcpy(p, text, strlen(text) + 1);
-        return 0;
-    case T_TIME: return tempo__parse_time(text, (double *)p);
-    case T_SIZE: return tempo__parse_size(text, (size_t *)p);
-    case T_ASIZE:
-        if (strcasecmp(text, "auto") == 0) {
-            *(size_t *)p = 0;
-            return 0;
-        }
-        return tempo__parse_size(text, (size_t *)p) || *(size_t *)p == 0 ? -1 : 0;
-    case T_BOOL: return parse_bool(text, (int *)p);
-    case T_LEVEL: return parse_level(text, (int *)p);
-    case T_SUBSYS: return tempo__log_parse_subsys(text, (unsigned *)p);
-    case T_SCHED: return parse_sched(text, (int *)p);
-    case T_NICE: {
-        char *end;
-        errno = 0;
-        long v = strtol(text, &end, 10);
-        if (end == text || *end || errno || v < -20 || v > 19) {
-            return -1;
-        }
-        *(int *)p = (int)v;
-        return 0;
+    const field_t *f = bad ? NULL : check_pairs(cfg, why, sizeof(why));
+    if (f && (!want || want == f)) {
+        bad = f;
+        snprintf(msg, len, "%s='%s' is not valid: %s", f->name, getenv(f->name), why);
     }
-    }
-    return -1;
+    return bad;
 }
 
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
@@ -345,30 +561,14 @@ static char load_errmsg[TEMPO_ERRMSG_LEN];
 
 static void load(void)
 {
-    for (size_t i = 0; i < TEMPO_ARRAY_SIZE(fields); i++) {
-        if (parse_field(&fields[i], fields[i].default_value) != 0) {
-            load_status = TEMPO_ERR_INTERNAL;
-            snprintf(load_errmsg, sizeof(load_errmsg), "bad default for %s", fields[i].name);
-            return;
-        }
-    }
-    for (size_t i = 0; i < TEMPO_ARRAY_SIZE(fields); i++) {
-        const char *v = getenv(fields[i].name);
-        if (!v) {
-            continue;
-        }
-        if (parse_field(&fields[i], v) != 0) {
-            load_status = TEMPO_ERR_INVALID;
-            snprintf(load_errmsg, sizeof(load_errmsg), "%s='%s' is not valid: expected %s",
-                     fields[i].name, v, type_hint(fields[i].type));
-            return;
-        }
-    }
-    if (tempo__cfg.timeout_s <= 0) {
+    static tempo__config_t cfg;
+    if (read_env(&cfg, NULL, load_errmsg, sizeof(load_errmsg))) {
         load_status = TEMPO_ERR_INVALID;
-        snprintf(load_errmsg, sizeof(load_errmsg), "TEMPO_TIMEOUT must be > 0");
+        /* A refused environment leaves the defaults, not a half-read table. */
+        defaults(&tempo__cfg);
         return;
     }
+    tempo__cfg = cfg;
     tempo__log_configure(tempo__cfg.debug_level, tempo__cfg.debug_subsys, tempo__cfg.debug_file);
     for (size_t i = 0; i < TEMPO_ARRAY_SIZE(fields); i++) {
         const char *v = getenv(fields[i].name);
@@ -387,15 +587,60 @@ tempo_status_t tempo__config_load(void)
     return TEMPO_OK;
 }
 
+/* The value of f in cfg as text the parser reads back as the same value. */
+static void format_field(const field_t *f, const tempo__config_t *cfg, char *buf, size_t len)
+{
+    const void *p = (const char *)cfg + f->offset;
+    switch (f->type) {
+    case T_INT:
+        if (*(const int *)p < 0 && !f->default_value[0]) {
+            snprintf(buf, len, "%s", ""); /* unset */
+        } else {
+            snprintf(buf, len, "%d", *(const int *)p);
+        }
+        return;
+    case T_STRING:
+    case T_ROOT: snprintf(buf, len, "%s", (const char *)p); return;
+    case T_TIME: format_time(*(const double *)p, buf, len); return;
+    case T_SIZE:
+    case T_ASIZE:
+        if (*(const size_t *)p == 0) {
+            snprintf(buf, len, "%s", f->type == T_ASIZE ? "auto" : "0");
+        } else {
+            format_size((double)*(const size_t *)p, buf, len);
+        }
+        return;
+    case T_BOOL: snprintf(buf, len, "%d", *(const int *)p); return;
+    case T_LEVEL: snprintf(buf, len, "%s", tempo__log_level_name(*(const int *)p)); return;
+    case T_SUBSYS: tempo__log_format_subsys(*(const unsigned *)p, buf, len); return;
+    case T_SCHED: snprintf(buf, len, "%s", tempo__sched_name(*(const int *)p)); return;
+    }
+}
+
 tempo_status_t tempo_env_var(size_t index, tempo_env_var_t *var_p)
 {
+    static __thread char used[TEMPO_ERRMSG_LEN], error[TEMPO_ERRMSG_LEN];
     if (!var_p || index >= TEMPO_ARRAY_SIZE(fields)) {
         return TEMPO_ERR_INVALID;
     }
-    var_p->name = fields[index].name;
-    var_p->default_value = fields[index].default_value;
-    var_p->value = getenv(fields[index].name);
-    var_p->type = type_name(fields[index].type);
-    var_p->doc = fields[index].doc;
+    const field_t *f = &fields[index];
+    /* The whole table is read, as the library reads it (the pairs: TEMPO_RANK < TEMPO_SIZE), but
+     * only f's interpreter runs; another variable's refusal is reported on that variable. */
+    tempo__config_t *cfg = tempo__malloc(sizeof(*cfg), "configuration");
+    if (!cfg) {
+        return TEMPO_ERR_NOMEM;
+    }
+    int refused = read_env(cfg, f, error, sizeof(error)) != NULL;
+    if (!refused) {
+        format_field(f, cfg, used, sizeof(used));
+    }
+    tempo__free(cfg);
+    var_p->name = f->name;
+    var_p->default_value = f->default_value;
+    var_p->value = getenv(f->name);
+    var_p->type = type_name(f->type);
+    var_p->doc = f->doc;
+    var_p->used = refused ? NULL : used;
+    var_p->error = refused ? error : NULL;
     return TEMPO_OK;
 }

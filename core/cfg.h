@@ -2,7 +2,10 @@
  * cfg.h — the configuration table: every TEMPO_* environment variable the library reads, with its
  * default, type and meaning, in one declarative table (core/cfg.c). The table is parsed once, at
  * the first communicator creation, into tempo__cfg; nothing else in the library calls getenv() for
- * a TEMPO_* variable. tempo-info -c prints the table with current values.
+ * a TEMPO_* variable. Every value is either used as given or refused (TEMPO_ERR_INVALID naming the
+ * variable, the value and what is valid): each entry carries its range and rules, and the
+ * variables that a higher layer interprets carry that layer's check. tempo-info -c prints the
+ * table with the values in use, or the refusals.
  */
 #ifndef TEMPO_CORE_CFG_H
 #define TEMPO_CORE_CFG_H
@@ -58,5 +61,13 @@ tempo_status_t tempo__config_load(void);
 int tempo__parse_time(const char *text, double *seconds_p);
 /** Parse "4096", "64K", "1M", "2G" (powers of 1024) into bytes; returns 0 on success. */
 int tempo__parse_size(const char *text, size_t *bytes_p);
+
+/* The checks of the variables that a higher layer interprets, run when the table is loaded so
+ * that a bad value is refused at init by the code that will read it (defined there; declared here
+ * because the table names them). TEMPO_OK, or an error whose message says what is wrong. */
+/** TEMPO_ALGO: collective:algorithm entries, each collective at most once (collectives/select.c). */
+tempo_status_t tempo__algo_check(const char *text);
+/** TEMPO_COMPRESS: a compressor spec, or "none" (quant/quant.c). */
+tempo_status_t tempo__qspec_check(const char *text);
 
 #endif /* TEMPO_CORE_CFG_H */

@@ -426,9 +426,13 @@ static void *progress_main(void *arg)
     uint64_t spin_ns = w->nlocal > 1 ? (uint64_t)(TEMPO_MIN(tempo__cfg.spin_s, 20e-6) * 1e9) : 0;
     if (tempo__cfg.progress_nice) {
         /* Run before the caller's compute when both want a CPU, so that a transfer step is not
-         * delayed by a scheduler time slice; best effort (lowering a nice value needs privilege). */
+         * delayed by a scheduler time slice. Lowering a nice value needs privilege, which only
+         * this call can tell: a refusal is a warning (the setting is not in effect), not an error
+         * that would stop a job whose configuration moved to a machine without the privilege. */
         if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), tempo__cfg.progress_nice) != 0) {
-            TEMPO_INFO(TEMPO_SUB_INIT, "progress thread: nice %d not permitted (%s), kept default",
+            TEMPO_WARN(TEMPO_SUB_INIT,
+                       "TEMPO_PROGRESS_NICE=%d is not in effect: setting it was not permitted "
+                       "(%s); the progress thread keeps its nice value",
                        tempo__cfg.progress_nice, strerror(errno));
         }
     }

@@ -54,34 +54,55 @@ void tempo__log_configure(int level, unsigned mask, const char *file_pattern)
 int tempo__log_parse_subsys(const char *text, unsigned *mask_p)
 {
     unsigned mask = 0;
-    int invert = 0;
-    char buf[256];
-    if (strlen(text) >= sizeof(buf)) {
-        return -1;
-    }
-    snprintf(buf, sizeof(buf), "%s", text);
-    char *s = buf;
-    if (*s == '^') {
-        invert = 1;
-        s++;
-    }
-    for (char *tok = strtok(s, ","); tok; tok = strtok(NULL, ",")) {
-        while (*tok == ' ') {
-            tok++;
+    int invert = *text == '^';
+    /* Names separated by commas, blanks after a comma allowed; each name at most once, and ALL
+     * alone ("INIT,INIT" or "ALL,COLL" is a typo or a merge, refused rather than guessed at). */
+    for (const char *s = text + invert; *s;) {
+        while (*s == ' ') {
+            s++;
         }
+        size_t len = strcspn(s, ",");
         size_t i;
         for (i = 0; i < TEMPO_ARRAY_SIZE(subsys_names); i++) {
-            if (strcasecmp(tok, subsys_names[i].name) == 0) {
-                mask |= subsys_names[i].bit;
+            const char *name = subsys_names[i].name;
+            if (strlen(name) == len && strncasecmp(s, name, len) == 0) {
                 break;
             }
         }
-        if (i == TEMPO_ARRAY_SIZE(subsys_names)) {
+        if (i == TEMPO_ARRAY_SIZE(subsys_names) || (mask & subsys_names[i].bit)) {
             return -1;
+        }
+        mask |= subsys_names[i].bit;
+        s += len;
+        if (*s == ',') {
+            s++;
         }
     }
     *mask_p = invert ? ~mask : mask;
     return 0;
+}
+
+const char *tempo__log_level_name(int level)
+{
+    return level >= 0 && level < (int)TEMPO_ARRAY_SIZE(level_names) ? level_names[level] : "?";
+}
+
+void tempo__log_format_subsys(unsigned mask, char *buf, size_t len)
+{
+    /* The shorter of the list and its ^ form, so that "^ENV" reads back as itself. */
+    int inv = mask != TEMPO_SUB_ALL && __builtin_popcount(mask) > 16;
+    unsigned m = inv ? ~mask : mask;
+    size_t o = (size_t)snprintf(buf, len, "%s", inv ? "^" : "");
+    if (m == TEMPO_SUB_ALL || m == 0) { /* 0: "^ALL", nothing */
+        snprintf(buf, len, "%sALL", m ? "" : "^");
+        return;
+    }
+    for (size_t i = 0; i + 1 < TEMPO_ARRAY_SIZE(subsys_names) && o < len; i++) {
+        if (m & subsys_names[i].bit) {
+            o += (size_t)snprintf(buf + o, len - o, "%s%s", o > (size_t)inv ? "," : "",
+                                  subsys_names[i].name);
+        }
+    }
 }
 
 static const char *subsys_name(unsigned sub)

@@ -9,6 +9,8 @@
 #ifndef TEMPO_CORE_LOG_H
 #define TEMPO_CORE_LOG_H
 
+#include <stddef.h>
+
 typedef enum {
     TEMPO_LOG_NONE = 0,
     TEMPO_LOG_WARN = 1,
@@ -37,8 +39,13 @@ void tempo__log(int level, unsigned subsys, const char *file, int line, const ch
 void tempo__log_configure(int level, unsigned mask, const char *file_pattern);
 /** Set the rank printed in log lines (-1 until the rendezvous has finished). */
 void tempo__log_set_rank(int rank);
-/** Parse a subsystem list ("INIT,COLL", "ALL", "^ENV"); returns 0 on success. */
+/** Parse a subsystem list ("INIT,COLL", "ALL", "^ENV"; each name at most once, ALL alone);
+ *  returns 0 on success. */
 int tempo__log_parse_subsys(const char *text, unsigned *mask_p);
+/** A mask as a list that tempo__log_parse_subsys() reads back as the same mask. */
+void tempo__log_format_subsys(unsigned mask, char *buf, size_t len);
+/** "NONE", "WARN", "INFO", "DEBUG", "TRACE". */
+const char *tempo__log_level_name(int level);
 
 #define TEMPO_LOG(_level, _sub, ...)                                       \
     do {                                                                   \

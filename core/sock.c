@@ -17,25 +17,25 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-tempo_status_t tempo__addr_parse(const char *text, tempo__addr_t *addr_p)
+int tempo__addr_split(const char *text, char *host, size_t hostlen, int *port_p)
 {
-    char host[256];
     const char *port;
     if (!text || !*text) {
-        return tempo__err(TEMPO_ERR_INVALID, "empty address (expected host:port)");
+        return -1;
     }
     if (text[0] == '[') {
         const char *close = strchr(text, ']');
-        if (!close || close[1] != ':' || (size_t)(close - text - 1) >= sizeof(host)) {
-            return tempo__err(TEMPO_ERR_INVALID, "bad address '%s' (expected [v6addr]:port)", text);
+        if (!close || close[1] != ':' || close == text + 1 ||
+            (size_t)(close - text - 1) >= hostlen) {
+            return -1;
         }
         memcpy(host, text + 1, (size_t)(close - text - 1));
         host[close - text - 1] = '\0';
         port = close + 2;
     } else {
         const char *colon = strrchr(text, ':');
-        if (!colon || (size_t)(colon - text) >= sizeof(host) || colon == text) {
-            return tempo__err(TEMPO_ERR_INVALID, "bad address '%s' (expected host:port)", text);
+        if (!colon || (size_t)(colon - text) >= hostlen || colon == text) {
+            return -1;
         }
         memcpy(host, text, (size_t)(colon - text));
         host[colon - text] = '\0';
@@ -43,9 +43,26 @@ tempo_status_t tempo__addr_parse(const char *text, tempo__addr_t *addr_p)
     }
     char *end;
     long p = strtol(port, &end, 10);
-    if (*port == '\0' || *end || p < 0 || p > 65535) {
-        return tempo__err(TEMPO_ERR_INVALID, "bad port in address '%s'", text);
+    if (*port < '0' || *port > '9' || *end || p < 0 || p > 65535) {
+        return -1;
     }
+    *port_p = (int)p;
+    return 0;
+}
+
+tempo_status_t tempo__addr_parse(const char *text, tempo__addr_t *addr_p)
+{
+    char host[256];
+    int portnum;
+    if (!text || !*text) {
+        return tempo__err(TEMPO_ERR_INVALID, "empty address (expected host:port)");
+    }
+    if (tempo__addr_split(text, host, sizeof(host), &portnum) != 0) {
+        return tempo__err(TEMPO_ERR_INVALID, "bad address '%s' (expected host:port or "
+                          "[v6addr]:port, port 0 to 65535)", text);
+    }
+    char port[8];
+    snprintf(port, sizeof(port), "%d", portnum);
     struct addrinfo hints, *res = NULL;
     memset(&hints, 0, sizeof(hints));
     hints.ai_family = AF_UNSPEC;

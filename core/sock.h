@@ -18,6 +18,9 @@ typedef struct tempo__addr {
 
 /** Parse "host:port", "[v6addr]:port" (host may be a name). */
 tempo_status_t tempo__addr_parse(const char *text, tempo__addr_t *addr_p);
+/** The syntax of tempo__addr_parse() without resolving the host: host (NUL-terminated, at most
+ *  hostlen - 1 characters) and port 0..65535 of text; 0, or -1 if text is not such an address. */
+int tempo__addr_split(const char *text, char *host, size_t hostlen, int *port_p);
 /** "10.0.0.1:4000" / "[::1]:4000" into buf; returns buf. */
 const char *tempo__addr_str(const tempo__addr_t *a, char *buf, size_t len);
 int tempo__addr_port(const tempo__addr_t *a);

@@ -193,7 +193,9 @@ typedef struct tempo_config {
  * by the launcher's job id (tempo-run sets TEMPO_ROOT itself). Collective over all ranks; blocks
  * until every rank has joined or TEMPO_TIMEOUT passes.
  *
- * @return TEMPO_OK, TEMPO_ERR_BOOTSTRAP (bad or inconsistent launcher variables, unreachable root,
+ * @return TEMPO_OK, TEMPO_ERR_INVALID (a TEMPO_* variable out of its range or malformed: the
+ *         message names it, its value and what is valid; tempo-info -c lists them all),
+ *         TEMPO_ERR_BOOTSTRAP (bad or inconsistent launcher variables, unreachable root,
  *         another job at the rendezvous), TEMPO_ERR_TIMEOUT, TEMPO_ERR_SYSTEM, TEMPO_ERR_NOMEM.
  *         On failure tempo_last_error(NULL) says why.
  */
@@ -316,7 +318,8 @@ typedef struct tempo_attr {
     uint64_t tag;
     /** Force an algorithm by name for this request (see tempo_algorithm_info()); overrides
      *  TEMPO_ALGO. TEMPO_ERR_INVALID if unknown for the collective, TEMPO_ERR_UNSUPPORTED if it
-     * cannot run on this communicator (for example "shm" across hosts). */
+     * cannot run on this communicator (for example "shm" across hosts). Every algorithm runs on a
+     * communicator of one rank. */
     const char *algorithm;
     /** Name of the data for errors and traces ("layer3.weight"); copied. */
     const char *name;
@@ -563,7 +566,8 @@ typedef struct tempo_bucketer_config {
                                     bucket_bytes */
     tempo_sched_t sched;       /**< policy (TEMPO_SCHED) */
     size_t chunk_bytes;        /**< chunk size of its requests (TEMPO_CHUNK_BYTES); SIZE_MAX: none */
-    int tac_warmup;            /**< tac: iterations measured before the order (TEMPO_TAC_WARMUP) */
+    int tac_warmup;            /**< tac: iterations measured before the order, >= 1
+                                    (TEMPO_TAC_WARMUP) */
     /** Compressor of float32 buckets (default: one made from TEMPO_COMPRESS, owned by the
      *  bucketer; NULL: none). The caller keeps a given compressor alive until the bucketer is
      *  destroyed. Every rank must use the same spec (checked at creation). */
@@ -658,7 +662,8 @@ TEMPO_API tempo_status_t tempo_bucketer_destroy(tempo_bucketer_t b);
 /* ============================================================================================== */
 
 /*
- * A compressor encodes float32 gradients for the wire. It is made from a spec, "name:key=value,...":
+ * A compressor encodes float32 gradients for the wire. It is made from a spec, "name:key=value,...",
+ * each key at most once ("alq:bits=3,bits=4" is TEMPO_ERR_INVALID):
  *
  *   none                    no compression (the plain collective)
  *   fp16, bf16              cast; summed as 16-bit values by an ordinary ring (divide first for avg)
@@ -702,7 +707,8 @@ TEMPO_API tempo_status_t tempo_bucketer_destroy(tempo_bucketer_t b);
  * ring; powersgd all-reduces P and Q. Every rank receives bitwise the same result. Only float32
  * with TEMPO_SUM or TEMPO_AVG is compressed (TEMPO_ERR_UNSUPPORTED otherwise).
  *
- * TEMPO_COMPRESS (a spec) is the default compressor of bucketers.
+ * TEMPO_COMPRESS (a spec) is the default compressor of bucketers; a spec that tempo_compressor_create
+ * would refuse makes tempo_comm_init_env() fail with TEMPO_ERR_INVALID (see tempo_env_var()).
  *
  * Threads: a compressor may be used by requests of one job; calls are serialized by the job lock.
  */
@@ -779,16 +785,25 @@ typedef struct tempo_build_item {
 /** The build configuration as an array of *items_p (static storage); returns its length. */
 TEMPO_API size_t tempo_build_info(const tempo_build_item_t **items_p);
 
-/** One TEMPO_* environment variable of the configuration table. */
+/** One TEMPO_* environment variable of the configuration table. Every value is either used as
+ *  given or refused: tempo_comm_init_env() fails with TEMPO_ERR_INVALID and the message in error,
+ *  which names the variable, the value and what is valid (its range). */
 typedef struct tempo_env_var {
     const char *name;          /**< "TEMPO_TIMEOUT" */
     const char *default_value; /**< as text; "" when there is no default */
     const char *value;         /**< current value from the environment, or NULL when unset */
-    const char *type;          /**< "time", "size", "int", "bool", "string", "enum", "list" */
-    const char *doc;           /**< what it means */
+    const char *type;          /**< "time", "size", "size|auto", "int", "bool", "string", "enum",
+                                    "list" */
+    const char *doc;           /**< what it means, with its valid range */
+    const char *used;          /**< the value the library uses (the default when unset), as
+                                    text that reads back as the same value ("256K", "300s",
+                                    "WARN"; "" for an unset variable without default); NULL when
+                                    value is refused */
+    const char *error;         /**< NULL, or why value is refused */
 } tempo_env_var_t;
 
-/** Entry index of the configuration table; TEMPO_ERR_INVALID past the end. */
+/** Entry index of the configuration table; TEMPO_ERR_INVALID past the end, TEMPO_ERR_NOMEM. The
+ *  strings used and error stay valid until the calling thread calls tempo_env_var() again. */
 TEMPO_API tempo_status_t tempo_env_var(size_t index, tempo_env_var_t *var_p);
 
 /** One transport. */

@@ -438,7 +438,9 @@ static tempo_status_t read_config(tempo_bucketer_t b, const tempo_bucketer_confi
         return berr(b, TEMPO_ERR_INVALID, "tempo_bucketer_create: bucket sizes must be > 0");
     }
     if (b->tac_warmup < 1) {
-        b->tac_warmup = 1;
+        return berr(b, TEMPO_ERR_INVALID,
+                    "tempo_bucketer_create: tac_warmup %d is not valid (1 or more iterations)",
+                    b->tac_warmup);
     }
     return TEMPO_OK;
 }

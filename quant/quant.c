@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "core/cfg.h"
 #include "quant/quant.h"
 
 /* Kind functions (one file per family). */
@@ -277,8 +278,9 @@ static tempo_status_t apply(const char *spec, tempo__qparams_t *p, const char *k
     } else if (!strcmp(key, "seed")) {
         char *end;
         errno = 0;
+        /* strtoull would take "-1" as 2^64 - 1, and skip leading blanks */
         unsigned long long s = strtoull(v, &end, 0);
-        if (errno || end == v || *end) {
+        if (errno || end == v || *end || *v < '0' || *v > '9') {
             return bad_value(spec, key, v, "expected an unsigned integer");
         }
         p->seed = s;
@@ -304,7 +306,7 @@ static tempo_status_t apply(const char *spec, tempo__qparams_t *p, const char *k
         }
     } else { /* refit: a;b;c list (';' or '/' since ',' separates parameters) */
         int list[TEMPO__QMAX_REFIT + 1], n = 0;
-        char tmp[128];
+        char tmp[512]; /* as long as a whole spec: nothing is cut off */
         snprintf(tmp, sizeof(tmp), "%s", v);
         for (char *save = NULL, *t = strtok_r(tmp, ";/", &save); t;
              t = strtok_r(NULL, ";/", &save)) {
@@ -360,6 +362,10 @@ tempo_status_t tempo__qspec_parse(const char *spec, tempo__qparams_t *p_out)
     tempo__qparams_t p;
     base_defaults(&p, kind);
     if (colon && colon[1]) {
+        /* The keys given so far: a key given twice is refused, not the last one taken ("bits=3,
+         * bits=4" is a typo or a merge of two specs, and either reading would be a guess). */
+        const char *seen[TEMPO_ARRAY_SIZE(qparams)];
+        size_t nseen = 0;
         for (char *save = NULL, *t = strtok_r(colon + 1, ",", &save); t;
              t = strtok_r(NULL, ",", &save)) {
             char *eq = strchr(t, '=');
@@ -368,7 +374,16 @@ tempo_status_t tempo__qspec_parse(const char *spec, tempo__qparams_t *p_out)
                                   "compressor spec '%s': '%s' is not key=value", spec, t);
             }
             *eq = 0;
+            for (size_t i = 0; i < nseen; i++) {
+                if (!strcmp(seen[i], t)) {
+                    return tempo__err(TEMPO_ERR_INVALID,
+                                      "compressor spec '%s': %s is given twice (each parameter "
+                                      "at most once)",
+                                      spec, t);
+                }
+            }
             TEMPO_CHECK(apply(spec, &p, t, eq + 1));
+            seen[nseen++] = t; /* apply() accepts only the keys of qparams, each once here */
         }
     }
     if (p.zero && p.bits < 2) {
@@ -378,6 +393,12 @@ tempo_status_t tempo__qspec_parse(const char *spec, tempo__qparams_t *p_out)
     }
     *p_out = p;
     return TEMPO_OK;
+}
+
+tempo_status_t tempo__qspec_check(const char *text)
+{
+    tempo__qparams_t p;
+    return text[0] == '\0' || strcmp(text, "none") == 0 ? TEMPO_OK : tempo__qspec_parse(text, &p);
 }
 
 void tempo__qspec_format(const tempo__qparams_t *p, char *buf, size_t len)

@@ -21,7 +21,9 @@ static void usage(FILE *f)
         "Usage: tempo-info [-b] [-c] [-t] [-a] [-q] [-v] [-h]\n"
         "Print what this tempo build has and how it is configured. With no option, print all.\n"
         "  -b, --build        build configuration: optional dependencies compiled in\n"
-        "  -c, --config       every TEMPO_* environment variable: default, current value, meaning\n"
+        "  -c, --config       every TEMPO_* environment variable: the value in use, its default and\n"
+        "                     meaning; a value the library refuses is marked REFUSED, with why,\n"
+        "                     and the exit status is 1\n"
         "  -t, --transports   transports and whether they are usable here\n"
         "  -a, --algorithms   collective algorithms (names for TEMPO_ALGO)\n"
         "  -q, --compressors  gradient compressors and their parameters (TEMPO_COMPRESS specs)\n"
@@ -39,19 +41,32 @@ static void print_build(void)
     }
 }
 
-static void print_config(void)
+/* Every variable with the value the library uses; a refused one with why. Returns how many are
+ * refused (a job with this environment would not start). */
+static int print_config(void)
 {
     tempo_env_var_t v;
-    printf("# Environment variables (default -> current)\n");
+    int refused = 0;
+    printf("# Environment variables (the value in use; default -> set)\n");
     for (size_t i = 0; tempo_env_var(i, &v) == TEMPO_OK; i++) {
-        printf("  %s=%s", v.name, v.value ? v.value : v.default_value);
-        if (v.value) {
-            printf("   (set; default: %s)", v.default_value[0] ? v.default_value : "unset");
-        } else if (!v.default_value[0]) {
-            printf("(unset)");
+        if (v.error) {
+            refused++;
+            printf("  %s='%s'   REFUSED (default: %s)\n      %s\n", v.name, v.value,
+                   v.default_value[0] ? v.default_value : "unset", v.error);
+        } else {
+            printf("  %s=%s", v.name, v.used);
+            if (v.value) {
+                printf("   (set%s%s%s; default: %s)", strcmp(v.value, v.used) ? " to '" : "",
+                       strcmp(v.value, v.used) ? v.value : "", strcmp(v.value, v.used) ? "'" : "",
+                       v.default_value[0] ? v.default_value : "unset");
+            } else if (!v.used[0]) {
+                printf("(unset)");
+            }
+            printf("\n");
         }
-        printf("\n      [%s] %s\n", v.type, v.doc);
+        printf("      [%s] %s\n", v.type, v.doc);
     }
+    return refused;
 }
 
 static void print_transports(void)
@@ -124,8 +139,9 @@ int main(int argc, char **argv)
     if (b) {
         print_build();
     }
+    int refused = 0;
     if (c) {
-        print_config();
+        refused = print_config();
     }
     if (t) {
         print_transports();
@@ -135,6 +151,12 @@ int main(int argc, char **argv)
     }
     if (q) {
         print_compressors();
+    }
+    if (refused) {
+        fprintf(stderr, "tempo-info: %d TEMPO_* variable%s refused: tempo_comm_init_env() would "
+                        "fail with TEMPO_ERR_INVALID\n",
+                refused, refused == 1 ? " is" : "s are");
+        return 1;
     }
     return 0;
 }

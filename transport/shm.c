@@ -499,10 +499,7 @@ tempo_status_t tempo__shm_setup(tempo__world_t *w, uint64_t deadline, shm_tl_t *
             s->local[s->nlocal++] = r;
         }
     }
-    size_t ring_bytes = 4096;
-    while (ring_bytes < tempo__cfg.shm_ring_bytes && ring_bytes < (1ull << 30)) {
-        ring_bytes <<= 1;
-    }
+    size_t ring_bytes = tempo__cfg.shm_ring_bytes; /* a power of two, 4K-1G (core/cfg.c) */
     size_t size = rings_off(s->nlocal) + (size_t)s->nlocal * (size_t)s->nlocal * ring_stride(ring_bytes);
     char name[96];
     snprintf(name, sizeof(name), "/tempo-%016llx-%016llx", (unsigned long long)w->job_uuid,

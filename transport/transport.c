@@ -331,6 +331,11 @@ tempo_status_t tempo__tl_info(size_t index, tempo_transport_info_t *info_p)
     info_p->name = names[index];
     switch (index) {
     case 0: {
+        if (tempo__config_load() != TEMPO_OK) { /* the defaults, which nothing will use */
+            info_p->available = 0;
+            info_p->detail = "not usable: the configuration is refused (see tempo-info -c)";
+            break;
+        }
         snprintf(shm_detail, sizeof(shm_detail),
                  "POSIX shared memory rings between ranks of one host (%s; rings of %zu bytes per "
                  "direction)",

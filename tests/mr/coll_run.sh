@@ -17,7 +17,8 @@
 #
 # A group passes when every rank wrote the same number of checks for it and none failed. Checks
 # the library refused with TEMPO_ERR_UNSUPPORTED (allreduce "shm" across hosts) are skipped; on
-# shm, with 2 ranks or more, such a refusal is a failure: every algorithm can run on one host.
+# shm, and on one rank, such a refusal is a failure: every algorithm can run on one host, and on
+# one rank.
 # A launch passes when tempo-run exits 0, every rank wrote its END line and, where the INIT log
 # (TEMPO_DEBUG=INFO) has its "transports:" line, used the intended transport. Results never come
 # from the library's own reporting: the ranks check their data against a reference computed

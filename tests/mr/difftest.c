@@ -923,14 +923,14 @@ static tempo_status_t post(ctx_t *c, run_t *u, int blocking)
     return st;
 }
 
-/* Refusals that are not bugs: a forced "shm" all-reduce where the ranks are not on one host or
- * the communicator has one rank. */
+/* Refusals that are not bugs: a forced "shm" all-reduce where the ranks are not on one host (on
+ * one rank it runs: there is nothing to share). */
 static int allowed_unsupported(const ctx_t *c, const run_t *u)
 {
     const opspec_t *o = u->o;
     return o->kind == MR_ALLREDUCE && o->algo >= 0 &&
-           strcmp(c->algo[MR_ALLREDUCE][o->algo], "shm") == 0 &&
-           (u->size == 1 || strcmp(c->transport, "tcp") == 0);
+           strcmp(c->algo[MR_ALLREDUCE][o->algo], "shm") == 0 && u->size > 1 &&
+           strcmp(c->transport, "tcp") == 0;
 }
 
 static void check(ctx_t *c, run_t *u, mr_verdict_t *v)

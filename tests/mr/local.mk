@@ -77,3 +77,16 @@ check_PROGRAMS += %reldir%/doorbell
 TESTS += %reldir%/doorbell
 %canon_reldir%_doorbell_SOURCES = %reldir%/doorbell.c
 %canon_reldir%_doorbell_LDADD = libtempo_core.la
+
+# Every algorithm of every collective on communicators of one rank (a one-rank job, one-rank
+# sub-communicators on shm and on tcp), forced by attribute, with a priority and by TEMPO_ALGO
+# (tests/mr/one_rank.c; forks its ranks with tests/fault/job.h, TAP).
+check_PROGRAMS += %reldir%/one_rank
+TESTS += %reldir%/one_rank
+%canon_reldir%_one_rank_SOURCES = %reldir%/one_rank.c
+%canon_reldir%_one_rank_LDADD = libtempo.la
+
+# What tempo-info reports is what a job uses, and a refused TEMPO_* value fails tempo-info -c and a
+# job alike, with the same message (tests/mr/cfg_used.sh: tempo-info, tempo-run, all_reduce_perf).
+TESTS += %reldir%/cfg_used.sh
+EXTRA_DIST += %reldir%/cfg_used.sh

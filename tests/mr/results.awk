@@ -5,7 +5,7 @@
 #   n       ranks of the launch          tr      label printed before each point ("shm", "tcp")
 #   num     TAP number of the last point printed so far
 #   strict  1: a check refused with TEMPO_ERR_UNSUPPORTED counts as a failure (every algorithm
-#           can run on one host)
+#           can run on one host); at n = 1 it always counts (every algorithm runs on one rank)
 # A group passes when every rank wrote the same number of checks for it and none failed.
 FILENAME == ARGV[1] { order[++ng] = $1; next }
 {
@@ -22,7 +22,7 @@ FILENAME == ARGV[1] { order[++ng] = $1; next }
         skip[g]++
         if (index($0, "TEMPO_ERR_UNSUPPORTED")) {
             libskip[g]++
-            if (strict && n > 1 && nd[g]++ < 4)
+            if ((strict || n == 1) && nd[g]++ < 4)
                 diag[g, nd[g]] = "rank " rank ": " $0
         }
         if (!(g in why)) {
@@ -43,8 +43,8 @@ END {
         if (fail[g]) bad = fail[g] " check(s) failed"
         else if (absent != "") bad = "no result from rank(s)" absent
         else if (uneven) bad = "the ranks recorded different numbers of checks"
-        else if (strict && n > 1 && libskip[g])
-            bad = libskip[g] " check(s) refused with TEMPO_ERR_UNSUPPORTED on one host"
+        else if ((strict || n == 1) && libskip[g])
+            bad = libskip[g] " check(s) refused with TEMPO_ERR_UNSUPPORTED on one host" (n == 1 ? " (one rank)" : "")
         desc = tr " n=" n " " g ": " pass[g] + 0 " passed, " skip[g] + 0 " skipped"
         desc = desc " (all ranks)"
         if (bad != "") {

@@ -1,7 +1,8 @@
 /*
  * test_bootstrap.c — launcher detection (tempo__launch_detect in core/bootstrap.c): rank and size
  * from an explicit config, TEMPO_RANK/TEMPO_SIZE, Open MPI, MPICH/Hydra (PMI) and Slurm variables
- * in that order of precedence; inconsistent or malformed values rejected with TEMPO_ERR_BOOTSTRAP;
+ * in that order of precedence; inconsistent or malformed values rejected with TEMPO_ERR_BOOTSTRAP
+ * (TEMPO_* values out of their range, TEMPO_ERR_INVALID, by the configuration table);
  * the local size; the rendezvous address; and the job key that keeps concurrent jobs apart.
  *
  * TEMPO_* variables are read once per process through the configuration table, so every case runs
@@ -126,10 +127,18 @@ static void test_inconsistent(void)
     reject("TEMPO_RANK without TEMPO_SIZE", &c1, "TEMPO_RANK and TEMPO_SIZE");
     case_t c2 = {{{"TEMPO_SIZE", "4"}}, NULL};
     reject("TEMPO_SIZE without TEMPO_RANK", &c2, "TEMPO_RANK and TEMPO_SIZE");
+    /* TEMPO_RANK >= TEMPO_SIZE and TEMPO_SIZE=0: refused by the configuration table itself
+     * (TEMPO_ERR_INVALID naming the variable and its range), as every out-of-range value is. */
     case_t c3 = {{{"TEMPO_RANK", "4"}, {"TEMPO_SIZE", "4"}}, NULL};
-    reject("TEMPO_RANK = TEMPO_SIZE", &c3, "out of range");
+    result_t r3 = detect(&c3);
+    TAP_EQ_INT(r3.status, TEMPO_ERR_INVALID, "TEMPO_RANK = TEMPO_SIZE is TEMPO_ERR_INVALID");
+    TAP_CONTAINS(r3.msg, "TEMPO_RANK='4' is not valid: expected an integer from 0 to TEMPO_SIZE",
+                 "  message: %s", r3.msg);
     case_t c4 = {{{"TEMPO_RANK", "0"}, {"TEMPO_SIZE", "0"}}, NULL};
-    reject("TEMPO_SIZE=0", &c4, "out of range");
+    result_t r4 = detect(&c4);
+    TAP_EQ_INT(r4.status, TEMPO_ERR_INVALID, "TEMPO_SIZE=0 is TEMPO_ERR_INVALID");
+    TAP_CONTAINS(r4.msg, "TEMPO_SIZE='0' is not valid: expected an integer from 1", "  message: %s",
+                 r4.msg);
     case_t c5 = {{{"OMPI_COMM_WORLD_RANK", "x"}, {"OMPI_COMM_WORLD_SIZE", "4"}}, NULL};
     reject("a non-numeric Open MPI rank", &c5, "OMPI_COMM_WORLD_RANK");
     case_t c6 = {{{"PMI_RANK", "2"}, {"PMI_SIZE", "-2"}}, NULL};

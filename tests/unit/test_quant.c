@@ -291,6 +291,39 @@ static void check_exact_levels(void)
     TAP_OK(ok_guard, "nothing is written past the bound");
 }
 
+/* A spec is read as written or refused: a parameter given twice (either value would be a guess),
+ * a negative or blank-led seed (strtoull's 2^64 - 1), and a refit list longer than 127 characters
+ * is read whole, not cut. */
+static void check_spec_strict(void)
+{
+    static const char *const twice[] = {
+        "alq:bits=3,bits=4", "alq:bits=3,bits=3", "qsgd:bucket=64,bits=2,bucket=128",
+        "topk:ratio=0.1,ratio=0.2", "alq:refit=0;100,refit=0;50", "alq:seed=1,seed=1",
+    };
+    tempo_compressor_t bad = NULL;
+    for (size_t i = 0; i < sizeof(twice) / sizeof(twice[0]); i++) {
+        TAP_EQ_INT(tempo_compressor_create(twice[i], &bad), TEMPO_ERR_INVALID,
+                   "'%s': a parameter given twice is refused", twice[i]);
+        TAP_CONTAINS(tempo_last_error(NULL), "given twice", "  and the message says so");
+    }
+    TAP_EQ_INT(tempo_compressor_create("alq:seed=-1", &bad), TEMPO_ERR_INVALID,
+               "seed=-1 is refused (not read as 2^64 - 1)");
+    TAP_EQ_INT(tempo_compressor_create("alq:seed= 5", &bad), TEMPO_ERR_INVALID,
+               "a seed with a leading blank is refused");
+    TAP_OK(bad == NULL, "no compressor on failure");
+    /* 17 call numbers of 9 digits: 169 characters; the last repeats as the period */
+    char spec[512] = "alq:refit=0";
+    for (int i = 1; i < 17; i++) {
+        snprintf(spec + strlen(spec), sizeof(spec) - strlen(spec), ";%d", 100000000 + i);
+    }
+    tempo_compressor_t qc = NULL;
+    tempo_status_t st = tempo_compressor_create(spec, &qc);
+    TAP_EQ_INT(st, TEMPO_OK, "a refit list of %zu characters is accepted", strlen(spec) - 10);
+    TAP_CONTAINS(st == TEMPO_OK ? tempo_compressor_spec(qc) : "", ";100000015;100000016",
+                 "  whole, up to its last number");
+    tempo_compressor_destroy(qc);
+}
+
 static void check_codec(void)
 {
     tempo_compressor_t qc;
@@ -329,6 +362,7 @@ static void check_codec(void)
     TAP_EQ_INT(tempo_compressor_create("qsgd:norm=linf", &bad), TEMPO_ERR_INVALID,
                "qsgd takes no norm (qsgdinf is its L-inf form)");
     TAP_OK(bad == NULL, "no compressor on failure");
+    check_spec_strict();
     tempo_compressor_create("amq-n:norm=linf,bucket=64", &qc);
     TAP_CONTAINS(tempo_compressor_spec(qc), "amq-n:bits=3,bucket=64,zero=0,norm=linf,",
                  "canonical spec with norm");
