@@ -919,10 +919,16 @@ static void wait_params(trainer_t *t, int g)
 {
     const int L = t->ngroups - 2;
     if (t->zero == 3) { /* the embeddings: beside block 0, and again beside the last block */
+        int next = g + 1;
         if (g == 0) {
             z3_emb(t, 1);
+            /* a forward right after a forward (validation, sampling: no update in between to
+             * drop the buffers) finds the embeddings still held from the last one's head, in
+             * block 0's slot when the last block took the other: block 0's all-gather would
+             * drop them before their forward, so it waits until that forward is done */
+            next = t->pstate[0] && t->emb_slot == z3_slot(t, 1) ? -1 : next;
         }
-        z3_params(t, g, g + 1);
+        z3_params(t, g, next);
         if (g == L || g == L + 1) {
             z3_emb(t, L); /* wte for the head: posted behind lnf's all-gather */
         }
@@ -1601,6 +1607,7 @@ static int run_pipeline(opts_t *o, const gpt_config_t *cfg, pp_kind_t kind)
     }
     if (po.csv) {
         fclose(po.csv);
+        plot(o->out);
     }
     if (!o->dump) {
         report_rss();
@@ -1909,7 +1916,6 @@ int main(int argc, char **argv)
             printf("validation loss: %.6f at step %d (no steps run)\n", first_val, start);
         }
     } else if (!o.dump) {
-        sample(&t, &o);
         if (D->world_rank == 0) {
             fclose(csv);
             if (nsum > 0) {
@@ -1930,7 +1936,10 @@ int main(int argc, char **argv)
                        now_s() - t_run);
             }
             plot(o.out);
+            fflush(stdout);
         }
+        /* last: what was measured is out (files and lines) before anything that may still fail */
+        sample(&t, &o);
     }
     wait_all_params(&t);
     if (!o.dump) {
