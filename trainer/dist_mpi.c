@@ -51,7 +51,8 @@ typedef struct {
     int sync;
     MPI_Request *rs, *ag; /* (ngroups) posted requests, MPI_REQUEST_NULL when none */
     float **slice;        /* (ngroups) reduce-scatter outputs (DIST_REDUCE_SCATTER) */
-    float **buf;          /* (ngroups) where group g's last grads_ready had its gradients */
+    float **buf;          /* (ngroups) where group g's last grads_ready had its gradients,
+                           * until grads_wait has finished them (then NULL) */
     int tag_ub;           /* the largest tag MPI accepts (MPI_TAG_UB, at least 32767) */
     double bytes;         /* DP bytes sent since the last counters_take */
 } mdist_t;
@@ -207,7 +208,12 @@ static int m_grads_wait(dist_t *d, int g)
 {
     mdist_t *m = d->impl;
     const dist_group_t *gr = &m->groups[g];
-    int posted = m->rs[g] != MPI_REQUEST_NULL;
+    /* buf[g], not the request, says whether group g's result still needs finishing: poke's
+     * MPI_Testall frees the requests (MPI_REQUEST_NULL) once they are all complete, and a
+     * reduce-scatter completed there must still be copied to its slice and scaled (that skip
+     * lost a group's reduced gradient at random under ZeRO 3, whose all-gathers poke between
+     * the reduce-scatters) */
+    const int posted = m->buf[g] != NULL;
     if (wait_req(d, &m->rs[g], "gradient synchronization")) {
         return -1;
     }
@@ -224,6 +230,7 @@ static int m_grads_wait(dist_t *d, int g)
     } else {
         scale(m->buf[g], gr->n, inv);
     }
+    m->buf[g] = NULL;
     return 0;
 }
 

@@ -75,6 +75,10 @@ EXTRA_DIST += tests/trainer/layouts.sh tests/trainer/compressed.sh tests/trainer
 # resume, validation loss the same at any layout)
 TESTS += tests/trainer/runs.sh
 EXTRA_DIST += tests/trainer/runs.sh
+# every layout with the defaults on (validation, the sample, checkpoints, a resume), and the
+# README's and quickstart.sh's tempo-train command lines run as written at a tiny size
+TESTS += tests/trainer/defaults.sh tests/trainer/readme.sh
+EXTRA_DIST += tests/trainer/defaults.sh tests/trainer/readme.sh
 # checkpoints on a full disk (a small tmpfs the test mounts; skipped where mount is not allowed)
 TESTS += tests/trainer/ckpt_full.sh
 EXTRA_DIST += tests/trainer/ckpt_full.sh

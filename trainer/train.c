@@ -1074,10 +1074,16 @@ static void wait_params(trainer_t *t, int g)
 {
     const int L = t->ngroups - 2;
     if (t->zero == 3) { /* the embeddings: beside block 0, and again beside the last block */
+        int next = g + 1;
         if (g == 0) {
             z3_emb(t, 1);
+            /* a forward right after a forward (validation, sampling: no update in between to
+             * drop the buffers) finds the embeddings still held from the last one's head, in
+             * block 0's slot when the last block took the other: block 0's all-gather would
+             * drop them before their forward, so it waits until that forward is done */
+            next = t->pstate[0] && t->emb_slot == z3_slot(t, 1) ? -1 : next;
         }
-        z3_params(t, g, g + 1);
+        z3_params(t, g, next);
         if (g == L || g == L + 1) {
             z3_emb(t, L); /* wte for the head: posted behind lnf's all-gather */
         }
@@ -2032,7 +2038,6 @@ int main(int argc, char **argv)
             printf("validation loss: %.6f at step %d (no steps run)\n", first_val, start);
         }
     } else if (!o.dump) {
-        sample(&t, &o);
         if (D->world_rank == 0) {
             fclose(csv);
             stats_print_run(&run, (double)tokens_step);
@@ -2047,7 +2052,10 @@ int main(int argc, char **argv)
                        now_s() - t_run);
             }
             plot(&o);
+            fflush(stdout);
         }
+        /* last: what was measured is out (files and lines) before anything that may still fail */
+        sample(&t, &o);
     }
     wait_all_params(&t);
     if (!o.dump) {
