@@ -68,7 +68,7 @@ check() {
     _lbl=$1 _o=$2 _log=$3 _first=$4 _last=$5 _pp=$6
     _why=""
     [ "$rc" = 0 ] || _why="$_why; exited with status $rc"
-    [ "$(col "$_o/loss.csv" 1 2>/dev/null | tr '\n' ' ')" = "$(seq -s ' ' 1 "$_last") " ] ||
+    [ "$(step_list "$_o/loss.csv" 2>/dev/null)" = "$(seq -s ' ' 1 "$_last") " ] ||
         _why="$_why; loss.csv does not have steps 1-$_last"
     [ -n "$(tail -n 1 "$_o/loss.csv" 2>/dev/null | cut -d, -f3)" ] ||
         _why="$_why; no validation loss on step $_last in loss.csv"
@@ -179,7 +179,7 @@ why=""
 [ $rc != 0 ] || why="$why; exited with status 0"
 grep -q "step time, mean of steps" "$o.log" || why="$why; no step time summary"
 grep -q "validation loss: [0-9.]* at start" "$o.log" || why="$why; no closing validation line"
-[ "$(col "$o/loss.csv" 1 2>/dev/null | tr '\n' ' ')" = "1 2 3 4 " ] || why="$why; no loss.csv"
+[ "$(step_list "$o/loss.csv" 2>/dev/null)" = "1 2 3 4 " ] || why="$why; no loss.csv"
 [ $png = 0 ] || [ -s "$o/loss.png" ] || why="$why; no loss.png"
 point "$([ -z "$why" ]; echo $?)" "rank 1 lost while sampling at the end: the run fails (status $rc), \
 its loss.csv, loss.png and summary written before"

@@ -30,9 +30,10 @@
 # one point: the run that wrote the step-0 dump DUMP exited with STATUS and DUMP equals the dump
 # REF within 1e-5 (dumpcmp); prints dumpcmp's summary ($res) and, on failure, diag LOG.
 #
-#   col CSV N / steps_csv CSV / losses RUN
+#   col CSV N / steps_csv CSV / step_list CSV / losses RUN
 # column N of CSV's rows (without the header) / CSV's rows of training steps (not the step-0
-# validation row, whose loss is empty) / the loss column of RUN/loss.csv's training steps.
+# validation row, whose loss is empty) / their step numbers on one line ("1 2 3 ") / the loss
+# column of RUN/loss.csv's training steps.
 #   worst A B N
 # the largest relative difference of the loss-column files A and B (%.3g), or "missing" unless
 # both have N lines.
@@ -128,6 +129,7 @@ dumped() {
 
 col() { tail -n +2 "$1" | cut -d, -f"$2"; }
 steps_csv() { tail -n +2 "$1" | awk -F, '$2 != ""'; }
+step_list() { steps_csv "$1" | cut -d, -f1 | tr '\n' ' '; }
 losses() { steps_csv "$1/loss.csv" | cut -d, -f2; }
 worst() {
     paste -d' ' "$1" "$2" | awk -v n="$3" '{e = ($1 - $2) / $1; if (e < 0) e = -e;

@@ -39,7 +39,7 @@ echo "1..13"
 train 2 "$tmp/a" --batch 4 --accum 2 --steps 6 --ckpt-every 3 --ckpt-keep 3 --val-every 3
 cp "$tmp/a/loss.csv" "$tmp/full.csv"
 ls -R "$tmp/a" >"$tmp/before.ls"
-[ $rc = 0 ] && [ "$(col "$tmp/full.csv" 1 | tr '\n' ' ')" = "1 2 3 4 5 6 " ]
+[ $rc = 0 ] && [ "$(step_list "$tmp/full.csv")" = "1 2 3 4 5 6 " ]
 point $? "DP=2, 16 sequences per step: 6 steps with checkpoints at 3 and 6" "$tmp/a.log"
 
 train 2 "$tmp/a" --batch 4 --steps 2
@@ -54,7 +54,7 @@ grep -m1 "holds another" "$tmp/again.log" | cut -c 1-200 | sed 's/^/# /'
 
 # 1 and 3: resume the DP=2 run from step 3 on one rank, no batch flags
 train 1 "$tmp/a" --steps 6 --val-every 3 --resume "$tmp/a/ckpt/step_00000003"
-[ $rc = 0 ] && [ "$(col "$tmp/a/loss.csv" 1 | tr '\n' ' ')" = "1 2 3 4 5 6 " ] &&
+[ $rc = 0 ] && [ "$(step_list "$tmp/a/loss.csv")" = "1 2 3 4 5 6 " ] &&
     grep -q "steps 4-6 ran here" "$tmp/a.log"
 point $? "resumed from step 3 of 6: loss.csv has each step once, the summary names steps 4-6" \
     "$tmp/a.log"
@@ -86,7 +86,7 @@ point $? "a resume that cannot keep the global batch (--batch 3 at 1 rank) is re
 grep -m1 "global batch" "$tmp/a.log" | cut -c 1-250 | sed 's/^/# /'
 
 train 2 "$tmp/a" --batch 4 --steps 2 --ckpt-every 1 --ckpt-keep 5 --val-every 0 --overwrite
-[ $rc = 0 ] && [ "$(col "$tmp/a/loss.csv" 1 | tr '\n' ' ')" = "1 2 " ] &&
+[ $rc = 0 ] && [ "$(step_list "$tmp/a/loss.csv")" = "1 2 " ] &&
     [ "$(ls "$tmp/a/ckpt" | tr '\n' ' ')" = "latest step_00000001 step_00000002 " ] &&
     [ "$(cat "$tmp/a/ckpt/latest")" = step_00000002 ]
 point $? "--overwrite replaces the old run: its rows and checkpoints are gone, only the new run's stay" \
