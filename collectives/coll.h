@@ -121,6 +121,13 @@ void tempo__sched_reduce(tempo__sched_t *s, void *dst, const void *src, size_t c
                          int src_first);
 void tempo__sched_avg(tempo__sched_t *s, void *dst, size_t count);
 void tempo__sched_convert(tempo__sched_t *s, int to_f32, void *dst, const void *src, size_t count);
+/** Append the rounds of a dissemination barrier (in round k every rank sends an empty message to
+ *  rank r+2^k and receives one from rank r-2^k): afterwards every rank has heard from every other,
+ *  directly or through ranks that heard from it first. Every message carries the call's
+ *  signature, so a schedule whose data flow leaves some rank deaf to another (a broadcast root
+ *  only sends) ends with these rounds, and no rank completes a call that another rank made
+ *  differently (core/check.c; tests/unit/test_sched.c checks every algorithm). */
+void tempo__sched_close(tempo__sched_t *s);
 /** Check the build (out of memory while appending actions). */
 tempo_status_t tempo__sched_ready(tempo__sched_t *s);
 
