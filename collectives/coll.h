@@ -185,6 +185,11 @@ tempo_status_t tempo__sq_post(tempo__op_t *op, const char *forced, const char *n
                               size_t chunk_bytes);
 /** Free the lane's state (communicator teardown; its requests are already released). */
 void tempo__sq_destroy(tempo__sq_t *sq);
+/** A scheduled request (coll, count, dtype, redop, tag) was rejected on this rank (its arguments):
+ *  it still takes its occurrence, and the coordinator hears of it, so that ranks that posted it
+ *  fail at once naming this rank (and later requests stay in step). Lock held. */
+void tempo__sq_rejected(struct tempo_comm *c, int coll, size_t count, tempo_dtype_t dtype,
+                        tempo_op_t redop, uint64_t tag);
 /** Nanoseconds during which at least one scheduled chunk was running on comm (a running total;
  *  lock held). */
 uint64_t tempo__sq_busy_ns(struct tempo_comm *comm);
