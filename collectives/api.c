@@ -346,6 +346,15 @@ static tempo_status_t validate(const struct tempo_comm *c, const args_t *a)
     return TEMPO_OK;
 }
 
+/* A request that joins the scheduled lane (collectives/schedq.c): an all-reduce, reduce-scatter or
+ * all-gather with a priority. Other collectives ignore the priority and keep the program order. */
+static int scheduled(const args_t *a, const tempo_attr_t *attr)
+{
+    return attr && (attr->field_mask & TEMPO_ATTR_PRIORITY) &&
+           (a->coll == TEMPO__COLL_ALLREDUCE || a->coll == TEMPO__COLL_REDUCE_SCATTER ||
+            a->coll == TEMPO__COLL_ALLGATHER);
+}
+
 /* Post an operation; *op_p receives it (already complete when the return value is not
  * TEMPO_INPROGRESS). Called with the lock held. */
 static tempo_status_t post_locked(struct tempo_comm *c, const args_t *a, const tempo_attr_t *attr,
@@ -364,12 +373,10 @@ static tempo_status_t post_locked(struct tempo_comm *c, const args_t *a, const t
     op->ptag = a->ptag;
     const char *forced = NULL, *name = NULL;
     size_t chunk_bytes = 0;
-    int scheduled = 0;
+    int sched = scheduled(a, attr);
     if (attr) {
         if (attr->field_mask & TEMPO_ATTR_PRIORITY) {
             op->priority = attr->priority;
-            scheduled = a->coll == TEMPO__COLL_ALLREDUCE || a->coll == TEMPO__COLL_REDUCE_SCATTER ||
-                        a->coll == TEMPO__COLL_ALLGATHER;
         }
         if (attr->field_mask & TEMPO_ATTR_TAG) {
             op->user_tag = attr->tag;
@@ -392,7 +399,7 @@ static tempo_status_t post_locked(struct tempo_comm *c, const args_t *a, const t
             op->qc = in >= q->min_bytes ? q : NULL;
         }
     }
-    if (scheduled) {
+    if (sched) {
         op->lane = 1;
     } else {
         if (a->coll != TEMPO__COLL_SEND && a->coll != TEMPO__COLL_RECV) {
@@ -414,7 +421,7 @@ static tempo_status_t post_locked(struct tempo_comm *c, const args_t *a, const t
      * that errors do not depend on the count. */
     const tempo__algo_t *algo;
     tempo_status_t st = tempo__algo_select(op, forced, &algo);
-    if (scheduled && st == TEMPO_OK) {
+    if (sched && st == TEMPO_OK) {
         /* Chunks choose their own algorithm by size unless one was forced. */
         return tempo__sq_post(op, forced ? algo->name : NULL, name, chunk_bytes);
     }
@@ -467,8 +474,14 @@ static tempo_status_t run(struct tempo_comm *c, const args_t *a, const tempo_att
     tempo__world_t *w = c->world;
     tempo_status_t st = validate(c, a);
     if (st != TEMPO_OK) {
-        int scheduled = attr && (attr->field_mask & TEMPO_ATTR_PRIORITY);
-        if (a->coll != TEMPO__COLL_SEND && a->coll != TEMPO__COLL_RECV && !scheduled) {
+        if (scheduled(a, attr)) {
+            /* Likewise for the scheduled lane: it takes its occurrence of the tag, and the
+             * coordinator fails the request on the ranks that posted it. */
+            uint64_t tag = (attr->field_mask & TEMPO_ATTR_TAG) ? attr->tag : 0;
+            pthread_mutex_lock(&w->lock);
+            tempo__sq_rejected(c, a->coll, a->count, a->dtype, a->redop, tag);
+            pthread_mutex_unlock(&w->lock);
+        } else if (a->coll != TEMPO__COLL_SEND && a->coll != TEMPO__COLL_RECV) {
             /* The rejected call still is this rank's call under its sequence number: a peer
              * that waits for it learns why (core/check.c) instead of pairing it with our next
              * call. */

@@ -10,13 +10,8 @@
 tempo_status_t tempo__barrier_dissemination_start(tempo__op_t *op);
 tempo_status_t tempo__barrier_dissemination_start(tempo__op_t *op)
 {
-    int n = op->comm->size, r = op->comm->rank;
     tempo__sched_t *s;
     TEMPO_CHECK(tempo__sched_create(op, 0, TEMPO_UINT8, TEMPO_SUM, &s));
-    for (int dist = 1; dist < n; dist *= 2) {
-        tempo__sched_round(s);
-        tempo__sched_send(s, tempo__mod(r + dist, n), NULL, 0);
-        tempo__sched_recv(s, tempo__mod(r - dist, n), NULL, 0);
-    }
+    tempo__sched_close(s);
     return tempo__sched_ready(s);
 }

@@ -3,6 +3,11 @@
  * segments that flow root -> root+1 -> ... -> root+n-1; in round t a rank receives segment t-d+1
  * and forwards segment t-d (d = its distance from the root). nseg + n - 2 rounds; each link carries
  * the buffer once, so time approaches bytes/bandwidth when nseg >> n.
+ *
+ * The chain ends with a dissemination barrier (tempo__sched_close): the root and the ranks near it
+ * would otherwise complete without hearing from the ranks further down, and a difference in the
+ * call's arguments there would leave them with TEMPO_OK (core/check.c). Its ceil(log2 n) empty
+ * messages cost little next to the segments.
  */
 #include "config.h"
 
@@ -39,5 +44,6 @@ tempo_status_t tempo__broadcast_pipeline_start(tempo__op_t *op)
             tempo__sched_send(s, next, buf + off, TEMPO_MIN(seg, bytes - off));
         }
     }
+    tempo__sched_close(s);
     return tempo__sched_ready(s);
 }

@@ -2,6 +2,14 @@
  * broadcast_tree.c — binomial-tree broadcast: in round i the ranks that already hold the data
  * (relative rank < 2^i) send it to relative rank + 2^i. ceil(log2 n) rounds; the whole buffer per
  * message, so it suits small and medium buffers.
+ *
+ * The tree rides on the pattern of a dissemination barrier: in round i every rank sends to rank
+ * r + 2^i and receives from rank r - 2^i (shifting by the root does not change these pairs), and
+ * the pairs that are not the tree's edges exchange empty messages. Every message carries the
+ * call's signature, so after the last round every rank has heard from every other, the root
+ * included (it used to only send): a rank that passed another root or count makes the call fail
+ * on every rank, not only on those that receive from it (core/check.c). The critical path stays
+ * ceil(log2 n) message latencies; only the root and the inner ranks now wait that long too.
  */
 #include "config.h"
 
@@ -21,11 +29,10 @@ tempo_status_t tempo__broadcast_tree_start(tempo__op_t *op)
     }
     for (int mask = 1; mask < n; mask *= 2) {
         tempo__sched_round(s);
-        if (vr < mask && vr + mask < n) {
-            tempo__sched_send(s, tempo__mod(vr + mask + root, n), op->recvbuf, bytes);
-        } else if (vr >= mask && vr < 2 * mask) {
-            tempo__sched_recv(s, tempo__mod(vr - mask + root, n), op->recvbuf, bytes);
-        }
+        int gets = vr >= mask && vr < 2 * mask, gives = vr < mask && vr + mask < n;
+        tempo__sched_recv(s, tempo__mod(r - mask, n), gets ? op->recvbuf : NULL, gets ? bytes : 0);
+        tempo__sched_send(s, tempo__mod(r + mask, n), gives ? op->recvbuf : NULL,
+                          gives ? bytes : 0);
     }
     return tempo__sched_ready(s);
 }

@@ -121,6 +121,13 @@ void tempo__sched_reduce(tempo__sched_t *s, void *dst, const void *src, size_t c
                          int src_first);
 void tempo__sched_avg(tempo__sched_t *s, void *dst, size_t count);
 void tempo__sched_convert(tempo__sched_t *s, int to_f32, void *dst, const void *src, size_t count);
+/** Append the rounds of a dissemination barrier (in round k every rank sends an empty message to
+ *  rank r+2^k and receives one from rank r-2^k): afterwards every rank has heard from every other,
+ *  directly or through ranks that heard from it first. Every message carries the call's
+ *  signature, so a schedule whose data flow leaves some rank deaf to another (a broadcast root
+ *  only sends) ends with these rounds, and no rank completes a call that another rank made
+ *  differently (core/check.c; tests/unit/test_sched.c checks every algorithm). */
+void tempo__sched_close(tempo__sched_t *s);
 /** Check the build (out of memory while appending actions). */
 tempo_status_t tempo__sched_ready(tempo__sched_t *s);
 
@@ -178,6 +185,11 @@ tempo_status_t tempo__sq_post(tempo__op_t *op, const char *forced, const char *n
                               size_t chunk_bytes);
 /** Free the lane's state (communicator teardown; its requests are already released). */
 void tempo__sq_destroy(tempo__sq_t *sq);
+/** A scheduled request (coll, count, dtype, redop, tag) was rejected on this rank (its arguments):
+ *  it still takes its occurrence, and the coordinator hears of it, so that ranks that posted it
+ *  fail at once naming this rank (and later requests stay in step). Lock held. */
+void tempo__sq_rejected(struct tempo_comm *c, int coll, size_t count, tempo_dtype_t dtype,
+                        tempo_op_t redop, uint64_t tag);
 /** Nanoseconds during which at least one scheduled chunk was running on comm (a running total;
  *  lock held). */
 uint64_t tempo__sq_busy_ns(struct tempo_comm *comm);

@@ -3,6 +3,10 @@
  * farthest from the root towards it; each rank adds its own segment (left operand) to the partial
  * it receives and passes it on. In round t a rank at distance e = n-1-d from the tail receives
  * segment t-e+1 and sends segment t-e. Each link carries the buffer once.
+ *
+ * The chain ends with a dissemination barrier (tempo__sched_close), so that the ranks that only
+ * pass partials on complete only when every rank, the root included, has made the same call
+ * (core/check.c).
  */
 #include "config.h"
 
@@ -53,6 +57,7 @@ tempo_status_t tempo__reduce_pipeline_start(tempo__op_t *op)
             tempo__sched_send(s, to_root, (e == 0 ? in : acc) + off * es, c * es);
         }
     }
+    tempo__sched_close(s); /* before the root's local rounds, which only it has */
     if (r == root && op->redop == TEMPO_AVG) {
         tempo__sched_round(s);
         tempo__sched_avg(s, acc, count);

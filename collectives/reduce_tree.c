@@ -1,8 +1,15 @@
 /*
  * reduce_tree.c — binomial-tree reduce (the broadcast tree run backwards): in round i a rank whose
- * relative rank has bit i set sends its partial to the rank 2^i below and stops; the others receive
- * and reduce. The receiving (lower) rank's partial is the left operand, so the tree's shape alone
- * fixes the order of operations.
+ * relative rank has bit i set as its lowest sends its partial to the rank 2^i below; ranks whose
+ * low i+1 bits are clear receive and reduce. The receiving (lower) rank's partial is the left
+ * operand, so the tree's shape alone fixes the order of operations.
+ *
+ * As in broadcast_tree.c, the tree rides on a dissemination pattern: in round i every rank sends to
+ * rank r - 2^i and receives from rank r + 2^i, empty messages where the pair is no edge of the
+ * tree. A rank that has sent its partial therefore does not stop: it completes only when it has
+ * heard from every rank, so that a root that rejected its call, or a rank that passed other
+ * arguments, makes the call fail everywhere instead of completing on the ranks that only send
+ * (core/check.c). The root's critical path is unchanged.
  */
 #include "config.h"
 
@@ -30,13 +37,15 @@ tempo_status_t tempo__reduce_tree_start(tempo__op_t *op)
     tempo__sched_copy(s, acc, v.sendbuf, count * v.esize);
     for (int mask = 1; mask < n; mask *= 2) {
         tempo__sched_round(s);
-        if (vr & mask) {
-            tempo__sched_send(s, tempo__mod(vr - mask + root, n), acc, count * v.esize);
-            break;
+        int low = vr & (2 * mask - 1), from = tempo__mod(r + mask, n);
+        if (low == 0 && vr + mask < n) {
+            tempo__sched_recv_reduce(s, from, acc, acc, tmp, count, 0);
+        } else {
+            tempo__sched_recv(s, from, NULL, 0);
         }
-        if (vr + mask < n) {
-            tempo__sched_recv_reduce(s, tempo__mod(vr + mask + root, n), acc, acc, tmp, count, 0);
-        }
+        int gives = low == mask;
+        tempo__sched_send(s, tempo__mod(r - mask, n), gives ? acc : NULL,
+                          gives ? count * v.esize : 0);
     }
     if (r == root && op->redop == TEMPO_AVG) {
         tempo__sched_round(s);

@@ -301,6 +301,16 @@ void tempo__sched_convert(tempo__sched_t *s, int to_f32, void *dst, const void *
     }
 }
 
+void tempo__sched_close(tempo__sched_t *s)
+{
+    int n = s->nranks, r = s->op->comm->rank;
+    for (int dist = 1; dist < n; dist *= 2) {
+        tempo__sched_round(s);
+        tempo__sched_send(s, tempo__mod(r + dist, n), NULL, 0);
+        tempo__sched_recv(s, tempo__mod(r - dist, n), NULL, 0);
+    }
+}
+
 tempo_status_t tempo__sched_ready(tempo__sched_t *s)
 {
     if (s->oom) {

@@ -35,8 +35,12 @@
  * other ranks' requests wait a little longer (grace) so that this precise error reaches them
  * before their own generic timeout; a request still waiting for start decisions waits for the
  * coordinator (its wait_peer), so a coordinator that stops is named as the rank that stopped
- * (core/blame.c), not "its peers". Disagreeing reports fail at once. Control messages are
- * validated before use; a malformed one fails the job naming the sender.
+ * (core/blame.c), not "its peers". Disagreeing reports fail at once, and so does a request that
+ * some rank rejected (bad arguments: it still takes its occurrence and reports the rejection)
+ * where others posted it. A request of count 0 moves nothing but still completes only when the
+ * coordinator has every rank's report and they agree (a START with no chunks), so that no rank
+ * gets TEMPO_OK for a request its peers made differently. Control messages are validated before
+ * use; a malformed one fails the job naming the sender.
  *
  * Invariants
  *   - The coordinator starts the chunks of one request in index order, so a request's started
@@ -77,13 +81,14 @@ typedef struct {
     int32_t prio;
     uint8_t coll, dtype, redop;
     uint8_t compressed; /* the request runs through a compressor */
-    char name[28];
+    uint8_t rejected;   /* the rank rejected the request (its arguments): it never runs there */
+    char name[27];
 } post_ent_t;
 
 typedef struct {
     uint64_t tag;
     uint64_t off, cnt; /* elements (per rank block for reduce-scatter and all-gather) */
-    uint32_t occ, chunk, nchunks;
+    uint32_t occ, chunk, nchunks; /* nchunks 0: a count-0 request every rank posted alike */
     uint32_t seq;         /* lane sequence number of this chunk */
     uint32_t ready_seq;   /* the request's ready number */
     uint32_t ready_count; /* requests that had become ready when this chunk was picked */
@@ -174,6 +179,7 @@ typedef struct {
     uint32_t nchunks, started, done, scan;
     tempo__op_t **kids; /* (nchunks) */
     tempo__as_mark_t *marks; /* (nchunks), coordinator: each chunk's start for the estimator */
+    int agreed;              /* count 0: every rank posted it alike (nothing to run) */
     tempo_status_t err;
     char errmsg[TEMPO_ERRMSG_LEN];
 } sreq_t;
@@ -484,6 +490,8 @@ static const char *key_name(const post_ent_t *e, char *buf, size_t len)
     return buf;
 }
 
+static tempo_status_t start_local(tempo__sq_t *sq, const start_ent_t *se);
+
 /* Rank from reported e. */
 static tempo_status_t coord_report(tempo__sq_t *sq, int from, const post_ent_t *e)
 {
@@ -501,8 +509,21 @@ static tempo_status_t coord_report(tempo__sq_t *sq, int from, const post_ent_t *
         k->posted = posted;
         k->t_first = tempo__now_ns();
         tempo__list_push_back(&sq->keys, &k->link);
-    } else if (k->sig.coll != e->coll || k->sig.count != e->count || k->sig.dtype != e->dtype ||
-               (e->coll != TEMPO__COLL_ALLGATHER && k->sig.redop != e->redop)) {
+    } else if (k->sig.rejected != e->rejected) {
+        char nm[96], desc[96];
+        int first = 0;
+        while (first < n && !k->posted[first]) {
+            first++;
+        }
+        const post_ent_t *made = e->rejected ? &k->sig : e;
+        return coord_fail(sq, TEMPO_ERR_INVALID,
+                          "ranks disagree on scheduled request %s: comm rank %d rejected its "
+                          "request (its arguments) where comm rank %d posted %s",
+                          key_name(&k->sig, nm, sizeof(nm)), e->rejected ? from : first,
+                          e->rejected ? first : from, ent_desc(made, desc, sizeof(desc)));
+    } else if (!e->rejected &&
+               (k->sig.coll != e->coll || k->sig.count != e->count || k->sig.dtype != e->dtype ||
+                (e->coll != TEMPO__COLL_ALLGATHER && k->sig.redop != e->redop))) {
         char nm[96], d[256];
         int first = 0;
         while (first < n && !k->posted[first]) {
@@ -533,9 +554,21 @@ static tempo_status_t coord_report(tempo__sq_t *sq, int from, const post_ent_t *
     if (k->nposted < n) {
         return TEMPO_OK;
     }
-    if (k->sig.count == 0) {
-        key_free(k); /* posted everywhere, nothing to move: done on every rank already */
+    if (k->sig.rejected) {
+        key_free(k); /* rejected everywhere: the ranks stay in step */
         return TEMPO_OK;
+    }
+    if (k->sig.count == 0) {
+        /* Posted alike everywhere, nothing to move: every rank's request completes now. */
+        start_ent_t se;
+        memset(&se, 0, sizeof(se));
+        se.tag = k->sig.tag;
+        se.occ = k->sig.occ;
+        se.seq = sq->next_seq;
+        key_free(k);
+        sq->start_batch[sq->nstart++] = se;
+        TEMPO_CHECK(start_local(sq, &se));
+        return flush_starts(sq);
     }
     /* Posted everywhere: cut it into chunks and queue it. */
     k->ready_seq = sq->next_ready++;
@@ -552,8 +585,6 @@ static tempo_status_t coord_report(tempo__sq_t *sq, int from, const post_ent_t *
     k->nchunks = (uint32_t)TEMPO_MIN(nch, (uint64_t)UINT32_MAX);
     return heap_push(sq, k);
 }
-
-static tempo_status_t start_local(tempo__sq_t *sq, const start_ent_t *se);
 
 /* Coordinator: start chunks while credit allows. Returns how many, or a negative status. */
 static int dispatch(tempo__sq_t *sq)
@@ -684,6 +715,11 @@ static tempo_status_t start_local(tempo__sq_t *sq, const start_ent_t *se)
         bad = "a request this rank has not posted (or whose chunks all started)";
     } else if (se->seq != sq->next_seq) {
         bad = "out of sequence";
+    } else if (se->nchunks == 0 && r->op->count == 0) {
+        r->agreed = 1; /* count 0, posted alike everywhere */
+        tempo__list_remove(&r->link);
+        tempo__list_init(&r->link);
+        return TEMPO_OK;
     } else if (se->nchunks == 0 || se->chunk >= se->nchunks ||
                (r->nchunks && se->nchunks != r->nchunks) || se->chunk != r->started ||
                se->cnt == 0 || se->off > r->op->count || se->cnt > r->op->count - se->off) {
@@ -817,7 +853,7 @@ static tempo_status_t req_progress(tempo__op_t *op)
             r->scan++;
         }
     }
-    if (r->nchunks && r->done == r->nchunks) {
+    if ((r->nchunks && r->done == r->nchunks) || r->agreed) {
         op->t_end_ns = tempo__now_ns();
         if (r->err != TEMPO_OK) {
             snprintf(op->errmsg, sizeof(op->errmsg), "%s", r->errmsg);
@@ -868,6 +904,12 @@ static const char *validate_post(const post_ent_t *e)
 {
     if (!is_sched_coll(e->coll)) {
         return "unknown collective";
+    }
+    if (e->rejected > 1) {
+        return "bad rejected flag";
+    }
+    if (e->rejected) {
+        return NULL; /* its dtype or op may be what the rank rejected */
     }
     if (!tempo__dtype_valid((tempo_dtype_t)e->dtype)) {
         return "unknown dtype";
@@ -1141,8 +1183,8 @@ tempo_status_t tempo__sq_post(tempo__op_t *op, const char *forced, const char *n
     e.redop = (uint8_t)op->redop;
     e.compressed = op->qc != NULL;
     memcpy(e.name, r->name, sizeof(e.name) - 1);
+    tempo__list_push_back(&sq->reqs, &r->link);
     if (op->count != 0) {
-        tempo__list_push_back(&sq->reqs, &r->link);
         tempo__trace_queued(W(sq), op, 1);
     }
     if (sq->coord) {
@@ -1157,12 +1199,34 @@ tempo_status_t tempo__sq_post(tempo__op_t *op, const char *forced, const char *n
     if (st != TEMPO_OK && W(sq)->failed == TEMPO_OK) {
         return tempo__op_error(op, st);
     }
-    if (op->count == 0) {
-        /* Nothing to move: done here. It was still reported, so that the coordinator finds a
-         * rank whose count differs (which then fails this rank's next call). */
-        op->status = TEMPO_OK;
-        return TEMPO_OK;
-    }
-    /* (Its first progress call gives it the lane's deadline, grace included.) */
+    /* (Its first progress call gives it the lane's deadline, grace included. A count-0 request
+     * waits for the coordinator's word that every rank posted it alike.) */
     return tempo__op_start(op);
+}
+
+void tempo__sq_rejected(struct tempo_comm *c, int coll, size_t count, tempo_dtype_t dtype,
+                        tempo_op_t redop, uint64_t tag)
+{
+    tempo__coll_comm_t *cc = tempo__cc(c);
+    if ((!cc->sq && sq_create(c, &cc->sq) != TEMPO_OK) || c->failed != TEMPO_OK ||
+        c->world->failed != TEMPO_OK) {
+        return; /* out of memory: the peers' requests time out naming this rank */
+    }
+    tempo__sq_t *sq = cc->sq;
+    post_ent_t e;
+    memset(&e, 0, sizeof(e));
+    if (occ_take(sq, tag, &e.occ) != TEMPO_OK) {
+        return;
+    }
+    e.tag = tag;
+    e.count = count;
+    e.coll = (uint8_t)coll;
+    e.dtype = (uint8_t)dtype;
+    e.redop = (uint8_t)redop;
+    e.rejected = 1;
+    if (sq->coord) {
+        (void)coord_report(sq, 0, &e);
+    } else {
+        (void)send_batch(sq, 0, MSG_POST, 1, &e, sizeof(e));
+    }
 }

@@ -15,6 +15,14 @@
  *    control note, what it called under the same sequence number (and again, backing off to
  *    PROBE_MAX_MS). The peer answers only when the calls differ. A healthy wait costs one small
  *    note per gap.
+ * What makes these checks reach every rank: no call completes before its rank has heard from
+ * every other rank, directly or through ranks that compared the signature first (the rank that
+ * finds a difference stops, so nothing it would have passed on arrives). The data flow of most
+ * algorithms gives that; a broadcast root and a reduce leaf only send, so the trees run on the
+ * pattern of a dissemination barrier and the pipelines end with one (collectives/sched.c,
+ * tempo__sched_close), and tests/unit/test_sched.c checks it for every algorithm of the table.
+ * Otherwise a rank whose call only sends would return TEMPO_OK, and a message that nobody
+ * receives (from a rank that named another root) would compare nothing at all.
  * Whoever sees a difference fails the communicator for good (its sequence of calls can no longer be
  * trusted: shared-memory counters and tags are out of step) and tells every other member in a
  * control note, so every member's pending and later operations on it fail with the same message.

@@ -273,9 +273,11 @@ enum {
  *     - Identity: a scheduled request is identified across ranks by (tag, n), where n counts this
  *       rank's earlier scheduled posts with the same tag on the communicator ("occurrence"; for a
  *       gradient bucket posted once per iteration, the iteration). Every rank must post the same
- *       identities with the same collective, count, dtype and op; a mismatch fails the job with an
- *       error naming the request, and a request some rank never posts fails after TEMPO_TIMEOUT
- *       with an error naming it and the ranks that did not post it.
+ *       identities with the same collective, count, dtype and op; a mismatch, or a request some
+ *       rank rejected (its arguments) where others posted it, fails the communicator at once with
+ *       TEMPO_ERR_INVALID naming the request (see "Agreement"), and a request some rank never
+ *       posts fails after TEMPO_TIMEOUT with an error naming it and the ranks that did not post
+ *       it.
  *     - Order: smaller occurrence first, then smaller priority (unless TEMPO_SCHED=fifo), then the
  *       order in which requests became posted everywhere. Requests larger than TEMPO_CHUNK_BYTES
  *       (or chunk_bytes) run as chunks, so a more urgent request overtakes at a chunk boundary; at
@@ -351,28 +353,34 @@ typedef struct tempo_attr {
  * TEMPO_ERR_TIMEOUT, TEMPO_ERR_ABORTED, TEMPO_ERR_NOMEM.
  *
  * Agreement. Every rank of a communicator must make the same collective calls in the same order,
- * with the same collective, count, dtype, op and root (scheduled requests: see tempo_attr_t).
- * Ranks that do not are told so: their calls fail with TEMPO_ERR_INVALID and a message saying what
- * differs and on which ranks ("ranks disagree on collective call #5 of this communicator: count 999
- * on rank 3, count 1000 on rank 0"), on every path (shared memory, tcp, every algorithm, scheduled,
- * compressed), instead of computing a wrong result or waiting for TEMPO_TIMEOUT. The difference is
- * found where data meets (every message and the shared-memory control words carry the call's
- * signature) or, when no data meets, by a probe after a rank has waited 200 ms for a peer.
+ * with the same collective, count, dtype, op (reductions) and root (broadcast, reduce); scheduled
+ * requests: see tempo_attr_t. (The in-place form is each rank's own choice: no algorithm's
+ * messages depend on it.) Ranks that do not are told so: their calls fail with TEMPO_ERR_INVALID
+ * and a message saying what differs and on which ranks ("ranks disagree on collective call #5 of
+ * this communicator: count 999 on rank 3, count 1000 on rank 0"), on every path (shared memory,
+ * tcp, every algorithm, blocking and non-blocking, scheduled, compressed, split communicators),
+ * instead of computing a wrong result or waiting for TEMPO_TIMEOUT.
+ *   - Every rank's call fails, not only those that receive from a rank that differs: no call
+ *     completes before its rank has heard from every other rank, directly or through ranks that
+ *     heard from it, and every message and the shared-memory control words carry the call's
+ *     signature, which the receiver compares with its own. Where an algorithm's data would not
+ *     reach every rank (a broadcast root only sends, a reduce leaf only sends) it exchanges empty
+ *     messages on the pattern of a dissemination barrier: the trees on pairs they do not use,
+ *     the pipelines after their last segment. A difference that moves no data is found by a
+ *     probe after a rank has waited 200 ms for a peer.
  *   - A call rejected on this rank (bad arguments, an algorithm that cannot run) still counts as
- *     its call under that sequence number: if the other ranks made the call, theirs fail naming
- *     why ("rank 0 rejected its call (broadcast: recvbuf is NULL with count 1000)"), and they tell
- *     the rejecting rank, whose communicator then fails too (a call of it that completes before
- *     that news arrives may still return TEMPO_OK). Ranks that all reject the same call stay in
- *     step.
+ *     its call under that sequence number (scheduled: as its occurrence of the tag): the other
+ *     ranks' calls fail naming why ("rank 0 rejected its call (reduce: recvbuf is NULL with count
+ *     1000)"), and they tell the rejecting rank, whose communicator then fails too: its next call
+ *     on it fails with the news. Ranks that all reject the same call stay in step.
  *   - After a difference the communicator has failed for good: its sequence of calls can no longer
  *     be trusted, so every pending and later call on it fails with the same message. Destroy it.
  *     Other communicators, the job's included, are not affected.
- *   - A rank whose part of the call moves no data towards it (a broadcast that reached it from a
- *     rank that agrees, a reduce's sender, a count-0 call) may complete with TEMPO_OK before the
- *     difference is found; its result is then correct for its own call, and its next call on the
- *     communicator fails with the message.
- *   - Count-0 collectives on more than one rank cost a barrier: the ranks still check that they
- *     agree.
+ *   - Count-0 collectives on more than one rank cost a barrier (scheduled: the coordinator's word
+ *     that every rank posted it alike): the ranks still check that they agree.
+ *   - The cost: a broadcast or reduce of ceil(log2 n) rounds sends one (mostly empty) message per
+ *     rank and round instead of one per tree edge; its critical path is unchanged, but a broadcast
+ *     root and a reduce leaf return only when the last rank has taken part.
  */
 
 /** recvbuf[i] = op over ranks of sendbuf[i], on every rank. count elements each.

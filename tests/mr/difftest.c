@@ -27,6 +27,18 @@
  * Cases are grouped in epochs of EPOCH cases; each epoch builds its own tree (from (seed, epoch))
  * and destroys it at its end, so `--case K` rebuilds K's tree and replays K alone.
  *
+ * Disagreements. After about one case in MISMATCH_EVERY (drawn from (seed, K) apart from the case
+ * itself, so the cases and the Open MPI comparison do not change), on more than one rank, the
+ * ranks split a fresh communicator from the job's and make one call on it in which some ranks (a
+ * random nonempty subset, never all) differ from the others in one argument that must agree:
+ * the count (another, or 0), the dtype, the op, the root, the collective, or a NULL buffer (that
+ * rank rejects its own call), each differing rank with a value of its own; random collective,
+ * dtype, op, count and root, through a random path (blocking, non-blocking, an algorithm forced,
+ * a priority, a compressor). Every rank's call must fail (TEMPO_OK anywhere is a failure, as is a
+ * timeout): with TEMPO_ERR_INVALID naming the disagreement, or, on a rank that rejected its own
+ * arguments, with its own reason; and a barrier after it must fail on every rank with the news.
+ * The group difftest/mismatch counts these; `--case K` replays K's disagreement too.
+ *
  * The reference. Reduction inputs are mrtest.h's exact tables (mr_red_tables): each element's
  * value comes from a class table of 16 values per rank chosen so that the result is exact in any
  * order, and a member's values are generated from its rank in the job (its "owner"), so data that
@@ -41,7 +53,8 @@
  * differed (first wrong element, got and expected, on which rank) or the status with
  * tempo_last_error(), and the command that replays the case. A timeout or a peer failure ends the
  * rank (the job cannot go on). Every rank writes one line per group (one group per collective,
- * plus sched, compressed and split) to DIR/r<rank> (mrtest.h), which difftest.sh turns into TAP.
+ * plus sched, compressed, split and mismatch) to DIR/r<rank> (mrtest.h), which difftest.sh turns
+ * into TAP.
  *
  * Open MPI as a second reference. Built with -DDIFFTEST_MPI (tests/mr/difftest_mpi, only where
  * configure found MPI), this same file derives the same cases from (seed, case) through the same
@@ -105,13 +118,14 @@ typedef tempo_comm_t dcomm_t;
 #define A_SLACK 4096         /* random offset into the class array */
 
 enum { K_BARRIER = MR_NCOLL, K_P2P, NKINDS };
-enum { G_SCHED = NKINDS, G_COMP, G_SPLIT, NGROUPS };
+enum { G_SCHED = NKINDS, G_COMP, G_SPLIT, G_MISMATCH, NGROUPS };
 #ifndef DIFFTEST_MPI /* the result file's groups */
 static const char *const group_names[NGROUPS] = {
     "difftest/allreduce", "difftest/reduce_scatter", "difftest/allgather", "difftest/broadcast",
     "difftest/reduce",    "difftest/alltoall",       "difftest/barrier",   "difftest/p2p",
-    "difftest/sched",     "difftest/compressed",     "difftest/split"};
+    "difftest/sched",     "difftest/compressed",     "difftest/split",     "difftest/mismatch"};
 #endif
+#define MISMATCH_EVERY 12 /* on average, one disagreement case after this many cases */
 
 enum { P_OOP, P_INPLACE, P_SAME };
 static const char *const place_names[] = {"out-of-place", "in-place", "in-place-same-ptr"};
@@ -1434,6 +1448,205 @@ static void hashes_open(ctx_t *c)
 }
 
 /* Every case of the run, each epoch on its own tree. */
+#ifndef DIFFTEST_MPI
+/* ---------------------------------------------------------------------------------------------- */
+/* Disagreements                                                                                  */
+/* ---------------------------------------------------------------------------------------------- */
+
+enum { D_COUNT, D_DTYPE, D_OP, D_ROOT, D_COLL, D_NULL, ND };
+static const char *const dis_names[ND] = {"count", "dtype", "op", "root", "collective", "NULL"};
+enum { DP_BLOCK, DP_WAIT, DP_FORCED, DP_PRIO, DP_COMP, NDP };
+static const char *const dpath_names[NDP] = {"blocking", "non-blocking", "forced", "priority",
+                                             "compressed"};
+
+static int is_reduction(int coll)
+{
+    return coll == MR_ALLREDUCE || coll == MR_REDUCE_SCATTER || coll == MR_REDUCE;
+}
+
+static int sched_kind(int coll)
+{
+    return coll == MR_ALLREDUCE || coll == MR_REDUCE_SCATTER || coll == MR_ALLGATHER;
+}
+
+/* Another value than v in [0, m). */
+static int other(uint64_t *s, int v, int m)
+{
+    return (v + 1 + (int)below(s, (uint64_t)m - 1)) % m;
+}
+
+/* After case k, now and then: one call on a fresh communicator whose ranks disagree. */
+static void run_mismatch(ctx_t *c, uint64_t k)
+{
+    uint64_t s = mr_hash3(c->seed, k, 0xd15a);
+    if (c->size < 2 || below(&s, MISMATCH_EVERY) != 0) {
+        return;
+    }
+    /* The plan, the same on every rank. */
+    int n = c->size;
+    int coll = (int)below(&s, MR_NCOLL + 1); /* MR_NCOLL: barrier */
+    int path = (int)below(&s, NDP);
+    int dis = coll == MR_NCOLL ? D_COLL : (int)below(&s, ND);
+    if ((dis == D_OP && !is_reduction(coll)) ||
+        (dis == D_ROOT && coll != MR_BROADCAST && coll != MR_REDUCE)) {
+        dis = D_COUNT;
+    }
+    if (path == DP_COMP && coll != MR_ALLREDUCE && coll != MR_REDUCE_SCATTER) {
+        path = DP_WAIT;
+    }
+    if (path == DP_FORCED && (coll == MR_NCOLL || c->nalgo[coll] == 0)) {
+        path = DP_WAIT;
+    }
+    const char *algo = NULL;
+    if (path == DP_FORCED) {
+        algo = c->algo[coll][below(&s, (uint64_t)c->nalgo[coll])];
+        if (strcmp(algo, "shm") == 0 && strcmp(c->transport, "tcp") == 0) {
+            path = DP_WAIT; /* refused alike on every rank across hosts: no disagreement */
+        }
+    }
+    tempo_dtype_t dt = (tempo_dtype_t)below(&s, TEMPO_DTYPE_COUNT);
+    tempo_op_t op = (tempo_op_t)below(&s, TEMPO_OP_COUNT);
+    if (path == DP_COMP) { /* what the compressors take; anything else is refused alike */
+        dt = TEMPO_FLOAT32;
+        op = below(&s, 2) ? TEMPO_AVG : TEMPO_SUM;
+    }
+    size_t count = 1 + below(&s, below(&s, 4) ? 64 : 4096);
+    int root = (int)below(&s, (uint64_t)n);
+    int comp = (int)below(&s, NCOMP);
+    uint64_t tag = rnd(&s) >> 1;
+    int key = (int)(mr_hash3(s, (uint64_t)c->rank, 1) >> 33); /* a random order of the ranks */
+    /* Which ranks (of the new communicator) differ: a nonempty subset, never all. */
+    int differs[MAX_N] = {0}, ndiff = 1 + (int)below(&s, (uint64_t)n - 1);
+    for (int i = 0; i < ndiff;) {
+        int r = (int)below(&s, (uint64_t)n);
+        i += !differs[r];
+        differs[r] = 1;
+    }
+    uint64_t sv = rnd(&s); /* the differing values: drawn per rank from this */
+    char what[256];
+    snprintf(what, sizeof(what),
+             "disagreement after case %" PRIu64 ": %s %s (%zu x %s %s, root %d), %d of %d ranks "
+             "differ in the %s",
+             k, dpath_names[path], coll == MR_NCOLL ? "barrier" : mr_coll_name(coll), count,
+             tempo_dtype_name(dt), tempo_op_name(op), root, ndiff, n, dis_names[dis]);
+
+    tempo_comm_t nc = NULL;
+    int size, me;
+    if (comm_split(c, c->world, 0, key, k, what, &nc, &size, &me) != 0) {
+        c->fatal = 1;
+        return;
+    }
+    /* This rank's call. */
+    int mycoll = coll, myroot = root, rejects = 0;
+    size_t mycount = count;
+    tempo_dtype_t mydt = dt;
+    tempo_op_t myop = op;
+    int null_send = 0, null_recv = 0;
+    if (differs[me]) {
+        uint64_t t = mr_hash3(sv, (uint64_t)me, 2);
+        switch (dis) {
+        case D_COUNT: mycount = below(&t, 3) == 0 ? 0 : count + 1 + below(&t, 5); break;
+        case D_DTYPE: mydt = (tempo_dtype_t)other(&t, (int)dt, TEMPO_DTYPE_COUNT); break;
+        case D_OP: myop = (tempo_op_t)other(&t, (int)op, TEMPO_OP_COUNT); break;
+        case D_ROOT: myroot = other(&t, root, n); break;
+        case D_COLL:
+            if (path == DP_PRIO) { /* scheduled against scheduled, ordered against ordered */
+                do {
+                    mycoll = (int)below(&t, MR_NCOLL + 1);
+                } while (mycoll == coll || sched_kind(mycoll) != sched_kind(coll));
+            } else {
+                mycoll = other(&t, coll, MR_NCOLL + 1);
+            }
+            break;
+        default: /* D_NULL: a buffer this rank must pass */
+            if (mycoll == MR_BROADCAST) {
+                null_recv = me != root || below(&t, 2);
+                null_send = !null_recv;
+            } else if (mycoll == MR_REDUCE) {
+                null_send = me != root || below(&t, 2);
+                null_recv = !null_send;
+            } else {
+                null_send = (int)below(&t, 2);
+                null_recv = !null_send;
+            }
+            rejects = 1;
+            break;
+        }
+    }
+    /* A compressor takes float32 sum and avg only; a rank that passes another dtype or op (or
+     * that calls a collective it ignores) refuses its own call. */
+    if (path == DP_COMP && (mydt != TEMPO_FLOAT32 || (myop != TEMPO_SUM && myop != TEMPO_AVG)) &&
+        (mycoll == MR_ALLREDUCE || mycoll == MR_REDUCE_SCATTER)) {
+        rejects = 1;
+    }
+    size_t cap = (count + 8) * (size_t)n * 8 + 64;
+    uint8_t *sb = malloc(cap), *rb = malloc(cap);
+    for (size_t i = 0; i < cap; i++) {
+        sb[i] = (uint8_t)(i * 13 + (size_t)me);
+    }
+    mr_call_t call = {mycoll == MR_NCOLL ? MR_ALLREDUCE : mycoll, NULL, null_send ? NULL : sb,
+                      null_recv ? NULL : rb, mycount, mydt, myop, myroot};
+    tempo_attr_t attr;
+    memset(&attr, 0, sizeof(attr));
+    if (path == DP_FORCED && mycoll == coll) {
+        attr.field_mask = TEMPO_ATTR_ALGORITHM;
+        attr.algorithm = algo;
+    } else if (path == DP_PRIO) {
+        attr.field_mask = TEMPO_ATTR_PRIORITY | TEMPO_ATTR_TAG;
+        attr.priority = (int)below(&s, 8);
+        attr.tag = tag;
+    } else if (path == DP_COMP) {
+        attr.field_mask = TEMPO_ATTR_COMPRESSOR;
+        attr.compressor = c->comp[comp];
+    }
+    tempo_status_t st;
+    if (path == DP_BLOCK) {
+        st = mycoll == MR_NCOLL ? tempo_barrier(nc) : mr_call_blocking(nc, &call);
+    } else {
+        tempo_request_t req = NULL;
+        st = mycoll == MR_NCOLL ? tempo_ibarrier(nc, &attr, &req) : mr_post(nc, &call, &attr, &req);
+        if (st == TEMPO_OK) {
+            st = tempo_wait(&req);
+        }
+    }
+    char m1[512];
+    snprintf(m1, sizeof(m1), "%s", mr_errtext(nc, st));
+    tempo_status_t st2 = tempo_barrier(nc);
+    char m2[512];
+    snprintf(m2, sizeof(m2), "%s", mr_errtext(nc, st2));
+    char why[1400];
+    int ok = 1;
+    if (st == TEMPO_OK || st == TEMPO_ERR_TIMEOUT || st == TEMPO_ERR_REMOTE) {
+        ok = 0;
+        snprintf(why, sizeof(why), "its call (%s%s) returned %s, where it must fail", 
+                 differs[me] ? "a differing rank" : "an agreeing rank",
+                 rejects ? ", rejecting its own arguments" : "", m1);
+    } else if (!rejects && (st != TEMPO_ERR_INVALID || (!strstr(m1, "ranks disagree") &&
+                                                        !strstr(m1, "rejected its")))) {
+        ok = 0;
+        snprintf(why, sizeof(why), "its call returned %s, not TEMPO_ERR_INVALID naming the "
+                 "disagreement", m1);
+    } else if (st2 != TEMPO_ERR_INVALID || !strstr(m2, "ranks disagree")) {
+        ok = 0;
+        snprintf(why, sizeof(why), "its call returned %s; the barrier after it returned %s, "
+                 "where it must fail with the news", m1, m2);
+    }
+    if (ok) {
+        c->pass[G_MISMATCH]++;
+    } else {
+        char w2[400];
+        snprintf(w2, sizeof(w2), "%s (comm rank %d)", what, me);
+        fail(c, G_MISMATCH, k, w2, why);
+        if (st == TEMPO_ERR_TIMEOUT || st == TEMPO_ERR_REMOTE) {
+            c->fatal = 1; /* the job may be unusable */
+        }
+    }
+    free(sb);
+    free(rb);
+    tempo_comm_destroy(nc);
+}
+#endif
+
 static void run_cases(ctx_t *c)
 {
     static case_t cs;
@@ -1455,6 +1668,9 @@ static void run_cases(ctx_t *c)
             run_batch(c, &cs);
         } else {
             run_single(c, &cs);
+        }
+        if (!c->fatal) {
+            run_mismatch(c, k);
         }
 #endif
         c->cases_run++;

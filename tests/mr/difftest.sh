@@ -3,8 +3,8 @@
 # tests/mr/difftest through tempo-run at every rank count of DIFFTEST_RANKS on every transport of
 # DIFFTEST_TRANSPORTS (shm: every rank on one host; tcp: every rank its own host through
 # TEMPO_HOST_ID=%r) and turns the ranks' result files into TAP, one point per launch and one per
-# check group (one per collective, sched, compressed, split; tests/mr/results.awk). What a case is
-# and how it is checked is documented at the top of difftest.c.
+# check group (one per collective, sched, compressed, split, mismatch; tests/mr/results.awk). What
+# a case is and how it is checked is documented at the top of difftest.c.
 #
 # Every launch runs DIFFTEST_CASES cases (250) from its own seed, base + launch number; the base is
 # DIFFTEST_SEED, or random when unset, and is printed. A failure prints the seed, case, operation,

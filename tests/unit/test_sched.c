@@ -16,6 +16,12 @@
  *               collective; inputs of out-of-place calls must come back untouched, non-root
  *               buffers that may be NULL are NULL, and guard bytes around every buffer must
  *               survive;
+ *   closure     when its last round ends, every rank has heard from every other rank: directly
+ *               (a message of the operation) or through ranks that heard from it before they
+ *               sent. Every message carries the call's signature and its receiver compares it, so
+ *               this is what makes a call whose arguments differ on any rank fail on every rank
+ *               instead of completing with TEMPO_OK somewhere (core/check.c); a broadcast root or
+ *               a reduce leaf that only sends would never learn of it;
  *   layouts     out-of-place and every in-place layout tempo.h documents; several roots; counts
  *               from 1 element to several pipeline segments; integer, fp32/fp64 and fp16/bf16
  *               (which run in fp32 on a work buffer) with sum, avg, min and max.
@@ -233,6 +239,7 @@ typedef struct {
     int from;
     size_t bytes;
     char *data;
+    unsigned heard; /* the sender's heard set when it posted the message */
     int used;
 } msg_t;
 
@@ -242,7 +249,11 @@ static void simulate(const conf_t *cf, bufs_t *bf)
     int n = cf->n;
     tempo__sched_t *s[NMAX];
     int maxr = 0;
+    /* heard[r]: bit q set once rank r has heard from rank q, directly or transitively. A round's
+     * sends are posted after the previous round has ended, so they carry the set of that time. */
+    unsigned heard[NMAX], heard_next[NMAX];
     for (int r = 0; r < n; r++) {
+        heard[r] = heard_next[r] = 1u << r;
         s[r] = bf->ops[r]->priv;
         maxr = TEMPO_MAX(maxr, s[r]->nrounds);
         if (s[r]->nrounds > 65535) {
@@ -313,6 +324,7 @@ static void simulate(const conf_t *cf, bufs_t *bf)
                 m->from = a;
                 m->bytes = x->bytes;
                 m->data = malloc(x->bytes ? x->bytes : 1);
+                m->heard = heard[a];
                 m->used = 0;
                 if (x->bytes) {
                     memcpy(m->data, x->src, x->bytes);
@@ -340,6 +352,7 @@ static void simulate(const conf_t *cf, bufs_t *bf)
                 }
                 msg_t *m = &q[a][b][next[a][b]++];
                 m->used = 1;
+                heard_next[b] |= m->heard;
                 if (m->bytes != x->bytes) {
                     fail("round %d: rank %d sends %zu bytes to rank %d, which receives %zu", k, a,
                          m->bytes, b, x->bytes);
@@ -362,6 +375,9 @@ static void simulate(const conf_t *cf, bufs_t *bf)
                 free(q[a][b]);
             }
         }
+        for (int r = 0; r < n; r++) {
+            heard[r] = heard_next[r];
+        }
         /* Reductions of the round, in the order they were added. */
         for (int r = 0; r < n && !failed; r++) {
             for (int i = first[r]; i < end[r]; i++) {
@@ -374,6 +390,18 @@ static void simulate(const conf_t *cf, bufs_t *bf)
                     }
                 }
             }
+        }
+    }
+    for (int r = 0; r < n && !failed; r++) {
+        unsigned missing = ((1u << n) - 1) & ~heard[r];
+        if (missing) {
+            int q = 0;
+            while (!(missing >> q & 1)) {
+                q++;
+            }
+            fail("rank %d completes without having heard from rank %d, directly or through "
+                 "another rank: a call whose arguments differ on rank %d could return TEMPO_OK "
+                 "on rank %d", r, q, q, r);
         }
     }
 }
@@ -667,8 +695,9 @@ static void test_algorithm(const tempo__algo_t *algo)
             if (li > 0 && layouts[li] == layouts[li - 1]) {
                 continue;
             }
-            TAP_OK(inplace_fail[l] == 0, "%s:%s n=%d %s: matched transfers, no races, right "
-                   "results", tempo__coll_name(coll), algo->name, n, layout_names[l]);
+            TAP_OK(inplace_fail[l] == 0,
+                   "%s:%s n=%d %s: matched transfers, no races, right results, every rank hears "
+                   "from all", tempo__coll_name(coll), algo->name, n, layout_names[l]);
             if (inplace_fail[l]) {
                 tap_diag("  %ld failing configurations; first: %s", inplace_fail[l],
                          inplace_first[l]);
