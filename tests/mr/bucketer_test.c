@@ -284,9 +284,10 @@ static void run_errors(tempo_comm_t comm, mr_out_t *out)
     int r = tempo_comm_rank(comm);
     model_t m;
     model_build(&m, 0);
+    /* 64K: the first bucket (at most the bucket size) holds h.7.b and h.7.w (31 KB) */
     tempo_bucketer_config_t cfg = {.field_mask = TEMPO_BUCKETER_OP | TEMPO_BUCKETER_BUCKET_BYTES,
                                    .op = TEMPO_SUM,
-                                   .bucket_bytes = 24 * 1024};
+                                   .bucket_bytes = 64 * 1024};
     tempo_bucketer_t b;
     tempo_status_t st = tempo_bucketer_create(comm, m.d, (size_t)m.nt, &cfg, &b);
     if (st != TEMPO_OK) {
@@ -330,6 +331,24 @@ static void run_errors(tempo_comm_t comm, mr_out_t *out)
                    "cyclic layer graph");
         tempo_bucketer_destroy(b);
     }
+    /* The first bucket is never larger than the others: bucket_bytes 8K below the default 1M
+     * first bucket (a small model used to go whole into the first bucket, issue 27). */
+    tempo_bucketer_config_t small = cfg;
+    small.bucket_bytes = 8 * 1024;
+    st = tempo_bucketer_create(comm, m.d, (size_t)m.nt, &small, &b);
+    if (st == TEMPO_OK) {
+        tempo_bucket_info_t bi = {0};
+        size_t nb = tempo_bucketer_nbuckets(b);
+        tempo_bucketer_bucket_info(b, 0, &bi);
+        const int fits = nb > 1 && bi.bytes <= small.bucket_bytes;
+        mr_result(out, "bucketer/layout", fits ? "PASS" : "FAIL",
+                  "bucket_bytes 8K, first bucket default: %zu buckets, the first of %zu bytes", nb,
+                  bi.bytes);
+        tempo_bucketer_destroy(b);
+    } else {
+        mr_result(out, "bucketer/layout", "FAIL", "create: %s", mr_errtext(comm, st));
+    }
+
     model_free(&m);
 
     /* Registration that differs on rank 1 (an extra tensor has another size there). */
