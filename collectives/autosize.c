@@ -158,6 +158,7 @@ static int resize(tempo__autosize_t *a, size_t b)
     if (a->lat_s < 0.0 || r <= 0.0 || a->samples < TEMPO__AS_WIN) {
         return 0; /* no lone chunk yet, or a window not yet full (of a first ramp's chunks) */
     }
+    a->decisions++;
     int changed = 0;
     if (a->auto_credit) {
         /* In whole chunks of b. The rule, R*L + b, where within half a chunk of one more whole

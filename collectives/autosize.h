@@ -129,6 +129,7 @@ typedef struct {
     double lat_s;                /* L, seconds (< 0: no sample yet) */
     uint64_t delivered;          /* bytes of completed chunks so far */
     uint64_t samples;            /* completed chunks measured */
+    uint64_t decisions;          /* times the rules were applied (a change or not) */
     double rs[TEMPO__AS_WIN];    /* rate samples taken at recent completions, bytes/s */
     uint64_t wd[TEMPO__AS_WIN];  /* delivered at each recent completion */
     double wb[TEMPO__AS_WIN];    /* busy_s, as of each recent completion */

@@ -799,12 +799,14 @@ static tempo_status_t start_local(tempo__sq_t *sq, const start_ent_t *se)
 }
 
 /* Coordinator: a chunk marked m completed; tell the estimator, and the log and the timeline when
- * the credit or chunk size changes. */
+ * the credit or chunk size changes, and at the first decision (which may keep the initial sizes:
+ * its measurements are then logged all the same). */
 static void autosize_done(tempo__sq_t *sq, const tempo__as_mark_t *m, size_t bytes)
 {
-    uint64_t now = tempo__now_ns();
+    uint64_t now = tempo__now_ns(), decided = sq->as.decisions;
     size_t credit = sq->as.credit, chunk = sq->as.chunk;
-    if (!tempo__autosize_done(&sq->as, m, bytes, now, sq->inflight)) {
+    if (!tempo__autosize_done(&sq->as, m, bytes, now, sq->inflight) &&
+        !(decided == 0 && sq->as.decisions > 0)) {
         return;
     }
     tempo__world_t *w = W(sq);

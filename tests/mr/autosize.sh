@@ -6,7 +6,9 @@
 #          ip/tc, else its points are skipped), defaults (auto credit and chunk size)
 #   shm    2 ranks on shared memory, defaults
 #   fixed  2 ranks on shared memory, TEMPO_CREDIT_BYTES=256K TEMPO_CHUNK_BYTES=64K
-# The coordinator logs each change of its choice at TEMPO_DEBUG=INFO (OVERLAP), and autosize_run
+# The coordinator logs its first decision and each change of its choice at TEMPO_DEBUG=INFO
+# (OVERLAP: a first decision that keeps the initial sizes is logged all the same, else a fast shm
+# lane could log nothing: CI saw "0 choices" once), and autosize_run
 # marks the iterations in the same stream. TAP points:
 #   - each launch exits 0 with every value right on both ranks;
 #   - every launch and rank has the same hash of its results: the sizes never change results;
