@@ -473,6 +473,17 @@ static void say_overrides(const opts_t *o)
                    f[i].value ? f[i].value : "", f[i].var, env);
         }
     }
+    /* the bucketer's variables where no bucketer runs (ZeRO 1-3 post a request per group) */
+    static const char *const bucketer_vars[] = {"TEMPO_BUCKET_BYTES", "TEMPO_BUCKET_FIRST_BYTES",
+                                                "TEMPO_TAC_WARMUP"};
+    for (size_t i = 0; i < 3 && o->zero && D->world_rank == 0; i++) {
+        const char *env = getenv(bucketer_vars[i]);
+        if (env && *env) {
+            printf("note: %s=%s has no effect at --zero %d (it sets --zero 0's bucketer; ZeRO "
+                   "1-3 reduce-scatter each layer group as its own request)\n",
+                   bucketer_vars[i], env, o->zero);
+        }
+    }
 }
 
 /* Sums of x[0, n) over the whole job: the DP dimension, then the TP group, then the pipeline. */

@@ -2,7 +2,8 @@
 # tests/trainer/cli.sh — what a user sees of tempo-train's command line, environment and outputs
 # (issue 27), on 1-2 real ranks (tempo-run) and a tiny model:
 #   1. TEMPO_SCHED is the default policy (as TEMPO_COMPRESS is the default compressor) and the start
-#      line says where it came from; a flag given with its variable wins, and the run says so;
+#      line says where it came from; a flag given with its variable wins, and the run says so; a
+#      bucketer variable where no bucketer runs (ZeRO 1-3) is said to have no effect;
 #   2. what the gradient sync cannot run is refused before any work with exit status 2 and the
 #      flag to change: powersgd (all-reduce only) with ZeRO 1, 2, 3 and in a pipeline, tac with
 #      ZeRO 1, --bucket-bytes with ZeRO 1 (no buckets there);
@@ -24,7 +25,7 @@ prepare CLI README.md include/tempo.h
 
 MODEL="--data $tmp/corpus.txt --layers 2 --heads 2 --channels 32 --context 16 --batch 2 \
 --sample 0 --val-windows 8 --warmup 2"
-echo "1..29"
+echo "1..30"
 
 # has LOG TEXT: LOG holds the fixed string TEXT
 has() { grep -qF -- "$2" "$1"; }
@@ -53,6 +54,13 @@ unset TEMPO_COMPRESS
 [ $rc = 0 ] && has "$tmp/s3.log" "note: --compress none overrides TEMPO_COMPRESS=fp16"
 point $? "--compress none with TEMPO_COMPRESS=fp16: the flag wins and the run says so" \
     "$tmp/s3.log"
+
+export TEMPO_BUCKET_BYTES=64K
+launch 1 "$tmp/s4.log" --steps 1 --val-every 0 --zero 1 --out "$tmp/s4"
+unset TEMPO_BUCKET_BYTES
+[ $rc = 0 ] && has "$tmp/s4.log" "note: TEMPO_BUCKET_BYTES=64K has no effect at --zero 1"
+point $? "TEMPO_BUCKET_BYTES at --zero 1 (no bucketer there): the run says it has no effect" \
+    "$tmp/s4.log"
 
 # 2. refused before any work, status 2 (lib.sh's refused checks: the message, no step, no loss.csv)
 # refused2 N MESSAGE LABEL ARGS...: refused, and with exit status 2
