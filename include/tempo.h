@@ -23,9 +23,10 @@
  *   queue: a request fails with TEMPO_ERR_TIMEOUT, naming the peer, when the peer it waits for has
  *   made no progress for TEMPO_TIMEOUT (no message moved to or from it, and the request did not
  *   advance; the library's own control notes, such as the probes of "Agreement", do not count, so
- *   ranks that wait for each other, a deadlock across communicators included, time out too). The clock starts when the request starts running, not when it is posted: requests
- *   queued behind others (thousands of small non-blocking collectives posted at once) wait as long
- *   as the job keeps progressing. A timeout fails the job: before giving up, the rank asks its
+ *   ranks that wait for each other, a deadlock across communicators included, time out too). The
+ *   clock starts when the request starts running, not when it is posted: requests queued behind
+ *   others (thousands of small non-blocking collectives posted at once) wait as long as the job
+ *   keeps progressing. A timeout fails the job: before giving up, the rank asks its
  *   peers whom they wait for and names the rank that stopped progressing ("waiting for rank 1,
  *   which waits for rank 3, which stopped progressing"), and tells every peer, whose operations
  *   then fail at once with TEMPO_ERR_TIMEOUT ("rank 2 gave up: ... rank 3 ... stopped

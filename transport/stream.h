@@ -50,7 +50,7 @@
 #include "transport/transport.h"
 
 #define TEMPO_WIRE_MAGIC 0x4d504d54u /* "TMPM" */
-#define TEMPO_WIRE_VERSION 3 /* 3: the call signature carries how the call runs (tempo__sig_t.how) */
+#define TEMPO_WIRE_VERSION 3 /* 3: the signature carries how the call runs (tempo__sig_t.how) */
 #define TEMPO_WIRE_DATA 1
 #define TEMPO_WIRE_BYE 2
 #define TEMPO_WIRE_ABORT 3

@@ -28,17 +28,17 @@
  * and destroys it at its end, so `--case K` rebuilds K's tree and replays K alone.
  *
  * Disagreements. After about one case in MISMATCH_EVERY (drawn from (seed, K) apart from the case
- * itself, so the cases and the Open MPI comparison do not change), on more than one rank, the
- * ranks split a fresh communicator from the job's and make one call on it in which some ranks (a
- * random nonempty subset, never all) differ from the others in one argument that must agree:
- * the count (another, or 0), the dtype, the op, the root, the collective, or a NULL buffer (that
- * rank rejects its own call), or how the same call runs: another algorithm forced (with or
- * without a priority), another compressor or none (with or without a priority); each differing
- * rank with a value of its own; random collective, dtype, op, count and root, through a random
- * path (blocking, non-blocking, an algorithm forced, a priority, a compressor). Every rank's call must fail (TEMPO_OK anywhere is a failure, as is a
- * timeout): with TEMPO_ERR_INVALID naming the disagreement, or, on a rank that rejected its own
- * arguments, with its own reason; and a barrier after it must fail on every rank with the news.
- * The group difftest/mismatch counts these; `--case K` replays K's disagreement too.
+ * itself, so the cases and the Open MPI comparison do not change), on more than one rank, the ranks
+ * split a fresh communicator from the job's and make one call on it in which some ranks (a random
+ * nonempty subset, never all) differ from the others in one argument that must agree: the count
+ * (another, or 0), the dtype, the op, the root, the collective, or a NULL buffer (that rank rejects
+ * its own call), or how the same call runs: another algorithm forced (with or without a priority),
+ * another compressor or none (with or without a priority); each differing rank with a value of its
+ * own; random collective, dtype, op, count and root, through a random path (blocking, non-blocking,
+ * an algorithm forced, a priority, a compressor). Every rank's call must fail (TEMPO_OK anywhere is
+ * a failure, as is a timeout): with TEMPO_ERR_INVALID naming the disagreement, or, on a rank that
+ * rejected its own arguments, with its own reason; and a barrier after it must fail on every rank
+ * with the news. The group difftest/mismatch counts these; `--case K` replays K's disagreement too.
  *
  * The reference. Reduction inputs are mrtest.h's exact tables (mr_red_tables): each element's
  * value comes from a class table of 16 values per rank chosen so that the result is exact in any
