@@ -84,6 +84,7 @@ static tempo_status_t coll_setup(struct tempo_comm *c)
     }
     c->coll = cc;
     c->coll_free = coll_free;
+    c->algo_name = tempo__algo_name_of;
     TEMPO_CHECK(tempo__algo_parse_env(cc, tempo__cfg.algo));
     if (c->all_local && c->size > 1 && tempo__cfg.shm) {
         tempo_status_t st = tempo__shm_coll_create(c, &cc->shm);

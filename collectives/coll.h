@@ -237,6 +237,9 @@ extern const size_t tempo__nalgos;
 
 /** The algorithm of coll named name, or NULL. */
 const tempo__algo_t *tempo__algo_find(int coll, const char *name);
+/** The name of the algorithm whose signature how (core/world.h) is how, or NULL (compressed, or
+ *  none): struct tempo_comm.algo_name. */
+const char *tempo__algo_name_of(uint32_t how);
 /** Choose the algorithm for op: forced by name (attr), by TEMPO_ALGO, or by the cost model. */
 tempo_status_t tempo__algo_select(tempo__op_t *op, const char *forced_name,
                                   const tempo__algo_t **algo_p);

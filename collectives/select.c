@@ -347,10 +347,26 @@ tempo_status_t tempo_algorithm_info(size_t index, tempo_algorithm_info_t *info_p
     return TEMPO_ERR_INVALID;
 }
 
+/* The signature's how of op run by algo (core/world.h): what the ranks' messages must agree on
+ * besides the call. */
+static uint32_t how_of(const tempo__op_t *op, const tempo__algo_t *algo)
+{
+    if (algo == &compressed_algo) {
+        return op->qc->id;
+    }
+    return (uint32_t)(algo - tempo__algos) + 1;
+}
+
+const char *tempo__algo_name_of(uint32_t how)
+{
+    return how >= 1 && how <= tempo__nalgos ? tempo__algos[how - 1].name : NULL;
+}
+
 tempo_status_t tempo__op_launch(tempo__op_t *op, tempo_status_t st, const tempo__algo_t *algo)
 {
     if (st == TEMPO_OK) {
         op->algo = algo->name;
+        tempo__op_sign_how(op, how_of(op, algo));
         st = algo->start(op);
     }
     if (st != TEMPO_OK) {

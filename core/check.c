@@ -67,6 +67,9 @@ typedef struct {
 
 static void rejected_by_peer(struct tempo_comm *c, uint32_t seq, int peer, const char *why,
                              const tempo__sig_t *mine);
+static void sig_diff(const struct tempo_comm *c, int me_rank, const tempo__sig_t *mine,
+                     const char *spec, int peer, const tempo__sig_t *theirs, char *buf,
+                     size_t len);
 static void comm_fail(struct tempo_comm *c, tempo_status_t st, const char *msg, int tell);
 
 static int is_reduction(int coll)
@@ -116,6 +119,15 @@ void tempo__op_sign(tempo__op_t *op)
     }
 }
 
+void tempo__op_sign_how(tempo__op_t *op, uint32_t how)
+{
+    op->sig.how = how;
+    tempo__recent_t *e = slot(op->comm->recent, op->seq);
+    if (op->sig.valid && !op->is_parent && e->who && e->seq == op->seq && !e->rejected) {
+        e->sig.how = how;
+    }
+}
+
 void tempo__op_accepted(tempo__op_t *op)
 {
     struct tempo_comm *c = op->comm;
@@ -158,10 +170,54 @@ static const char *call_desc(const tempo__sig_t *g, char *buf, size_t len)
     return buf;
 }
 
+/* This rank's compressor spec of its running call seq on c, or NULL. */
+static const char *own_spec(const struct tempo_comm *c, uint32_t seq)
+{
+    tempo__list_t *pos;
+    for (pos = c->ops.next; pos != &c->ops; pos = pos->next) {
+        const tempo__op_t *op = tempo__container_of(pos, tempo__op_t, clink);
+        if (op->seq == seq && !op->is_parent && op->qc) {
+            return op->qc->spec;
+        }
+    }
+    return NULL;
+}
+
+/* How a call runs, in words (the other side's how is other): "algorithm ring", "no compressor
+ * (algorithm shm)", "compressor qsgd:bits=4,...", "a compressor". spec: this call's compressor
+ * spec where this rank made it, else NULL (a peer's spec is known only by its hash). */
+static const char *how_desc(const struct tempo_comm *c, uint32_t how, uint32_t other,
+                            const char *spec, char *buf, size_t len)
+{
+    if (how & TEMPO__HOW_COMPRESSED) {
+        if (spec) {
+            snprintf(buf, len, "compressor %s", spec);
+        } else {
+            snprintf(buf, len, "%s", other & TEMPO__HOW_COMPRESSED ? "another compressor spec"
+                                                                    : "a compressor");
+        }
+        return buf;
+    }
+    const char *name = c->algo_name ? c->algo_name(how) : NULL;
+    snprintf(buf, len, "%salgorithm %s", other & TEMPO__HOW_COMPRESSED ? "no compressor (" : "",
+             name ? name : "?");
+    if (other & TEMPO__HOW_COMPRESSED) {
+        snprintf(buf + strlen(buf), len - strlen(buf), ")");
+    }
+    return buf;
+}
+
 /* What differs between this rank's call (mine) and comm rank peer's (theirs), in words:
  * "count 999 on rank 3, count 1000 on rank 0". */
 void tempo__sig_diff(const struct tempo_comm *c, int me_rank, const tempo__sig_t *mine, int peer,
                      const tempo__sig_t *theirs, char *buf, size_t len)
+{
+    sig_diff(c, me_rank, mine, NULL, peer, theirs, buf, len);
+}
+
+/* tempo__sig_diff, with this rank's compressor spec where known. */
+static void sig_diff(const struct tempo_comm *c, int me_rank, const tempo__sig_t *mine,
+                     const char *spec, int peer, const tempo__sig_t *theirs, char *buf, size_t len)
 {
     char me[64], them[64], a[96], b[96];
     rank_desc(c, me_rank, me, sizeof(me));
@@ -186,6 +242,14 @@ void tempo__sig_diff(const struct tempo_comm *c, int me_rank, const tempo__sig_t
          theirs->redop ? tempo_op_name((tempo_op_t)(theirs->redop - 1)) : "-",
          mine->redop ? tempo_op_name((tempo_op_t)(mine->redop - 1)) : "-");
     DIFF(mine->root != theirs->root, "root %d", theirs->root, mine->root);
+    if (!n && mine->how != theirs->how && mine->how && theirs->how) {
+        /* The same call, run differently (another algorithm forced, another compressor): the
+         * messages would not fit each other. */
+        char ht[TEMPO_ERRMSG_LEN / 2], hm[TEMPO_ERRMSG_LEN / 2];
+        snprintf(buf, len, "%s on %s, %s on %s",
+                 how_desc(c, theirs->how, mine->how, NULL, ht, sizeof(ht)), them,
+                 how_desc(c, mine->how, theirs->how, spec, hm, sizeof(hm)), me);
+    }
 #undef DIFF
 }
 
@@ -244,7 +308,7 @@ static void disagree(struct tempo_comm *c, uint32_t seq, const tempo__sig_t *min
                      const tempo__sig_t *theirs)
 {
     char d[TEMPO_ERRMSG_LEN - 128], msg[TEMPO_ERRMSG_LEN];
-    tempo__sig_diff(c, c->rank, mine, peer, theirs, d, sizeof(d));
+    sig_diff(c, c->rank, mine, own_spec(c, seq), peer, theirs, d, sizeof(d));
     snprintf(msg, sizeof(msg), "ranks disagree on collective call #%u of this communicator: %s",
              seq, d);
     comm_fail(c, TEMPO_ERR_INVALID, msg, 1);

@@ -15,14 +15,14 @@
  * socket activity), so a computing caller does not lose a core to it.
  *
  * Deadlines measure silence, not queueing. An operation gets now + TEMPO_TIMEOUT when it starts
- * running (when it is posted, or unparked: see below), again whenever its progress function says
- * it moved (tempo__op_progressed), and its deadline follows the peer it waits for: while bytes
- * move to or from op->wait_peer (the transports stamp peers[].heard_ns), the deadline is at least
- * that time + TEMPO_TIMEOUT. So a request queued behind thousands of others never times out while
- * the job progresses, and one whose peer is silent for TEMPO_TIMEOUT does. An operation past its
- * deadline fails with TEMPO_ERR_TIMEOUT naming the rank that stopped progressing, after a short
- * grace in which it asks its peers whom they wait for (core/blame.c), and fails the job (its
- * collective sequence can no longer be trusted).
+ * running (when it is posted, or unparked: see below), again whenever its progress function says it
+ * moved (tempo__op_progressed), and its deadline follows the peer it waits for: while bytes move to
+ * or from op->wait_peer (the transports stamp peers[].heard_ns; control notes do not count), the
+ * deadline is at least that time + TEMPO_TIMEOUT. So a request queued behind thousands of others
+ * never times out while the job progresses, and one whose peer is silent for TEMPO_TIMEOUT does. An
+ * operation past its deadline fails with TEMPO_ERR_TIMEOUT naming the rank that stopped
+ * progressing, after a short grace in which it asks its peers whom they wait for (core/blame.c),
+ * and fails the job (its collective sequence can no longer be trusted).
  *
  * Parking keeps a pass linear in the work that can move: an operation that cannot start until
  * others finish (shared-memory collectives run one at a time per communicator) parks itself on

@@ -26,8 +26,10 @@
  * Deadlines (TEMPO_TIMEOUT) measure silence, not queueing: an operation's deadline is armed when
  * it starts running (posted, or unparked), re-armed when it makes progress
  * (tempo__op_progressed), and extended while the peer it waits for (op->wait_peer) is heard from,
- * i.e. bytes move to or from that peer. A parked operation has no deadline: the one running ahead
- * of it has, and its timeout fails the job (and so every parked operation) anyway.
+ * i.e. bytes of messages move to or from that peer (control notes do not count: ranks that wait
+ * for each other exchange probes and blame queries, and these must not keep the wait alive). A
+ * parked operation has no deadline: the one running ahead of it has, and its timeout fails the
+ * job (and so every parked operation) anyway.
  */
 #ifndef TEMPO_CORE_WORLD_H
 #define TEMPO_CORE_WORLD_H
@@ -60,8 +62,8 @@ typedef struct tempo__peer {
     int local;                           /* same host id as this rank */
     int left; /* the peer destroyed its last communicator (said goodbye) */
     uint64_t heard_ns; /* ns, monotonic: the engine pass in which bytes last moved to or from this
-                        * peer (tempo__peer_heard); extends the deadlines of operations waiting
-                        * for it */
+                        * peer (tempo__peer_heard), control notes excepted; extends the deadlines
+                        * of operations waiting for it */
     /* Its last answer to "whom do you wait for?" (core/blame.c). */
     uint64_t answer_ns;     /* ns, monotonic: when it arrived; 0: never */
     int32_t answer_waits;   /* world rank it waits for, -1: nobody */
@@ -96,7 +98,12 @@ typedef tempo_status_t (*tempo__op_progress_fn_t)(tempo__op_t *op);
  *  all-reduce's control words, and answers probes (core/check.c), so that ranks that called
  *  different things fail with TEMPO_ERR_INVALID saying what differs instead of computing garbage or
  *  timing out. Fields that do not apply to the collective are 0 (redop) or -1 (root). Plain data,
- *  the same layout on every rank (it is sent as is). */
+ *  the same layout on every rank (it is sent as is).
+ *  how: what the messages' format depends on besides the call, set when the algorithm is chosen
+ *  (tempo__op_launch): the algorithm's place in the table + 1, or TEMPO__HOW_COMPRESSED with a hash
+ *  of the compressor's canonical spec (tempo__qhook_t.id); 0 until then, and for calls that move
+ *  no data (count 0), which matches any (tempo__sig_equal). The shared-memory all-reduce's control
+ *  words leave it out: every rank that publishes there runs that algorithm, uncompressed. */
 typedef struct tempo__sig {
     uint64_t count; /* the caller's count (per rank block where tempo.h says so) */
     int32_t root;   /* broadcast, reduce: the root's comm rank; else -1 */
@@ -104,7 +111,12 @@ typedef struct tempo__sig {
     uint8_t dtype;  /* tempo_dtype_t */
     uint8_t redop;  /* reductions: tempo_op_t + 1; else 0 */
     uint8_t valid;  /* 1: a collective's signature; 0: none (point-to-point, control) */
+    uint32_t how;   /* the algorithm or the compressor (see above) */
+    uint32_t zero;  /* 0 */
 } tempo__sig_t;
+
+/** tempo__sig_t.how of a compressed call: this bit, and 31 bits of the spec's hash. */
+#define TEMPO__HOW_COMPRESSED 0x80000000u
 
 /* A compressor as the engine sees it: quant/ fills this in as the first member of struct
  * tempo_compressor, so that collectives can run a compressed request without including quant/. */
@@ -114,6 +126,9 @@ typedef struct tempo__qhook {
     /** NULL if op can be compressed, else why not (dtype, reduction). */
     const char *(*unusable)(const tempo__op_t *op);
     size_t min_bytes; /* requests with fewer bytes per rank run uncompressed */
+    uint32_t id;      /* the signature's how for requests it compresses: TEMPO__HOW_COMPRESSED
+                       * and a hash of spec (ranks with different specs disagree) */
+    const char *spec; /* its canonical spec, for messages */
 } tempo__qhook_t;
 
 struct tempo__op {
@@ -325,6 +340,8 @@ struct tempo_comm {
     char last_error[TEMPO_ERRMSG_LEN];
     void *coll; /* collectives layer state (owned by collectives/) */
     void (*coll_free)(struct tempo_comm *comm);
+    /* The name of the algorithm whose tempo__sig_t.how is how (not compressed), or NULL. */
+    const char *(*algo_name)(uint32_t how);
 };
 
 /** World rank of comm rank r. */
@@ -468,12 +485,16 @@ tempo_status_t tempo__engine_wait_until(tempo__world_t *w, int (*cond)(void *arg
 static inline int tempo__sig_equal(const tempo__sig_t *a, const tempo__sig_t *b)
 {
     return a->count == b->count && a->root == b->root && a->coll == b->coll &&
-           a->dtype == b->dtype && a->redop == b->redop && a->valid == b->valid;
+           a->dtype == b->dtype && a->redop == b->redop && a->valid == b->valid &&
+           (a->how == b->how || !a->how || !b->how);
 }
 
 /** Set op->sig from the call (a chunk's from its request) and remember it under op->seq for
  *  probes. Point-to-point operations get none. Lock held. */
 void tempo__op_sign(tempo__op_t *op);
+/** op's algorithm was chosen (how: see tempo__sig_t): set it in op's signature and in the record
+ *  that answers probes. Before the algorithm starts (its messages carry it). Lock held. */
+void tempo__op_sign_how(tempo__op_t *op, uint32_t how);
 /** Fail c for good (not the job): every running and later operation on it fails with st and msg.
  *  The caller tells the other members itself. Lock held. */
 void tempo__comm_fail(struct tempo_comm *c, tempo_status_t st, const char *msg);

@@ -21,10 +21,12 @@
  * Faults
  *   Every wait has a deadline (TEMPO_TIMEOUT, default 300 s) that measures silence, not time in a
  *   queue: a request fails with TEMPO_ERR_TIMEOUT, naming the peer, when the peer it waits for has
- *   made no progress for TEMPO_TIMEOUT (nothing moved to or from it, and the request did not
- *   advance). The clock starts when the request starts running, not when it is posted: requests
- *   queued behind others (thousands of small non-blocking collectives posted at once) wait as long
- *   as the job keeps progressing. A timeout fails the job: before giving up, the rank asks its
+ *   made no progress for TEMPO_TIMEOUT (no message moved to or from it, and the request did not
+ *   advance; the library's own control notes, such as the probes of "Agreement", do not count, so
+ *   ranks that wait for each other, a deadlock across communicators included, time out too). The
+ *   clock starts when the request starts running, not when it is posted: requests queued behind
+ *   others (thousands of small non-blocking collectives posted at once) wait as long as the job
+ *   keeps progressing. A timeout fails the job: before giving up, the rank asks its
  *   peers whom they wait for and names the rank that stopped progressing ("waiting for rank 1,
  *   which waits for rank 3, which stopped progressing"), and tells every peer, whose operations
  *   then fail at once with TEMPO_ERR_TIMEOUT ("rank 2 gave up: ... rank 3 ... stopped
@@ -321,7 +323,8 @@ typedef struct tempo_attr {
     /** Force an algorithm by name for this request (see tempo_algorithm_info()); overrides
      *  TEMPO_ALGO. TEMPO_ERR_INVALID if unknown for the collective, TEMPO_ERR_UNSUPPORTED if it
      * cannot run on this communicator (for example "shm" across hosts). Every algorithm runs on a
-     * communicator of one rank. */
+     * communicator of one rank. Every rank must run the same algorithm (forced alike, or by the
+     * same TEMPO_ALGO): see "Agreement". */
     const char *algorithm;
     /** Name of the data for errors and traces ("layer3.weight"); copied. */
     const char *name;
@@ -332,7 +335,7 @@ typedef struct tempo_attr {
      *  NULL runs uncompressed. Requests smaller than the compressor's min_bytes, and requests on
      *  a one-rank communicator (nothing is sent), run uncompressed: exact, no error feedback (a
      *  request the compressor cannot take still fails alike); other collectives ignore it. Every
-     *  rank must pass a compressor of the same spec. */
+     *  rank must pass a compressor of the same spec (or every rank none): see "Agreement". */
     tempo_compressor_t compressor;
 } tempo_attr_t;
 
@@ -353,13 +356,26 @@ typedef struct tempo_attr {
  * TEMPO_ERR_TIMEOUT, TEMPO_ERR_ABORTED, TEMPO_ERR_NOMEM.
  *
  * Agreement. Every rank of a communicator must make the same collective calls in the same order,
- * with the same collective, count, dtype, op (reductions) and root (broadcast, reduce); scheduled
- * requests: see tempo_attr_t. (The in-place form is each rank's own choice: no algorithm's
- * messages depend on it.) Ranks that do not are told so: their calls fail with TEMPO_ERR_INVALID
- * and a message saying what differs and on which ranks ("ranks disagree on collective call #5 of
- * this communicator: count 999 on rank 3, count 1000 on rank 0"), on every path (shared memory,
- * tcp, every algorithm, blocking and non-blocking, scheduled, compressed, split communicators),
- * instead of computing a wrong result or waiting for TEMPO_TIMEOUT.
+ * with the same collective, count, dtype, op (reductions) and root (broadcast, reduce), run the
+ * same way: the same algorithm (tempo_attr_t.algorithm, TEMPO_ALGO) and the same compressor spec
+ * (tempo_attr_t.compressor; or none on every rank); scheduled requests: see tempo_attr_t. (The
+ * in-place form is each rank's own choice: no algorithm's messages depend on it.) Ranks that do not
+ * are told so: their calls fail with TEMPO_ERR_INVALID and a message saying what differs and on
+ * which ranks ("ranks disagree on collective call #5 of this communicator: count 999 on rank 3,
+ * count 1000 on rank 0"; "... algorithm ring on rank 1, algorithm rd on rank 2"; "... a compressor
+ * on rank 2, no compressor (algorithm ring) on rank 0"; "... another compressor spec on rank 2,
+ * compressor qsgd:bits=4,... on rank 0"), on every path (shared memory, tcp, every algorithm,
+ * blocking and non-blocking, scheduled, compressed, split communicators), instead of computing a
+ * wrong result or waiting for TEMPO_TIMEOUT.
+ *   - How a call runs travels with it at no extra cost: every message's header carries the call's
+ *     signature (collective, count, dtype, op, root) and a 32-bit word for how it runs, the
+ *     algorithm's number or, for a compressed call, a hash of the compressor's canonical spec
+ *     (every parameter, defaults included: tempo_compressor_spec()). The receiver compares both
+ *     with its own call's before it uses the data. Only what the messages depend on is compared:
+ *     a request that runs uncompressed (smaller than the compressor's min_bytes, spec "none")
+ *     agrees with one that passed no compressor, and a count-0 call runs no algorithm. The shared-
+ *     memory all-reduce compares the signature only: every rank that takes part runs it
+ *     uncompressed, and a rank that runs anything else is found by the probe below.
  *   - Every rank's call fails, not only those that receive from a rank that differs: no call
  *     completes before its rank has heard from every other rank, directly or through ranks that
  *     heard from it, and every message and the shared-memory control words carry the call's

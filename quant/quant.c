@@ -747,6 +747,11 @@ tempo_status_t tempo_compressor_create(const char *spec, tempo_compressor_t *qc_
     qc->hook.unusable = qc_unusable;
     qc->hook.min_bytes = strcmp(qc->kind->name, "none") ? p.min_bytes : SIZE_MAX;
     tempo__qspec_format(&p, qc->spec, sizeof(qc->spec));
+    /* Ranks compare this in every compressed message's header (core/world.h, tempo__sig_t.how):
+     * the canonical spec names every parameter, defaults included, so equal specs hash equally. */
+    uint64_t h = tempo__hash64(qc->spec, strlen(qc->spec), 0);
+    qc->hook.id = TEMPO__HOW_COMPRESSED | ((uint32_t)(h ^ (h >> 32)) & ~TEMPO__HOW_COMPRESSED);
+    qc->hook.spec = qc->spec;
     const char *n = qc->kind->name;
     if (!strcmp(n, "qsgd") || !strcmp(n, "qsgdinf") || !strcmp(n, "terngrad")) {
         tempo__qlevels_uniform(p.bits, p.zero, qc->fixed);

@@ -584,10 +584,10 @@ int tempo__shm_progress(shm_tl_t *s)
             int r = tempo__stream_progress_recv(&ep->stream);
             moved += r > 0 ? r : 0;
         }
-        if (moved) {
+        if (tempo__stream_heard(&ep->stream)) { /* (not for control notes: stream.h) */
             tempo__peer_heard(s->world, s->local[i]);
-            events += moved;
         }
+        events += moved;
     }
     return events;
 }

@@ -358,6 +358,7 @@ int tempo__stream_progress_send(tempo__stream_t *s)
         size_t wr = (size_t)w;
         if (wr) {
             s->moved = 1;
+            s->heard |= !(xflags(x) & XF_NOTE);
         }
         if (s->shdr_off < sizeof(s->shdr)) {
             size_t h = TEMPO_MIN(wr, sizeof(s->shdr) - s->shdr_off);
@@ -591,7 +592,7 @@ static int sig_valid(const tempo__sig_t *g)
         return memcmp(g, &zero, sizeof(zero)) == 0;
     }
     return g->valid == 1 && g->coll < TEMPO__COLL_SEND && g->dtype < TEMPO_DTYPE_COUNT &&
-           g->redop <= TEMPO_OP_COUNT && g->root >= -1;
+           g->redop <= TEMPO_OP_COUNT && g->root >= -1 && g->zero == 0;
 }
 
 void tempo__stream_purge_ctx(tempo__stream_t *s, int ctx)
@@ -798,6 +799,7 @@ int tempo__stream_progress_recv(tempo__stream_t *s)
             size_t have = s->rtail - s->rhead;
             if (have) {
                 size_t n = TEMPO_MIN(have, s->rleft);
+                s->heard |= !s->in_note;
                 if (s->rdst) {
                     memcpy(s->rdst, s->rbuf + s->rhead, n);
                     s->rdst += n;
@@ -812,6 +814,7 @@ int tempo__stream_progress_recv(tempo__stream_t *s)
                 if (r > 0) {
                     s->rdst += r;
                     s->rleft -= (size_t)r;
+                    s->heard |= !s->in_note;
                 }
             } else {
                 r = fill(s);
@@ -862,6 +865,7 @@ int tempo__stream_progress_recv(tempo__stream_t *s)
             events++;
             continue;
         }
+        s->heard |= s->rhdr.type != TEMPO_WIRE_NOTE;
         if (s->rhdr.type == TEMPO_WIRE_NOTE) {
             s->in_payload = 1;
             s->in_note = 1;

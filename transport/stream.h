@@ -50,7 +50,7 @@
 #include "transport/transport.h"
 
 #define TEMPO_WIRE_MAGIC 0x4d504d54u /* "TMPM" */
-#define TEMPO_WIRE_VERSION 2
+#define TEMPO_WIRE_VERSION 3 /* 3: the signature carries how the call runs (tempo__sig_t.how) */
 #define TEMPO_WIRE_DATA 1
 #define TEMPO_WIRE_BYE 2
 #define TEMPO_WIRE_ABORT 3
@@ -101,6 +101,10 @@ typedef struct tempo__stream {
     int state;           /* tempo__stream_state_t: receive side */
     int sent_bye;
     int moved; /* bytes moved during the current progress call */
+    int heard; /* bytes of a message other than a control note moved since the transport last
+                * asked (tempo__stream_heard): what extends deadlines. Notes do not: probes and
+                * blame queries go back and forth between ranks that wait for each other, and
+                * must not keep a wait that no data ends alive past TEMPO_TIMEOUT. */
 
     /* Send side: queue of xfers; the head is being written. */
     tempo__list_t sendq;
@@ -147,6 +151,14 @@ int tempo__stream_progress_send(tempo__stream_t *s);
 /** Read and dispatch what the pipe has; returns events (>= 0) or -1 on failure (job failed) and
  *  -2 at a clean end of stream after a goodbye. */
 int tempo__stream_progress_recv(tempo__stream_t *s);
+/** Whether bytes of a message other than a control note moved since the last call (the transport
+ *  then stamps the peer as heard from: tempo__peer_heard). */
+static inline int tempo__stream_heard(tempo__stream_t *s)
+{
+    int h = s->heard;
+    s->heard = 0;
+    return h;
+}
 /** True while back-pressure holds: the stream stopped at an unexpected message that still does not
  *  fit (see the file header). A transport stops watching the pipe for input then, and calls
  *  tempo__stream_progress_recv again once this turns false (the paused header is already in the

@@ -276,14 +276,14 @@ static void update_events(tcp_tl_t *t, tcp_ep_t *ep)
     }
 }
 
-/* The events of a stream progress call (r < 0: none); bytes moved mean the peer was heard from. */
+/* The events of a stream progress call (r < 0: none); bytes of messages other than control notes
+ * moved mean the peer was heard from (stream.h). */
 static int heard(tempo__world_t *w, tcp_ep_t *ep, int r)
 {
-    if (r <= 0) {
-        return 0;
+    if (tempo__stream_heard(&ep->stream)) {
+        tempo__peer_heard(w, ep->stream.peer);
     }
-    tempo__peer_heard(w, ep->stream.peer);
-    return r;
+    return r > 0 ? r : 0;
 }
 
 /* Read what the peer sent; returns events, closing the socket at its end. */

@@ -20,6 +20,15 @@
  *   NULL root  the root alone passes a NULL buffer (broadcast: recvbuf, reduce: recvbuf), so its
  *              call is rejected before it is posted
  *   NULL       the odd rank alone passes a NULL buffer (rejected likewise)
+ * and, where the call is the same but the ranks would run it differently:
+ *   algorithm  every rank forces an algorithm, the odd rank another one of the collective's (also
+ *              with a priority: the scheduled lane's chunks run the forced algorithm; and in the
+ *              blocking form, through TEMPO_ALGO, which the odd rank sets otherwise: a job of its
+ *              own)
+ *   compressor the odd rank alone passes a compressor (qsgd:bits=4), also with a priority
+ *   spec       the odd rank passes qsgd:bits=8 where the others pass qsgd:bits=4, also with a
+ *              priority
+ * (these three at 3 ranks too, on every collective they apply to).
  * Each case runs on a fresh split of the job (the mismatch fails its communicator for good), then
  * a barrier on it. Every rank's call must fail: a rank that rejected its own call with its own
  * reason, every other with TEMPO_ERR_INVALID and a message naming the difference; and every
@@ -37,23 +46,26 @@
 #define NR_MAX 4
 
 enum {
-    K_COUNT, K_COUNT0, K_DTYPE, K_OP, K_ROOT, K_ROOT_SELF, K_COLL, K_NULL_ROOT, K_NULL, K_KINDS
+    K_COUNT, K_COUNT0, K_DTYPE, K_OP, K_ROOT, K_ROOT_SELF, K_COLL, K_NULL_ROOT, K_NULL,
+    K_ALGO, /* the first of the kinds where the call is the same and how it runs differs */
+    K_COMP, K_COMP_SPEC, K_KINDS
 };
-static const char *const kind_names[K_KINDS] = {"count",      "count 0",   "dtype",
-                                                "op",         "root",      "own root",
-                                                "collective", "NULL root buffer", "NULL buffer"};
+static const char *const kind_names[K_KINDS] = {
+    "count",       "count 0",     "dtype",     "op",         "root",           "own root",
+    "collective",  "NULL root buffer", "NULL buffer", "algorithm", "compressor", "compressor spec"};
 
 enum { C_ALLREDUCE, C_REDUCE_SCATTER, C_ALLGATHER, C_BROADCAST, C_REDUCE, C_ALLTOALL, C_BARRIER,
        C_COLLS };
 static const char *const coll_names[] = {"allreduce", "reduce_scatter", "allgather", "broadcast",
                                          "reduce",    "alltoall",       "barrier"};
 
-enum { P_AUTO, P_BLOCKING, P_FORCED, P_SCHED, P_COMPRESSED };
+enum { P_AUTO, P_BLOCKING, P_FORCED, P_SCHED, P_COMPRESSED, P_SCHED_FORCED, P_SCHED_COMPRESSED };
 
 typedef struct {
     int coll, path, kind;
-    const char *algo; /* P_FORCED */
+    const char *algo; /* P_FORCED, P_SCHED_FORCED; K_ALGO: the others' (blocking: TEMPO_ALGO's) */
     size_t count;
+    const char *algo2; /* K_ALGO: the odd rank's */
 } case_t;
 
 static int g_nr; /* ranks of the job */
@@ -86,7 +98,7 @@ static int sched_coll(int coll)
     return coll == C_ALLREDUCE || coll == C_REDUCE_SCATTER || coll == C_ALLGATHER;
 }
 
-static tempo_compressor_t g_fp16;
+static tempo_compressor_t g_fp16, g_q4, g_q8; /* fp16:min=0, qsgd:bits=4,min=0, qsgd:bits=8,min=0 */
 
 /* One rank's call of case k: the odd rank's arguments differ as the kind says. */
 static tempo_status_t call(tempo_comm_t c, const case_t *k, int rank, void *sbuf, void *rbuf)
@@ -121,18 +133,25 @@ static tempo_status_t call(tempo_comm_t c, const case_t *k, int rank, void *sbuf
     if (k->kind == K_NULL_ROOT && rank == root) {
         rbuf = NULL;
     }
+    tempo_compressor_t comp = g_fp16;
+    if (k->kind == K_COMP) {
+        comp = odd ? g_q4 : NULL;
+    } else if (k->kind == K_COMP_SPEC) {
+        comp = odd ? g_q8 : g_q4;
+    }
     tempo_attr_t attr;
     memset(&attr, 0, sizeof(attr));
-    if (k->path == P_FORCED) {
-        attr.field_mask = TEMPO_ATTR_ALGORITHM;
-        attr.algorithm = k->algo;
-    } else if (k->path == P_SCHED) {
+    if (k->path == P_SCHED || k->path == P_SCHED_FORCED || k->path == P_SCHED_COMPRESSED) {
         attr.field_mask = TEMPO_ATTR_PRIORITY | TEMPO_ATTR_TAG;
         attr.priority = 1;
         attr.tag = 7;
-    } else if (k->path == P_COMPRESSED) {
-        attr.field_mask = TEMPO_ATTR_COMPRESSOR;
-        attr.compressor = g_fp16;
+    }
+    if (k->path == P_FORCED || k->path == P_SCHED_FORCED) {
+        attr.field_mask |= TEMPO_ATTR_ALGORITHM;
+        attr.algorithm = odd && k->kind == K_ALGO ? k->algo2 : k->algo;
+    } else if ((k->path == P_COMPRESSED || k->path == P_SCHED_COMPRESSED) && comp) {
+        attr.field_mask |= TEMPO_ATTR_COMPRESSOR;
+        attr.compressor = comp;
     }
     if (odd && k->kind == K_COLL &&
         (k->path == P_FORCED || (k->path == P_SCHED && !sched_coll(k->coll)))) {
@@ -171,9 +190,21 @@ static tempo_status_t call(tempo_comm_t c, const case_t *k, int rank, void *sbuf
 /* The words every rank's message must contain for this kind of difference. */
 static void needles(const case_t *k, const char **a, const char **b)
 {
-    static char ca[64], cb[64];
+    static char ca[96], cb[96];
     *b = NULL;
     switch (k->kind) {
+    case K_ALGO:
+        snprintf(ca, sizeof(ca), "algorithm %s on rank %d", k->algo2, odd_rank(k));
+        snprintf(cb, sizeof(cb), "algorithm %s on rank ", k->algo);
+        *a = ca, *b = cb;
+        break;
+    case K_COMP:
+        /* "a compressor on rank 3, no compressor (algorithm ring) on rank 0", or, found by the
+         * odd rank, "no compressor (algorithm ring) on rank 0, compressor qsgd:... on rank 3" */
+        snprintf(cb, sizeof(cb), "on rank %d", odd_rank(k));
+        *a = "no compressor (algorithm ", *b = cb;
+        break;
+    case K_COMP_SPEC: *a = "another compressor spec on rank ", *b = "compressor qsgd:bits="; break;
     case K_COUNT:
         snprintf(ca, sizeof(ca), "count %zu", k->count + 1);
         snprintf(cb, sizeof(cb), "count %zu", k->count);
@@ -204,16 +235,19 @@ static int has_all(const char *m, const char *a, const char *b)
     return m && strstr(m, a) && (!b || strstr(m, b));
 }
 
-static const char *const path_names[] = {"", " blocking", " forced ", " with a priority",
-                                         " compressed"};
+static const char *const path_names[] = {
+    "", " blocking", " forced ", " with a priority", " compressed", " with a priority, forced ",
+    " compressed with a priority"};
 
 static int run_case(tempo_comm_t world, int rank, const case_t *k, char *buf, size_t cap,
                     const char *where)
 {
     char label[200];
-    snprintf(label, sizeof(label), "%s n=%d: %s%s%s, %s differs on rank %d", where, g_nr,
-             coll_names[k->coll], path_names[k->path], k->path == P_FORCED ? k->algo : "",
-             kind_names[k->kind], odd_rank(k));
+    snprintf(label, sizeof(label), "%s n=%d: %s%s%s, %s differs on rank %d%s%s", where, g_nr,
+             coll_names[k->coll], path_names[k->path],
+             k->path == P_FORCED || k->path == P_SCHED_FORCED ? k->algo : "",
+             kind_names[k->kind], odd_rank(k), k->kind == K_ALGO ? ": " : "",
+             k->kind == K_ALGO ? k->algo2 : "");
     tempo_comm_t c = NULL;
     tempo_status_t st = tempo_comm_split(world, 0, rank, &c);
     if (!rk_check(st == TEMPO_OK, "%s: split (%s)", label, tempo_last_error(world))) {
@@ -258,7 +292,16 @@ static int run_case(tempo_comm_t world, int rank, const case_t *k, char *buf, si
 
 typedef struct {
     int shm;
+    int env_algo; /* the job of TEMPO_ALGO differing on the odd rank (blocking K_ALGO only) */
 } job_arg_t;
+
+/* TEMPO_ALGO of the env_algo job: the others' and the odd rank's, and the algorithms they name
+ * per collective (NULL: not forced). */
+static const char *const g_env_algo[2] = {"allreduce:ring,broadcast:tree,reduce:tree",
+                                          "allreduce:rd,broadcast:pipeline,reduce:pipeline"};
+static const char *const g_env_names[C_COLLS][2] = {
+    [C_ALLREDUCE] = {"ring", "rd"}, [C_BROADCAST] = {"tree", "pipeline"},
+    [C_REDUCE] = {"tree", "pipeline"}};
 
 static int coll_index(const char *name)
 {
@@ -270,7 +313,7 @@ static int coll_index(const char *name)
     return -1;
 }
 
-/* Every kind of difference that applies to coll on path (count elements). */
+/* Every kind of difference of the call that applies to coll on path (count elements). */
 static int run_kinds(tempo_comm_t world, int rank, int coll, int path, const char *algo,
                      size_t count, char *buf, size_t cap, const char *where)
 {
@@ -278,12 +321,38 @@ static int run_kinds(tempo_comm_t world, int rank, int coll, int path, const cha
     if (g_nr < NR_MAX && !is_rooted(coll)) {
         return 0; /* the 3-rank jobs: the rooted collectives (roots 0/1/1 and the like) */
     }
-    for (int kind = 0; kind < K_KINDS; kind++) {
+    for (int kind = 0; kind < K_ALGO; kind++) {
         if (!applies(coll, kind)) {
             continue;
         }
-        case_t k = {coll, path, kind, algo, count};
+        case_t k = {coll, path, kind, algo, count, NULL};
         fails += !run_case(world, rank, &k, buf, cap, where);
+    }
+    return fails;
+}
+
+/* The same call run differently: every rank forces algo (the odd rank algo2), on path P_FORCED or
+ * P_SCHED_FORCED (or P_BLOCKING in the env_algo job), or passes a compressor of its own (kind
+ * K_COMP, K_COMP_SPEC) on P_COMPRESSED or P_SCHED_COMPRESSED. */
+static int run_how(tempo_comm_t world, int rank, int coll, int path, int kind, const char *algo,
+                   const char *algo2, size_t count, char *buf, size_t cap, const char *where)
+{
+    case_t k = {coll, path, kind, algo, count, algo2};
+    return !run_case(world, rank, &k, buf, cap, where);
+}
+
+/* K_ALGO for coll on path: algo against every other algorithm of coll (shm only on shm). */
+static int run_algos(tempo_comm_t world, int rank, int coll, int path, const char *algo,
+                     size_t count, char *buf, size_t cap, int shm, const char *where)
+{
+    int fails = 0;
+    tempo_algorithm_info_t ai;
+    for (size_t i = 0; tempo_algorithm_info(i, &ai) == TEMPO_OK; i++) {
+        if (coll_index(ai.collective) != coll || !strcmp(ai.name, algo) ||
+            (!shm && !strcmp(ai.name, "shm"))) {
+            continue;
+        }
+        fails += run_how(world, rank, coll, path, K_ALGO, algo, ai.name, count, buf, cap, where);
     }
     return fails;
 }
@@ -294,18 +363,31 @@ static int mismatch_rank(int rank, int size, void *arg)
     const char *where = ja->shm ? "shm" : "tcp";
     g_nr = size;
     tempo_comm_t world = NULL;
+    if (ja->env_algo) {
+        setenv("TEMPO_ALGO", g_env_algo[rank == size - 1], 1);
+        where = ja->shm ? "shm, TEMPO_ALGO" : "tcp, TEMPO_ALGO";
+    }
     tempo_status_t st = tempo_comm_init_env(&world);
     if (!rk_check(st == TEMPO_OK, "%s rank %d: init (%s)", where, rank, tempo_last_error(NULL))) {
         return 1;
     }
-    if (tempo_compressor_create("fp16:min=0", &g_fp16) != TEMPO_OK) {
-        rk_check(0, "fp16 compressor (%s)", tempo_last_error(NULL));
+    if (tempo_compressor_create("fp16:min=0", &g_fp16) != TEMPO_OK ||
+        tempo_compressor_create("qsgd:bits=4,min=0", &g_q4) != TEMPO_OK ||
+        tempo_compressor_create("qsgd:bits=8,min=0", &g_q8) != TEMPO_OK) {
+        rk_check(0, "compressors (%s)", tempo_last_error(NULL));
         return 1;
     }
     size_t cap = 2 * (size_t)NR_MAX * (STAGED + 8) * 8;
     char *buf = malloc(cap);
     int fails = 0;
-    for (int coll = 0; coll < C_COLLS; coll++) {
+    for (int coll = 0; ja->env_algo && coll < C_COLLS; coll++) {
+        /* Blocking calls, the algorithm forced by TEMPO_ALGO: the odd rank's differs. */
+        if (g_env_names[coll][0]) {
+            fails += run_how(world, rank, coll, P_BLOCKING, K_ALGO, g_env_names[coll][0],
+                             g_env_names[coll][1], SMALL, buf, cap, where);
+        }
+    }
+    for (int coll = 0; !ja->env_algo && coll < C_COLLS; coll++) {
         fails += run_kinds(world, rank, coll, P_AUTO, NULL, SMALL, buf, cap, where);
         fails += run_kinds(world, rank, coll, P_BLOCKING, NULL, SMALL, buf, cap, where);
         fails += run_kinds(world, rank, coll, P_SCHED, NULL, SMALL, buf, cap, where);
@@ -318,33 +400,59 @@ static int mismatch_rank(int rank, int size, void *arg)
         if (coll < 0 || (!ja->shm && !strcmp(ai.name, "shm"))) {
             continue; /* send/recv; shm across hosts is refused on every rank alike */
         }
+        if (ja->env_algo) {
+            continue;
+        }
         fails += run_kinds(world, rank, coll, P_FORCED, ai.name, SMALL, buf, cap, where);
         if (!strcmp(ai.name, "pipeline") || (ja->shm && !strcmp(ai.name, "shm"))) {
             fails += run_kinds(world, rank, coll, P_FORCED, ai.name, STAGED, buf, cap, where);
         }
+        /* Another algorithm forced on the odd rank, with and without a priority (the scheduled
+         * lane's chunks run it: all-reduce, reduce-scatter, all-gather; the others ignore it). */
+        fails += run_algos(world, rank, coll, P_FORCED, ai.name, SMALL, buf, cap, ja->shm, where);
+        fails += run_algos(world, rank, coll, P_SCHED_FORCED, ai.name, SMALL, buf, cap, ja->shm,
+                           where);
     }
     /* A compressor: taken by all-reduce and reduce-scatter, ignored by broadcast and reduce. */
     static const int comp_colls[] = {C_ALLREDUCE, C_REDUCE_SCATTER, C_BROADCAST, C_REDUCE};
-    for (size_t i = 0; i < sizeof(comp_colls) / sizeof(comp_colls[0]); i++) {
+    for (size_t i = 0; !ja->env_algo && i < sizeof(comp_colls) / sizeof(comp_colls[0]); i++) {
         fails += run_kinds(world, rank, comp_colls[i], P_COMPRESSED, NULL, 40000, buf, cap, where);
     }
-    /* The job's communicator was never part of a mismatch: it still works. */
+    /* A compressor on the odd rank only, and another spec there, with and without a priority. */
+    for (int coll = C_ALLREDUCE; !ja->env_algo && coll <= C_REDUCE_SCATTER; coll++) {
+        for (int kind = K_COMP; kind <= K_COMP_SPEC; kind++) {
+            fails += run_how(world, rank, coll, P_COMPRESSED, kind, NULL, NULL, 40000, buf, cap,
+                             where);
+            fails += run_how(world, rank, coll, P_SCHED_COMPRESSED, kind, NULL, NULL, 40000, buf,
+                             cap, where);
+        }
+    }
+    /* The job's communicator was never part of a mismatch: it still works (with TEMPO_ALGO
+     * differing, the sum as a reduce-scatter, which TEMPO_ALGO leaves alone: an all-reduce would
+     * disagree). */
     float x = 1.0f, y = 0.0f;
-    st = tempo_allreduce(world, &x, &y, 1, TEMPO_FLOAT32, TEMPO_SUM);
+    if (ja->env_algo) {
+        float xs[NR_MAX] = {1.0f, 1.0f, 1.0f, 1.0f};
+        st = tempo_reduce_scatter(world, xs, &y, 1, TEMPO_FLOAT32, TEMPO_SUM);
+    } else {
+        st = tempo_allreduce(world, &x, &y, 1, TEMPO_FLOAT32, TEMPO_SUM);
+    }
     fails += !rk_check(st == TEMPO_OK && y == (float)size, "%s rank %d: the job's communicator "
                        "still works (%s)", where, rank, tempo_status_name(st));
     free(buf);
     tempo_compressor_destroy(g_fp16);
+    tempo_compressor_destroy(g_q4);
+    tempo_compressor_destroy(g_q8);
     tempo_comm_destroy(world);
     return fails ? 1 : 0;
 }
 
-static void run_job(int shm, int nr)
+static void run_job(int shm, int nr, int env_algo)
 {
     job_t *j = calloc(1, sizeof(*j));
     static const char *const env_shm[] = {"TEMPO_SHM_COLL_BYTES=65536", "TEMPO_TIMEOUT=20", NULL};
     static const char *const env_tcp[] = {"TEMPO_HOST_ID=%r", "TEMPO_TIMEOUT=20", NULL};
-    job_arg_t a = {shm};
+    job_arg_t a = {shm, env_algo};
     if (job_start(j, nr, shm ? env_shm : env_tcp, mismatch_rank, &a) != 0) {
         TAP_OK(0, "start %d ranks (%s)", nr, shm ? "shm" : "tcp");
     }
@@ -362,8 +470,10 @@ static void run_job(int shm, int nr)
 int main(void)
 {
     for (int nr = NR_MAX; nr >= 3; nr--) {
-        run_job(1, nr);
-        run_job(0, nr);
+        run_job(1, nr, 0);
+        run_job(0, nr, 0);
+        run_job(1, nr, 1);
+        run_job(0, nr, 1);
     }
     return tap_done();
 }

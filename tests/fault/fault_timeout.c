@@ -18,6 +18,12 @@
  *               STALL_AT of them, then stays alive and silent: ranks 0 and 1 get TEMPO_OK for
  *               those and TEMPO_ERR_TIMEOUT naming rank 2 for the rest, after the deadline and
  *               without hanging. Over tcp likewise with 2 ranks.
+ *   crossed     (TEMPO_TIMEOUT=5s) 2 ranks, over shm and over tcp, deadlock across two
+ *               communicators: rank 0 calls an all-reduce on the job's communicator, rank 1 on a
+ *               split of it. Both fail with TEMPO_ERR_TIMEOUT naming the other. Each waits for the
+ *               other and probes it every 2 s (core/check.c), and those control notes must not
+ *               count as hearing from it: before, each probe extended the other's deadline, so
+ *               with TEMPO_TIMEOUT above the probes' 2 s gap neither wait ever ended.
  * The absent rank is held alive by the test until the others have reported, then released.
  */
 #include "config.h"
@@ -33,7 +39,7 @@
 
 typedef struct {
     int absent;  /* the rank that does not take part */
-    int mode;    /* 0 all-reduce, 1 recv, 2 rendezvous, 3 queue, 4 stall */
+    int mode;    /* 0 all-reduce, 1 recv, 2 rendezvous, 3 queue, 4 stall, 5 crossed */
 } to_arg_t;
 
 /* Post QUEUED all-reduces of 2 floats (rank r contributes r + 1), or only the first stop_at, and
@@ -109,7 +115,7 @@ static int to_rank(int rank, int size, void *arg)
         rk_put("initmsg", "%s", tempo_last_error(NULL));
         return 1;
     }
-    if (a->mode >= 3) {
+    if (a->mode == 3 || a->mode == 4) {
         queued_allreduces(comm, rank, a->mode == 4 && rank == a->absent ? STALL_AT : 0);
         if (a->mode == 3 || rank != a->absent) {
             rk_put("later", "%d", (int)tempo_barrier(comm));
@@ -125,23 +131,31 @@ static int to_rank(int rank, int size, void *arg)
         return 0;
     }
     float in[64] = {0}, out[64];
+    tempo_comm_t other = NULL;
+    if (a->mode == 5 && tempo_comm_split(comm, 0, rank, &other) != TEMPO_OK) {
+        rk_put("initmsg", "split: %s", tempo_last_error(comm));
+        return 1;
+    }
+    tempo_comm_t on = rank == 1 && other ? other : comm; /* crossed: rank 1 calls on the split */
     t0 = rk_now();
-    if (a->mode == 0) {
-        st = tempo_allreduce(comm, in, out, 64, TEMPO_FLOAT32, TEMPO_SUM);
+    if (a->mode == 0 || a->mode == 5) {
+        st = tempo_allreduce(on, in, out, 64, TEMPO_FLOAT32, TEMPO_SUM);
     } else {
         st = tempo_recv(comm, out, 64, TEMPO_FLOAT32, a->absent, 5);
     }
     rk_put("elapsed", "%.3f", rk_now() - t0);
-    rk_put("msg", "%s", tempo_last_error(comm));
+    rk_put("msg", "%s", tempo_last_error(on));
     rk_put("status", "%d", (int)st);
     tempo_status_t later = tempo_barrier(comm);
     rk_put("later", "%d", (int)later);
     rk_wait_go();
+    tempo_comm_destroy(other);
     tempo_comm_destroy(comm);
     return 0;
 }
 
-static void run_variant(const char *name, const char *const *env, int n, int absent, int mode)
+static void run_variant(const char *name, const char *const *env, int n, int absent, int mode,
+                        double timeout_s)
 {
     job_t *j = calloc(1, sizeof(*j));
     to_arg_t a = {absent, mode};
@@ -151,8 +165,8 @@ static void run_variant(const char *name, const char *const *env, int n, int abs
         return;
     }
     char who[32];
-    snprintf(who, sizeof(who), "rank %d (host", absent);
     for (int r = 0; r < n; r++) {
+        snprintf(who, sizeof(who), "rank %d (host", mode == 5 ? 1 - r : absent);
         if (r == absent && mode != 3) {
             continue;
         }
@@ -187,8 +201,8 @@ static void run_variant(const char *name, const char *const *env, int n, int abs
         double e = el ? atof(el) : -1;
         const char *msg = job_get(j, r, "msg");
         TAP_EQ_INT(st, TEMPO_ERR_TIMEOUT, "%s: rank %d fails with TEMPO_ERR_TIMEOUT", name, r);
-        TAP_OK(el && e >= TIMEOUT_S * 0.9 && e < GUARD_S, "%s: rank %d: after the deadline, not "
-               "before, and without hanging (%.3f s; TEMPO_TIMEOUT %.0f s)", name, r, e, TIMEOUT_S);
+        TAP_OK(el && e >= timeout_s * 0.9 && e < GUARD_S, "%s: rank %d: after the deadline, not "
+               "before, and without hanging (%.3f s; TEMPO_TIMEOUT %.0f s)", name, r, e, timeout_s);
         if (mode == 2) {
             if (r == 0) {
                 TAP_CONTAINS(msg, "missing ranks 2", "%s: rank 0 names the missing rank", name);
@@ -213,14 +227,16 @@ int main(void)
 {
     static const char *const shm_env[] = {"TEMPO_TIMEOUT=2s", NULL};
     static const char *const tcp_env[] = {"TEMPO_TIMEOUT=2s", "TEMPO_HOST_ID=%r", NULL};
-    run_variant("all-reduce, shm", shm_env, 3, 2, 0);
-    run_variant("recv, tcp", tcp_env, 2, 1, 1);
-    run_variant("rendezvous", shm_env, 3, 2, 2);
+    run_variant("all-reduce, shm", shm_env, 3, 2, 0, TIMEOUT_S);
+    run_variant("recv, tcp", tcp_env, 2, 1, 1, TIMEOUT_S);
+    run_variant("rendezvous", shm_env, 3, 2, 2, TIMEOUT_S);
     static const char *const q_shm_env[] = {"TEMPO_TIMEOUT=5s", NULL};
     static const char *const q_tcp_env[] = {"TEMPO_TIMEOUT=5s", "TEMPO_HOST_ID=%r", NULL};
-    run_variant("queue, shm", q_shm_env, 2, -1, 3);
-    run_variant("queue, tcp", q_tcp_env, 2, -1, 3);
-    run_variant("stall, shm", shm_env, 3, 2, 4);
-    run_variant("stall, tcp", tcp_env, 2, 1, 4);
+    run_variant("queue, shm", q_shm_env, 2, -1, 3, 5);
+    run_variant("queue, tcp", q_tcp_env, 2, -1, 3, 5);
+    run_variant("stall, shm", shm_env, 3, 2, 4, TIMEOUT_S);
+    run_variant("stall, tcp", tcp_env, 2, 1, 4, TIMEOUT_S);
+    run_variant("crossed, shm", q_shm_env, 2, -1, 5, 5);
+    run_variant("crossed, tcp", q_tcp_env, 2, -1, 5, 5);
     return tap_done();
 }

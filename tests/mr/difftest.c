@@ -28,16 +28,17 @@
  * and destroys it at its end, so `--case K` rebuilds K's tree and replays K alone.
  *
  * Disagreements. After about one case in MISMATCH_EVERY (drawn from (seed, K) apart from the case
- * itself, so the cases and the Open MPI comparison do not change), on more than one rank, the
- * ranks split a fresh communicator from the job's and make one call on it in which some ranks (a
- * random nonempty subset, never all) differ from the others in one argument that must agree:
- * the count (another, or 0), the dtype, the op, the root, the collective, or a NULL buffer (that
- * rank rejects its own call), each differing rank with a value of its own; random collective,
- * dtype, op, count and root, through a random path (blocking, non-blocking, an algorithm forced,
- * a priority, a compressor). Every rank's call must fail (TEMPO_OK anywhere is a failure, as is a
- * timeout): with TEMPO_ERR_INVALID naming the disagreement, or, on a rank that rejected its own
- * arguments, with its own reason; and a barrier after it must fail on every rank with the news.
- * The group difftest/mismatch counts these; `--case K` replays K's disagreement too.
+ * itself, so the cases and the Open MPI comparison do not change), on more than one rank, the ranks
+ * split a fresh communicator from the job's and make one call on it in which some ranks (a random
+ * nonempty subset, never all) differ from the others in one argument that must agree: the count
+ * (another, or 0), the dtype, the op, the root, the collective, or a NULL buffer (that rank rejects
+ * its own call), or how the same call runs: another algorithm forced (with or without a priority),
+ * another compressor or none (with or without a priority); each differing rank with a value of its
+ * own; random collective, dtype, op, count and root, through a random path (blocking, non-blocking,
+ * an algorithm forced, a priority, a compressor). Every rank's call must fail (TEMPO_OK anywhere is
+ * a failure, as is a timeout): with TEMPO_ERR_INVALID naming the disagreement, or, on a rank that
+ * rejected its own arguments, with its own reason; and a barrier after it must fail on every rank
+ * with the news. The group difftest/mismatch counts these; `--case K` replays K's disagreement too.
  *
  * The reference. Reduction inputs are mrtest.h's exact tables (mr_red_tables): each element's
  * value comes from a class table of 16 values per rank chosen so that the result is exact in any
@@ -1453,8 +1454,9 @@ static void hashes_open(ctx_t *c)
 /* Disagreements                                                                                  */
 /* ---------------------------------------------------------------------------------------------- */
 
-enum { D_COUNT, D_DTYPE, D_OP, D_ROOT, D_COLL, D_NULL, ND };
-static const char *const dis_names[ND] = {"count", "dtype", "op", "root", "collective", "NULL"};
+enum { D_COUNT, D_DTYPE, D_OP, D_ROOT, D_COLL, D_NULL, D_ALGO, D_COMP, ND };
+static const char *const dis_names[ND] = {"count",      "dtype", "op",        "root",
+                                          "collective", "NULL",  "algorithm", "compressor"};
 enum { DP_BLOCK, DP_WAIT, DP_FORCED, DP_PRIO, DP_COMP, NDP };
 static const char *const dpath_names[NDP] = {"blocking", "non-blocking", "forced", "priority",
                                              "compressed"};
@@ -1497,16 +1499,37 @@ static void run_mismatch(ctx_t *c, uint64_t k)
     if (path == DP_FORCED && (coll == MR_NCOLL || c->nalgo[coll] == 0)) {
         path = DP_WAIT;
     }
+    /* The same call run differently: another algorithm forced (with or without a priority), or
+     * another compressor (or none; with or without a priority) on the differing ranks. */
+    int tcp = strcmp(c->transport, "tcp") == 0;
+    const char *algos[MAX_ALGOS]; /* coll's algorithms that can run here */
+    int nalgos = 0;
+    for (int i = 0; coll < MR_NCOLL && i < c->nalgo[coll]; i++) {
+        if (!tcp || strcmp(c->algo[coll][i], "shm") != 0) {
+            algos[nalgos++] = c->algo[coll][i];
+        }
+    }
+    if ((dis == D_ALGO && nalgos < 2) ||
+        (dis == D_COMP && coll != MR_ALLREDUCE && coll != MR_REDUCE_SCATTER)) {
+        dis = D_COUNT;
+    }
+    if ((dis == D_ALGO && path != DP_PRIO) || (dis == D_COMP && path != DP_PRIO)) {
+        path = dis == D_ALGO ? DP_FORCED : DP_COMP;
+    }
     const char *algo = NULL;
-    if (path == DP_FORCED) {
+    int ialgo = 0;
+    if (dis == D_ALGO) {
+        ialgo = (int)below(&s, (uint64_t)nalgos);
+        algo = algos[ialgo];
+    } else if (path == DP_FORCED) {
         algo = c->algo[coll][below(&s, (uint64_t)c->nalgo[coll])];
-        if (strcmp(algo, "shm") == 0 && strcmp(c->transport, "tcp") == 0) {
+        if (strcmp(algo, "shm") == 0 && tcp) {
             path = DP_WAIT; /* refused alike on every rank across hosts: no disagreement */
         }
     }
     tempo_dtype_t dt = (tempo_dtype_t)below(&s, TEMPO_DTYPE_COUNT);
     tempo_op_t op = (tempo_op_t)below(&s, TEMPO_OP_COUNT);
-    if (path == DP_COMP) { /* what the compressors take; anything else is refused alike */
+    if (path == DP_COMP || dis == D_COMP) { /* what compressors take; others are refused alike */
         dt = TEMPO_FLOAT32;
         op = below(&s, 2) ? TEMPO_AVG : TEMPO_SUM;
     }
@@ -1529,6 +1552,10 @@ static void run_mismatch(ctx_t *c, uint64_t k)
              "differ in the %s",
              k, dpath_names[path], coll == MR_NCOLL ? "barrier" : mr_coll_name(coll), count,
              tempo_dtype_name(dt), tempo_op_name(op), root, ndiff, n, dis_names[dis]);
+    if (dis == D_ALGO || dis == D_COMP) {
+        snprintf(what + strlen(what), sizeof(what) - strlen(what), " (the others': %s)",
+                 dis == D_ALGO ? algo : comp_specs[comp]);
+    }
 
     tempo_comm_t nc = NULL;
     int size, me;
@@ -1538,6 +1565,8 @@ static void run_mismatch(ctx_t *c, uint64_t k)
     }
     /* This rank's call. */
     int mycoll = coll, myroot = root, rejects = 0;
+    const char *myalgo = algo;
+    tempo_compressor_t mycomp = c->comp[comp];
     size_t mycount = count;
     tempo_dtype_t mydt = dt;
     tempo_op_t myop = op;
@@ -1549,6 +1578,13 @@ static void run_mismatch(ctx_t *c, uint64_t k)
         case D_DTYPE: mydt = (tempo_dtype_t)other(&t, (int)dt, TEMPO_DTYPE_COUNT); break;
         case D_OP: myop = (tempo_op_t)other(&t, (int)op, TEMPO_OP_COUNT); break;
         case D_ROOT: myroot = other(&t, root, n); break;
+        case D_ALGO: myalgo = algos[other(&t, ialgo, nalgos)]; break;
+        case D_COMP: {
+            /* Another kind: "none" runs uncompressed, as no compressor does (either, drawn). */
+            int myc = other(&t, comp, NCOMP);
+            mycomp = myc == 0 && below(&t, 2) ? NULL : c->comp[myc];
+            break;
+        }
         case D_COLL:
             if (path == DP_PRIO) { /* scheduled against scheduled, ordered against ordered */
                 do {
@@ -1588,16 +1624,18 @@ static void run_mismatch(ctx_t *c, uint64_t k)
                       null_recv ? NULL : rb, mycount, mydt, myop, myroot};
     tempo_attr_t attr;
     memset(&attr, 0, sizeof(attr));
-    if (path == DP_FORCED && mycoll == coll) {
+    if ((path == DP_FORCED || (path == DP_PRIO && dis == D_ALGO)) && mycoll == coll) {
         attr.field_mask = TEMPO_ATTR_ALGORITHM;
-        attr.algorithm = algo;
-    } else if (path == DP_PRIO) {
-        attr.field_mask = TEMPO_ATTR_PRIORITY | TEMPO_ATTR_TAG;
+        attr.algorithm = myalgo;
+    }
+    if (path == DP_PRIO) {
+        attr.field_mask |= TEMPO_ATTR_PRIORITY | TEMPO_ATTR_TAG;
         attr.priority = (int)below(&s, 8);
         attr.tag = tag;
-    } else if (path == DP_COMP) {
-        attr.field_mask = TEMPO_ATTR_COMPRESSOR;
-        attr.compressor = c->comp[comp];
+    }
+    if ((path == DP_COMP || (path == DP_PRIO && dis == D_COMP)) && mycomp) {
+        attr.field_mask |= TEMPO_ATTR_COMPRESSOR;
+        attr.compressor = mycomp;
     }
     tempo_status_t st;
     if (path == DP_BLOCK) {
@@ -1630,6 +1668,11 @@ static void run_mismatch(ctx_t *c, uint64_t k)
         ok = 0;
         snprintf(why, sizeof(why), "its call returned %s; the barrier after it returned %s, "
                  "where it must fail with the news", m1, m2);
+    } else if ((dis == D_ALGO && !strstr(m1, "algorithm")) ||
+               (dis == D_COMP && !strstr(m1, "compressor"))) {
+        ok = 0;
+        snprintf(why, sizeof(why), "its call returned %s, which does not name the %s", m1,
+                 dis_names[dis]);
     }
     if (ok) {
         c->pass[G_MISMATCH]++;
