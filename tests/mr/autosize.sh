@@ -20,8 +20,11 @@
 #     tbf's 64 KiB bucket lets short bursts through faster) and a bandwidth-delay product R*L of
 #     at most 1 MiB (the per-chunk latency measured on this emulated link ranged from 0.07 to
 #     33 ms between runs, so R*L from 1 to 400 KB);
-#   - shm: the lane decided, and its highest measured rate is at least 10 times the net's (with
-#     64 KiB auto chunks on a loaded machine single decisions read as low as 59 MB/s). (Its
+#   - shm: the lane decided, and its highest measured rate is above 25 MB/s, the most the net
+#     point lets a 100 Mbit/s link read: the estimator tells the fast link from the slow one.
+#     (Not a multiple of the net's rate: with 64 KiB auto chunks on a loaded machine single
+#     decisions read as low as 59 MB/s, and under make check -j16 on 2 cores the best of 9
+#     decisions read 107 MB/s against the net's 11.7.) (Its
 #     credit is about R*L + 1 chunk too, in whole chunks, with the lane's tries of one more; its
 #     latency, 35-1200 us here, depends on how soon the progress threads wake, and its chunks
 #     are up to 4 MiB against the net's 64 KiB, so the credit comes out from one to a few
@@ -146,6 +149,6 @@ if [ "$net_rc" = 77 ]; then
 else
     nr=$(choices "$tmp/net" | awk '$4 > m { m = $4 } END { print m + 0 }')
     sr=$(choices "$tmp/shm" | awk '$4 > m { m = $4 } END { print m + 0 }')
-    check "$(awk -v s="$sr" -v n="$nr" 'BEGIN { exit !(n > 0 && s >= 10 * n) }' && echo 0)" \
-        "shm: its highest measured rate ($sr B/s) is at least 10 times the net's ($nr B/s)"
+    check "$(awk -v s="$sr" -v n="$nr" 'BEGIN { exit !(n > 0 && s > 25e6) }' && echo 0)" \
+        "shm: its highest measured rate ($sr B/s) is above 25 MB/s, the net's at most ($nr B/s)"
 fi
