@@ -476,7 +476,10 @@ static void say_overrides(const opts_t *o)
     /* the bucketer's variables where no bucketer runs (ZeRO 1-3 post a request per group) */
     static const char *const bucketer_vars[] = {"TEMPO_BUCKET_BYTES", "TEMPO_BUCKET_FIRST_BYTES",
                                                 "TEMPO_TAC_WARMUP"};
-    for (size_t i = 0; i < 3 && o->zero && D->world_rank == 0; i++) {
+    for (size_t i = 0; i < sizeof bucketer_vars / sizeof *bucketer_vars; i++) {
+        if (!o->zero || D->world_rank != 0) {
+            break;
+        }
         const char *env = getenv(bucketer_vars[i]);
         if (env && *env) {
             printf("note: %s=%s has no effect at --zero %d (it sets --zero 0's bucketer; ZeRO "

@@ -15,24 +15,15 @@
 # POSIX sh, run by the automake harness with top_builddir exported, or by hand:
 #     top_builddir=/path/to/build sh tests/mr/cfg_used.sh
 
+srcdir=${top_srcdir:-$(dirname "$0")/../..}
 B="${top_builddir:-.}"
 INFO="$B/tools/tempo-info"
 TR="$B/tools/tempo-run"
 PERF="$B/perf/all_reduce_perf"
-for f in "$INFO" "$TR" "$PERF"; do
-    if [ ! -x "$f" ]; then
-        echo "Bail out! $f not found or not executable (build it first: make check)"
-        exit 1
-    fi
-done
-# Nothing from the caller's environment may change what is tested.
-for v in $(env | sed -n 's/^\(TEMPO_[A-Z_]*\)=.*/\1/p'); do unset "$v"; done
-TEMPO_TIMEOUT=30
-export TEMPO_TIMEOUT
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/cfg_used.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 1' HUP INT TERM
+# the programs built, the caller's TEMPO_* cleared (nothing from the environment may change what
+# is tested), TEMPO_TIMEOUT, $tmp (CFG_USED_KEEP=1 keeps it)
+. "$srcdir/tests/mr/launch.sh"
+mr_prepare CFG_USED "$INFO" "$PERF"
 
 n=0
 ok() {

@@ -4,8 +4,8 @@
 #   diag LOG
 # a failed point's evidence as TAP diagnostics (below), whole enough to explain a CI failure.
 #
-#   mr_prepare NAME PROG
-# checks that $TR (tempo-run) and PROG are built (else "Bail out!"), clears every TEMPO_* variable
+#   mr_prepare NAME PROG...
+# checks that $TR (tempo-run) and each PROG are built (else "Bail out!"), clears every TEMPO_* variable
 # the caller's environment could set, sets TEMPO_TIMEOUT=60 (a lost message shows up as the
 # library's timeout long before the hang guard), sets $guard from ${NAME}_TIMEOUT (300 s) and
 # creates $tmp, removed on exit unless ${NAME}_KEEP=1 (NAME in capitals: SCHED, BUCKETER).
@@ -28,7 +28,9 @@
 # and --allow-run-as-root as root) and $mpi_limit ("timeout 300" where timeout exists) and returns 0,
 # or sets $mpi_why and returns 1.
 mr_prepare() {
-    for _f in "$TR" "$2"; do
+    _name=$1
+    shift
+    for _f in "$TR" "$@"; do
         if [ ! -x "$_f" ]; then
             echo "Bail out! $_f not found or not executable (build it first: make check)"
             exit 1
@@ -39,8 +41,8 @@ mr_prepare() {
     done
     TEMPO_TIMEOUT=60
     export TEMPO_TIMEOUT
-    eval "guard=\${${1}_TIMEOUT:-300} _keep=\${${1}_KEEP:-0}"
-    _name=$(printf '%s' "$1" | tr 'A-Z' 'a-z')
+    eval "guard=\${${_name}_TIMEOUT:-300} _keep=\${${_name}_KEEP:-0}"
+    _name=$(printf '%s' "$_name" | tr 'A-Z' 'a-z')
     tmp=$(mktemp -d "${TMPDIR:-/tmp}/$_name.XXXXXX") || exit 1
     if [ "$_keep" = 1 ]; then
         trap 'echo "# results kept in $tmp"' EXIT
