@@ -38,6 +38,7 @@
 #define XF_BYE 2u   /* goodbye message */
 #define XF_ABORT 4u /* abort notice */
 #define XF_NOTE 8u  /* control note */
+#define XF_RAW 16u  /* raw bytes without a header (tempo__stream_inject, tests only) */
 
 typedef struct tempo__ux {
     tempo__list_t link;
@@ -315,7 +316,7 @@ int tempo__stream_progress_send(tempo__stream_t *s)
             } else {
                 memset(&s->shdr.sig, 0, sizeof(s->shdr.sig));
             }
-            s->shdr_off = 0;
+            s->shdr_off = (xflags(x) & XF_RAW) ? sizeof(s->shdr) : 0;
             s->shdr_valid = 1;
         }
         struct iovec iov[2];
@@ -445,11 +446,9 @@ static tempo_status_t send_control(tempo__stream_t *s, uintptr_t flag)
     return TEMPO_OK;
 }
 
-tempo_status_t tempo__stream_send_note(tempo__stream_t *s, const void *data, size_t len)
+/* Queue a copy of data[0..len) after everything queued, as a note or as raw bytes (flag). */
+static tempo_status_t send_copy(tempo__stream_t *s, const void *data, size_t len, unsigned flag)
 {
-    if (s->sent_bye || s->state != STREAM_OPEN || len > TEMPO_WIRE_NOTE_MAX) {
-        return TEMPO_OK; /* nobody to tell (or a caller's bug, caught by the receiver's check) */
-    }
     tempo__xfer_t *x = tempo__calloc(1, sizeof(*x), "control note");
     char *buf = x ? tempo__malloc(len ? len : 1, "control note") : NULL;
     if (!buf) {
@@ -461,13 +460,29 @@ tempo_status_t tempo__stream_send_note(tempo__stream_t *s, const void *data, siz
     x->is_send = 1;
     x->buf = buf;
     x->len = len;
-    x->priv = (void *)(uintptr_t)(XF_OWNED | XF_NOTE);
+    x->priv = (void *)(uintptr_t)(XF_OWNED | flag);
     int was_idle = tempo__list_empty(&s->sendq);
     tempo__list_push_back(&s->sendq, &x->link);
     if (was_idle) {
         tempo__stream_progress_send(s);
     }
     return TEMPO_OK;
+}
+
+tempo_status_t tempo__stream_send_note(tempo__stream_t *s, const void *data, size_t len)
+{
+    if (s->sent_bye || s->state != STREAM_OPEN || len > TEMPO_WIRE_NOTE_MAX) {
+        return TEMPO_OK; /* nobody to tell (or a caller's bug, caught by the receiver's check) */
+    }
+    return send_copy(s, data, len, XF_NOTE);
+}
+
+tempo_status_t tempo__stream_inject(tempo__stream_t *s, const void *bytes, size_t len)
+{
+    if (s->sent_bye || s->state != STREAM_OPEN) {
+        return tempo__err(TEMPO_ERR_REMOTE, "the stream to rank %d is closed", s->peer);
+    }
+    return send_copy(s, bytes, len, XF_RAW);
 }
 
 tempo_status_t tempo__stream_send_bye(tempo__stream_t *s)

@@ -181,6 +181,8 @@ void tempo__stream_broken(tempo__stream_t *s, const char *why);
 /** Queue a control note (len <= TEMPO_WIRE_NOTE_MAX, copied) after everything queued before it.
  *  Arriving notes are handed to tempo__note_arrived(). */
 tempo_status_t tempo__stream_send_note(tempo__stream_t *s, const void *data, size_t len);
+/** Tests only: queue len raw bytes (copied) after everything queued, written without a header. */
+tempo_status_t tempo__stream_inject(tempo__stream_t *s, const void *bytes, size_t len);
 /** True when nothing is queued for sending. */
 static inline int tempo__stream_send_idle(const tempo__stream_t *s)
 {
