@@ -119,6 +119,9 @@ static const field_t fields[] = {
       "Per peer: most bytes of messages that arrive before their receive is posted that a rank "
       "buffers; beyond it the rank stops reading that peer (its sends wait) unless it waits for a "
       "message from it; 0: no limit"),
+    F("TEMPO_UCX_WINDOW", "4M", T_SIZE, ucx_window, 64 * KiB, GiB, 0, NULL,
+      "ucx transport: per peer and direction, most bytes sent that the peer has not read yet "
+      "(its credit window; also the size of the send ring), 64K to 1G"),
     F("TEMPO_SPIN", "2ms", T_TIME, spin_s, 0, 60, 0, NULL,
       "How long a wait polls before it starts sleeping between polls, 0 to 60s"),
     F("TEMPO_PROGRESS_THREAD", "1", T_BOOL, progress_thread, 0, 0, 0, NULL,

@@ -1,9 +1,12 @@
 #!/bin/sh
-# tests/mr/coll_run.sh TRANSPORT — the driver of coll_shm.sh and coll_tcp.sh (TRANSPORT is shm or
-# tcp): launches tests/mr/coll_test through tempo-run at each rank count 1..8 and turns the ranks'
-# result files into TAP, one point per launch and one per (rank count, check group), the groups
-# being each collective's automatic choice and each of its algorithms ("allreduce/ring"), barrier,
-# send/recv rings, the many-requests-in-flight phase and the self-test of the reference.
+# tests/mr/coll_run.sh TRANSPORT — the driver of coll_shm.sh, coll_tcp.sh and coll_ucx_*.sh
+# (TRANSPORT is shm, tcp or ucx): launches tests/mr/coll_test through tempo-run at each rank count
+# 1..8 and turns the ranks' result files into TAP, one point per launch and one per (rank count,
+# check group), the groups being each collective's automatic choice and each of its algorithms
+# ("allreduce/ring"), barrier, send/recv rings, the many-requests-in-flight phase and the
+# self-test of the reference. ucx runs every rank on this host with TEMPO_TRANSPORTS=ucx,^shm
+# under the caller's UCX_TLS, and every launch of 2 ranks or more must log that ucx carried the
+# data of all its peers.
 #
 # What runs inside one launch is documented at the top of coll_test.c. At the few-MB size the
 # product is reduced at rank counts above COLL_FULL_BIG_MAX (default 4), to keep the pair of
@@ -36,9 +39,9 @@
 
 transport=$1
 case $transport in
-shm | tcp) ;;
+shm | tcp | ucx) ;;
 *)
-    echo "Bail out! usage: coll_run.sh shm|tcp"
+    echo "Bail out! usage: coll_run.sh shm|tcp|ucx"
     exit 1
     ;;
 esac
@@ -55,7 +58,11 @@ done
 
 # Nothing from the caller's environment may change what is tested.
 unset TEMPO_ROOT TEMPO_RANK TEMPO_SIZE TEMPO_LOCAL_RANK TEMPO_LOCAL_SIZE TEMPO_ALGO TEMPO_SHM \
-    TEMPO_HOST_ID
+    TEMPO_HOST_ID TEMPO_TRANSPORTS
+if [ "$transport" = ucx ]; then
+    TEMPO_TRANSPORTS=ucx,^shm # every pair over UCX (UCX_TLS from the caller picks its transports)
+    export TEMPO_TRANSPORTS
+fi
 if [ "$transport" = tcp ]; then
     TEMPO_HOST_ID=%r # every rank its own host: no shared memory, TCP between all pairs
     export TEMPO_HOST_ID
@@ -126,6 +133,13 @@ for n in $ranks; do
     fi
     nlines=$(grep -c 'transports: [0-9]* peers over shm, [0-9]* over tcp' "$dir/out")
     nright=$(grep -c "transports: $want\$" "$dir/out")
+    if [ "$transport" = ucx ]; then
+        # transport.c's INIT line, one per rank: "transport ucx carries the data of 3 peers: ..."
+        want="transport ucx carries the data of $((n - 1)) peer"
+        nlines=$n
+        [ "$n" -eq 1 ] && nlines=0
+        nright=$(grep -c "$want" "$dir/out")
+    fi
     what=
     case $big in --full-big*) what=", full product at the MB size" ;; esac
     [ -n "${COLL_BIG_BYTES:-}" ] && what="$what, large size $COLL_BIG_BYTES bytes"
@@ -137,11 +151,19 @@ for n in $ranks; do
         echo "not ok $num - $desc"
         echo "# tempo-run exited with status $rc${missing:+; no END line from rank(s)$missing}"
         [ "$rc" -eq 124 ] && echo "# (124: the hang guard, --timeout $launch_timeout, ended it)"
-        [ "$nright" -ne "$nlines" ] &&
-            echo "# $((nlines - nright)) rank(s) did not log 'transports: $want'"
-        grep -v ' INFO ' "$dir/out" | tail -n 15 | cut -c 1-300 | sed 's/^/#   /'
-        grep 'transports: ' "$dir/out" | grep -v "transports: $want\$" | head -n 3 |
-            cut -c 1-300 | sed 's/^/#   /'
+        if [ "$transport" = ucx ]; then
+            [ "$nright" -ne "$nlines" ] &&
+                echo "# $((nlines - nright)) rank(s) did not log '$want'"
+            grep -v ' INFO ' "$dir/out" | tail -n 15 | cut -c 1-300 | sed 's/^/#   /'
+            grep 'transport [a-z]* carries' "$dir/out" | grep -v "$want" | head -n 3 |
+                cut -c 1-300 | sed 's/^/#   /'
+        else
+            [ "$nright" -ne "$nlines" ] &&
+                echo "# $((nlines - nright)) rank(s) did not log 'transports: $want'"
+            grep -v ' INFO ' "$dir/out" | tail -n 15 | cut -c 1-300 | sed 's/^/#   /'
+            grep 'transports: ' "$dir/out" | grep -v "transports: $want\$" | head -n 3 |
+                cut -c 1-300 | sed 's/^/#   /'
+        fi
     fi
 
     # One point per group, in the order of --list.
