@@ -122,6 +122,9 @@ static const field_t fields[] = {
     F("TEMPO_UCX_WINDOW", "4M", T_SIZE, ucx_window, 64 * KiB, GiB, 0, NULL,
       "ucx transport: per peer and direction, most bytes sent that the peer has not read yet "
       "(its credit window; also the size of the send ring), 64K to 1G"),
+    F("TEMPO_UCX_ZCOPY_BYTES", "256K", T_SIZE, ucx_zcopy_bytes, 4 * KiB, NOLIMIT, F_ZERO, NULL,
+      "ucx transport: payloads of at least this many bytes stay in the sender's buffer, which "
+      "the receiver reads with ucp_get_nbx (zero copy); 0: every payload through the stream"),
     F("TEMPO_SPIN", "2ms", T_TIME, spin_s, 0, 60, 0, NULL,
       "How long a wait polls before it starts sleeping between polls, 0 to 60s"),
     F("TEMPO_PROGRESS_THREAD", "1", T_BOOL, progress_thread, 0, 0, 0, NULL,

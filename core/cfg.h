@@ -34,6 +34,7 @@ typedef struct tempo__config {
     size_t shm_coll_bytes; /* TEMPO_SHM_COLL_BYTES: per-rank staging of shm collectives */
     size_t unexpected_bytes; /* TEMPO_UNEXPECTED_BYTES: per peer, 0: no limit */
     size_t ucx_window;     /* TEMPO_UCX_WINDOW: ucx credit window per peer and direction */
+    size_t ucx_zcopy_bytes; /* TEMPO_UCX_ZCOPY_BYTES: ucx zero-copy payloads from; 0: off */
     double spin_s;         /* TEMPO_SPIN: busy-poll time before sleeping in a wait */
     int progress_thread;   /* TEMPO_PROGRESS_THREAD: background progress */
     int progress_nice;     /* TEMPO_PROGRESS_NICE: nice value of the progress thread (0: keep) */

@@ -20,6 +20,24 @@
  * been read since the last one; credits carry totals, so their order does not matter. Unread
  * bytes held by UCX for a peer are thus bounded by the window, as a socket's buffers bound them.
  *
+ * Zero copy (stream.h's expose/fetch, payloads of TEMPO_UCX_ZCOPY_BYTES and more): the sender
+ * registers the buffer (ucp_mem_map through the registration table below), packs its rkey and
+ * sends the stream a descriptor {address, length, rkey}; the receiver unpacks the rkey and reads
+ * the payload with ucp_get_nbx straight into the matched receive (over sm: one cma copy instead
+ * of three; over tcp: no ring copy), then the stream says FIN and the sender releases it.
+ *
+ * Registration table: one entry per registered address range, shared by every exposure inside it
+ * (the same send buffer to several peers, a broadcast's or all-gather's block) and counted;
+ * an entry is dropped (ucp_mem_unmap) when its last exposure is released. Invalidation rule: no
+ * entry outlives the exposures that use it, and a buffer cannot be freed while one is in flight
+ * (its send completes only at the peer's FIN, or when the stream ends, after kill()), so a buffer
+ * freed and reallocated at the same address is always registered afresh: never a stale
+ * registration, hence never a read of pages the address no longer means. Keeping entries past
+ * their last use would need to catch the user's free()/munmap() (libucm's hooks); UCX's own
+ * registration cache (UCX_RCACHE_*), which has those hooks, already makes registering the same
+ * buffer again cheap, so this table stays simple: it removes duplicate registrations of buffers
+ * in flight and bounds them (REG_MAX; beyond, the payload goes through the pipe).
+ *
  * Setup (open): each wanted peer is told, through the control backend, whether UCX is usable here
  * and the size of this worker's address; where both ends are usable the addresses are exchanged,
  * each side creates its endpoint (UCX matches the two ends into one connection), and the results
@@ -68,6 +86,7 @@
 #define AM_CREDIT 0x7e1u
 #define SENDS_MAX 256 /* send requests in flight per endpoint */
 #define ADDR_MAX (64 * 1024)
+#define REG_MAX 64 /* registered ranges in use at once */
 #define ERR_GRACE_S 2.0 /* how long a failed endpoint waits for the control mesh's verdict */
 
 typedef struct {
@@ -88,6 +107,35 @@ typedef struct {
     uint64_t end;
     int done;
 } send_rec_t;
+
+/* A registered range (see "Registration table" above). */
+typedef struct ucx_reg {
+    uintptr_t addr;
+    size_t len;
+    ucp_mem_h memh;
+    void *rkey;      /* packed (ucp_rkey_pack) */
+    size_t rkey_len;
+    int refs;        /* exposures using it; 0: the slot is free */
+} ucx_reg_t;
+
+/* A descriptor on the wire (expose -> fetch): then rkey_len bytes of packed rkey. */
+typedef struct {
+    uint64_t addr;
+    uint64_t len;
+    uint32_t rkey_len;
+    uint32_t zero;
+} zdesc_t;
+
+/* A fetch in flight (ucp_get_nbx); freed by its completion callback, or after the worker when
+ * the worker goes first. */
+typedef struct ucx_fetch {
+    tempo__list_t link; /* ep->fetches while its op is the stream's; tl->orphans once killed */
+    struct ucx_ep *ep;
+    void *op;           /* the stream's operation (tempo__stream_fetched), NULL once killed */
+    ucp_rkey_h rkey;
+    int done;
+    ucs_status_t status;
+} ucx_fetch_t;
 
 typedef struct ucx_ep {
     tempo__stream_t stream;
@@ -112,6 +160,10 @@ typedef struct ucx_ep {
     uint64_t consumed, credited;
     credit_t credit;  /* the credit message in flight (its header must live until completion) */
     void *credit_req; /* its request, NULL when none is pending */
+
+    tempo__list_t fetches; /* ucx_fetch_t in flight, in posting order */
+    int killed;            /* kill(): the endpoint was closed under the stream */
+    int zcopy;             /* large payloads go zero-copy (ep_has_rma) */
 } ucx_ep_t;
 
 typedef struct ucx_tl {
@@ -123,6 +175,10 @@ typedef struct ucx_tl {
     ucx_ep_t **eps; /* (world size) NULL unless ucx serves the peer */
     int *served;    /* world ranks with an endpoint */
     int nserved;
+    size_t zcopy_min; /* TEMPO_UCX_ZCOPY_BYTES; 0: no zero copy */
+    ucx_reg_t regs[REG_MAX];
+    uint64_t nexposed, nfetched; /* zero-copy payloads sent and received (logged at close) */
+    tempo__list_t orphans; /* fetches of killed endpoints, until their callbacks */
 } ucx_tl_t;
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -326,7 +382,217 @@ static ssize_t ucx_read(void *pipe, void *buf, size_t len)
     return (ssize_t)n;
 }
 
-static const tempo__pipe_ops_t ucx_pipe_ops = {ucx_writev, ucx_read};
+static size_t ucx_expose(void *pipe, const void *buf, size_t len, void *desc, void **handle);
+static void ucx_release(void *pipe, void *handle);
+static int ucx_fetch(void *pipe, const void *desc, size_t desc_len, void *dst, size_t len,
+                     void *op);
+static void ucx_poll(void *pipe);
+static void ucx_kill(void *pipe);
+
+static const tempo__pipe_ops_t ucx_pipe_ops = {ucx_writev, ucx_read,  ucx_expose, ucx_release,
+                                               ucx_fetch,  ucx_poll, ucx_kill};
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Zero copy: registration table, expose/release, fetch, poll, kill                               */
+/* ---------------------------------------------------------------------------------------------- */
+
+/* The registration covering [addr, addr + len), taken (refs + 1); NULL when none can be made. */
+static ucx_reg_t *reg_get(ucx_tl_t *t, const void *buf, size_t len)
+{
+    uintptr_t a = (uintptr_t)buf;
+    ucx_reg_t *slot = NULL;
+    for (int i = 0; i < REG_MAX; i++) {
+        ucx_reg_t *r = &t->regs[i];
+        if (r->refs && r->addr <= a && a + len <= r->addr + r->len) {
+            r->refs++;
+            return r;
+        }
+        if (!r->refs && !slot) {
+            slot = r;
+        }
+    }
+    if (!slot) {
+        return NULL; /* REG_MAX in flight: this payload goes through the pipe */
+    }
+    ucp_mem_map_params_t mp = {.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
+                                             UCP_MEM_MAP_PARAM_FIELD_LENGTH,
+                               .address = (void *)buf,
+                               .length = len};
+    ucp_mem_h memh;
+    if (ucp_mem_map(t->ctx, &mp, &memh) != UCS_OK) {
+        return NULL;
+    }
+    void *rkey;
+    size_t rkey_len;
+    if (ucp_rkey_pack(t->ctx, memh, &rkey, &rkey_len) != UCS_OK) {
+        ucp_mem_unmap(t->ctx, memh);
+        return NULL;
+    }
+    *slot = (ucx_reg_t){a, len, memh, rkey, rkey_len, 1};
+    return slot;
+}
+
+static void reg_put(ucx_tl_t *t, ucx_reg_t *r)
+{
+    if (--r->refs == 0) {
+        ucp_rkey_buffer_release(r->rkey);
+        ucp_mem_unmap(t->ctx, r->memh);
+        memset(r, 0, sizeof(*r));
+    }
+}
+
+static size_t ucx_expose(void *pipe, const void *buf, size_t len, void *desc, void **handle)
+{
+    ucx_ep_t *ep = pipe;
+    if (ep->err != UCS_OK || ep->killed) {
+        return 0;
+    }
+    ucx_reg_t *r = reg_get(ep->tl, buf, len);
+    if (!r) {
+        return 0;
+    }
+    zdesc_t d = {(uint64_t)(uintptr_t)buf, len, (uint32_t)r->rkey_len, 0};
+    if (sizeof(d) + r->rkey_len > TEMPO_WIRE_DESC_MAX) {
+        reg_put(ep->tl, r); /* an rkey this large (many transports) goes through the pipe */
+        return 0;
+    }
+    memcpy(desc, &d, sizeof(d));
+    memcpy((char *)desc + sizeof(d), r->rkey, r->rkey_len);
+    *handle = r;
+    ep->tl->nexposed++;
+    return sizeof(d) + r->rkey_len;
+}
+
+static void ucx_release(void *pipe, void *handle)
+{
+    ucx_ep_t *ep = pipe;
+    reg_put(ep->tl, handle);
+}
+
+static void fetch_cb(void *request, ucs_status_t status, void *user_data)
+{
+    ucx_fetch_t *f = user_data;
+    f->done = 1;
+    f->status = status;
+    ucp_request_free(request);
+    if (!f->op) { /* its endpoint was killed: nobody waits for it */
+        tempo__list_remove(&f->link);
+        ucp_rkey_destroy(f->rkey);
+        tempo__free(f);
+    }
+}
+
+static int ucx_fetch(void *pipe, const void *desc, size_t desc_len, void *dst, size_t len,
+                     void *op)
+{
+    ucx_ep_t *ep = pipe;
+    zdesc_t d;
+    if (desc_len < sizeof(d)) {
+        return -EPROTO;
+    }
+    memcpy(&d, desc, sizeof(d));
+    if (d.len != len || d.zero || d.rkey_len != desc_len - sizeof(d)) {
+        return -EPROTO; /* a descriptor that does not describe this payload */
+    }
+    if (ep->err != UCS_OK || ep->killed) {
+        return -ECONNRESET;
+    }
+    ucx_fetch_t *f = tempo__calloc(1, sizeof(*f), "ucx fetch");
+    if (!f) {
+        return -ENOMEM;
+    }
+    if (ucp_ep_rkey_unpack(ep->ep, (const char *)desc + sizeof(d), &f->rkey) != UCS_OK) {
+        tempo__free(f);
+        return -EPROTO;
+    }
+    f->ep = ep;
+    f->op = op;
+    ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+                                             UCP_OP_ATTR_FIELD_USER_DATA,
+                             .cb.send = fetch_cb,
+                             .user_data = f};
+    ucs_status_ptr_t r = ucp_get_nbx(ep->ep, dst, len, d.addr, f->rkey, &p);
+    ep->tl->nfetched++;
+    if (r == NULL || UCS_PTR_IS_ERR(r)) {
+        ucp_rkey_destroy(f->rkey);
+        tempo__free(f);
+        return r == NULL ? 1 : -EIO;
+    }
+    tempo__list_push_back(&ep->fetches, &f->link);
+    return 0;
+}
+
+/* Hand the finished fetches of ep to its stream, in posting order; returns events. */
+static int fetches_done(ucx_ep_t *ep)
+{
+    int events = 0;
+    while (!tempo__list_empty(&ep->fetches)) {
+        ucx_fetch_t *f = tempo__container_of(ep->fetches.next, ucx_fetch_t, link);
+        if (!f->done) {
+            break;
+        }
+        tempo__list_remove(&f->link);
+        ucp_rkey_destroy(f->rkey);
+        void *op = f->op;
+        tempo_status_t st = f->status == UCS_OK ? TEMPO_OK : TEMPO_ERR_REMOTE;
+        tempo__free(f);
+        tempo__stream_fetched(&ep->stream, op, st);
+        events++;
+    }
+    return events;
+}
+
+static void ucx_poll(void *pipe)
+{
+    ucx_ep_t *ep = pipe;
+    ucp_worker_progress(ep->tl->worker);
+    fetches_done(ep);
+}
+
+/* Close the connection under the stream now: no fetch of this pipe writes into a receive buffer
+ * after it (the force close completes the outstanding ones, cancelled), and the peer's gets of
+ * this rank's exposures fail. The stream then fails what it was fetching and lets exposures go. */
+static void ucx_kill(void *pipe)
+{
+    ucx_ep_t *ep = pipe;
+    ucx_tl_t *t = ep->tl;
+    if (ep->killed && !ep->ep) {
+        return;
+    }
+    ep->killed = 1;
+    if (ep->err == UCS_OK) {
+        ep->err = UCS_ERR_CANCELED;
+    }
+    while (!tempo__list_empty(&ep->fetches)) { /* the stream drops their ops itself */
+        ucx_fetch_t *f = tempo__container_of(ep->fetches.next, ucx_fetch_t, link);
+        tempo__list_remove(&f->link);
+        if (f->done) {
+            ucp_rkey_destroy(f->rkey);
+            tempo__free(f);
+        } else {
+            f->op = NULL;
+            tempo__list_push_back(&t->orphans, &f->link);
+        }
+    }
+    if (!ep->ep) {
+        return; /* closed already (ucx_close) */
+    }
+    if (ep->rdata) {
+        ucp_stream_data_release(ep->ep, ep->rdata);
+        ep->rdata = NULL;
+    }
+    ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                             .flags = UCP_EP_CLOSE_FLAG_FORCE};
+    ucs_status_ptr_t r = ucp_ep_close_nbx(ep->ep, &p);
+    if (r && !UCS_PTR_IS_ERR(r)) {
+        uint64_t until = tempo__now_ns() + 1000000000ull;
+        while (ucp_request_check_status(r) == UCS_INPROGRESS && tempo__now_ns() < until) {
+            ucp_worker_progress(t->worker);
+        }
+        ucp_request_free(r);
+    }
+    ep->ep = NULL;
+}
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Endpoint operations (all from the stream layer)                                                */
@@ -394,7 +660,7 @@ static int ep_failed(ucx_tl_t *t, ucx_ep_t *ep)
 /* One endpoint's stream: sends, then what arrived. Returns events. */
 static int ep_progress(ucx_tl_t *t, ucx_ep_t *ep)
 {
-    int events = 0;
+    int events = fetches_done(ep);
     reclaim(ep);
     if (!tempo__stream_send_idle(&ep->stream)) {
         int r = tempo__stream_progress_send(&ep->stream);
@@ -435,7 +701,10 @@ static int ucx_progress(void *inst)
         events = 1;
     }
     for (int i = 0; i < t->nserved; i++) {
-        events += ep_progress(t, t->eps[t->served[i]]);
+        ucx_ep_t *ep = t->eps[t->served[i]];
+        if (!ep->killed) {
+            events += ep_progress(t, ep);
+        }
     }
     return events;
 }
@@ -491,7 +760,8 @@ static tempo_status_t ucx_start(ucx_tl_t *t, char *why, size_t len)
         (void)ucp_config_modify(config, "ADAPTIVE_PROGRESS", "n");
     }
     ucp_params_t cp = {.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME,
-                       .features = UCP_FEATURE_STREAM | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
+                       .features = UCP_FEATURE_STREAM | UCP_FEATURE_AM | UCP_FEATURE_RMA |
+                                   UCP_FEATURE_WAKEUP,
                        .name = "tempo"};
     s = ucp_init(&cp, config, &t->ctx);
     ucp_config_release(config);
@@ -528,28 +798,61 @@ static tempo_status_t ucx_start(ucx_tl_t *t, char *why, size_t len)
     return TEMPO_OK;
 }
 
-/* What UCX logged while an endpoint with peer-failure handling was refused: it says why (no
- * transport with a peer-failure handler) at ERROR level, which is no error here, since the pair
- * then connects without it; the text goes to tempo's DEBUG log instead. Only set while
- * ep_create runs, under the world lock. */
-static char ep_refusal[256];
+/* UCX's errors and warnings while it is expected to complain, sent to tempo's DEBUG log instead of
+ * stderr: an endpoint with peer-failure handling refused (UCX says why, no transport with a
+ * peer-failure handler, at ERROR level, which is no error here: the pair then connects without
+ * it), and the teardown after the job failed (a dead peer's shared memory, requests that never
+ * completed), where tempo's own error already names the cause. The first message is kept in
+ * ucx_said for the caller. Pushed and popped around those calls, under the world lock. */
+static char ucx_said[256];
 
-static ucs_log_func_rc_t ep_refusal_log(const char *file, unsigned line, const char *function,
-                                        ucs_log_level_t level,
-                                        const ucs_log_component_config_t *comp_conf,
-                                        const char *message, va_list ap)
+static ucs_log_func_rc_t quiet_log(const char *file, unsigned line, const char *function,
+                                   ucs_log_level_t level,
+                                   const ucs_log_component_config_t *comp_conf,
+                                   const char *message, va_list ap)
 {
-    (void)file;
-    (void)line;
     (void)function;
     (void)comp_conf;
     if (level > UCS_LOG_LEVEL_WARN) {
         return UCS_LOG_FUNC_RC_CONTINUE;
     }
-    if (!ep_refusal[0]) {
-        vsnprintf(ep_refusal, sizeof(ep_refusal), message, ap);
+    char text[256];
+    vsnprintf(text, sizeof(text), message, ap);
+    if (!ucx_said[0]) {
+        snprintf(ucx_said, sizeof(ucx_said), "%s", text);
     }
+    TEMPO_DEBUG(TEMPO_SUB_TRANSPORT, "UCX (%s:%u): %s", file, line, text);
     return UCS_LOG_FUNC_RC_STOP;
+}
+
+/* Whether UCX gave ep a lane for one-sided reads (an "rma_bw" lane in its configuration, e.g.
+ * cma or an RDMA device). Without one (UCX_TLS=tcp: no lane), ucp_get_nbx is emulated with
+ * active messages that the peer's progress answers fragment by fragment, which measured about
+ * half the speed of the stream (4 MiB sendrecv over tcp: 17-32 ms streamed, 28-69 ms fetched,
+ * interleaved), so zero copy is used only where the lane exists. UCX 1.13 has no query for an
+ * endpoint's lanes (ucp_ep_query tells only names and addresses), hence its printed
+ * configuration; if that text ever changes, no lane is found and payloads take the stream. */
+static int ep_has_rma(ucp_ep_h uep)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) {
+        return 0;
+    }
+    ucp_ep_print_info(uep, f);
+    fclose(f);
+    int yes = 0;
+    for (char *line = text; line && *line && !yes;) {
+        char *end = strchr(line, '\n');
+        if (end) {
+            *end = 0;
+        }
+        yes = strstr(line, "lane[") && strstr(line, " rma_bw");
+        line = end ? end + 1 : NULL;
+    }
+    free(text);
+    return yes;
 }
 
 static tempo_status_t ep_create(ucx_tl_t *t, int peer, const void *addr,
@@ -564,12 +867,14 @@ static tempo_status_t ep_create(ucx_tl_t *t, int peer, const void *addr,
     ep->tl = t;
     ep->peer = peer;
     ep->ring = ring;
+    tempo__list_init(&ep->fetches);
     tempo_status_t st = tempo__stream_init(&ep->stream, t->world, peer, "ucx", &ucx_pipe_ops, ep);
     if (st != TEMPO_OK) {
         tempo__free(ring);
         tempo__free(ep);
         return st;
     }
+
     ucp_ep_params_t ep_params = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
                                                UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                                                UCP_EP_PARAM_FIELD_ERR_HANDLER,
@@ -577,9 +882,9 @@ static tempo_status_t ep_create(ucx_tl_t *t, int peer, const void *addr,
                                  .err_mode = mode,
                                  .err_handler = {ep_error_cb, ep}};
     int quiet = mode == UCP_ERR_HANDLING_MODE_PEER;
-    ep_refusal[0] = 0;
+    ucx_said[0] = 0;
     if (quiet) {
-        ucs_log_push_handler(ep_refusal_log);
+        ucs_log_push_handler(quiet_log);
     }
     ucs_status_t s = ucp_ep_create(t->worker, &ep_params, &ep->ep);
     if (quiet) {
@@ -588,12 +893,14 @@ static tempo_status_t ep_create(ucx_tl_t *t, int peer, const void *addr,
     if (s != UCS_OK) {
         TEMPO_DEBUG(TEMPO_SUB_TRANSPORT, "ucx cannot reach rank %d %s peer-failure handling: %s%s%s",
                     peer, quiet ? "with" : "without", ucs_status_string(s),
-                    ep_refusal[0] ? ": " : "", ep_refusal);
+                    ucx_said[0] ? ": " : "", ucx_said);
         tempo__stream_fini(&ep->stream);
         tempo__free(ring);
         tempo__free(ep);
         return TEMPO_ERR_UNSUPPORTED;
     }
+    ep->zcopy = t->zcopy_min && ep_has_rma(ep->ep);
+    tempo__stream_set_fetch(&ep->stream, ep->zcopy ? t->zcopy_min : 0);
     *ep_p = ep;
     return TEMPO_OK;
 }
@@ -605,7 +912,8 @@ static void ep_discard(ucx_tl_t *t, ucx_ep_t *ep)
                              .flags = UCP_EP_CLOSE_FLAG_FORCE};
     ucs_status_ptr_t r = ucp_ep_close_nbx(ep->ep, &p);
     if (r && !UCS_PTR_IS_ERR(r)) {
-        while (ucp_request_check_status(r) == UCS_INPROGRESS) {
+        uint64_t until = tempo__now_ns() + 1000000000ull; /* forced: nothing to wait for, really */
+        while (ucp_request_check_status(r) == UCS_INPROGRESS && tempo__now_ns() < until) {
             ucp_worker_progress(t->worker);
         }
         ucp_request_free(r);
@@ -643,6 +951,8 @@ static tempo_status_t ucx_open(tempo__world_t *w, const unsigned char *want, uin
     t->world = w;
     t->efd = -1;
     t->window = tempo__cfg.ucx_window;
+    t->zcopy_min = tempo__cfg.ucx_zcopy_bytes;
+    tempo__list_init(&t->orphans);
     t->eps = tempo__calloc((size_t)w->size, sizeof(*t->eps), "ucx endpoints");
     t->served = tempo__calloc((size_t)w->size, sizeof(int), "ucx endpoints");
     if (!t->eps || !t->served) {
@@ -744,8 +1054,14 @@ static tempo_status_t ucx_open(tempo__world_t *w, const unsigned char *want, uin
             eps[i] = NULL;
         }
     }
-    TEMPO_INFO(TEMPO_SUB_INIT, "ucx: %d of %d peers reachable, window %zu bytes", t->nserved, n,
-               t->window);
+    int nz = 0;
+    for (int i = 0; i < t->nserved; i++) {
+        nz += t->eps[t->served[i]]->zcopy;
+    }
+    TEMPO_INFO(TEMPO_SUB_INIT,
+               "ucx: %d of %d peers reachable, window %zu bytes; zero copy from %zu bytes to %d "
+               "of them (those with a one-sided lane)",
+               t->nserved, n, t->window, t->zcopy_min, nz);
     st = TEMPO_OK;
 out:
     for (int i = 0; eps && i < nwant; i++) {
@@ -788,6 +1104,15 @@ static int ep_flushed(ucx_ep_t *ep)
     return tempo__stream_send_idle(&ep->stream) && ep->rec_n == 0;
 }
 
+static void free_fetches(tempo__list_t *l)
+{
+    while (l->next && !tempo__list_empty(l)) {
+        tempo__list_t *e = l->next;
+        tempo__list_remove(e);
+        tempo__free(tempo__container_of(e, ucx_fetch_t, link));
+    }
+}
+
 static void ucx_close(void *inst, int graceful, uint64_t deadline)
 {
     ucx_tl_t *t = inst;
@@ -795,6 +1120,10 @@ static void ucx_close(void *inst, int graceful, uint64_t deadline)
         return;
     }
     tempo__world_t *w = t->world;
+    int quiet = !graceful || w->failed != TEMPO_OK;
+    if (quiet) {
+        ucs_log_push_handler(quiet_log);
+    }
     /* An abort notice gets a moment to leave (the job failed: deadline 0); goodbyes get the
      * deadline. */
     uint64_t until = graceful ? deadline : tempo__now_ns() + 100000000ull;
@@ -823,11 +1152,16 @@ static void ucx_close(void *inst, int graceful, uint64_t deadline)
             break;
         }
     }
+    TEMPO_INFO(TEMPO_SUB_TRANSPORT, "ucx: %llu payloads sent and %llu received zero-copy",
+               (unsigned long long)t->nexposed, (unsigned long long)t->nfetched);
     /* Close the endpoints: flush mode delivers what is in flight; forced after a failure. */
     void **reqs = t->nserved ? tempo__calloc((size_t)t->nserved, sizeof(void *), "ucx close")
                              : NULL;
     for (int i = 0; i < t->nserved; i++) {
         ucx_ep_t *ep = t->eps[t->served[i]];
+        if (!ep->ep) {
+            continue; /* killed */
+        }
         if (ep->rdata) {
             ucp_stream_data_release(ep->ep, ep->rdata);
             ep->rdata = NULL;
@@ -840,6 +1174,7 @@ static void ucx_close(void *inst, int graceful, uint64_t deadline)
         if (reqs && r && !UCS_PTR_IS_ERR(r)) {
             reqs[i] = r;
         }
+        ep->ep = NULL;
     }
     for (;;) {
         int busy = 0;
@@ -861,19 +1196,37 @@ static void ucx_close(void *inst, int graceful, uint64_t deadline)
         }
     }
     tempo__free(reqs);
+    /* The streams end while the context lives: they release their exposures (registrations)
+     * and drop their fetches (kill() finds the endpoint closed already). */
+    for (int i = 0; t->eps && i < t->nserved; i++) {
+        ucx_ep_t *ep = t->eps[t->served[i]];
+        ep->killed = 1;
+        tempo__stream_fini(&ep->stream);
+    }
     if (t->worker) {
         ucp_worker_destroy(t->worker);
+    }
+    for (int i = 0; i < REG_MAX; i++) {
+        if (t->regs[i].refs) { /* none is left by a stream; kept for safety */
+            t->regs[i].refs = 1;
+            reg_put(t, &t->regs[i]);
+        }
     }
     if (t->ctx) {
         ucp_cleanup(t->ctx);
     }
-    /* Only now: UCX may have completed requests on the rings until the worker went. */
+    if (quiet) {
+        ucs_log_pop_handler();
+    }
+    /* Only now: UCX may have completed requests on the rings and fetch records until the worker
+     * went (a fetch whose callback never came is freed here, its rkey with the worker). */
     for (int i = 0; t->eps && i < t->nserved; i++) {
         ucx_ep_t *ep = t->eps[t->served[i]];
-        tempo__stream_fini(&ep->stream);
+        free_fetches(&ep->fetches);
         tempo__free(ep->ring);
         tempo__free(ep);
     }
+    free_fetches(&t->orphans);
     tempo__free(t->eps);
     tempo__free(t->served);
     tempo__free(t);

@@ -63,6 +63,7 @@ if [ "$transport" = ucx ]; then
     TEMPO_TRANSPORTS=ucx,^shm # every pair over UCX (UCX_TLS from the caller picks its transports)
     export TEMPO_TRANSPORTS
 fi
+
 if [ "$transport" = tcp ]; then
     TEMPO_HOST_ID=%r # every rank its own host: no shared memory, TCP between all pairs
     export TEMPO_HOST_ID
@@ -72,9 +73,12 @@ TEMPO_TIMEOUT=60
 export TEMPO_TIMEOUT
 # The INIT log says which transport each rank uses ("transports: 2 peers over shm, 0 over tcp"):
 # the launch point checks it, so a tcp run that silently used shared memory (or the reverse) fails.
+# ucx also logs at its end how many payloads went zero-copy (TRANSPORT): with COLL_UCX_ZCOPY=1
+# (coll_ucx_sm.sh, where cma gives a one-sided lane) every rank must have sent and received some.
 if [ -z "${TEMPO_DEBUG:-}" ]; then
     TEMPO_DEBUG=INFO
     TEMPO_DEBUG_SUBSYS=INIT
+    [ "$transport" = ucx ] && TEMPO_DEBUG_SUBSYS=INIT,TRANSPORT
     export TEMPO_DEBUG TEMPO_DEBUG_SUBSYS
 fi
 
@@ -139,6 +143,11 @@ for n in $ranks; do
         nlines=$n
         [ "$n" -eq 1 ] && nlines=0
         nright=$(grep -c "$want" "$dir/out")
+        if [ "${COLL_UCX_ZCOPY:-0}" = 1 ]; then
+            want="$want, and zero-copy payloads"
+            nright=$(grep -c 'ucx: [1-9][0-9]* payloads sent and [1-9][0-9]* received zero-copy' \
+                "$dir/out" | awk -v r="$nright" '{print ($1 < r) ? $1 : r}')
+        fi
     fi
     what=
     case $big in --full-big*) what=", full product at the MB size" ;; esac

@@ -15,6 +15,8 @@ if ! "$TR_INFO" -t 2>/dev/null | grep -q '^ *ucx *available'; then
 fi
 UCX_TLS=$tls
 export UCX_TLS
+# Over cma UCX has a one-sided lane: the MB-size payloads must go zero-copy (ucp_get_nbx).
+case $tls in *cma*) COLL_UCX_ZCOPY=1 && export COLL_UCX_ZCOPY ;; esac
 COLL_RANKS=${COLL_RANKS:-2 3 4}
 export COLL_RANKS
 exec sh "$(dirname "$0")/coll_run.sh" ucx

@@ -9,6 +9,10 @@ EXTRA_DIST += %reldir%/tempo_run.sh
 TESTS += %reldir%/coll_shm.sh %reldir%/coll_tcp.sh %reldir%/determinism.sh
 EXTRA_DIST += %reldir%/coll_shm.sh %reldir%/coll_tcp.sh %reldir%/coll_run.sh \
 	%reldir%/determinism.sh %reldir%/results.awk %reldir%/launch.sh
+# The same collectives over the ucx transport (coll_ucx.sh: TEMPO_TRANSPORTS=ucx,^shm at 2-4 ranks,
+# with UCX_TLS=tcp,self and UCX_TLS=sm,cma,self); they skip where the build has no UCX.
+TESTS += %reldir%/coll_ucx_tcp.sh %reldir%/coll_ucx_sm.sh
+EXTRA_DIST += %reldir%/coll_ucx.sh %reldir%/coll_ucx_tcp.sh %reldir%/coll_ucx_sm.sh
 check_PROGRAMS += %reldir%/coll_test %reldir%/determinism
 noinst_HEADERS += %reldir%/mrtest.h
 %canon_reldir%_coll_test_SOURCES = %reldir%/coll_test.c
