@@ -10,7 +10,10 @@
 #   -m, --mem MIB     guest memory in MiB (default 2048; the guest's /tmp lives in it)
 #   -t, --timeout S   kill qemu (by pid) and fail with status 124 after S seconds (default 600)
 #   -2, --two         two devices: rxe0 on d0 (10.77.0.1/24) and rxe1 on d1 (10.77.1.1/24), to test
-#                     device choice (TEMPO_IB_HCA); by default only rxe0 on d0 (10.77.0.1/24)
+#                     device choice (TEMPO_IB_HCA); by default only rxe0 on d0 (10.77.0.1/24).
+#                     Each device reaches itself only: rxe0 <-> rxe1 RC traffic never arrives
+#                     (between two local addresses it goes through lo, where rxe does not
+#                     receive), so ranks that pick different devices hang until TEMPO_TIMEOUT
 #   -w, --rw DIR      also share DIR read-write (repeatable)
 #   -v, --verbose     kernel messages and each set-up step on the console
 #
@@ -19,9 +22,10 @@
 # the compilers. The current directory, $top_builddir and $top_srcdir (when set and absolute) and
 # each --rw DIR are shared read-write at their host paths: tests write their logs and results
 # there, and the host reads them after the guest is gone. /tmp, /var/tmp, /run and /dev are the
-# guest's own (tmpfs and devtmpfs, in guest memory; what is written there is lost). COMMAND runs in the current directory with the caller's
-# environment (every variable except PWD, OLDPWD, SHLVL, TMPDIR and make's MAKEFLAGS, MFLAGS,
-# MAKELEVEL), stdin /dev/null, as root; its output and the guest's appear on this script's stdout.
+# guest's own (tmpfs and devtmpfs, in guest memory; what is written there is lost). COMMAND runs
+# in the current directory with the caller's environment (every variable except PWD, OLDPWD,
+# SHLVL, TMPDIR and make's MAKEFLAGS, MFLAGS, MAKELEVEL), stdin /dev/null, as root; its output and
+# the guest's appear on this script's stdout.
 #
 # Exit status: COMMAND's; 77 (skipped, one line saying why) when not root, when qemu or the kernel
 # cannot be installed (apt-get or the network is missing) or the guest does not boot; 124 when the
@@ -52,7 +56,8 @@ in_guest() {
     R=/run/tempo-rxe
     . "$R/conf"
     gerr() {
-        echo "rxe-vm: guest: $*" | tee "$R/error"
+        echo "rxe-vm: guest: $*"
+        echo "$*" >"$R/error"
         sync
         exit 1
     }
@@ -145,14 +150,14 @@ poweroff -f
 # dependency that modinfo does not list.
 guest_modules="virtio_pci 9pnet_virtio 9p crc32_generic rdma_rxe ib_uverbs rdma_ucm dummy veth"
 
-# ---- host -----------------------------------------------------------------------------------------
+# ---- host ---------------------------------------------------------------------------------------
 me=rxe-vm
 skip() {
     echo "$me: SKIP: $*"
     exit 77
 }
-die() {
-    echo "$me: $*"
+die() { # MESSAGE [STATUS]
+    echo "$me: $1"
     exit "${2:-1}"
 }
 usage() {
@@ -187,11 +192,14 @@ done
 
 W=${TEMPO_RXE_DIR:-/var/tmp/tempo-rxe}
 mkdir -p "$W" || skip "cannot create the work directory $W"
-run=""
-qpid=""
+run="" qpid="" t=""
 cleanup() {
-    [ -z "$qpid" ] || kill "$qpid" 2>/dev/null
+    if [ -n "$qpid" ]; then # timeout(1)'s pid: it passes the signal on to qemu and waits for it
+        kill "$qpid" 2>/dev/null
+        wait "$qpid" 2>/dev/null
+    fi
     [ -z "$run" ] || rm -rf "$run"
+    [ -z "$t" ] || rm -rf "$t"
 }
 trap cleanup EXIT
 trap 'exit 130' INT
@@ -243,7 +251,7 @@ initrd=$W/initrd-$img-$key.gz
 vmlinuz=$W/vmlinuz-$img
 if [ ! -s "$initrd" ] || [ ! -s "$vmlinuz" ]; then
     echo "$me: building the initramfs for $img"
-    t=$W/build.$$
+    t=$W/build.$$ # removed by cleanup if the build fails
     rm -rf "$t" && mkdir -p "$t/root/bin" "$t/root/mods" "$t/root/proc" "$t/root/sys" \
         "$t/root/dev" || die "cannot create $t"
     dpkg-deb -x "$deb" "$t/deb" || die "cannot unpack $deb"
@@ -257,14 +265,15 @@ if [ ! -s "$initrd" ] || [ ! -s "$vmlinuz" ]; then
         *) cat "$1" ;;
         esac | tr '\0' '\n' | sed -n 's/^depends=//p' | tr ',-' ' _'
     }
-    load_after() { # NAME: its dependencies, then itself, each once, into $t/root/mods
-        local m p d
+    # NAME: its dependencies, then itself, each once, into $t/root/mods. A subshell, so that the
+    # recursion has its own variables.
+    load_after() (
         m=$(echo "$1" | tr - _)
-        grep -qx "$m.ko" "$t/root/mods/order" 2>/dev/null && return 0
+        ! grep -qx "$m.ko" "$t/root/mods/order" 2>/dev/null || exit 0
         p=$(grep -E "/$(echo "$m" | sed 's/_/[-_]/g')\.ko(\.xz|\.zst)?$" "$t/index" | head -n 1)
         [ -n "$p" ] || die "$img has no module $m"
         for d in $(modinfo_deps "$p"); do
-            load_after "$d"
+            load_after "$d" || exit 1
         done
         case $p in
         *.xz) xz -dc "$p" >"$t/root/mods/$m.ko" ;;
@@ -272,9 +281,9 @@ if [ ! -s "$initrd" ] || [ ! -s "$vmlinuz" ]; then
         *) cp "$p" "$t/root/mods/$m.ko" ;;
         esac || die "cannot copy $p"
         echo "$m.ko" >>"$t/root/mods/order"
-    }
+    )
     for m in $guest_modules; do
-        load_after "$m"
+        load_after "$m" || exit 1
     done
     cp /bin/busybox "$t/root/bin/" || die "cannot copy /bin/busybox"
     for a in sh mount mkdir insmod chroot sync poweroff echo; do
@@ -282,10 +291,11 @@ if [ ! -s "$initrd" ] || [ ! -s "$vmlinuz" ]; then
     done
     printf '%s' "$guest_init" >"$t/root/init" && chmod +x "$t/root/init"
     (cd "$t/root" && find . | cpio -o -H newc 2>/dev/null) | gzip -1 >"$t/initrd.gz" &&
-        cp "$kdir/../../../boot/vmlinuz-$kver" "$t/vmlinuz" &&
+        cp "$t/deb/boot/vmlinuz-$kver" "$t/vmlinuz" &&
         mv "$t/vmlinuz" "$vmlinuz" && mv "$t/initrd.gz" "$initrd" ||
         die "cannot build $initrd"
     rm -rf "$t"
+    t=""
 fi
 exec 9>&-
 
@@ -318,15 +328,21 @@ shares=$(
         /*) [ -d "$d" ] && (cd "$d" && pwd -P) ;;
         ?*) [ -d "$d" ] && (cd "$d" && pwd -P) || echo "$me: --rw $d: no such directory" >&2 ;;
         esac
-    done | LC_ALL=C sort -u | awk '{ for (i = 1; i <= n; i++) if (index($0, k[i] "/") == 1 || k[i] == "/")
-        next; k[++n] = $0; print }'
+    done | LC_ALL=C sort -u | awk '{
+        for (i = 1; i <= n; i++)
+            if (index($0, k[i] "/") == 1 || k[i] == "/")
+                next
+        k[++n] = $0
+        print
+    }'
 )
 set -- # from here on, the shares' qemu options
 i=0
 while read -r d; do
     [ -n "$d" ] || continue
     echo "rxe_rw_$i=$(q "$d")" >>"$run/conf"
-    set -- "$@" -virtfs "local,path=$(echo "$d" | sed 's/,/,,/g'),mount_tag=rw$i,security_model=none"
+    p=$(echo "$d" | sed 's/,/,,/g') # qemu's escape for a comma in a value
+    set -- "$@" -virtfs "local,path=$p,mount_tag=rw$i,security_model=none"
     i=$((i + 1))
 done <<EOF
 $shares
@@ -357,6 +373,7 @@ fi
 [ ! -f "$run/error" ] || die "the guest could not be set up: $(cat "$run/error")"
 [ ! -f "$run/started" ] || die "the guest stopped before COMMAND ended (kernel panic? above)"
 ! grep -q '^rxe-vm: guest:' "$run/console" ||
-    die "the guest could not be set up: $(grep '^rxe-vm: guest:' "$run/console" | head -n 1)"
-skip "the guest did not boot (qemu exited $rc after $secs s): $(grep -v '^ *$' \
-    "$run/console" | tail -n 1 | cut -c 1-120)"
+    die "the guest could not be set up: $(sed -n 's/^rxe-vm: guest: //p' "$run/console" |
+        head -n 1)"
+last=$(grep -v '^[[:space:]]*$' "$run/console" | tail -n 1 | cut -c 1-120)
+skip "the guest did not boot (qemu exited $rc after $secs s): ${last:-no console output}"

@@ -1,6 +1,6 @@
 #!/bin/sh
-# tests/rdma/rxe_smoke.sh — the Soft-RoCE guest of tests/rdma/rxe-vm.sh works, and tempo runs in it:
-# boots the guest once and runs, as TAP points,
+# tests/rdma/rxe_smoke.sh — the Soft-RoCE guest of tests/rdma/rxe-vm.sh works and tempo runs in
+# it: boots the guest once and runs, as TAP points,
 #   1. rxe0's port 1: PORT_ACTIVE, and GID index 1 is ::ffff:10.77.0.1, RoCE v2 (the IPv4 GID that
 #      a verbs transport uses: TEMPO_IB_GID_INDEX=1);
 #   2. ibv_rc_pingpong between two processes on rxe0 (RC, RXE_SMOKE_ITERS (300) x 64 KiB, GID 1):
@@ -36,6 +36,7 @@ if [ "${1:-}" = --guest ]; then
     # 2: RC traffic between two processes. The client connects to the server's TCP port (18515)
     # only once the server listens there (polled with a deadline, not slept on).
     iters=${RXE_SMOKE_ITERS:-300}
+    case $iters in '' | *[!0-9]* | 0) iters=300 ;; esac
     pp="ibv_rc_pingpong -d rxe0 -g 1 -n $iters -s 65536"
     timeout 120 $pp >"$tmp/server" 2>&1 &
     spid=$!
@@ -49,7 +50,8 @@ if [ "${1:-}" = --guest ]; then
     crc=$?
     wait "$spid"
     src=$?
-    rate=$(sed -n 's/.* = \([0-9.]*\) Mbit\/sec/\1/p' "$tmp/client")
+    # Each iteration moves 64 KiB each way: the client counts both directions.
+    rate=$(sed -n "s/^$((iters * 131072)) bytes in .* = \([0-9.]*\) Mbit\/sec/\1/p" "$tmp/client")
     if [ "$crc" = 0 ] && [ "$src" = 0 ] && [ -n "$rate" ]; then
         echo "ok 2 - ibv_rc_pingpong on rxe0, $iters x 64 KiB: $rate Mbit/s"
     else
@@ -67,7 +69,8 @@ if [ "${1:-}" = --guest ]; then
     rc=$?
     t=$(($(date +%s) - t0))
     pts=$(grep -c '^ok ' "$tmp/coll")
-    if [ "$rc" = 0 ] && [ "$pts" -gt 0 ] && ! grep -q '^not ok\|^Bail out' "$tmp/coll"; then
+    if [ "$rc" = 0 ] && [ "$pts" -gt 0 ] && ! grep -q '^not ok\|^Bail out' "$tmp/coll" &&
+        grep -q '^ok .* tcp n=2 ' "$tmp/coll"; then
         echo "ok 3 - tests/mr/coll_tcp.sh at 2 ranks in the guest: $pts points passed in $t s"
     else
         echo "not ok 3 - tests/mr/coll_tcp.sh at 2 ranks in the guest (exit $rc, $pts ok, $t s)"
@@ -77,7 +80,7 @@ if [ "${1:-}" = --guest ]; then
     exit 0
 fi
 
-# ---- on the host ----------------------------------------------------------------------------------
+# ---- on the host --------------------------------------------------------------------------------
 builddir=${top_builddir:-.}
 srcdir=${top_srcdir:-$(dirname "$0")/../..}
 for f in "$builddir/tools/tempo-run" "$builddir/tests/mr/coll_test"; do
