@@ -38,20 +38,25 @@
 # and iproute2 where missing, downloads the kernel package that linux-image-amd64 names and builds
 # an initramfs (busybox and the kernel's modules for virtio, 9p, rdma_rxe, rdma_ucm, dummy, veth);
 # both stay in $TEMPO_RXE_DIR (default /var/tmp/tempo-rxe, shared by concurrent runs under a lock),
-# so later boots take a few seconds and need no network. Nothing else is left behind: the run's
-# temporary directory is removed and qemu (the only process started) is killed by pid on timeout
-# or when this script is interrupted; nothing is mounted on the host (qemu serves 9p itself).
+# so later boots take a few seconds and need no network (remove the directory to take a newer
+# kernel). Nothing else is left behind: the run's temporary directory is removed and qemu (the
+# only process started) is killed by pid on timeout or when this script is interrupted; nothing is
+# mounted on the host (qemu serves 9p itself).
 #
 # Addresses and GIDs in the guest: rxe0 port 1 has GID index 0 = fe80::... (the dummy device's
 # IPv6 link-local address) and index 1 = ::ffff:10.77.0.1, both RoCE v2 (rxe has no RoCE v1): a
 # verbs transport that connects over IPv4 uses TEMPO_IB_GID_INDEX=1 (ibv_rc_pingpong -g 1). The
 # guest's hostname is tempo-rxe and the loopback device is up (tempo-run's rendezvous).
 #
-# Examples (from the build directory):
+# Examples (from the build directory; TEMPO_HOST_ID=%r puts each rank on its own "host", so that
+# the ranks of the one guest do not use shared memory):
 #   tests/rdma/rxe-vm.sh -- ibv_devinfo -v
-#   tests/rdma/rxe-vm.sh -t 300 -- env TEMPO_TIMEOUT=30 TEMPO_HOST_ID=%r \
-#       timeout 240 tools/tempo-run -n 2 perf/all_reduce_perf -b 8 -e 1M
-# tests/rdma/rxe_smoke.sh (make check) runs ibv_rc_pingpong and a 2-rank tempo test this way.
+#   tests/rdma/rxe-vm.sh -t 600 -- env TEMPO_TIMEOUT=30 TEMPO_HOST_ID=%r TEMPO_IB_HCA=rxe0 \
+#       TEMPO_IB_GID_INDEX=1 timeout 500 tools/tempo-run -n 2 perf/all_reduce_perf -b 8 -e 1M -f 2
+#   tests/rdma/rxe-vm.sh -t 900 -- make check TESTS=tests/mr/tempo_run.sh
+# (make check in the guest: build the check programs on the host first, `make check TESTS=`;
+# the guest compiles some 20 times slower). tests/rdma/rxe_smoke.sh (make check) runs
+# ibv_rc_pingpong and a 2-rank tempo test this way.
 
 # ---- stage 2: runs in the guest, chrooted into the host's root (see guest_init below) ----------
 in_guest() {
