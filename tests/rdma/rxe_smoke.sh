@@ -11,9 +11,9 @@
 #      its own TAP becomes diagnostics when it fails.
 # Skipped (1..0 # SKIP, with rxe-vm.sh's reason) where rxe-vm.sh cannot run: not root, no
 # qemu or kernel package and no network to install them, or the guest does not boot. Measured on
-# the 2-core CI machine: the whole test 28 s at load 7 (2 vCPUs), 59-114 s at load 15-20 (1 vCPU,
-# coll_tcp.sh 30-79 s of it; 3.7 s on the host); the first run also downloads the kernel (70 MB)
-# and builds the initramfs (about 10 s).
+# the 2-core CI machine: the whole test 28 s at load 7 (2 vCPUs; ibv_rc_pingpong 301-303 Mbit/s),
+# 59-120 s at load 15-20 (1 vCPU; coll_tcp.sh 30-79 s of it, 3.7 s on the host; ibv_rc_pingpong
+# 31-88 Mbit/s); the first run also downloads the kernel (70 MB) and builds the initramfs (10 s).
 # Knobs: RXE_SMOKE_TIMEOUT (900 s: rxe-vm.sh -t, the guest's hang guard), RXE_SMOKE_ITERS (300),
 # RXE_SMOKE_CPUS (rxe-vm.sh -c, default its own). Run by the automake harness with top_builddir and
 # top_srcdir exported, or by hand from the build directory:
