@@ -1,0 +1,10 @@
+# tests/transport/local.mk — the transport conformance suite (tests/transport/conform.sh): what
+# every transport must do, run unchanged on each. make check runs it on shm and on tcp; the other
+# transports by hand (conform.sh ucx-tcp, ucx-sm, verbs: see its header).
+
+check_PROGRAMS += %reldir%/conform
+%canon_reldir%_conform_SOURCES = %reldir%/conform.c
+%canon_reldir%_conform_LDADD = libtempo.la
+
+TESTS += %reldir%/conform_shm.sh %reldir%/conform_tcp.sh
+EXTRA_DIST += %reldir%/conform.sh %reldir%/conform_shm.sh %reldir%/conform_tcp.sh
