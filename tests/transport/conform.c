@@ -20,10 +20,10 @@
  *              pattern of size, offset and sender, and 64 guard bytes after the buffer untouched
  *   flood      4096 messages in flight per ordered pair, each way at once (13 tags, 0 B to 64 KiB),
  *              half the receives posted before the sends, half after, in a random interleaving
- *   partial    progress by tempo_test alone: rank 0 posts receives for big (32 MiB, 8 MiB) and small
+ *   partial    progress by tempo_test alone: rank 0 posts receives for big (BIG, 8 MiB) and small
  *              messages interleaved on several tags and only polls; the senders start only then
  *              and poll too. Then the reverse: with TEMPO_UNEXPECTED_BYTES=1M the senders post
- *              first, and their 32 MiB send must not complete while rank 0 has not posted its
+ *              first, and their BIG send must not complete while rank 0 has not posted its
  *              receive (tempo.h, "Flow control"); rank 0 then posts late and everything arrives
  *   mismatch   a receive of another size than sent fails with TEMPO_ERR_INVALID naming the sender
  *              and both sizes (posted before arrival, unexpected, and an 8 MiB message arriving);
@@ -65,7 +65,7 @@
 #define CASE_GUARD_S 300.0  /* hang guard of a whole case */
 #define POLL_GUARD_S 60.0   /* a tempo_test loop gives up after this (reported, not hung) */
 #define FLOOD 4096
-#define PARTIAL_BIG (32u << 20)
+#define PARTIAL_BIG (32u << 20) /* at least; more where the kernel's TCP buffers could hold it */
 #define PARTIAL_LIMIT "1M"
 
 typedef struct {
@@ -537,11 +537,32 @@ typedef struct {
 } pmsg_t;
 
 /* What each sender sends to rank 0, in this order: big and small messages on several tags. */
-static const pmsg_t pmsgs[] = {
-    {1, 100}, {2, PARTIAL_BIG + 5}, {1, 3000}, {3, 0}, {4, 8u << 20}, {1, 1}, {3, 65536}, {2, 17},
+static pmsg_t pmsgs[] = { /* [PARTIAL_BIG_INDEX].len: partial_big() */
+    {1, 100}, {2, PARTIAL_BIG}, {1, 3000}, {3, 0}, {4, 8u << 20}, {1, 1}, {3, 65536}, {2, 17},
 };
 #define NP ((int)NELEM(pmsgs))
 #define PARTIAL_BIG_INDEX 1
+
+/* The big message of partial: larger than what the transport's pipe can hold besides the
+ * receiver's TEMPO_UNEXPECTED_BYTES, so that it cannot complete before its receive is posted.
+ * Loopback TCP autotunes a socket's receive buffer up to tcp_rmem's maximum (32 MiB here), on top
+ * of the sender's tcp_wmem: twice their sum, at least PARTIAL_BIG. */
+static size_t partial_big(void)
+{
+    size_t sum = 0;
+    static const char *const files[] = {"/proc/sys/net/ipv4/tcp_rmem", "/proc/sys/net/ipv4/tcp_wmem"};
+    for (size_t i = 0; i < NELEM(files); i++) {
+        unsigned long long lo, def, max;
+        FILE *f = fopen(files[i], "r");
+        if (f && fscanf(f, "%llu %llu %llu", &lo, &def, &max) == 3) {
+            sum += (size_t)max;
+        }
+        if (f) {
+            fclose(f);
+        }
+    }
+    return (2 * sum > PARTIAL_BIG ? 2 * sum : PARTIAL_BIG) + 5;
+}
 
 static uint64_t pmsg_id(int k, int round)
 {
@@ -584,11 +605,11 @@ static void partial_receiver(tempo_comm_t comm, int n, int round)
         free(buf[x]);
     }
     rk_check(left == 0 && good == total, "partial, %s: rank 0 receives %d messages (two of "
-             "32 MiB and 8 MiB per sender among small ones) by polling tempo_test alone (%ld "
+             "%zu and 8M bytes per sender among small ones) by polling tempo_test alone (%ld "
              "polls; %d incomplete after %.0f s; %d intact%s%s)",
              round == 0 ? "receives posted first, senders late"
                         : "sends posted first over the unexpected limit, receives late",
-             total, polls, left, POLL_GUARD_S, good, why[0] ? "; first wrong: " : "", why);
+             total, pmsgs[PARTIAL_BIG_INDEX].len, polls, left, POLL_GUARD_S, good, why[0] ? "; first wrong: " : "", why);
     free(req);
     free(sts);
     free(buf);
@@ -632,9 +653,9 @@ static void partial_sender(tempo_comm_t comm, int me, int round)
                 sts[PARTIAL_BIG_INDEX] = sb;
             }
         }
-        rk_check(req[PARTIAL_BIG_INDEX] != NULL, "partial: rank %d's 32 MiB send is still in "
+        rk_check(req[PARTIAL_BIG_INDEX] != NULL, "partial: rank %d's %zu-byte send is still in "
                  "progress while rank 0 has posted no receive (TEMPO_UNEXPECTED_BYTES=%s; %ld "
-                 "polls; status %s)", me, PARTIAL_LIMIT, polls,
+                 "polls; status %s)", me, pmsgs[PARTIAL_BIG_INDEX].len, PARTIAL_LIMIT, polls,
                  req[PARTIAL_BIG_INDEX] ? "in progress"
                                         : tempo_status_name(sts[PARTIAL_BIG_INDEX]));
         rk_put("sent1", "%d", (int)st);
@@ -1195,6 +1216,7 @@ int main(int argc, char **argv)
     if (!seeded) {
         a.seed = mr_mix64((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32));
     }
+    pmsgs[PARTIAL_BIG_INDEX].len = partial_big();
     tap_diag("conform: %d ranks, seed 0x%016llx (--seed replays it), FAULT_ENV='%s'", n,
              (unsigned long long)a.seed, getenv("FAULT_ENV") ? getenv("FAULT_ENV") : "");
     for (size_t k = 0; k < NELEM(cases); k++) {
