@@ -1,6 +1,9 @@
 #!/bin/sh
 # tests/mr/coll_run.sh TRANSPORT — the driver of coll_shm.sh and coll_tcp.sh (TRANSPORT is shm or
-# tcp): launches tests/mr/coll_test through tempo-run at each rank count 1..8 and turns the ranks'
+# tcp) and of the collective layer of tests/transport/conform.sh (any other name: every rank on
+# this host, the transport chosen by COLL_ENV, e.g. COLL_ENV='TEMPO_TRANSPORTS=ucx,^shm', and
+# COLL_EXPECT the text every rank's "transports:" log line must contain, '@' standing for the
+# number of peers): launches tests/mr/coll_test through tempo-run at each rank count 1..8 and turns the ranks'
 # result files into TAP, one point per launch and one per (rank count, check group), the groups
 # being each collective's automatic choice and each of its algorithms ("allreduce/ring"), barrier,
 # send/recv rings, the many-requests-in-flight phase and the self-test of the reference.
@@ -37,8 +40,12 @@
 transport=$1
 case $transport in
 shm | tcp) ;;
+[a-z]*) [ -n "${COLL_ENV:-}" ] || {
+    echo "Bail out! coll_run.sh $transport: COLL_ENV must select the transport"
+    exit 1
+} ;;
 *)
-    echo "Bail out! usage: coll_run.sh shm|tcp"
+    echo "Bail out! usage: coll_run.sh shm|tcp|NAME"
     exit 1
     ;;
 esac
@@ -121,11 +128,18 @@ for n in $ranks; do
     # Every rank's "transports:" line, if the log has them, must name the intended transport.
     if [ "$transport" = shm ]; then
         want="$((n - 1)) peers over shm, 0 over tcp"
-    else
+        pat="transports: $want\$"
+    elif [ "$transport" = tcp ]; then
         want="0 peers over shm, $((n - 1)) over tcp"
+        pat="transports: $want\$"
+    else
+        want=$(printf '%s' "${COLL_EXPECT:-}" | sed "s/@/$((n - 1))/g")
+        pat="transports: .*$want"
     fi
-    nlines=$(grep -c 'transports: [0-9]* peers over shm, [0-9]* over tcp' "$dir/out")
-    nright=$(grep -c "transports: $want\$" "$dir/out")
+    nlines=$(grep -c 'transports: ' "$dir/out")
+    nright=$(grep -c "$pat" "$dir/out")
+    # Another transport must be confirmed: every rank logs its line.
+    case $transport in shm | tcp) ;; *) [ "$nlines" -ge "$n" ] || nright=-1 ;; esac
     what=
     case $big in --full-big*) what=", full product at the MB size" ;; esac
     [ -n "${COLL_BIG_BYTES:-}" ] && what="$what, large size $COLL_BIG_BYTES bytes"
@@ -140,7 +154,7 @@ for n in $ranks; do
         [ "$nright" -ne "$nlines" ] &&
             echo "# $((nlines - nright)) rank(s) did not log 'transports: $want'"
         grep -v ' INFO ' "$dir/out" | tail -n 15 | cut -c 1-300 | sed 's/^/#   /'
-        grep 'transports: ' "$dir/out" | grep -v "transports: $want\$" | head -n 3 |
+        grep 'transports: ' "$dir/out" | grep -v "$pat" | head -n 3 |
             cut -c 1-300 | sed 's/^/#   /'
     fi
 
