@@ -8,3 +8,9 @@ check_PROGRAMS += %reldir%/conform
 
 TESTS += %reldir%/conform_shm.sh %reldir%/conform_tcp.sh
 EXTRA_DIST += %reldir%/conform.sh %reldir%/conform_shm.sh %reldir%/conform_tcp.sh
+
+# Malformed and truncated frames through the test hook tempo__tl_inject: linked with the
+# convenience library (internal symbols), as the unit tests are.
+check_PROGRAMS += %reldir%/conform_frames
+%canon_reldir%_conform_frames_SOURCES = %reldir%/conform_frames.c
+%canon_reldir%_conform_frames_LDADD = libtempo_core.la
