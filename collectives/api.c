@@ -86,7 +86,7 @@ static tempo_status_t coll_setup(struct tempo_comm *c)
     c->coll_free = coll_free;
     c->algo_name = tempo__algo_name_of;
     TEMPO_CHECK(tempo__algo_parse_env(cc, tempo__cfg.algo));
-    if (c->all_local && c->size > 1 && tempo__cfg.shm) {
+    if (c->all_local && c->size > 1 && tempo__tl_shm_on(c->world)) {
         tempo_status_t st = tempo__shm_coll_create(c, &cc->shm);
         if (st == TEMPO_OK) {
             st = tempo__shm_coll_create(c, &cc->shm_sched);

@@ -98,6 +98,12 @@ static const field_t fields[] = {
     F("TEMPO_ALGO", "", T_STRING, algo, 0, 0, 0, tempo__algo_check,
       "Force algorithms per collective, each collective at most once, e.g. "
       "allreduce:ring,broadcast:pipeline (see tempo-info -a)"),
+    F("TEMPO_TRANSPORTS", "", T_STRING, transports, 0, 0, 0, tempo__tl_spec_check,
+      "Ordered preference of data transports, comma-separated (shm, tcp, ucx, verbs; ^name "
+      "excludes one): each peer goes to the first that reaches it. shm goes first within a host "
+      "unless placed or excluded; unset: shm, then tcp. tcp always connects every pair for setup "
+      "and liveness, and carries data only when listed (or by default). Must be the same on every "
+      "rank"),
     F("TEMPO_SHM", "1", T_BOOL, shm, 0, 0, 0, NULL,
       "Use shared memory between ranks of the same host"),
     F("TEMPO_SHM_RING_BYTES", "256K", T_SIZE, shm_ring_bytes, 4 * KiB, GiB, F_POW2, NULL,

@@ -27,6 +27,7 @@ typedef struct tempo__config {
     unsigned debug_subsys; /* TEMPO_DEBUG_SUBSYS mask */
     char debug_file[256];  /* TEMPO_DEBUG_FILE */
     char algo[512];        /* TEMPO_ALGO, interpreted by collectives/select.c */
+    char transports[128];  /* TEMPO_TRANSPORTS, interpreted by transport/transport.c */
     int shm;               /* TEMPO_SHM: use shared memory inside a host */
     size_t shm_ring_bytes; /* TEMPO_SHM_RING_BYTES: per ordered pair of ranks */
     int shm_bell;          /* TEMPO_SHM_BELL: wake sleeping same-host peers after shm publishes */
@@ -67,6 +68,8 @@ int tempo__parse_size(const char *text, size_t *bytes_p);
  * because the table names them). TEMPO_OK, or an error whose message says what is wrong. */
 /** TEMPO_ALGO: collective:algorithm entries, each collective at most once (collectives/select.c). */
 tempo_status_t tempo__algo_check(const char *text);
+/** TEMPO_TRANSPORTS: transport names, ^name excludes one, each at most once (transport.c). */
+tempo_status_t tempo__tl_spec_check(const char *text);
 /** TEMPO_COMPRESS: a compressor spec, or "none" (quant/quant.c). */
 tempo_status_t tempo__qspec_check(const char *text);
 

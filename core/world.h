@@ -53,6 +53,8 @@ typedef struct tempo__peer_info {
     uint32_t ncpus;      /* online CPUs of the host */
     uint8_t addr[128];
     char hostname[64];
+    char transports[48]; /* its resolved TEMPO_TRANSPORTS order ("shm,tcp"): must be the same on
+                          * every rank (transport/transport.c) */
 } tempo__peer_info_t;
 
 typedef struct tempo__peer {

@@ -91,7 +91,7 @@ typedef struct shm_ep {
     uint64_t in_tail;  /* cached producer tail */
 } shm_ep_t;
 
-struct shm_tl {
+typedef struct shm_tl {
     tempo__world_t *world;
     void *base;
     size_t size;
@@ -101,7 +101,7 @@ struct shm_tl {
     bell_line_t *bells; /* (1 + nlocal) in the segment: sleepers, then one flag per local rank */
     _Atomic uint32_t *my_bell; /* this rank's flag */
     int bell_fd;               /* this rank's bell socket, -1 when the doorbell is off */
-};
+} shm_tl_t;
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Doorbell                                                                                       */
@@ -136,8 +136,8 @@ static inline void bell_check(shm_ep_t *ep)
 
 void tempo__shm_wake(tempo__world_t *w, const int *wranks, int n)
 {
-    shm_tl_t *s = ((tempo__tl_t *)w->tl)->shm;
-    for (int i = 0; i < n; i++) {
+    shm_tl_t *s = tempo__tl_instance(w, &tempo__shm_backend);
+    for (int i = 0; s && i < n; i++) {
         shm_ep_t *ep = wranks[i] != w->rank ? s->eps[wranks[i]] : NULL;
         if (ep) {
             bell_check(ep);
@@ -145,8 +145,9 @@ void tempo__shm_wake(tempo__world_t *w, const int *wranks, int n)
     }
 }
 
-int tempo__shm_doze(shm_tl_t *s, int sleeping)
+static int shm_doze(void *inst, int sleeping)
 {
+    shm_tl_t *s = inst;
     if (!s || s->bell_fd < 0) {
         return 0;
     }
@@ -161,18 +162,15 @@ int tempo__shm_doze(shm_tl_t *s, int sleeping)
     return 1;
 }
 
-int tempo__shm_bell_fd(shm_tl_t *s)
+static int shm_wait_fd(void *inst)
 {
+    shm_tl_t *s = inst;
     return s ? s->bell_fd : -1;
 }
 
-_Atomic uint32_t *tempo__shm_sleepers(shm_tl_t *s)
+static void shm_woken(void *inst)
 {
-    return &s->bells[0].v;
-}
-
-void tempo__shm_bell_drain(shm_tl_t *s)
-{
+    shm_tl_t *s = inst;
     char b[64];
     while (recv(s->bell_fd, b, sizeof(b), MSG_DONTWAIT) > 0) {
     }
@@ -265,7 +263,7 @@ static ssize_t ring_read(void *pipe, void *buf, size_t len)
     return (ssize_t)n;
 }
 
-static const tempo__pipe_ops_t ring_pipe_ops = {ring_writev, ring_read};
+static const tempo__pipe_ops_t ring_pipe_ops = {.writev = ring_writev, .read = ring_read};
 
 static tempo_status_t ep_isend(void *ep, tempo__xfer_t *x)
 {
@@ -290,7 +288,13 @@ static void ep_purge(void *ep, int ctx)
     tempo__stream_purge_ctx(&((shm_ep_t *)ep)->stream, ctx);
 }
 
-const tempo__tl_ops_t tempo__shm_ops = {"shm", ep_isend, ep_irecv, ep_cancel, ep_note, ep_purge};
+static tempo_status_t ep_inject(void *ep, const void *bytes, size_t len)
+{
+    return tempo__stream_inject(&((shm_ep_t *)ep)->stream, bytes, len);
+}
+
+static const tempo__tl_ops_t shm_ops = {"shm",    ep_isend, ep_irecv,  ep_cancel,
+                                        ep_note, ep_purge, ep_inject};
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Collective creation of a shared object                                                         */
@@ -472,8 +476,15 @@ static shm_ring_t *ring_at(void *base, size_t ring_bytes, int nlocal, int from, 
     return (shm_ring_t *)((char *)base + off);
 }
 
-tempo_status_t tempo__shm_setup(tempo__world_t *w, uint64_t deadline, shm_tl_t **shm_p)
+static void shm_close(void *inst, int graceful, uint64_t deadline);
+
+/* Collective over the ranks of this host whatever want[] says (every rank of the host takes part,
+ * so that the segment is set up the same way everywhere); ep() is asked only for wanted peers. */
+static tempo_status_t shm_tl_open(tempo__world_t *w, const unsigned char *want, uint64_t deadline,
+                               void **inst_p)
 {
+    (void)want;
+    shm_tl_t **shm_p = (shm_tl_t **)inst_p;
     *shm_p = NULL;
     if (!tempo__cfg.shm || w->nlocal < 2) {
         return TEMPO_OK;
@@ -487,7 +498,7 @@ tempo_status_t tempo__shm_setup(tempo__world_t *w, uint64_t deadline, shm_tl_t *
     s->local = tempo__malloc(sizeof(int) * (size_t)w->nlocal, "shm local ranks");
     s->eps = tempo__calloc((size_t)w->size, sizeof(*s->eps), "shm endpoints");
     if (!s->local || !s->eps) {
-        tempo__shm_close(s, 0, 0);
+        shm_close(s, 0, 0);
         return TEMPO_ERR_NOMEM;
     }
     int me = -1;
@@ -511,18 +522,18 @@ tempo_status_t tempo__shm_setup(tempo__world_t *w, uint64_t deadline, shm_tl_t *
     if (st == TEMPO_ERR_NOMEM || st == TEMPO_ERR_SYSTEM) {
         TEMPO_WARN(TEMPO_SUB_TRANSPORT, "shared memory unavailable, ranks of this host use tcp: %s",
                    tempo__errmsg());
-        tempo__shm_close(s, 0, 0);
+        shm_close(s, 0, 0);
         return TEMPO_OK;
     }
     if (st != TEMPO_OK) {
-        tempo__shm_close(s, 0, 0);
+        shm_close(s, 0, 0);
         return st;
     }
     seg_hdr_t *h = base;
     if (h->magic != SEG_MAGIC || h->job_uuid != w->job_uuid || h->nlocal != (uint32_t)s->nlocal ||
         h->ring_bytes != ring_bytes) {
         munmap(base, size);
-        tempo__shm_close(s, 0, 0);
+        shm_close(s, 0, 0);
         return tempo__err(TEMPO_ERR_INTERNAL, "shared memory %s has an unexpected layout", name);
     }
     s->base = base;
@@ -537,7 +548,7 @@ tempo_status_t tempo__shm_setup(tempo__world_t *w, uint64_t deadline, shm_tl_t *
         }
         shm_ep_t *ep = tempo__calloc(1, sizeof(*ep), "shm endpoint");
         if (!ep) {
-            tempo__shm_close(s, 0, 0);
+            shm_close(s, 0, 0);
             return TEMPO_ERR_NOMEM;
         }
         ep->out = ring_at(base, ring_bytes, s->nlocal, me, i);
@@ -549,10 +560,13 @@ tempo_status_t tempo__shm_setup(tempo__world_t *w, uint64_t deadline, shm_tl_t *
         st = tempo__stream_init(&ep->stream, w, r, "shm", &ring_pipe_ops, ep);
         if (st != TEMPO_OK) {
             tempo__free(ep);
-            tempo__shm_close(s, 0, 0);
+            shm_close(s, 0, 0);
             return st;
         }
         s->eps[r] = ep;
+    }
+    if (s->bell_fd >= 0) {
+        w->shm_sleepers = &s->bells[0].v;
     }
     TEMPO_INFO(TEMPO_SUB_INIT, "shm: %d ranks on this host, rings of %zu bytes", s->nlocal,
                ring_bytes);
@@ -560,13 +574,15 @@ tempo_status_t tempo__shm_setup(tempo__world_t *w, uint64_t deadline, shm_tl_t *
     return TEMPO_OK;
 }
 
-void *tempo__shm_ep(shm_tl_t *s, int peer)
+static void *shm_ep(void *inst, int peer)
 {
+    shm_tl_t *s = inst;
     return s ? s->eps[peer] : NULL;
 }
 
-int tempo__shm_progress(shm_tl_t *s)
+static int shm_progress(void *inst)
 {
+    shm_tl_t *s = inst;
     int events = 0;
     for (int i = 0; i < s->nlocal; i++) {
         shm_ep_t *ep = s->eps[s->local[i]];
@@ -592,8 +608,9 @@ int tempo__shm_progress(shm_tl_t *s)
     return events;
 }
 
-void tempo__shm_close(shm_tl_t *s, int graceful, uint64_t deadline)
+static void shm_close(void *inst, int graceful, uint64_t deadline)
 {
+    shm_tl_t *s = inst;
     if (!s) {
         return;
     }
@@ -641,6 +658,40 @@ void tempo__shm_close(shm_tl_t *s, int graceful, uint64_t deadline)
     tempo__free(s->eps);
     tempo__free(s->local);
     tempo__free(s);
+}
+
+static int shm_probe(char *detail, size_t len)
+{
+    if (tempo__config_load() != TEMPO_OK) { /* the defaults, which nothing will use */
+        snprintf(detail, len, "not usable: the configuration is refused (see tempo-info -c)");
+        return 0;
+    }
+    snprintf(detail, len,
+             "POSIX shared memory rings between ranks of one host (%s; rings of %zu bytes per "
+             "direction)",
+             tempo__cfg.shm ? "enabled" : "disabled by TEMPO_SHM=0", tempo__cfg.shm_ring_bytes);
+    return tempo__cfg.shm;
+}
+
+const tempo__tl_backend_t tempo__shm_backend = {
+    .name = "shm",
+    .priority = 0,
+    .by_default = 1,
+    .caps = TEMPO__TL_CAP_TAGGED | TEMPO__TL_CAP_WAIT_FD,
+    .probe = shm_probe,
+    .open = shm_tl_open,
+    .ep = shm_ep,
+    .ops = &shm_ops,
+    .progress = shm_progress,
+    .wait_fd = shm_wait_fd,
+    .doze = shm_doze,
+    .woken = shm_woken,
+    .close = shm_close,
+};
+
+int tempo__tl_shm_on(tempo__world_t *w)
+{
+    return tempo__tl_instance(w, &tempo__shm_backend) != NULL;
 }
 
 /* ---------------------------------------------------------------------------------------------- */

@@ -39,13 +39,13 @@ typedef struct tcp_ep {
     int no_in;    /* EPOLLIN is not armed: the stream is paused by back-pressure */
 } tcp_ep_t;
 
-struct tcp_tl {
+typedef struct tcp_tl {
     tempo__world_t *world;
     int epfd;
     tcp_ep_t **eps; /* (size) NULL for this rank */
     int ndata;
     uint64_t last_poll;
-};
+} tcp_tl_t;
 
 typedef struct {
     uint32_t magic;
@@ -86,7 +86,7 @@ static ssize_t tcp_read(void *pipe, void *buf, size_t len)
     return -errno;
 }
 
-static const tempo__pipe_ops_t tcp_pipe_ops = {tcp_writev, tcp_read};
+static const tempo__pipe_ops_t tcp_pipe_ops = {.writev = tcp_writev, .read = tcp_read};
 
 static tempo_status_t ep_isend(void *ep, tempo__xfer_t *x)
 {
@@ -111,20 +111,23 @@ static void ep_purge(void *ep, int ctx)
     tempo__stream_purge_ctx(&((tcp_ep_t *)ep)->stream, ctx);
 }
 
-const tempo__tl_ops_t tempo__tcp_ops = {"tcp", ep_isend, ep_irecv, ep_cancel, ep_note, ep_purge};
-
-void *tempo__tcp_ep(tcp_tl_t *t, int peer)
+static tempo_status_t ep_inject(void *ep, const void *bytes, size_t len)
 {
+    return tempo__stream_inject(&((tcp_ep_t *)ep)->stream, bytes, len);
+}
+
+static const tempo__tl_ops_t tcp_ops = {"tcp",    ep_isend, ep_irecv,  ep_cancel,
+                                        ep_note, ep_purge, ep_inject};
+
+static void *tcp_ep(void *inst, int peer)
+{
+    tcp_tl_t *t = inst;
     return t->eps[peer];
 }
 
-tempo__stream_t *tempo__tcp_stream(tcp_tl_t *t, int peer)
+static void tcp_carries(void *inst, int peer, int carries_data)
 {
-    return t->eps[peer] ? &t->eps[peer]->stream : NULL;
-}
-
-void tempo__tcp_set_data(tcp_tl_t *t, int peer, int carries_data)
-{
+    tcp_tl_t *t = inst;
     tcp_ep_t *ep = t->eps[peer];
     if (ep && ep->data != carries_data) {
         ep->data = carries_data;
@@ -225,9 +228,18 @@ static tempo_status_t connect_mesh(tcp_tl_t *t, int lfd, uint64_t deadline)
     return TEMPO_OK;
 }
 
-tempo_status_t tempo__tcp_setup(tempo__world_t *w, int listen_fd, uint64_t deadline,
-                                tcp_tl_t **tcp_p)
+static void tcp_close(void *inst, int graceful, uint64_t deadline);
+
+/* The control backend: connects every pair whatever want[] says (setup and liveness need the whole
+ * mesh), with the listening socket opened before the rendezvous (tempo__tl_prepare). */
+static tempo_status_t tcp_open(tempo__world_t *w, const unsigned char *want, uint64_t deadline,
+                               void **inst_p)
 {
+    (void)want;
+    tempo__tl_t *tl = w->tl;
+    int listen_fd = tl->listen_fd;
+    tl->listen_fd = -1;
+    tcp_tl_t **tcp_p = (tcp_tl_t **)inst_p;
     tcp_tl_t *t = tempo__calloc(1, sizeof(*t), "tcp transport");
     if (!t) {
         close(listen_fd);
@@ -246,12 +258,12 @@ tempo_status_t tempo__tcp_setup(tempo__world_t *w, int listen_fd, uint64_t deadl
     }
     close(listen_fd);
     if (st != TEMPO_OK) {
-        tempo__tcp_close(t, 0, 0);
+        tcp_close(t, 0, 0);
         return st;
     }
     for (int p = 0; p < w->size; p++) {
         if (p != w->rank) {
-            tempo__tcp_set_data(t, p, 1);
+            tcp_carries(t, p, 1); /* until the choice says otherwise */
         }
     }
     *tcp_p = t;
@@ -298,8 +310,10 @@ static int ep_recv(tcp_tl_t *t, tcp_ep_t *ep)
     return heard(t->world, ep, r);
 }
 
-int tempo__tcp_progress(tcp_tl_t *t, int timeout_ms)
+static int tcp_progress(void *inst)
 {
+    tcp_tl_t *t = inst;
+    int timeout_ms = 0;
     int events = 0;
     tempo__world_t *w = t->world;
     /* Sends first: queued messages go out as soon as the socket takes them. */
@@ -326,7 +340,7 @@ int tempo__tcp_progress(tcp_tl_t *t, int timeout_ms)
     t->last_poll = now ? now : tempo__now_ns();
     for (int i = 0; i < n; i++) {
         tcp_ep_t *ep = evs[i].data.ptr;
-        if (!ep || ep->fd < 0) { /* NULL: the shm doorbell, drained by the sleeper it woke */
+        if (!ep || ep->fd < 0) { /* NULL: a watched descriptor, drained by the sleeper it woke */
             continue;
         }
         if (evs[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
@@ -347,8 +361,9 @@ int tempo__tcp_progress(tcp_tl_t *t, int timeout_ms)
     return events;
 }
 
-int tempo__tcp_wait(tcp_tl_t *t, int timeout_ms)
+static int tcp_wait(void *inst, int timeout_ms)
 {
+    tcp_tl_t *t = inst;
     /* Level-triggered: what epoll reports here is reported again to the next progress pass. */
     struct epoll_event evs[8];
     int n = epoll_wait(t->epfd, evs, 8, timeout_ms);
@@ -360,18 +375,20 @@ int tempo__tcp_wait(tcp_tl_t *t, int timeout_ms)
     return n > 0 ? TEMPO__WAKE_IO : TEMPO__WAKE_TIMEOUT;
 }
 
-tempo_status_t tempo__tcp_watch(tcp_tl_t *t, int fd)
+static tempo_status_t tcp_watch(void *inst, int fd)
 {
+    tcp_tl_t *t = inst;
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
     if (epoll_ctl(t->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-        return tempo__err(TEMPO_ERR_SYSTEM, "epoll_ctl() for the shm doorbell: %s",
+        return tempo__err(TEMPO_ERR_SYSTEM, "epoll_ctl() for a transport's wait descriptor: %s",
                           strerror(errno));
     }
     return TEMPO_OK;
 }
 
-void tempo__tcp_close(tcp_tl_t *t, int graceful, uint64_t deadline)
+static void tcp_close(void *inst, int graceful, uint64_t deadline)
 {
+    tcp_tl_t *t = inst;
     if (!t) {
         return;
     }
@@ -427,3 +444,26 @@ void tempo__tcp_close(tcp_tl_t *t, int graceful, uint64_t deadline)
     }
     tempo__free(t);
 }
+
+static int tcp_probe(char *detail, size_t len)
+{
+    snprintf(detail, len, "TCP sockets between every pair of ranks: data between hosts, and setup "
+                          "and liveness for every pair whatever carries its data");
+    return 1;
+}
+
+const tempo__tl_backend_t tempo__tcp_backend = {
+    .name = "tcp",
+    .priority = 100,
+    .by_default = 1,
+    .caps = TEMPO__TL_CAP_TAGGED | TEMPO__TL_CAP_CONTROL,
+    .probe = tcp_probe,
+    .open = tcp_open,
+    .ep = tcp_ep,
+    .ops = &tcp_ops,
+    .carries = tcp_carries,
+    .progress = tcp_progress,
+    .watch = tcp_watch,
+    .wait = tcp_wait,
+    .close = tcp_close,
+};

@@ -1,58 +1,129 @@
 /*
- * tl_int.h — what transport.c, tcp.c and shm.c share; not used outside transport/.
+ * tl_int.h — the transport backend table and what the backends share; not used outside transport/.
  *
- * The tcp transport connects every pair of ranks. Its connections carry the data of peers on other
- * hosts, and for peers on this host (whose data goes through shm) they carry setup messages and
- * prove liveness: a process that dies closes its sockets, which every peer notices at once.
+ * A transport is a backend (tempo__tl_backend_t) registered in one table (transport/transport.c,
+ * the only place that names them and the only place with `#if TEMPO_HAVE_X`). transport.c sets up
+ * the backends a job selects (TEMPO_TRANSPORTS), gives each peer to the first backend in the
+ * preference order that reaches it, and from then on dispatches through the table alone: progress,
+ * idle waits, closing, and per peer the endpoint ops (tempo__tl_ops_t).
+ *
+ * The control backend (tcp, TEMPO__TL_CAP_CONTROL) is always set up, whatever TEMPO_TRANSPORTS
+ * says: it connects every pair of ranks, carries setup messages (tempo__ctrl_exchange, through which
+ * the other backends exchange their connection data), owns the poll set that idle waits sleep in,
+ * and proves liveness: a process that dies closes its sockets, which every peer notices at once,
+ * whatever backend carries its data. It carries data only for the peers that no backend before it
+ * in the preference order reaches, and only when TEMPO_TRANSPORTS lists it.
+ *
+ * Agreement: every rank publishes its resolved preference order at the rendezvous
+ * (tempo__peer_info_t.transports) and the setup refuses a job whose ranks disagree. A backend's
+ * open() is told which peers it may serve (want[]: peers no earlier backend took, the same set on
+ * both ends of each pair), and its ep() must give the same answer on both ends of each pair (it
+ * exchanges "usable here" with each wanted peer during open), so that both ends of a pair always
+ * pick the same backend.
  */
 #ifndef TEMPO_TRANSPORT_TL_INT_H
 #define TEMPO_TRANSPORT_TL_INT_H
 
 #include "transport/stream.h"
 
-typedef struct tcp_tl tcp_tl_t;
-typedef struct shm_tl shm_tl_t;
+/* Capabilities (tempo__tl_backend_t.caps). */
+#define TEMPO__TL_CAP_TAGGED (1u << 0)  /* tagged send/receive (every data backend) */
+#define TEMPO__TL_CAP_RMA (1u << 1)     /* one-sided put/get into a peer's registered memory */
+#define TEMPO__TL_CAP_MEMREG (1u << 2)  /* memory registration, with a registration cache */
+#define TEMPO__TL_CAP_WAIT_FD (1u << 3) /* a file descriptor that idle waits can sleep on */
+#define TEMPO__TL_CAP_CONTROL (1u << 4) /* the control backend: mesh, setup messages, poll set */
 
+/** A registered memory region (TEMPO__TL_CAP_MEMREG): what a peer needs to reach it, packed into
+ *  rkey (rkey_len bytes, at most TEMPO__TL_RKEY_MAX), plus the backend's private handle. */
+#define TEMPO__TL_RKEY_MAX 256
+typedef struct tempo__tl_mr {
+    void *addr;
+    size_t len;
+    void *handle; /* backend private */
+    uint32_t rkey_len;
+    unsigned char rkey[TEMPO__TL_RKEY_MAX];
+} tempo__tl_mr_t;
+
+typedef struct tempo__tl_backend {
+    const char *name;
+    int priority;   /* position in the default preference order (lower first) */
+    int by_default; /* in the order when TEMPO_TRANSPORTS does not name it (shm, tcp) */
+    unsigned caps;  /* TEMPO__TL_CAP_* */
+    /** Whether this build and machine can use it, and a line for tempo-info. No side effects. */
+    int (*probe)(char *detail, size_t len);
+    /** Set up among the ranks of w. Called by every rank, backends in preference order; the
+     *  backend talks only with the peers p where want[p] != 0 (identical at both ends of a pair),
+     *  through tempo__ctrl_exchange. Unusable here: set *inst_p = NULL (or an instance whose ep()
+     *  is NULL everywhere) and return TEMPO_OK after having told the wanted peers, so that they
+     *  go on without it; an error return fails the job's start. */
+    tempo_status_t (*open)(tempo__world_t *w, const unsigned char *want, uint64_t deadline,
+                           void **inst_p);
+    /** The endpoint that carries data to peer, NULL when this backend does not reach it. */
+    void *(*ep)(void *inst, int peer);
+    /** Endpoint operations (tagged send/receive, cancel, notes, purge). */
+    const tempo__tl_ops_t *ops;
+    /** Whether peer's data goes through this backend (called once per peer after the choice);
+     *  optional: tcp polls its sockets less often when it carries nobody's data. */
+    void (*carries)(void *inst, int peer, int yes);
+    /** Move what can move now; returns the number of events (completions; any bytes moved count
+     *  one). Called with the world lock held. */
+    int (*progress)(void *inst);
+    /** TEMPO__TL_CAP_WAIT_FD: a descriptor that is readable when the backend has work, or -1. */
+    int (*wait_fd)(void *inst);
+    /** Optional: before (sleeping = 1) and after (0) an idle sleep: publish or withdraw "this
+     *  rank sleeps" (shm's doorbell), or arm the wait descriptor (ucx); returns 1 when it did, so
+     *  that the engine polls once more before it sleeps. Called with the lock held. */
+    int (*doze)(void *inst, int sleeping);
+    /** Optional: the wait descriptor woke an idle sleep (drain it). Called without the lock. */
+    void (*woken)(void *inst);
+    /** TEMPO__TL_CAP_CONTROL: add fd to the poll set that wait() sleeps in. */
+    tempo_status_t (*watch)(void *inst, int fd);
+    /** TEMPO__TL_CAP_CONTROL: sleep until I/O on the poll set or timeout_ms, without moving data
+     *  (callable without the lock); returns TEMPO__WAKE_* (TEMPO__WAKE_BELL: a watched fd). */
+    int (*wait)(void *inst, int timeout_ms);
+    /** Say goodbye (graceful) or abort, flush within deadline, free everything. */
+    void (*close)(void *inst, int graceful, uint64_t deadline);
+    /** TEMPO__TL_CAP_MEMREG: register [addr, addr + len) (through the registration cache: the
+     *  same range again returns the cached region) and release a reference. */
+    tempo_status_t (*mem_reg)(void *inst, void *addr, size_t len, tempo__tl_mr_t **mr_p);
+    void (*mem_dereg)(void *inst, tempo__tl_mr_t *mr);
+} tempo__tl_backend_t;
+
+/** The registered backends (transport.c) and the number of them. */
+extern const tempo__tl_backend_t *const tempo__tl_backends[];
+extern const int tempo__tl_nbackends;
+
+/** The transports of a world: the backends set up (the control backend first, then the others in
+ *  preference order). */
+#define TEMPO__TL_MAX 8
 typedef struct tempo__tl {
     tempo__world_t *world;
-    tcp_tl_t *tcp;
-    shm_tl_t *shm;
+    int listen_fd; /* the control backend's listening socket until it takes it (open) */
+    int n;
+    const tempo__tl_backend_t *b[TEMPO__TL_MAX];
+    void *inst[TEMPO__TL_MAX];
+    const tempo__tl_backend_t *ctl; /* the control backend (also among b[]) */
+    void *ctl_inst;
 } tempo__tl_t;
 
-extern const tempo__tl_ops_t tempo__tcp_ops;
-extern const tempo__tl_ops_t tempo__shm_ops;
+/** The instance of backend b in w, NULL when it is not set up. */
+static inline void *tempo__tl_instance(tempo__world_t *w, const tempo__tl_backend_t *b)
+{
+    tempo__tl_t *tl = w->tl;
+    for (int i = 0; tl && i < tl->n; i++) {
+        if (tl->b[i] == b) {
+            return tl->inst[i];
+        }
+    }
+    return NULL;
+}
 
-tempo_status_t tempo__tcp_setup(tempo__world_t *w, int listen_fd, uint64_t deadline,
-                                tcp_tl_t **tcp_p);
-int tempo__tcp_progress(tcp_tl_t *t, int timeout_ms);
-/** Wait up to timeout_ms for socket readiness without moving data (callable without the lock);
- *  returns why it returned (TEMPO__WAKE_*). */
-int tempo__tcp_wait(tcp_tl_t *t, int timeout_ms);
-/** Watch fd (the shm doorbell) in tempo__tcp_wait; progress ignores it. */
-tempo_status_t tempo__tcp_watch(tcp_tl_t *t, int fd);
-void tempo__tcp_close(tcp_tl_t *t, int graceful, uint64_t deadline);
-/** The tcp endpoint of a peer (every peer has one), for setup messages. */
-void *tempo__tcp_ep(tcp_tl_t *t, int peer);
-tempo__stream_t *tempo__tcp_stream(tcp_tl_t *t, int peer);
-/** Number of endpoints of t that carry data; progress polls sockets on every call only then. */
-void tempo__tcp_set_data(tcp_tl_t *t, int peer, int carries_data);
+extern const tempo__tl_backend_t tempo__shm_backend;
+extern const tempo__tl_backend_t tempo__tcp_backend;
 
-tempo_status_t tempo__shm_setup(tempo__world_t *w, uint64_t deadline, shm_tl_t **shm_p);
-int tempo__shm_progress(shm_tl_t *s);
-/** The shm endpoint of a peer, or NULL when the peer is not served by shm. */
-void *tempo__shm_ep(shm_tl_t *s, int peer);
-void tempo__shm_close(shm_tl_t *s, int graceful, uint64_t deadline);
-/** Doorbell (shm.c): publish (sleeping = 1) or withdraw (0) this rank's "sleeping" flag; returns
- *  whether the doorbell is on (else nothing was published). */
-int tempo__shm_doze(shm_tl_t *s, int sleeping);
-/** The bell socket to watch while sleeping, or -1; tempo__shm_bell_drain empties it. */
-int tempo__shm_bell_fd(shm_tl_t *s);
-/** The host's count of sleeping ranks (for world->shm_sleepers). */
-_Atomic uint32_t *tempo__shm_sleepers(shm_tl_t *s);
-void tempo__shm_bell_drain(shm_tl_t *s);
-
-/** Blocking exchange of small setup messages over the tcp endpoints, outside any operation:
- *  post the sends and receives, then run the engine until all complete or the deadline. */
+/** Blocking exchange of small setup messages over the control backend, outside any operation
+ *  (transport/ctrl.c): post the sends and receives, then run the engine until all complete or the
+ *  deadline. */
 typedef struct tempo__ctrl_msg {
     int peer;      /* world rank */
     uint32_t code; /* becomes the tag */

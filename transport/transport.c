@@ -1,11 +1,15 @@
 /*
- * transport.c — the transport layer's entry points: preparation before the rendezvous, setup of tcp
- * and shm after it, the per-peer choice of transport, dispatch of transfers, the hooks the engine
- * calls (progress, idle, close), setup messaging, and the transport table shown by tempo-info.
+ * transport.c — the transport layer's entry points: the registration table of backends (the only
+ * place that names them), preparation before the rendezvous, setup of the backends a job selects
+ * after it, the per-peer choice, dispatch of transfers, the hooks the engine calls (progress, idle,
+ * close), and the transport table shown by tempo-info. Everything past the table goes through
+ * tempo__tl_backend_t (tl_int.h).
  *
- * Per-peer choice: a peer on this host (same host id) goes through shm when shared memory was set
- * up, every other peer through tcp. Host ids come from the rendezvous (TEMPO_HOST_ID overrides
- * them), so all ranks make the same choice.
+ * Per-peer choice: TEMPO_TRANSPORTS is an ordered preference list ("ucx,tcp"; "^shm" leaves shm
+ * out). shm goes first unless the list places or excludes it (TEMPO_SHM=0 also excludes it); an
+ * empty list means the backends that are on by default, by priority (shm, tcp). Each peer goes to
+ * the first backend of the order that reaches it; ep() answers the same at both ends of each pair
+ * and every rank must resolve the same order (checked), so all ranks make the same choice.
  */
 #include "config.h"
 
@@ -15,14 +19,171 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
-#include <sys/epoll.h>
 #include <unistd.h>
 
 #define CLOSE_FLUSH_S 5.0
 
+/* ---------------------------------------------------------------------------------------------- */
+/* Registration                                                                                   */
+/* ---------------------------------------------------------------------------------------------- */
+
+const tempo__tl_backend_t *const tempo__tl_backends[] = {
+    &tempo__shm_backend,
+    &tempo__tcp_backend,
+};
+const int tempo__tl_nbackends = (int)TEMPO_ARRAY_SIZE(tempo__tl_backends);
+
+/* Transports this build does not have, and why (tempo-info lists them; naming one in
+ * TEMPO_TRANSPORTS is a warning, not an error, so one job script serves every build). */
+static const struct {
+    const char *name, *why;
+} absent[] = {
+    {"ucx", TEMPO_HAVE_UCX ? "not part of this version (UCX was found at configure time)"
+                           : "not built (UCX not found at configure time)"},
+    {"verbs", TEMPO_HAVE_VERBS ? "not part of this version (libibverbs was found at configure time)"
+                               : "not built (libibverbs not found at configure time)"},
+};
+
+/* ---------------------------------------------------------------------------------------------- */
+/* TEMPO_TRANSPORTS                                                                               */
+/* ---------------------------------------------------------------------------------------------- */
+
+static const tempo__tl_backend_t *backend_named(const char *name, size_t len)
+{
+    for (int i = 0; i < tempo__tl_nbackends; i++) {
+        if (strlen(tempo__tl_backends[i]->name) == len &&
+            memcmp(tempo__tl_backends[i]->name, name, len) == 0) {
+            return tempo__tl_backends[i];
+        }
+    }
+    return NULL;
+}
+
+static const char *absent_named(const char *name, size_t len)
+{
+    for (size_t i = 0; i < TEMPO_ARRAY_SIZE(absent); i++) {
+        if (strlen(absent[i].name) == len && memcmp(absent[i].name, name, len) == 0) {
+            return absent[i].why;
+        }
+    }
+    return NULL;
+}
+
+static unsigned backend_bit(const tempo__tl_backend_t *b)
+{
+    for (int i = 0; i < tempo__tl_nbackends; i++) {
+        if (tempo__tl_backends[i] == b) {
+            return 1u << i;
+        }
+    }
+    return 0;
+}
+
+/* Resolve spec into order[] (returns the count, or -1 with tempo__err set): listed backends in
+ * their order, shm first when neither placed nor excluded, the default ones by priority when
+ * nothing is listed. warn: log the names this build lacks. */
+static int resolve(const char *spec, int shm_on, const tempo__tl_backend_t **order, int warn)
+{
+    const tempo__tl_backend_t *listed[TEMPO__TL_MAX];
+    int nlisted = 0, nplain = 0;
+    unsigned excluded = 0, seen = 0;
+    const char *p = spec;
+    while (*p) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        int ex = len > 0 && p[0] == '^';
+        const char *name = p + ex;
+        size_t nlen = len - (size_t)ex;
+        const tempo__tl_backend_t *b = backend_named(name, nlen);
+        const char *why = b ? NULL : absent_named(name, nlen);
+        if (!b && !why) {
+            tempo__err(TEMPO_ERR_INVALID,
+                       "TEMPO_TRANSPORTS=%s: unknown transport '%.*s' (known: shm, tcp, ucx, "
+                       "verbs; ^name excludes one)",
+                       spec, (int)nlen, name);
+            return -1;
+        }
+        unsigned bit = b ? backend_bit(b) : 0;
+        char key[16];
+        snprintf(key, sizeof(key), "%.*s", (int)TEMPO_MIN(nlen, sizeof(key) - 1), name);
+        if (b && (seen & bit)) {
+            tempo__err(TEMPO_ERR_INVALID, "TEMPO_TRANSPORTS=%s: '%s' appears twice", spec, key);
+            return -1;
+        }
+        seen |= bit;
+        nplain += !ex;
+        if (!b) {
+            if (warn) {
+                TEMPO_WARN(TEMPO_SUB_INIT, "TEMPO_TRANSPORTS names %s, which this build cannot "
+                                           "use: %s",
+                           key, why);
+            }
+        } else if (ex) {
+            excluded |= bit;
+        } else {
+            listed[nlisted++] = b;
+        }
+        p = end ? end + 1 : p + len;
+    }
+    int n = 0, have_shm = 0;
+    for (int i = 0; i < nlisted; i++) {
+        have_shm |= listed[i] == &tempo__shm_backend;
+    }
+    if (shm_on && !have_shm && !(excluded & backend_bit(&tempo__shm_backend))) {
+        order[n++] = &tempo__shm_backend;
+    }
+    if (nplain == 0) { /* only exclusions, or nothing at all: the defaults, by priority */
+        for (int prio = 0; prio < 1000; prio++) {
+            for (int i = 0; i < tempo__tl_nbackends; i++) {
+                const tempo__tl_backend_t *b = tempo__tl_backends[i];
+                if (b->priority == prio && b->by_default && b != &tempo__shm_backend &&
+                    !(excluded & backend_bit(b))) {
+                    order[n++] = b;
+                }
+            }
+        }
+    }
+    for (int i = 0; i < nlisted; i++) {
+        if (listed[i] != &tempo__shm_backend || shm_on) {
+            order[n++] = listed[i];
+        }
+    }
+    if (n == 0) {
+        tempo__err(TEMPO_ERR_INVALID, "TEMPO_TRANSPORTS=%s leaves no transport for data%s", spec,
+                   shm_on ? "" : " (TEMPO_SHM=0 excludes shm)");
+        return -1;
+    }
+    return n;
+}
+
+tempo_status_t tempo__tl_spec_check(const char *text)
+{
+    const tempo__tl_backend_t *order[TEMPO__TL_MAX];
+    return resolve(text, 1, order, 0) < 0 ? TEMPO_ERR_INVALID : TEMPO_OK;
+}
+
+static void order_text(const tempo__tl_backend_t *const *order, int n, char *buf, size_t len)
+{
+    size_t o = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n && o < len; i++) {
+        o += (size_t)snprintf(buf + o, len - o, "%s%s", i ? "," : "", order[i]->name);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Setup                                                                                          */
+/* ---------------------------------------------------------------------------------------------- */
+
 tempo_status_t tempo__tl_prepare(const tempo__addr_t *local, tempo__peer_info_t *info,
                                  int *listen_fd_p)
 {
+    const tempo__tl_backend_t *order[TEMPO__TL_MAX];
+    int n = resolve(tempo__cfg.transports, tempo__cfg.shm, order, 1);
+    if (n < 0) {
+        return TEMPO_ERR_INVALID;
+    }
+    order_text(order, n, info->transports, sizeof(info->transports));
     tempo__addr_t any = *local, bound;
     if (any.ss.ss_family == AF_INET) {
         ((struct sockaddr_in *)&any.ss)->sin_addr.s_addr = htonl(INADDR_ANY);
@@ -43,28 +204,40 @@ static int tl_progress(tempo__world_t *w)
 {
     tempo__tl_t *tl = w->tl;
     int ev = 0;
-    if (tl->shm) {
-        ev += tempo__shm_progress(tl->shm);
+    for (int i = 0; i < tl->n; i++) {
+        if (tl->inst[i]) {
+            ev += tl->b[i]->progress(tl->inst[i]);
+        }
     }
-    ev += tempo__tcp_progress(tl->tcp, 0);
     return ev;
 }
 
 /* Called without the world lock (a caller's wait and the progress thread may both be idle), so it
- * only waits for socket readiness and moves no data: the next progress pass does that. */
+ * only waits for readiness and moves no data: the next progress pass does that. */
 static int tl_idle(tempo__world_t *w, int timeout_ms)
 {
     tempo__tl_t *tl = w->tl;
-    int why = tempo__tcp_wait(tl->tcp, timeout_ms);
+    int why = tl->ctl->wait(tl->ctl_inst, timeout_ms);
     if (why == TEMPO__WAKE_BELL) {
-        tempo__shm_bell_drain(tl->shm);
+        for (int i = 0; i < tl->n; i++) {
+            if (tl->inst[i] && tl->b[i]->woken) {
+                tl->b[i]->woken(tl->inst[i]);
+            }
+        }
     }
     return why;
 }
 
 static int tl_doze(tempo__world_t *w, int sleeping)
 {
-    return tempo__shm_doze(((tempo__tl_t *)w->tl)->shm, sleeping);
+    tempo__tl_t *tl = w->tl;
+    int dozing = 0;
+    for (int i = 0; i < tl->n; i++) {
+        if (tl->inst[i] && tl->b[i]->doze) {
+            dozing |= tl->b[i]->doze(tl->inst[i], sleeping);
+        }
+    }
+    return dozing;
 }
 
 static void tl_note(tempo__world_t *w, int peer, const void *data, size_t len)
@@ -82,8 +255,8 @@ static void tl_close(tempo__world_t *w, int graceful)
         return;
     }
     TEMPO_INFO(TEMPO_SUB_TRANSPORT,
-               "idle sleeps woken by the shm doorbell %llu, by sockets %llu, by the 1 ms timeout "
-               "%llu",
+               "idle sleeps woken by a transport's descriptor (shm doorbell, ucx/verbs events) "
+               "%llu, by sockets %llu, by the 1 ms timeout %llu",
                (unsigned long long)w->wakes[TEMPO__WAKE_BELL],
                (unsigned long long)w->wakes[TEMPO__WAKE_IO],
                (unsigned long long)w->wakes[TEMPO__WAKE_TIMEOUT]);
@@ -93,9 +266,20 @@ static void tl_close(tempo__world_t *w, int graceful)
      * since a dead peer never drains its ring or socket. */
     uint64_t deadline =
         w->failed == TEMPO_OK ? tempo__deadline_after(TEMPO_MIN(CLOSE_FLUSH_S, w->timeout_s)) : 0;
-    /* shm first: its goodbye must be in the ring before the tcp connection closes. */
-    tempo__shm_close(tl->shm, graceful, deadline);
-    tempo__tcp_close(tl->tcp, graceful, deadline);
+    /* The data backends first: their goodbyes must be out before the control connections close,
+     * or a peer would read the end of the control stream as a death. */
+    for (int i = 0; i < tl->n; i++) {
+        if (tl->b[i] != tl->ctl && tl->inst[i]) {
+            tl->b[i]->close(tl->inst[i], graceful, deadline);
+            tl->inst[i] = NULL;
+        }
+    }
+    if (tl->ctl_inst) { /* last: its goodbyes go after the others' */
+        tl->ctl->close(tl->ctl_inst, graceful, deadline);
+    }
+    if (tl->listen_fd >= 0) {
+        close(tl->listen_fd);
+    }
     for (int p = 0; p < w->size; p++) {
         w->peers[p].data_tl = NULL;
         w->peers[p].data_ep = NULL;
@@ -108,57 +292,155 @@ static void tl_close(tempo__world_t *w, int graceful)
     w->tl_note = NULL;
 }
 
+/* Refuse a job whose ranks resolved different preference orders: both ends of a pair must choose
+ * the same backend. */
+static tempo_status_t check_agree(tempo__world_t *w)
+{
+    const char *mine = w->peers[w->rank].info.transports;
+    for (int p = 0; p < w->size; p++) {
+        const char *theirs = w->peers[p].info.transports;
+        if (strncmp(mine, theirs, sizeof(w->peers[p].info.transports)) != 0) {
+            char desc[160];
+            return tempo__err(TEMPO_ERR_INVALID,
+                              "ranks disagree on the transports: this rank (%d) uses '%s' and %s "
+                              "uses '%.*s' (TEMPO_TRANSPORTS and TEMPO_SHM must be the same on "
+                              "every rank)",
+                              w->rank, mine, tempo__peer_desc(w, p, desc, sizeof(desc)),
+                              (int)sizeof(w->peers[p].info.transports), theirs);
+        }
+    }
+    return TEMPO_OK;
+}
+
+/* "1-3,7" */
+static void ranks_text(const unsigned char *sel, int n, char *buf, size_t len)
+{
+    size_t o = 0;
+    buf[0] = 0;
+    for (int r = 0; r < n && o + 24 < len; r++) {
+        if (!sel[r] || (r > 0 && sel[r - 1])) {
+            continue;
+        }
+        int e = r;
+        while (e + 1 < n && sel[e + 1]) {
+            e++;
+        }
+        o += (size_t)(e > r ? snprintf(buf + o, len - o, "%s%d-%d", o ? "," : "", r, e)
+                            : snprintf(buf + o, len - o, "%s%d", o ? "," : "", r));
+    }
+}
+
+/* Give each peer to the first backend of the order that reaches it; log the choice. */
+static tempo_status_t choose(tempo__world_t *w, const tempo__tl_backend_t **order, int n,
+                             unsigned char *want, unsigned char *mine, uint64_t deadline)
+{
+    tempo__tl_t *tl = w->tl;
+    for (int p = 0; p < w->size; p++) {
+        want[p] = p != w->rank;
+    }
+    for (int k = 0; k < n; k++) {
+        const tempo__tl_backend_t *b = order[k];
+        void *inst = b == tl->ctl ? tl->ctl_inst : NULL;
+        if (b != tl->ctl) {
+            TEMPO_CHECK(b->open(w, want, deadline, &inst));
+            tl->b[tl->n] = b;
+            tl->inst[tl->n++] = inst;
+        }
+        int count = 0;
+        for (int p = 0; p < w->size; p++) {
+            void *ep = inst && want[p] ? b->ep(inst, p) : NULL;
+            mine[p] = ep != NULL;
+            if (ep) {
+                w->peers[p].data_tl = b->ops;
+                w->peers[p].data_ep = ep;
+                want[p] = 0;
+                count++;
+            }
+        }
+        if (count) {
+            char list[256];
+            ranks_text(mine, w->size, list, sizeof(list));
+            TEMPO_INFO(TEMPO_SUB_INIT, "transport %s carries the data of %d peer%s: rank%s %s",
+                       b->name, count, count == 1 ? "" : "s", count == 1 ? "" : "s", list);
+        }
+    }
+    for (int p = 0; p < w->size; p++) {
+        if (want[p]) {
+            char desc[160];
+            return tempo__err(TEMPO_ERR_UNSUPPORTED,
+                              "no transport of '%s' reaches %s (TEMPO_TRANSPORTS; tempo-info lists "
+                              "what this build has)",
+                              w->peers[w->rank].info.transports,
+                              tempo__peer_desc(w, p, desc, sizeof(desc)));
+        }
+    }
+    return TEMPO_OK;
+}
+
 tempo_status_t tempo__tl_setup(tempo__world_t *w, int listen_fd, uint64_t deadline)
 {
     tempo__tl_t *tl = tempo__calloc(1, sizeof(*tl), "transports");
-    if (!tl) {
+    unsigned char *want = tempo__calloc((size_t)w->size * 2, 1, "transport choice");
+    if (!tl || !want) {
+        tempo__free(tl);
+        tempo__free(want);
         close(listen_fd);
         return TEMPO_ERR_NOMEM;
     }
     tl->world = w;
-    tempo_status_t st = tempo__tcp_setup(w, listen_fd, deadline, &tl->tcp);
-    if (st != TEMPO_OK) {
-        tempo__free(tl);
-        return st;
-    }
-    for (int p = 0; p < w->size; p++) {
-        w->peers[p].data_tl = &tempo__tcp_ops;
-        w->peers[p].data_ep = tempo__tcp_ep(tl->tcp, p);
-    }
+    tl->listen_fd = listen_fd;
     w->tl = tl;
     w->tl_progress = tl_progress;
     w->tl_idle = tl_idle;
     w->tl_close = tl_close;
     w->tl_note = tl_note;
-    st = tempo__shm_setup(w, deadline, &tl->shm);
+    const tempo__tl_backend_t *order[TEMPO__TL_MAX];
+    int n = resolve(tempo__cfg.transports, tempo__cfg.shm, order, 0);
+    tempo_status_t st = n < 0 ? TEMPO_ERR_INVALID : check_agree(w);
+    /* The control backend first: the others exchange their connection data through it. */
+    for (int i = 0; i < tempo__tl_nbackends && st == TEMPO_OK; i++) {
+        if (tempo__tl_backends[i]->caps & TEMPO__TL_CAP_CONTROL) {
+            tl->ctl = tempo__tl_backends[i];
+        }
+    }
+    if (st == TEMPO_OK) {
+        for (int p = 0; p < w->size; p++) {
+            want[p] = p != w->rank;
+        }
+        st = tl->ctl->open(w, want, deadline, &tl->ctl_inst);
+    }
+    if (tl->ctl_inst) { /* progressed from now on: the other backends' open() talk through it */
+        tl->b[tl->n] = tl->ctl;
+        tl->inst[tl->n++] = tl->ctl_inst;
+    }
+    if (st == TEMPO_OK) {
+        st = choose(w, order, n, want, want + w->size, deadline);
+    }
+    if (tl->ctl_inst) {
+        for (int p = 0; p < w->size && st == TEMPO_OK; p++) {
+            if (p != w->rank && tl->ctl->carries) {
+                tl->ctl->carries(tl->ctl_inst, p, w->peers[p].data_tl == tl->ctl->ops);
+            }
+        }
+    }
+    for (int i = 0; i < tl->n && st == TEMPO_OK; i++) {
+        int fd = tl->b[i] != tl->ctl && tl->b[i]->wait_fd ? tl->b[i]->wait_fd(tl->inst[i]) : -1;
+        if (fd >= 0) {
+            st = tl->ctl->watch(tl->ctl_inst, fd);
+        }
+    }
+    tempo__free(want);
     if (st != TEMPO_OK) {
         tl_close(w, 0);
         return st;
     }
-    int nshm = 0;
-    for (int p = 0; p < w->size; p++) {
-        void *ep = tempo__shm_ep(tl->shm, p);
-        if (ep) {
-            w->peers[p].data_tl = &tempo__shm_ops;
-            w->peers[p].data_ep = ep;
-            tempo__tcp_set_data(tl->tcp, p, 0);
-            nshm++;
-        }
-    }
-    int bell = tempo__shm_bell_fd(tl->shm);
-    if (bell >= 0) {
-        st = tempo__tcp_watch(tl->tcp, bell);
-        if (st != TEMPO_OK) {
-            tl_close(w, 0);
-            return st;
-        }
-        w->tl_doze = tl_doze;
-        w->shm_sleepers = tempo__shm_sleepers(tl->shm);
-    }
-    TEMPO_INFO(TEMPO_SUB_INIT, "transports: %d peers over shm, %d over tcp", nshm,
-               w->size - 1 - nshm);
+    w->tl_doze = tl_doze;
     return TEMPO_OK;
 }
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Dispatch                                                                                       */
+/* ---------------------------------------------------------------------------------------------- */
 
 /* No transport to peer: an invalid rank (a bug), or connections already closed by an abort. */
 static tempo_status_t bad_peer(tempo__world_t *w, int peer, tempo__xfer_t *x)
@@ -234,6 +516,23 @@ void tempo__tl_purge_ctx(tempo__world_t *w, int peer, int ctx)
     }
 }
 
+tempo_status_t tempo__tl_inject(tempo__world_t *w, int peer, const void *bytes, size_t len)
+{
+    if (peer < 0 || peer >= w->size || peer == w->rank || !w->peers[peer].data_tl ||
+        !w->peers[peer].data_tl->inject) {
+        return tempo__err(TEMPO_ERR_INVALID, "no data transport to rank %d to inject into", peer);
+    }
+    return w->peers[peer].data_tl->inject(w->peers[peer].data_ep, bytes, len);
+}
+
+const char *tempo__tl_name(tempo__world_t *w, int peer)
+{
+    if (peer < 0 || peer >= w->size || !w->peers[peer].data_tl) {
+        return "none";
+    }
+    return w->peers[peer].data_tl->name;
+}
+
 const char *tempo__xfer_error(tempo__world_t *w, const tempo__xfer_t *x, char *buf, size_t len)
 {
     char desc[160];
@@ -255,111 +554,25 @@ const char *tempo__xfer_error(tempo__world_t *w, const tempo__xfer_t *x, char *b
 }
 
 /* ---------------------------------------------------------------------------------------------- */
-
-typedef struct {
-    tempo__xfer_t *x;
-    int n;
-} ctrl_wait_t;
-
-static int ctrl_done(void *arg)
-{
-    ctrl_wait_t *c = arg;
-    for (int i = 0; i < c->n; i++) {
-        if (!c->x[i].complete) {
-            return 0;
-        }
-    }
-    return 1;
-}
-
-tempo_status_t tempo__ctrl_exchange(tempo__world_t *w, tempo__ctrl_msg_t *sends, int nsend,
-                                    tempo__ctrl_msg_t *recvs, int nrecv, uint64_t deadline,
-                                    const char *what)
-{
-    tempo__tl_t *tl = w->tl;
-    int n = nsend + nrecv;
-    tempo__xfer_t *x = tempo__calloc((size_t)(n ? n : 1), sizeof(*x), "setup messages");
-    if (!x) {
-        return TEMPO_ERR_NOMEM;
-    }
-    for (int i = 0; i < nrecv; i++) {
-        tempo__xfer_t *r = &x[nsend + i];
-        r->peer = recvs[i].peer;
-        r->tag = tempo__tag_p2p(TEMPO_CTX_MAX, recvs[i].code);
-        r->buf = recvs[i].buf;
-        r->len = recvs[i].len;
-        tempo__stream_irecv(tempo__tcp_stream(tl->tcp, recvs[i].peer), r);
-    }
-    for (int i = 0; i < nsend; i++) {
-        tempo__xfer_t *s = &x[i];
-        s->peer = sends[i].peer;
-        s->is_send = 1;
-        s->tag = tempo__tag_p2p(TEMPO_CTX_MAX, sends[i].code);
-        s->buf = sends[i].buf;
-        s->len = sends[i].len;
-        tempo__stream_isend(tempo__tcp_stream(tl->tcp, sends[i].peer), s);
-    }
-    ctrl_wait_t c = {x, n};
-    tempo_status_t st = tempo__engine_wait_until(w, ctrl_done, &c, deadline, what);
-    for (int i = 0; i < n && st == TEMPO_OK; i++) {
-        if (x[i].status != TEMPO_OK) {
-            char buf[TEMPO_ERRMSG_LEN];
-            st = tempo__err(x[i].status, "%s: %s", what,
-                            tempo__xfer_error(w, &x[i], buf, sizeof(buf)));
-        }
-    }
-    if (st != TEMPO_OK) {
-        for (int i = 0; i < n; i++) {
-            if (!x[i].complete) {
-                tempo__stream_cancel(tempo__tcp_stream(tl->tcp, x[i].peer), &x[i]);
-            }
-        }
-    }
-    tempo__free(x);
-    return st;
-}
-
+/* tempo-info                                                                                     */
 /* ---------------------------------------------------------------------------------------------- */
 
 tempo_status_t tempo__tl_info(size_t index, tempo_transport_info_t *info_p)
 {
-    static char shm_detail[160];
-    static const char *const names[] = {"shm", "tcp", "ucx", "verbs"};
-    if (!info_p || index >= TEMPO_ARRAY_SIZE(names)) {
+    static char detail[TEMPO__TL_MAX + TEMPO_ARRAY_SIZE(absent)][256];
+    size_t nb = (size_t)tempo__tl_nbackends;
+    if (!info_p || index >= nb + TEMPO_ARRAY_SIZE(absent)) {
         return TEMPO_ERR_INVALID;
     }
-    info_p->name = names[index];
-    switch (index) {
-    case 0: {
-        if (tempo__config_load() != TEMPO_OK) { /* the defaults, which nothing will use */
-            info_p->available = 0;
-            info_p->detail = "not usable: the configuration is refused (see tempo-info -c)";
-            break;
-        }
-        snprintf(shm_detail, sizeof(shm_detail),
-                 "POSIX shared memory rings between ranks of one host (%s; rings of %zu bytes per "
-                 "direction)",
-                 tempo__cfg.shm ? "enabled" : "disabled by TEMPO_SHM=0", tempo__cfg.shm_ring_bytes);
-        info_p->available = tempo__cfg.shm;
-        info_p->detail = shm_detail;
-        break;
-    }
-    case 1:
-        info_p->available = 1;
-        info_p->detail = "TCP sockets between hosts; also liveness and setup between local ranks";
-        break;
-    case 2:
+    if (index >= nb) {
+        info_p->name = absent[index - nb].name;
         info_p->available = 0;
-        info_p->detail = TEMPO_HAVE_UCX ? "UCX found at build time; the ucx transport is not part "
-                                          "of this version"
-                                        : "not built (UCX not found at configure time)";
-        break;
-    default:
-        info_p->available = 0;
-        info_p->detail = TEMPO_HAVE_VERBS ? "libibverbs found at build time; the verbs transport "
-                                            "is not part of this version"
-                                          : "not built (libibverbs not found at configure time)";
-        break;
+        info_p->detail = absent[index - nb].why;
+        return TEMPO_OK;
     }
+    const tempo__tl_backend_t *b = tempo__tl_backends[index];
+    info_p->name = b->name;
+    info_p->available = b->probe(detail[index], sizeof(detail[index]));
+    info_p->detail = detail[index];
     return TEMPO_OK;
 }

@@ -69,6 +69,9 @@ typedef struct tempo__tl_ops {
     /** Drop the complete unexpected messages of context ctx (a destroyed communicator's id that is
      *  being recycled: nothing more of it will arrive from this peer). */
     void (*purge)(void *ep, int ctx);
+    /** Tests only: put len raw bytes on the data channel as they are, bypassing framing (a
+     *  message transport sends them as one message). */
+    tempo_status_t (*inject)(void *ep, const void *bytes, size_t len);
 } tempo__tl_ops_t;
 
 /** Before the rendezvous: open the tcp listening socket for the address family of local (the
@@ -100,6 +103,13 @@ void tempo__tl_cancel(tempo__world_t *w, tempo__xfer_t *x);
  *  tempo__tl_ops_t.purge). */
 void tempo__tl_purge_ctx(tempo__world_t *w, int peer, int ctx);
 
+/** Tests only: put len raw bytes on the data channel to world rank peer (tempo__tl_ops_t.inject),
+ *  so that the conformance suite can check that malformed and truncated frames are refused. */
+tempo_status_t tempo__tl_inject(tempo__world_t *w, int peer, const void *bytes, size_t len);
+
+/** The name of the transport that carries peer's data ("none" when there is none). */
+const char *tempo__tl_name(tempo__world_t *w, int peer);
+
 /** Text for a failed transfer: "rank 3 (host a, pid 9) sent 400 bytes where 800 were expected". */
 const char *tempo__xfer_error(tempo__world_t *w, const tempo__xfer_t *x, char *buf, size_t len);
 
@@ -112,6 +122,10 @@ typedef struct tempo__shm_region {
     size_t size;
     char name[96];
 } tempo__shm_region_t;
+
+/** Whether the shm transport is set up in w (TEMPO_TRANSPORTS and TEMPO_SHM leave it on, and this
+ *  host has several ranks of the job): shm collectives are used only then. */
+int tempo__tl_shm_on(tempo__world_t *w);
 
 /** Create (comm rank 0) or map (others) a shared region of size bytes, zero-filled, among the ranks
  *  of comm, which must all be on this host. Collective over comm. The backing file is unlinked as
