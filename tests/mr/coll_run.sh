@@ -2,8 +2,8 @@
 # tests/mr/coll_run.sh TRANSPORT — the driver of coll_shm.sh and coll_tcp.sh (TRANSPORT is shm or
 # tcp) and of the collective layer of tests/transport/conform.sh (any other name: every rank on
 # this host, the transport chosen by COLL_ENV, e.g. COLL_ENV='TEMPO_TRANSPORTS=ucx,^shm', and
-# COLL_EXPECT the text every rank's "transports:" log line must contain, '@' standing for the
-# number of peers): launches tests/mr/coll_test through tempo-run at each rank count 1..8 and turns the ranks'
+# COLL_EXPECT the text one of every rank's "transport NAME carries the data of N peers" log lines
+# must contain, '@' standing for the number of peers): launches tests/mr/coll_test through tempo-run at each rank count 1..8 and turns the ranks'
 # result files into TAP, one point per launch and one per (rank count, check group), the groups
 # being each collective's automatic choice and each of its algorithms ("allreduce/ring"), barrier,
 # send/recv rings, the many-requests-in-flight phase and the self-test of the reference.
@@ -23,9 +23,9 @@
 # shm, and on one rank, such a refusal is a failure: every algorithm can run on one host, and on
 # one rank.
 # A launch passes when tempo-run exits 0, every rank wrote its END line and, where the INIT log
-# (TEMPO_DEBUG=INFO) has its "transports:" line, used the intended transport. Results never come
-# from the library's own reporting: the ranks check their data against a reference computed
-# locally and write files, which this script reads.
+# (TEMPO_DEBUG=INFO) has its "transport NAME carries the data of N peers" lines, used the intended
+# transport. Results never come from the library's own reporting: the ranks check their data
+# against a reference computed locally and write files, which this script reads.
 #
 # Knobs (environment): COLL_RANKS ("1 2 3 4 5 6 7 8"), COLL_FULL_BIG_MAX (4; 8 runs the whole
 # product everywhere), COLL_BIG_BYTES (the "few MB" size, 3145728; 65536 and up: coll_test
@@ -70,8 +70,9 @@ fi
 # A lost message shows up as a timeout of the library's wait well before tempo-run's hang guard.
 TEMPO_TIMEOUT=60
 export TEMPO_TIMEOUT
-# The INIT log says which transport each rank uses ("transports: 2 peers over shm, 0 over tcp"):
-# the launch point checks it, so a tcp run that silently used shared memory (or the reverse) fails.
+# The INIT log says which transport carries which peers ("transport shm carries the data of 2
+# peers: ranks 1-2"): the launch point checks it, so a tcp run that silently used shared memory
+# (or the reverse) fails.
 if [ -z "${TEMPO_DEBUG:-}" ]; then
     TEMPO_DEBUG=INFO
     TEMPO_DEBUG_SUBSYS=INIT
@@ -125,18 +126,15 @@ for n in $ranks; do
         grep -q '^END ' "$dir/r$r" 2>/dev/null || missing="$missing $r"
         r=$((r + 1))
     done
-    # Every rank's "transports:" line, if the log has them, must name the intended transport.
-    if [ "$transport" = shm ]; then
-        want="$((n - 1)) peers over shm, 0 over tcp"
-        pat="transports: $want\$"
-    elif [ "$transport" = tcp ]; then
-        want="0 peers over shm, $((n - 1)) over tcp"
-        pat="transports: $want\$"
+    # Every rank's "transport NAME carries the data of N peers" lines, if the log has them, must
+    # name the intended transport with all its peers (one line per rank, none for another one).
+    if [ "$transport" = shm ] || [ "$transport" = tcp ]; then
+        want="transport $transport carries the data of $((n - 1)) peer"
     else
         want=$(printf '%s' "${COLL_EXPECT:-}" | sed "s/@/$((n - 1))/g")
-        pat="transports: .*$want"
     fi
-    nlines=$(grep -c 'transports: ' "$dir/out")
+    pat=$want
+    nlines=$(grep -c 'transport [a-z]* carries the data of' "$dir/out")
     nright=$(grep -c "$pat" "$dir/out")
     # Another transport must be confirmed: every rank logs its line.
     case $transport in shm | tcp) ;; *) [ "$nlines" -ge "$n" ] || nright=-1 ;; esac
@@ -146,15 +144,15 @@ for n in $ranks; do
     desc="$transport n=$n: launch of $n ranks ($elapsed s$what)"
     if [ "$rc" -eq 0 ] && [ -z "$missing" ] && [ "$nright" -eq "$nlines" ]; then
         echo "ok $num - $desc"
-        [ "$nlines" -eq 0 ] && echo "# could not confirm the transport: no 'transports:' log line"
+        [ "$nlines" -eq 0 ] && echo "# could not confirm the transport: no 'carries the data' line"
     else
         echo "not ok $num - $desc"
         echo "# tempo-run exited with status $rc${missing:+; no END line from rank(s)$missing}"
         [ "$rc" -eq 124 ] && echo "# (124: the hang guard, --timeout $launch_timeout, ended it)"
         [ "$nright" -ne "$nlines" ] &&
-            echo "# $((nlines - nright)) rank(s) did not log 'transports: $want'"
+            echo "# $((nlines - nright)) rank(s) did not log '$want'"
         grep -v ' INFO ' "$dir/out" | tail -n 15 | cut -c 1-300 | sed 's/^/#   /'
-        grep 'transports: ' "$dir/out" | grep -v "$pat" | head -n 3 |
+        grep 'carries the data of' "$dir/out" | grep -v "$pat" | head -n 3 |
             cut -c 1-300 | sed 's/^/#   /'
     fi
 

@@ -2,7 +2,7 @@
 # tests/transport/conform.sh TRANSPORT — the transport conformance suite: what every transport must
 # do, run unchanged on the one named (TRANSPORT, or $CONFORM_TRANSPORT):
 #   shm      the default selection on one host (shared memory between every pair)
-#   tcp      TEMPO_SHM=0: every pair over tcp on one host
+#   tcp      TEMPO_TRANSPORTS=tcp,^shm: every pair over tcp on one host
 #   ucx-tcp  TEMPO_TRANSPORTS=ucx,^shm with UCX_TLS=tcp,self
 #   ucx-sm   TEMPO_TRANSPORTS=ucx,^shm with UCX_TLS=sm,cma,self
 #   verbs    TEMPO_TRANSPORTS=verbs,^shm (a Soft-RoCE device: rdma link add rxe0 type rxe netdev
@@ -14,7 +14,9 @@
 # into this one, its points prefixed with the layer's name:
 #   conform    tests/transport/conform at 2 and 3 ranks: point-to-point order and tags, every size
 #              from 0 B to 256 MiB, 4096 messages in flight, partial progress, size mismatch, a rank
-#              killed (SIGKILL) or stopped (SIGSTOP), goodbye and abort (its header has the details)
+#              killed (SIGKILL) or stopped (SIGSTOP), goodbye and abort; then conform_frames:
+#              malformed and truncated frames written raw onto the data channel (their headers have
+#              the details)
 #   coll       the collective suite (tests/mr/coll_run.sh, coll_test) at COLL_RANKS ("2 3 4")
 #   mismatch   tests/fault/fault_mismatch: ranks whose calls differ all fail naming the difference
 #   difftest   the randomized differential test (tests/mr/difftest.sh) at DIFFTEST_RANKS ("2 3 4"),
@@ -36,12 +38,13 @@ B=${top_builddir:-.}
 srcdir=${top_srcdir:-$(dirname "$0")/../..}
 INFO="$B/tools/tempo-info"
 CONFORM="$B/tests/transport/conform"
+FRAMES="$B/tests/transport/conform_frames"
 layers=${CONFORM_LAYERS:-conform coll mismatch difftest}
 guard=${CONFORM_TIMEOUT:-1200}
 
 case $transport in
 shm) tl=shm tenv= ;;
-tcp) tl=tcp tenv="TEMPO_SHM=0" ;;
+tcp) tl=tcp tenv="TEMPO_TRANSPORTS=tcp,^shm" ;;
 ucx-tcp) tl=ucx tenv="TEMPO_TRANSPORTS=ucx,^shm UCX_TLS=tcp,self" ;;
 ucx-sm) tl=ucx tenv="TEMPO_TRANSPORTS=ucx,^shm UCX_TLS=sm,cma,self" ;;
 verbs) tl=verbs tenv="TEMPO_TRANSPORTS=verbs,^shm" ;;
@@ -50,7 +53,7 @@ verbs) tl=verbs tenv="TEMPO_TRANSPORTS=verbs,^shm" ;;
     exit 1
     ;;
 esac
-for f in "$INFO" "$CONFORM"; do
+for f in "$INFO" "$CONFORM" "$FRAMES"; do
     if [ ! -x "$f" ]; then
         echo "Bail out! $f not found or not executable (build it first: make check)"
         exit 1
@@ -78,14 +81,10 @@ case $line in
     ;;
 esac
 
-# What every rank's INIT log line "transports: ..." must contain at n ranks ('@' stands for n - 1
-# in COLL_EXPECT, which serves every rank count).
+# What one of every rank's INIT log lines must say with $1 peers: the transport carries them all
+# ('@' stands for the number of peers in COLL_EXPECT, which serves every rank count).
 expect() {
-    case $tl in
-    shm) echo "$1 peers over shm, 0 over tcp" ;;
-    tcp) echo "0 peers over shm, $1 over tcp" ;;
-    *) echo "$1 over $tl" ;;
-    esac
+    echo "transport $tl carries the data of $1 peer"
 }
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/conform_$transport.XXXXXX") || exit 1
@@ -163,6 +162,7 @@ for layer in $layers; do
         for n in 2 3; do
             # shellcheck disable=SC2086 # $CONFORM_ARGS is a word list
             sub "conform n=$n" "$CONFORM" -n "$n" --expect "$(expect $((n - 1)))" ${CONFORM_ARGS:-}
+            sub "frames n=$n" "$FRAMES" -n "$n"
         done
         ;;
     coll)

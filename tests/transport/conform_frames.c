@@ -12,8 +12,11 @@
  *   payload short, then closed: a valid header for rank 1's receive announcing 1000 bytes, 100 of
  *              them, then rank 0 exits
  * Expected: rank 1's receive fails with TEMPO_ERR_REMOTE naming rank 0 (host and pid), never
- * TEMPO_OK with whatever the bytes were, and a later call fails too; every other rank's wait ends
- * with an error (the job has failed), none hangs (TEMPO_TIMEOUT is 10 s, the hang guard 60 s).
+ * TEMPO_OK with whatever the bytes were (what a failed receive leaves in its buffer is not
+ * specified: a short payload is partly there), and a later call fails too; every other rank's
+ * wait ends with an error, none hangs (TEMPO_TIMEOUT is 10 s, the hang guard 60 s). Rank 2 is
+ * not told of rank 1's failure: it times out, naming rank 1 (TEMPO_ERR_TIMEOUT), or hears of rank
+ * 0's exit (TEMPO_ERR_REMOTE).
  * The headers are the stream framing's (transport/stream.h), which tcp and shm share; a transport
  * with another framing needs its own cases here.
  *
@@ -90,9 +93,15 @@ static int fr_rank(int rank, int size, void *arg)
         st = tempo_irecv(comm, buf, RLEN, TEMPO_UINT8, 0, RTAG, NULL, &rq);
     }
     rk_put("posted", "%d", (int)st);
-    if (tempo_barrier(comm) != TEMPO_OK) {
-        rk_put("msg", "barrier: %s", tempo_last_error(comm));
-        return 1;
+    /* The others may still be in the barrier when the bytes arrive (rank 0 injects as soon as it
+     * is through): then the barrier fails too, and what follows must still fail. */
+    tempo_status_t bst = tempo_barrier(comm);
+    if (bst != TEMPO_OK) {
+        rk_diag("rank %d: the barrier before the injection: %s: %s", rank, tempo_status_name(bst),
+                tempo_last_error(comm));
+        if (rank == 0) {
+            return 1;
+        }
     }
     if (rank == 0) {
         rk_put("transport", "%s", tempo__tl_name(comm->world, 1));
@@ -121,9 +130,6 @@ static int fr_rank(int rank, int size, void *arg)
     }
     rk_put("msg", "%s", tempo_last_error(comm));
     rk_put("status", "%d", (int)st);
-    if (rank == 1) {
-        rk_put("data", "%d", buf[0] != 0 || buf[RLEN - 1] != 0);
-    }
     char x[4] = {0};
     rk_put("later", "%d", (int)tempo_send(comm, x, 4, TEMPO_UINT8, (rank + 1) % size, 79));
     rk_wait_go();
@@ -160,8 +166,6 @@ static void run_kind(int n, int kind)
             TAP_EQ_INT(st, TEMPO_ERR_REMOTE, "%s: rank 1's receive from rank 0 fails with "
                        "TEMPO_ERR_REMOTE", name);
             TAP_CONTAINS(msg, who, "%s: rank 1's error names rank 0, its host and pid", name);
-            TAP_EQ_INT(job_status_of(j, 1, "data"), 0, "%s: nothing was delivered into rank 1's "
-                       "buffer", name);
         } else {
             TAP_OK(st < 0 && st != 999, "%s: rank %d's wait ends with an error, no hang (%s)", name,
                    r, tempo_status_name((tempo_status_t)st));
