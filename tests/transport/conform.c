@@ -23,8 +23,11 @@
  *   partial    progress by tempo_test alone: rank 0 posts receives for big (BIG, 8 MiB) and small
  *              messages interleaved on several tags and only polls; the senders start only then
  *              and poll too. Then the reverse: with TEMPO_UNEXPECTED_BYTES=1M the senders post
- *              first, and their BIG send must not complete while rank 0 has not posted its
- *              receive (tempo.h, "Flow control"); rank 0 then posts late and everything arrives
+ *              first while rank 0 polls a receive from the last rank only (3 ranks; with 2 it
+ *              waits outside the library), and rank 1's BIG send (larger than the kernel's
+ *              socket buffers) must not complete while rank 0 has posted no receive from it
+ *              (tempo.h, "Flow control"); then the last rank's token lets rank 0 post late, and
+ *              everything arrives
  *   mismatch   a receive of another size than sent fails with TEMPO_ERR_INVALID naming the sender
  *              and both sizes (posted before arrival, unexpected, and an 8 MiB message arriving);
  *              the message is consumed, the next one of the tag arrives intact, the sends succeed
@@ -542,6 +545,7 @@ static pmsg_t pmsgs[] = { /* [PARTIAL_BIG_INDEX].len: partial_big() */
 };
 #define NP ((int)NELEM(pmsgs))
 #define PARTIAL_BIG_INDEX 1
+#define TOKEN_TAG 50
 
 /* The big message of partial: larger than what the transport's pipe can hold besides the
  * receiver's TEMPO_UNEXPECTED_BYTES, so that it cannot complete before its receive is posted.
@@ -618,7 +622,7 @@ static void partial_receiver(tempo_comm_t comm, int n, int round)
 /* A sender: post the round's sends to rank 0 and poll them. In round 1 (receiver late), poll for a
  * while before saying "sent1": the send over the receiver's unexpected limit must still be in
  * progress then, since rank 0 has posted nothing (it waits for the test's go). */
-static void partial_sender(tempo_comm_t comm, int me, int round)
+static void partial_sender(tempo_comm_t comm, int me, int size, int round)
 {
     tempo_request_t req[NP] = {0};
     tempo_status_t sts[NP];
@@ -653,12 +657,22 @@ static void partial_sender(tempo_comm_t comm, int me, int round)
                 sts[PARTIAL_BIG_INDEX] = sb;
             }
         }
-        rk_check(req[PARTIAL_BIG_INDEX] != NULL, "partial: rank %d's %zu-byte send is still in "
-                 "progress while rank 0 has posted no receive (TEMPO_UNEXPECTED_BYTES=%s; %ld "
-                 "polls; status %s)", me, pmsgs[PARTIAL_BIG_INDEX].len, PARTIAL_LIMIT, polls,
-                 req[PARTIAL_BIG_INDEX] ? "in progress"
-                                        : tempo_status_name(sts[PARTIAL_BIG_INDEX]));
+        if (me == 1) { /* rank 0 has a receive posted from the last rank only */
+            rk_check(req[PARTIAL_BIG_INDEX] != NULL, "partial: rank 1's %zu-byte send is still "
+                     "in progress while rank 0 %s and has posted no receive from it "
+                     "(TEMPO_UNEXPECTED_BYTES=%s; %ld polls; status %s)",
+                     pmsgs[PARTIAL_BIG_INDEX].len,
+                     size >= 3 ? "makes progress" : "is outside the library", PARTIAL_LIMIT,
+                     polls, req[PARTIAL_BIG_INDEX] ? "in progress"
+                                                   : tempo_status_name(sts[PARTIAL_BIG_INDEX]));
+        }
         rk_put("sent1", "%d", (int)st);
+        if (size >= 3 && me == size - 1) {
+            uint64_t token = 0x70cc;
+            rk_wait_go();
+            rk_check(tempo_send(comm, &token, 8, TEMPO_UINT8, 0, TOKEN_TAG) == TEMPO_OK,
+                     "partial: rank %d sends rank 0 its token", me);
+        }
     }
     long polls = 0;
     int left = poll_all(req, sts, NP, &polls);
@@ -677,7 +691,20 @@ static int do_partial(tempo_comm_t comm, int rank, int size, const conf_arg_t *a
     (void)a;
     for (int round = 0; round < 2; round++) {
         if (rank == 0) {
-            if (round == 1) {
+            if (round == 1 && size >= 3) {
+                /* Progress, with a receive posted from the last rank only, until the senders
+                 * have posted and polled: the limit holds rank 1's stream. */
+                uint64_t token = 0;
+                tempo_request_t rq = NULL;
+                tempo_status_t st = tempo_irecv(comm, &token, 8, TEMPO_UINT8, size - 1,
+                                                TOKEN_TAG, NULL, &rq);
+                long polls = 0;
+                tempo_status_t ts = st;
+                int left = st == TEMPO_OK ? poll_all(&rq, &ts, 1, &polls) : 0;
+                rk_check(st == TEMPO_OK && left == 0 && ts == TEMPO_OK && token == 0x70cc,
+                         "partial: rank 0 polls a receive from rank %d until its token comes "
+                         "(%ld polls, %s)", size - 1, polls, tempo_status_name(ts));
+            } else if (round == 1) {
                 rk_wait_go(); /* the senders have posted and polled */
             }
             partial_receiver(comm, size, round);
@@ -685,7 +712,7 @@ static int do_partial(tempo_comm_t comm, int rank, int size, const conf_arg_t *a
             if (round == 0) {
                 rk_wait_go(); /* rank 0 has posted and polls */
             }
-            partial_sender(comm, rank, round);
+            partial_sender(comm, rank, size, round);
         }
         rk_check(tempo_barrier(comm) == TEMPO_OK, "partial, round %d: a barrier after it", round);
     }
@@ -704,7 +731,7 @@ static void orchestrate_partial(job_t *j, int n)
         sent &= job_wait_key(j, r, "sent1", 120) != NULL;
     }
     TAP_OK(sent, "partial: the senders posted round 1 and polled");
-    job_go(j, 0);
+    job_go(j, n >= 3 ? n - 1 : 0); /* the token's sender, or rank 0 itself */
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -993,8 +1020,9 @@ static int do_leave(tempo_comm_t comm, int me, int n, const conf_arg_t *a, int d
                  "TEMPO_ERR_REMOTE (got %s)", name, L, k == nr ? 4 : 5,
                  tempo_status_name(sts[k]));
     }
-    rk_check(strstr(msg, who) && strstr(msg, do_abort ? "aborted" : "left"), "%s: the error names "
-             "rank %d and says it %s (%s)", name, L, do_abort ? "aborted" : "left", msg);
+    const char *says = do_abort ? "aborted" : "has left";
+    rk_check(strstr(msg, who) && strstr(msg, says), "%s: the error names rank %d and says it %s "
+             "(%s)", name, L, says, msg);
     uint8_t x[16] = {0};
     st = tempo_send(comm, x, 16, TEMPO_UINT8, L, 6);
     rk_check(st == TEMPO_ERR_REMOTE, "%s: a later send to rank %d fails with TEMPO_ERR_REMOTE "
