@@ -40,7 +40,6 @@ INFO="$B/tools/tempo-info"
 CONFORM="$B/tests/transport/conform"
 FRAMES="$B/tests/transport/conform_frames"
 layers=${CONFORM_LAYERS:-conform coll mismatch difftest}
-guard=${CONFORM_TIMEOUT:-1200}
 
 case $transport in
 shm) tl=shm tenv= ;;
@@ -53,18 +52,11 @@ verbs) tl=verbs tenv="TEMPO_TRANSPORTS=verbs,^shm" ;;
     exit 1
     ;;
 esac
-for f in "$INFO" "$CONFORM" "$FRAMES"; do
-    if [ ! -x "$f" ]; then
-        echo "Bail out! $f not found or not executable (build it first: make check)"
-        exit 1
-    fi
-done
-
-# Nothing from the caller's environment may change what is tested: the layers start from the
-# transport's settings alone.
-for v in $(env | sed -n 's/^\(TEMPO_[A-Z_]*\)=.*/\1/p'); do
-    unset "$v"
-done
+# The programs are built; nothing from the caller's environment may change what is tested (every
+# TEMPO_* variable is cleared: the layers start from the transport's settings alone); $tmp.
+. "$srcdir/tests/mr/launch.sh"
+TR=$INFO CONFORM_TIMEOUT=${CONFORM_TIMEOUT:-1200}
+mr_prepare CONFORM "$CONFORM" "$FRAMES"
 unset FAULT_ENV COLL_ENV COLL_EXPECT DIFFTEST_ENV DIFFTEST_TRANSPORTS UCX_TLS
 
 # tempo-info -t: "  NAME   available   detail" or "  NAME   not available  why".
@@ -86,10 +78,6 @@ esac
 expect() {
     echo "transport $tl carries the data of $1 peer"
 }
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/conform_$transport.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 1' HUP INT TERM
 
 num=0
 failed=0
