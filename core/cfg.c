@@ -112,6 +112,10 @@ static const field_t fields[] = {
     F("TEMPO_SHM_BELL", "1", T_BOOL, shm_bell, 0, 0, 0, NULL,
       "A rank sleeping in a wait is woken by a same-host peer's shared-memory data at once (a "
       "doorbell datagram) instead of at its next 1 ms tick"),
+    F("TEMPO_SHM_CMA_BYTES", "1M", T_SIZE, shm_cma_bytes, 4 * KiB, GiB, F_ZERO, NULL,
+      "Shared-memory messages of at least this size are copied once, from the sender's buffer "
+      "into the receiver's (cross-memory attach, process_vm_readv), instead of twice through the "
+      "ring; pairs whose processes may not read each other use the rings. 0: always the rings"),
     F("TEMPO_SHM_COLL_BYTES", "512K", T_SIZE, shm_coll_bytes, 4 * KiB, GiB, F_ALIGN, NULL,
       "Per-rank staging area of the shared-memory collectives (segment size of the pipeline): a "
       "multiple of 64 from 4K to 1G"),

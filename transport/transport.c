@@ -87,6 +87,12 @@ static int resolve(const char *spec, int shm_on, const tempo__tl_backend_t **ord
     const tempo__tl_backend_t *listed[TEMPO__TL_MAX];
     int nlisted = 0, nplain = 0;
     unsigned excluded = 0, seen = 0;
+    size_t slen = strlen(spec);
+    if (slen && spec[slen - 1] == ',') {
+        tempo__err(TEMPO_ERR_INVALID, "TEMPO_TRANSPORTS=%s: unknown transport '' (known: shm, tcp, "
+                   "ucx, verbs; ^name excludes one)", spec);
+        return -1;
+    }
     const char *p = spec;
     while (*p) {
         const char *end = strchr(p, ',');

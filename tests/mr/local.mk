@@ -90,3 +90,7 @@ TESTS += %reldir%/one_rank
 # job alike, with the same message (tests/mr/cfg_used.sh: tempo-info, tempo-run, all_reduce_perf).
 TESTS += %reldir%/cfg_used.sh
 EXTRA_DIST += %reldir%/cfg_used.sh
+# The transport table as users drive it: tempo-info -t, TEMPO_TRANSPORTS orders and exclusions, the
+# per-peer choice logged at INFO, and the refusals (bad values, disagreeing ranks, unreachable peers).
+TESTS += %reldir%/transports.sh
+EXTRA_DIST += %reldir%/transports.sh
