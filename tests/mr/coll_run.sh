@@ -3,10 +3,11 @@
 # tcp) and of the collective layer of tests/transport/conform.sh (any other name: every rank on
 # this host, the transport chosen by COLL_ENV, e.g. COLL_ENV='TEMPO_TRANSPORTS=ucx,^shm', and
 # COLL_EXPECT the text one of every rank's "transport NAME carries the data of N peers" log lines
-# must contain, '@' standing for the number of peers): launches tests/mr/coll_test through tempo-run at each rank count 1..8 and turns the ranks'
-# result files into TAP, one point per launch and one per (rank count, check group), the groups
-# being each collective's automatic choice and each of its algorithms ("allreduce/ring"), barrier,
-# send/recv rings, the many-requests-in-flight phase and the self-test of the reference.
+# must contain, '@' standing for the number of peers): launches tests/mr/coll_test through
+# tempo-run at each rank count 1..8 and turns the ranks' result files into TAP, one point per
+# launch and one per (rank count, check group), the groups being each collective's automatic choice
+# and each of its algorithms ("allreduce/ring"), barrier, send/recv rings, the many-requests-in-
+# flight phase and the self-test of the reference.
 #
 # What runs inside one launch is documented at the top of coll_test.c. At the few-MB size the
 # product is reduced at rank counts above COLL_FULL_BIG_MAX (default 4), to keep the pair of

@@ -375,7 +375,8 @@ static void replay_cmd(const ctx_t *c, uint64_t k, char *buf, size_t len)
     snprintf(buf, len,
              "%s%s%s%s -n %d tests/mr/%s DIR --seed 0x%016" PRIx64 " --case %" PRIu64
              " --max-depth %d --big %d --comp-avg %d",
-             more && *more ? more : "", more && *more ? " " : "", env, launch, c->size, prog, c->seed, k, c->max_depth, c->big_permille, c->comp_avg);
+             more && *more ? more : "", more && *more ? " " : "", env, launch, c->size, prog,
+             c->seed, k, c->max_depth, c->big_permille, c->comp_avg);
 }
 
 static void fail(ctx_t *c, int group, uint64_t k, const char *what, const char *why)

@@ -11,13 +11,14 @@
  *              of 2 peers: ranks 1, 2"); with --expect TEXT, one of each rank's such lines contains
  *              TEXT (a run that silently fell back to another transport fails here)
  *   order      messages of one tag arrive in the order sent, tags interleaved at random do not
- *              interfere (tags 0 to TEMPO_TAG_MAX), receives posted in send order, grouped by tag in
- *              reverse, or in a random interleaving, before the sends (posted), after them
+ *              interfere (tags 0 to TEMPO_TAG_MAX), receives posted in send order, grouped by tag
+ *              in reverse, or in a random interleaving, before the sends (posted), after them
  *              (unexpected) or half and half; every pair of ranks at once, both ways
- *   sizes      every size from 0 B to --max-bytes (256 MiB): 0 to 3 and every power of two with its
- *              neighbours (2^k - 1, 2^k, 2^k + 1), receive posted before or after the send, to every
- *              peer up to 1 MiB and to the next rank beyond; the content checked bitwise against a
- *              pattern of size, offset and sender, and 64 guard bytes after the buffer untouched
+ *   sizes      every size from 0 B to --max-bytes (256 MiB): 0 to 3 and every power of two with
+ *              its neighbours (2^k - 1, 2^k, 2^k + 1), receive posted before or after the send, to
+ *              every peer up to 1 MiB and to the next rank beyond; the content checked bitwise
+ *              against a pattern of size, offset and sender, and 64 guard bytes after the buffer
+ *              untouched
  *   flood      4096 messages in flight per ordered pair, each way at once (13 tags, 0 B to 64 KiB),
  *              half the receives posted before the sends, half after, in a random interleaving
  *   partial    progress by tempo_test alone: rank 0 posts receives for big (BIG, 8 MiB) and small
@@ -40,7 +41,7 @@
  *              with TEMPO_ERR_TIMEOUT naming it; then the stopped rank is killed
  *   goodbye    the last rank sends three messages and destroys its communicator: each peer
  *              receives the three intact, then its further receives from it fail with
- *              TEMPO_ERR_REMOTE saying it left, and so does a send to it; the job is not failed:
+ *              TEMPO_ERR_REMOTE saying it has left, and so does a send to it; the job is not failed:
  *              the other ranks still exchange messages (3 ranks)
  *   abort      the last rank calls tempo_comm_abort while its peers wait for it: they fail with
  *              TEMPO_ERR_REMOTE naming it and saying it aborted
@@ -554,7 +555,8 @@ static pmsg_t pmsgs[] = { /* [PARTIAL_BIG_INDEX].len: partial_big() */
 static size_t partial_big(void)
 {
     size_t sum = 0;
-    static const char *const files[] = {"/proc/sys/net/ipv4/tcp_rmem", "/proc/sys/net/ipv4/tcp_wmem"};
+    static const char *const files[] = {"/proc/sys/net/ipv4/tcp_rmem",
+                                        "/proc/sys/net/ipv4/tcp_wmem"};
     for (size_t i = 0; i < NELEM(files); i++) {
         unsigned long long lo, def, max;
         FILE *f = fopen(files[i], "r");
@@ -613,7 +615,8 @@ static void partial_receiver(tempo_comm_t comm, int n, int round)
              "polls; %d incomplete after %.0f s; %d intact%s%s)",
              round == 0 ? "receives posted first, senders late"
                         : "sends posted first over the unexpected limit, receives late",
-             total, pmsgs[PARTIAL_BIG_INDEX].len, polls, left, POLL_GUARD_S, good, why[0] ? "; first wrong: " : "", why);
+             total, pmsgs[PARTIAL_BIG_INDEX].len, polls, left, POLL_GUARD_S, good,
+             why[0] ? "; first wrong: " : "", why);
     free(req);
     free(sts);
     free(buf);

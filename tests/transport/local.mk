@@ -1,7 +1,7 @@
 # tests/transport/local.mk — the transport conformance suite (tests/transport/conform.sh): what
 # every transport must do, run unchanged on each. make check runs it on shm (conform_shm.sh: the
-# point-to-point and frame layer, about 50 s on the 2-core VM) and on tcp (conform_tcp.sh: every
-# layer, about 3 minutes); the other transports by hand: conform.sh ucx-tcp, ucx-sm, verbs (see
+# point-to-point and frame layer, about 80 s on the 2-core VM) and on tcp (conform_tcp.sh: every
+# layer, about 4 to 5 minutes); the other transports by hand: conform.sh ucx-tcp, ucx-sm, verbs (see
 # its header), which skip where tempo-info does not list them as available.
 
 # The point-to-point program (public API) and the frame program (the test hook tempo__tl_inject:
