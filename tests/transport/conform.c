@@ -41,8 +41,8 @@
  *              with TEMPO_ERR_TIMEOUT naming it; then the stopped rank is killed
  *   goodbye    the last rank sends three messages and destroys its communicator: each peer
  *              receives the three intact, then its further receives from it fail with
- *              TEMPO_ERR_REMOTE saying it has left, and so does a send to it; the job is not failed:
- *              the other ranks still exchange messages (3 ranks)
+ *              TEMPO_ERR_REMOTE saying it has left, and so does a send to it; the job is not
+ *              failed: the other ranks still exchange messages (3 ranks)
  *   abort      the last rank calls tempo_comm_abort while its peers wait for it: they fail with
  *              TEMPO_ERR_REMOTE naming it and saying it aborted
  * Malformed and truncated frames are in conform_frames.c (internal test hook).
