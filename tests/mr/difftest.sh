@@ -18,7 +18,10 @@
 #   DIFFTEST_COMP_AVG=0  compressed cases use sum only (1: sum and avg)
 #   DIFFTEST_BIG         permille of single-operation cases at the few-MB size (2)
 #   DIFFTEST_RANKS       rank counts ("1 2 3 4 5 6 7")
-#   DIFFTEST_TRANSPORTS  "shm tcp"
+#   DIFFTEST_TRANSPORTS  "shm tcp"; another name runs every rank on this host with DIFFTEST_ENV
+#   DIFFTEST_ENV         NAME=VALUE words added to every launch's environment (and to the replay
+#                        commands): how tests/transport/conform.sh runs the test on one transport,
+#                        e.g. DIFFTEST_TRANSPORTS=ucx-only DIFFTEST_ENV='TEMPO_TRANSPORTS=ucx,^shm'
 #   DIFFTEST_TIMEOUT     hang guard per launch in seconds (600); TEMPO_TIMEOUT is 30 s inside
 #   DIFFTEST_KEEP=1      keep the result files (path printed)
 #
@@ -187,8 +190,8 @@ num=0
 i=0
 t_start=$(date +%s)
 for t in $transports; do
-    envs=
-    [ "$t" = tcp ] && envs="TEMPO_HOST_ID=%r"
+    envs=${DIFFTEST_ENV:-}
+    [ "$t" = tcp ] && envs="$envs TEMPO_HOST_ID=%r"
     for n in $ranks; do
         s=$((seed + i))
         i=$((i + 1))
