@@ -109,6 +109,10 @@ static const field_t fields[] = {
     F("TEMPO_SHM_COLL_BYTES", "512K", T_SIZE, shm_coll_bytes, 4 * KiB, GiB, F_ALIGN, NULL,
       "Per-rank staging area of the shared-memory collectives (segment size of the pipeline): a "
       "multiple of 64 from 4K to 1G"),
+    F("TEMPO_REDUCE_ISA", "auto", T_STRING, reduce_isa, 0, 0, 0, tempo__reduce_isa_check,
+      "Instruction set of the reduction kernels: auto (the best this CPU has), sse2, avx2 or "
+      "avx512 (x86-64; elsewhere auto or generic); every level gives bitwise the same results, "
+      "and a level this CPU lacks is refused. tempo-info -b shows the one in use"),
     F("TEMPO_UNEXPECTED_BYTES", "64M", T_SIZE, unexpected_bytes, 1, NOLIMIT, F_ZERO, NULL,
       "Per peer: most bytes of messages that arrive before their receive is posted that a rank "
       "buffers; beyond it the rank stops reading that peer (its sends wait) unless it waits for a "

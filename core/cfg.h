@@ -44,6 +44,7 @@ typedef struct tempo__config {
     char trace[512];       /* TEMPO_TRACE: Chrome trace path pattern */
     char sched_log[512];   /* TEMPO_SCHED_LOG: order log path pattern */
     char compress[512];    /* TEMPO_COMPRESS: bucketers' default compressor spec */
+    char reduce_isa[16];   /* TEMPO_REDUCE_ISA: auto, sse2, avx2, avx512 (collectives/reduce.c) */
 } tempo__config_t;
 
 /** TEMPO_SCHED values. */
@@ -69,5 +70,8 @@ int tempo__parse_size(const char *text, size_t *bytes_p);
 tempo_status_t tempo__algo_check(const char *text);
 /** TEMPO_COMPRESS: a compressor spec, or "none" (quant/quant.c). */
 tempo_status_t tempo__qspec_check(const char *text);
+/** TEMPO_REDUCE_ISA: auto, or a level of the reduction kernels that this CPU runs
+ *  (collectives/reduce.c). */
+tempo_status_t tempo__reduce_isa_check(const char *text);
 
 #endif /* TEMPO_CORE_CFG_H */
