@@ -109,6 +109,10 @@ static const field_t fields[] = {
     F("TEMPO_SHM_COLL_BYTES", "512K", T_SIZE, shm_coll_bytes, 4 * KiB, GiB, F_ALIGN, NULL,
       "Per-rank staging area of the shared-memory collectives (segment size of the pipeline): a "
       "multiple of 64 from 4K to 1G"),
+    F("TEMPO_SHM_CMA", "1", T_BOOL, shm_cma, 0, 0, 0, NULL,
+      "Shared-memory all-reduces of 64K and more read the peers' buffers directly "
+      "(process_vm_readv: one copy instead of three, where ptrace permission allows it, which is "
+      "checked at the first such call; else, or with 0, they copy through the shared region)"),
     F("TEMPO_REDUCE_ISA", "auto", T_STRING, reduce_isa, 0, 0, 0, tempo__reduce_isa_check,
       "Instruction set of the reduction kernels: auto (the best this CPU has), sse2, avx2 or "
       "avx512 (x86-64; elsewhere auto or generic); every level gives bitwise the same results, "

@@ -31,6 +31,7 @@ typedef struct tempo__config {
     size_t shm_ring_bytes; /* TEMPO_SHM_RING_BYTES: per ordered pair of ranks */
     int shm_bell;          /* TEMPO_SHM_BELL: wake sleeping same-host peers after shm publishes */
     size_t shm_coll_bytes; /* TEMPO_SHM_COLL_BYTES: per-rank staging of shm collectives */
+    int shm_cma;           /* TEMPO_SHM_CMA: large shm all-reduces read peers' buffers directly */
     size_t unexpected_bytes; /* TEMPO_UNEXPECTED_BYTES: per peer, 0: no limit */
     double spin_s;         /* TEMPO_SPIN: busy-poll time before sleeping in a wait */
     int progress_thread;   /* TEMPO_PROGRESS_THREAD: background progress */

@@ -90,3 +90,11 @@ TESTS += %reldir%/one_rank
 # job alike, with the same message (tests/mr/cfg_used.sh: tempo-info, tempo-run, all_reduce_perf).
 TESTS += %reldir%/cfg_used.sh
 EXTRA_DIST += %reldir%/cfg_used.sh
+
+# The shm all-reduce's direct protocol (process_vm_readv) and its fallback: exact results either
+# way, the ranks agreeing on one (a rank denied process_vm_readv by seccomp makes all copy), and
+# TEMPO_SHM_CMA=0 (tests/mr/shm_cma.c; forks its ranks with tests/fault/job.h, TAP; about 5 s).
+check_PROGRAMS += %reldir%/shm_cma
+TESTS += %reldir%/shm_cma
+%canon_reldir%_shm_cma_SOURCES = %reldir%/shm_cma.c
+%canon_reldir%_shm_cma_LDADD = libtempo.la

@@ -328,6 +328,7 @@ static const knob_t knobs[] = {
     {"TEMPO_SHM_COLL_BYTES", K_SIZE, O(shm_coll_bytes), {"0", "1", "4095", "4100", "65537",
      "2G", "-1", "64k64"}, {"4K", "64K", "4160", "1G"}, {4096, 65536, 4160, 1073741824.0},
      {"4K", "64K", "4160", "1G"}},
+    {"TEMPO_SHM_CMA", K_OTHER, O(shm_cma), {"2", "maybe", ""}, {"no", "ON"}, {0}, {"0", "1"}},
     {"TEMPO_REDUCE_ISA", K_STR, O(reduce_isa), {"avx3", "sse2,avx2", "fast", "avx 2"},
      {"auto", "AUTO"}, {0}, {"auto", "AUTO"}},
     {"TEMPO_UNEXPECTED_BYTES", K_SIZE, O(unexpected_bytes), {"-1", "1T", "lots", "8 M"},
