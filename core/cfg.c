@@ -112,13 +112,23 @@ static const field_t fields[] = {
     F("TEMPO_SHM_BELL", "1", T_BOOL, shm_bell, 0, 0, 0, NULL,
       "A rank sleeping in a wait is woken by a same-host peer's shared-memory data at once (a "
       "doorbell datagram) instead of at its next 1 ms tick"),
-    F("TEMPO_SHM_CMA_BYTES", "1M", T_SIZE, shm_cma_bytes, 4 * KiB, GiB, F_ZERO, NULL,
-      "Shared-memory messages of at least this size are copied once, from the sender's buffer "
-      "into the receiver's (cross-memory attach, process_vm_readv), instead of twice through the "
-      "ring; pairs whose processes may not read each other use the rings. 0: always the rings"),
     F("TEMPO_SHM_COLL_BYTES", "512K", T_SIZE, shm_coll_bytes, 4 * KiB, GiB, F_ALIGN, NULL,
       "Per-rank staging area of the shared-memory collectives (segment size of the pipeline): a "
       "multiple of 64 from 4K to 1G"),
+    F("TEMPO_SHM_CMA", "1", T_BOOL, shm_cma, 0, 0, 0, NULL,
+      "Cross-memory attach (process_vm_readv) where ptrace permission allows it: shared-memory "
+      "all-reduces of 64K and more read the peers' buffers directly (one copy instead of three; "
+      "checked at the first such call) and messages of TEMPO_SHM_CMA_BYTES and more are copied "
+      "once instead of twice through the rings. 0: neither"),
+    F("TEMPO_SHM_CMA_BYTES", "1M", T_SIZE, shm_cma_bytes, 4 * KiB, GiB, F_ZERO, NULL,
+      "Shared-memory messages of at least this size are copied once, from the sender's buffer "
+      "into the receiver's (cross-memory attach, process_vm_readv), instead of twice through the "
+      "ring (with TEMPO_SHM_CMA=1); pairs whose processes may not read each other use the rings. 0: always the rings"),
+
+    F("TEMPO_REDUCE_ISA", "auto", T_STRING, reduce_isa, 0, 0, 0, tempo__reduce_isa_check,
+      "Instruction set of the reduction kernels: auto (the best this CPU has), sse2, avx2 or "
+      "avx512 (x86-64; elsewhere auto or generic); every level gives bitwise the same results, "
+      "and a level this CPU lacks is refused. tempo-info -b shows the one in use"),
     F("TEMPO_UNEXPECTED_BYTES", "64M", T_SIZE, unexpected_bytes, 1, NOLIMIT, F_ZERO, NULL,
       "Per peer: most bytes of messages that arrive before their receive is posted that a rank "
       "buffers; beyond it the rank stops reading that peer (its sends wait) unless it waits for a "

@@ -18,7 +18,7 @@
  *
  * A ring never reports end-of-stream; a dead peer is noticed through its tcp connection.
  *
- * Single copy (TEMPO_SHM_CMA_BYTES): a payload of at least that many bytes does not go through the
+ * Single copy (TEMPO_SHM_CMA, TEMPO_SHM_CMA_BYTES): a payload of at least that many bytes does not go through the
  * ring (two copies: into it and out of it) but through the stream's zero-copy tickets: the sender
  * exposes its buffer (descriptor: address and length; nothing to register), the receiver copies it
  * straight into the receive buffer with process_vm_readv (cross-memory attach, one copy) and says
@@ -347,7 +347,7 @@ static tempo_status_t cma_setup(shm_tl_t *s, uint64_t deadline)
 {
     tempo__world_t *w = s->world;
     int np = s->nlocal - 1;
-    if (!tempo__cfg.shm_cma_bytes || np < 1) {
+    if (!tempo__cfg.shm_cma || !tempo__cfg.shm_cma_bytes || np < 1) {
         return TEMPO_OK;
     }
     tempo__ctrl_msg_t *sm = tempo__calloc((size_t)np * 2, sizeof(*sm), "shm setup");

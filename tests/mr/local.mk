@@ -94,3 +94,11 @@ EXTRA_DIST += %reldir%/cfg_used.sh
 # per-peer choice logged at INFO, and the refusals (bad values, disagreeing ranks, unreachable peers).
 TESTS += %reldir%/transports.sh
 EXTRA_DIST += %reldir%/transports.sh
+
+# The shm all-reduce's direct protocol (process_vm_readv) and its fallback: exact results either
+# way, the ranks agreeing on one (a rank denied process_vm_readv by seccomp makes all copy), and
+# TEMPO_SHM_CMA=0 (tests/mr/shm_cma.c; forks its ranks with tests/fault/job.h, TAP; about 5 s).
+check_PROGRAMS += %reldir%/shm_cma
+TESTS += %reldir%/shm_cma
+%canon_reldir%_shm_cma_SOURCES = %reldir%/shm_cma.c
+%canon_reldir%_shm_cma_LDADD = libtempo.la
