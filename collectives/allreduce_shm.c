@@ -790,8 +790,8 @@ const char *tempo__allreduce_shm_unusable(const tempo__op_t *op)
         return "needs every rank on one host";
     }
     if (!tempo__cc_shm(op)) {
-        return "shared memory is not available on this communicator (TEMPO_SHM=0, or /dev/shm had "
-               "no room)";
+        return "shared memory is not available on this communicator (TEMPO_SHM=0 or ^shm in "
+               "TEMPO_TRANSPORTS, or /dev/shm had no room)";
     }
     return NULL;
 }
