@@ -33,6 +33,9 @@ typedef struct tempo__config {
     int shm_bell;          /* TEMPO_SHM_BELL: wake sleeping same-host peers after shm publishes */
     size_t shm_coll_bytes; /* TEMPO_SHM_COLL_BYTES: per-rank staging of shm collectives */
     size_t unexpected_bytes; /* TEMPO_UNEXPECTED_BYTES: per peer, 0: no limit */
+    char ib_hca[64];       /* TEMPO_IB_HCA: verbs device[:port], "" = first with an ACTIVE port */
+    int ib_gid_index;      /* TEMPO_IB_GID_INDEX, -1 when unset (automatic) */
+    size_t ib_ring_bytes;  /* TEMPO_IB_RING_BYTES: verbs receive ring per peer */
     double spin_s;         /* TEMPO_SPIN: busy-poll time before sleeping in a wait */
     int progress_thread;   /* TEMPO_PROGRESS_THREAD: background progress */
     int progress_nice;     /* TEMPO_PROGRESS_NICE: nice value of the progress thread (0: keep) */
