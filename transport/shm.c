@@ -263,7 +263,7 @@ static ssize_t ring_read(void *pipe, void *buf, size_t len)
     return (ssize_t)n;
 }
 
-static const tempo__pipe_ops_t ring_pipe_ops = {ring_writev, ring_read};
+static const tempo__pipe_ops_t ring_pipe_ops = {.writev = ring_writev, .read = ring_read};
 
 static tempo_status_t ep_isend(void *ep, tempo__xfer_t *x)
 {

@@ -39,6 +39,8 @@
 #define XF_ABORT 4u /* abort notice */
 #define XF_NOTE 8u  /* control note */
 #define XF_RAW 16u  /* raw bytes without a header (tempo__stream_inject, tests only) */
+#define XF_FIN 32u  /* FIN of a fetched payload (its tag is the payload's number) */
+#define CANCEL_WAIT_S 5.0 /* how long a cancel waits for a zero-copy payload to be let go */
 
 typedef struct tempo__ux {
     tempo__list_t link;
@@ -50,6 +52,26 @@ typedef struct tempo__ux {
     tempo__xfer_t *bound; /* a receive matched while the message was still arriving */
     int discard;          /* its receive was cancelled: free when complete */
 } tempo__ux_t;
+
+/* A send whose payload the peer fetches: its ticket, and the exposure until the FIN. */
+typedef struct tempo__expo {
+    tempo__list_t link;  /* s->exposed once the ticket is out */
+    tempo__xfer_t *x;    /* the send */
+    void *handle;        /* the pipe's, for release() */
+    uint64_t id;         /* payload number */
+    size_t wire_len;     /* ticket bytes: 8 + descriptor */
+    size_t off;          /* ticket bytes written */
+    unsigned char wire[8 + TEMPO_WIRE_DESC_MAX];
+} tempo__expo_t;
+
+/* A fetch in flight, into a matched receive or an unexpected message's buffer. */
+typedef struct tempo__fetch {
+    tempo__list_t link; /* s->fetching */
+    tempo__xfer_t *x;
+    struct tempo__ux *ux;
+    uint64_t id;
+    size_t len;
+} tempo__fetch_t;
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Matching tables                                                                                */
@@ -173,6 +195,8 @@ tempo_status_t tempo__stream_init(tempo__stream_t *s, tempo__world_t *w, int pee
     s->state = STREAM_OPEN;
     s->ux_limit = tempo__cfg.unexpected_bytes;
     tempo__list_init(&s->sendq);
+    tempo__list_init(&s->exposed);
+    tempo__list_init(&s->fetching);
     if (match_init(&s->posted) != TEMPO_OK || match_init(&s->unexpected) != TEMPO_OK) {
         tempo__free(s->posted.b);
         tempo__free(s->rbuf);
@@ -217,11 +241,57 @@ static void free_unexpected(tempo__stream_t *s)
     s->unexpected_bytes = 0;
 }
 
+/* Release the exposures whose tickets are out and fail their sends with st. */
+static void drop_exposed(tempo__stream_t *s, tempo_status_t st)
+{
+    while (!tempo__list_empty(&s->exposed)) {
+        tempo__expo_t *e = tempo__container_of(s->exposed.next, tempo__expo_t, link);
+        tempo__list_remove(&e->link);
+        s->ops->release(s->pipe, e->handle);
+        if (e->x) {
+            xfer_done(e->x, st);
+        }
+        tempo__free(e);
+    }
+}
+
+/* The stream ends: nothing of the pipe may touch exposed or fetched-into memory any more (kill),
+ * then the exposures are released and their sends and the fetches' receives fail with st. */
+static void end_zero_copy(tempo__stream_t *s, tempo_status_t st)
+{
+    if ((!tempo__list_empty(&s->exposed) || !tempo__list_empty(&s->fetching) || s->shead_expo) &&
+        s->ops->kill) {
+        s->ops->kill(s->pipe);
+    }
+    if (s->shead_expo) { /* its send is still on sendq */
+        s->ops->release(s->pipe, s->shead_expo->handle);
+        tempo__free(s->shead_expo);
+        s->shead_expo = NULL;
+        s->shdr_valid = 0;
+    }
+    drop_exposed(s, st);
+    while (!tempo__list_empty(&s->fetching)) {
+        tempo__fetch_t *f = tempo__container_of(s->fetching.next, tempo__fetch_t, link);
+        tempo__list_remove(&f->link);
+        if (f->x) {
+            xfer_done(f->x, st);
+        }
+        tempo__free(f); /* its unexpected message is on the list, freed with the others */
+    }
+    if (s->tk_x) {
+        xfer_done(s->tk_x, st);
+    }
+    s->in_ticket = 0;
+    s->tk_x = NULL;
+    s->tk_ux = NULL;
+}
+
 void tempo__stream_fini(tempo__stream_t *s)
 {
     if (!s->rbuf) {
         return;
     }
+    end_zero_copy(s, TEMPO_ERR_REMOTE);
     fail_queue(&s->sendq, TEMPO_ERR_REMOTE);
     fail_posted(s, TEMPO_ERR_REMOTE);
     if (s->rx) {
@@ -245,6 +315,7 @@ void tempo__stream_broken(tempo__stream_t *s, const char *why)
     s->state = STREAM_FAILED;
     tempo__world_fail(s->world, TEMPO_ERR_REMOTE, "%s %s (%s)",
                       tempo__peer_desc(s->world, s->peer, desc, sizeof(desc)), why, s->tl_name);
+    end_zero_copy(s, TEMPO_ERR_REMOTE);
     fail_queue(&s->sendq, TEMPO_ERR_REMOTE);
     fail_posted(s, TEMPO_ERR_REMOTE);
     if (s->rx) {
@@ -293,6 +364,43 @@ static void connection_lost(tempo__stream_t *s, ssize_t r)
 /* Send                                                                                           */
 /* ---------------------------------------------------------------------------------------------- */
 
+/* The head send x is large: expose its buffer and send a ticket instead of the payload. Without
+ * memory, or when the pipe cannot expose it, the payload goes through the pipe. */
+static void expose_head(tempo__stream_t *s, tempo__xfer_t *x)
+{
+    tempo__expo_t *e = tempo__calloc(1, sizeof(*e), "zero-copy send");
+    if (!e) {
+        return;
+    }
+    size_t dlen = s->ops->expose(s->pipe, x->buf, x->len, e->wire + 8, &e->handle);
+    if (dlen == 0 || dlen > TEMPO_WIRE_DESC_MAX) {
+        if (dlen) {
+            s->ops->release(s->pipe, e->handle);
+        }
+        tempo__free(e);
+        return;
+    }
+    e->x = x;
+    e->id = ++s->fetch_next;
+    memcpy(e->wire, &e->id, 8);
+    e->wire_len = 8 + dlen;
+    s->shdr.flags = TEMPO_WIRE_F_FETCH;
+    s->shdr.reserved = (uint32_t)e->wire_len;
+    s->shead_expo = e;
+}
+
+/* The head's header is made again later (an urgent send went ahead of it before any of its bytes
+ * were written): let its exposure go. */
+static void unbuild_head(tempo__stream_t *s)
+{
+    s->shdr_valid = 0;
+    if (s->shead_expo) {
+        s->ops->release(s->pipe, s->shead_expo->handle);
+        tempo__free(s->shead_expo);
+        s->shead_expo = NULL;
+    }
+}
+
 int tempo__stream_progress_send(tempo__stream_t *s)
 {
     int events = 0;
@@ -305,6 +413,7 @@ int tempo__stream_progress_send(tempo__stream_t *s)
             s->shdr.type = (xflags(x) & XF_BYE)     ? TEMPO_WIRE_BYE
                            : (xflags(x) & XF_ABORT) ? TEMPO_WIRE_ABORT
                            : (xflags(x) & XF_NOTE)  ? TEMPO_WIRE_NOTE
+                           : (xflags(x) & XF_FIN)   ? TEMPO_WIRE_FIN
                                                     : TEMPO_WIRE_DATA;
             s->shdr.flags = 0;
             s->shdr.src = (uint32_t)s->world->rank;
@@ -318,7 +427,11 @@ int tempo__stream_progress_send(tempo__stream_t *s)
             }
             s->shdr_off = (xflags(x) & XF_RAW) ? sizeof(s->shdr) : 0;
             s->shdr_valid = 1;
+            if (s->fetch_min && x->len >= s->fetch_min && !xflags(x)) {
+                expose_head(s, x);
+            }
         }
+        tempo__expo_t *e = s->shead_expo;
         struct iovec iov[2];
         int n = 0;
         if (s->shdr_off < sizeof(s->shdr)) {
@@ -326,7 +439,11 @@ int tempo__stream_progress_send(tempo__stream_t *s)
             iov[n].iov_len = sizeof(s->shdr) - s->shdr_off;
             n++;
         }
-        if (x->done < x->len) {
+        if (e && e->off < e->wire_len) {
+            iov[n].iov_base = e->wire + e->off;
+            iov[n].iov_len = e->wire_len - e->off;
+            n++;
+        } else if (!e && x->done < x->len) {
             iov[n].iov_base = (char *)x->buf + x->done;
             iov[n].iov_len = x->len - x->done;
             n++;
@@ -349,8 +466,9 @@ int tempo__stream_progress_send(tempo__stream_t *s)
         if (w < 0) {
             if (s->state == STREAM_BYE) {
                 /* The peer left; what we still had for it goes nowhere. */
+                unbuild_head(s);
                 fail_queue(&s->sendq, TEMPO_ERR_REMOTE);
-                s->shdr_valid = 0;
+                drop_exposed(s, TEMPO_ERR_REMOTE);
                 return events;
             }
             connection_lost(s, w);
@@ -365,6 +483,19 @@ int tempo__stream_progress_send(tempo__stream_t *s)
             size_t h = TEMPO_MIN(wr, sizeof(s->shdr) - s->shdr_off);
             s->shdr_off += h;
             wr -= h;
+        }
+        if (e) {
+            e->off += wr;
+            if (s->shdr_off == sizeof(s->shdr) && e->off == e->wire_len) {
+                /* The ticket is out: the send completes at the FIN. */
+                tempo__list_remove(&x->link);
+                tempo__list_init(&x->link);
+                tempo__list_push_back(&s->exposed, &e->link);
+                s->shead_expo = NULL;
+                s->shdr_valid = 0;
+                continue;
+            }
+            break;
         }
         x->done += wr;
         if (s->shdr_off == sizeof(s->shdr) && x->done == x->len) {
@@ -404,7 +535,7 @@ tempo_status_t tempo__stream_isend(tempo__stream_t *s, tempo__xfer_t *x)
             after = after->next;
         }
         if (after == &s->sendq) {
-            s->shdr_valid = 0;
+            unbuild_head(s);
         }
         x->link.prev = after;
         x->link.next = after->next;
@@ -550,13 +681,51 @@ tempo_status_t tempo__stream_irecv(tempo__stream_t *s, tempo__xfer_t *x)
     return TEMPO_OK;
 }
 
+/* x is a zero-copy send whose ticket is (partly) out, or a receive being fetched into: the peer or
+ * the pipe may still use its buffer, so it cannot just be dropped. Drive the stream until the
+ * transfer ends (a FIN, a fetch completes), for at most CANCEL_WAIT_S; past that, or once the job
+ * has failed, the stream is broken, which kills the pipe (nothing touches the buffer after it). */
+static void cancel_zero_copy(tempo__stream_t *s, tempo__xfer_t *x)
+{
+    uint64_t deadline = tempo__deadline_after(TEMPO_MIN(CANCEL_WAIT_S, s->world->timeout_s));
+    while (!x->complete && s->state != STREAM_FAILED && s->world->failed == TEMPO_OK &&
+           tempo__now_ns() < deadline) {
+        tempo__stream_progress_send(s);
+        tempo__stream_progress_recv(s);
+        if (!x->complete && s->ops->poll) {
+            s->ops->poll(s->pipe);
+        }
+    }
+    if (!x->complete) {
+        tempo__stream_broken(s, "did not finish a zero-copy transfer that this rank cancelled");
+    }
+}
+
+static int is_fetching(tempo__stream_t *s, tempo__xfer_t *x)
+{
+    tempo__list_t *pos;
+    for (pos = s->fetching.next; pos != &s->fetching; pos = pos->next) {
+        if (tempo__container_of(pos, tempo__fetch_t, link)->x == x) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 void tempo__stream_cancel(tempo__stream_t *s, tempo__xfer_t *x)
 {
     if (x->complete) {
         return;
     }
-    if (x->is_send) {
-        int is_head = s->sendq.next == &x->link;
+    int is_head = x->is_send && s->sendq.next == &x->link;
+    if (x->is_send && s->shead_expo && is_head && s->shdr_off == 0) {
+        unbuild_head(s); /* nothing of it is out: withdraw it like any send not begun */
+    }
+    if ((x->is_send && ((is_head && s->shead_expo) || tempo__list_empty(&x->link))) ||
+        (!x->is_send && is_fetching(s, x))) {
+        /* A send off the queue and incomplete has its ticket out (s->exposed). */
+        cancel_zero_copy(s, x);
+    } else if (x->is_send) {
         if (is_head && s->shdr_valid && (s->shdr_off > 0 || x->done > 0)) {
             /* Half sent: finish it from a private copy so the stream stays in sync. */
             tempo__xfer_t *c = tempo__calloc(1, sizeof(*c), "cancelled send");
@@ -578,6 +747,8 @@ void tempo__stream_cancel(tempo__stream_t *s, tempo__xfer_t *x)
         } else {
             tempo__list_remove(&x->link);
         }
+    } else if (s->tk_x == x) {
+        s->tk_x = NULL; /* its ticket is being read: it will be answered with a FIN, unfetched */
     } else if (s->rx == x) {
         s->rx = NULL;
         s->rdst = NULL; /* discard the rest of the payload */
@@ -634,10 +805,15 @@ static int header_valid(const tempo__stream_t *s, const tempo__wire_hdr_t *h, ch
     } else if (h->version != TEMPO_WIRE_VERSION) {
         snprintf(why, len, "speaks wire version %u, this rank %u", h->version, TEMPO_WIRE_VERSION);
     } else if (h->type != TEMPO_WIRE_DATA && h->type != TEMPO_WIRE_BYE &&
-               h->type != TEMPO_WIRE_ABORT && h->type != TEMPO_WIRE_NOTE) {
+               h->type != TEMPO_WIRE_ABORT && h->type != TEMPO_WIRE_NOTE &&
+               h->type != TEMPO_WIRE_FIN) {
         snprintf(why, len, "sent a message of unknown type %u", h->type);
-    } else if (h->flags || h->reserved) {
+    } else if ((h->flags & ~TEMPO_WIRE_F_FETCH) || (h->flags && h->type != TEMPO_WIRE_DATA) ||
+               (!h->flags && h->reserved) ||
+               (h->flags && (h->reserved <= 8 || h->reserved > 8 + TEMPO_WIRE_DESC_MAX))) {
         snprintf(why, len, "sent a message header with reserved fields set");
+    } else if (h->flags && (!s->ops->fetch || !h->len)) {
+        snprintf(why, len, "sent a zero-copy message that this transport cannot fetch");
     } else if (!sig_valid(&h->sig) || (h->sig.valid && h->type != TEMPO_WIRE_DATA)) {
         snprintf(why, len, "sent a message header with a malformed call signature");
     } else if (h->src != (uint32_t)s->peer) {
@@ -656,9 +832,146 @@ static int header_valid(const tempo__stream_t *s, const tempo__wire_hdr_t *h, ch
     return 0;
 }
 
+/* Every byte of unexpected message ux is there: hand it to its receive if one is bound, and free
+ * it if it is claimed or dropped. */
+static void ux_complete(tempo__stream_t *s, tempo__ux_t *ux)
+{
+    ux->got = ux->len;
+    if (ux->bound) {
+        memcpy(ux->bound->buf, ux->data, ux->len);
+        ux->bound->done = ux->len;
+        xfer_done(ux->bound, TEMPO_OK);
+    }
+    if (ux->bound || ux->discard) {
+        match_del(&s->unexpected, &ux->link);
+        s->unexpected_bytes -= ux->len;
+        tempo__free(ux->data);
+        tempo__free(ux);
+    }
+}
+
+/* Tell the peer that payload id was fetched or dropped (ahead of queued data: it completes the
+ * peer's send). */
+static void send_fin(tempo__stream_t *s, uint64_t id)
+{
+    tempo__xfer_t *x = tempo__calloc(1, sizeof(*x), "zero-copy acknowledgement");
+    if (!x) {
+        tempo__stream_broken(s, "could not be acknowledged a zero-copy payload: out of memory");
+        return;
+    }
+    x->peer = s->peer;
+    x->is_send = 1;
+    x->tag = id;
+    x->urgent = 1;
+    x->priv = (void *)(uintptr_t)(XF_OWNED | XF_FIN);
+    tempo__stream_isend(s, x);
+}
+
+static void fetch_done(tempo__stream_t *s, tempo__fetch_t *f, tempo_status_t st)
+{
+    tempo__list_remove(&f->link);
+    if (st != TEMPO_OK) {
+        if (f->x) {
+            xfer_done(f->x, TEMPO_ERR_REMOTE);
+        }
+        tempo__free(f);
+        tempo__stream_broken(s, "could not be fetched from (zero-copy read failed)");
+        return;
+    }
+    s->heard = 1;
+    s->moved = 1;
+    if (f->x) {
+        f->x->done = f->len;
+        xfer_done(f->x, TEMPO_OK);
+    } else if (f->ux) {
+        ux_complete(s, f->ux);
+    }
+    send_fin(s, f->id);
+    tempo__free(f);
+}
+
+void tempo__stream_fetched(tempo__stream_t *s, void *op, tempo_status_t status)
+{
+    fetch_done(s, op, status);
+}
+
+void tempo__stream_set_fetch(tempo__stream_t *s, size_t min)
+{
+    s->fetch_min = s->ops->expose && s->ops->release && s->ops->fetch && s->ops->kill ? min : 0;
+}
+
+/* A ticket has arrived: fetch its payload into the target chosen at its header, or say FIN at once
+ * when there is none (its receive failed or was cancelled). */
+static int finish_ticket(tempo__stream_t *s)
+{
+    uint64_t id;
+    memcpy(&id, s->ticket, 8);
+    tempo__xfer_t *x = s->tk_x;
+    tempo__ux_t *ux = s->tk_ux;
+    s->in_ticket = 0;
+    s->in_payload = 0;
+    s->rdst = NULL;
+    s->tk_x = NULL;
+    s->tk_ux = NULL;
+    if (!x && !ux) {
+        send_fin(s, id);
+        return 1;
+    }
+    tempo__fetch_t *f = tempo__calloc(1, sizeof(*f), "zero-copy receive");
+    if (!f) {
+        if (x) {
+            xfer_done(x, TEMPO_ERR_NOMEM);
+        }
+        tempo__stream_broken(s, "sent a zero-copy message this rank has no memory to fetch");
+        return -1;
+    }
+    f->x = x;
+    f->ux = ux;
+    f->id = id;
+    f->len = (size_t)s->rhdr.len;
+    tempo__list_push_back(&s->fetching, &f->link);
+    int r = s->ops->fetch(s->pipe, s->ticket + 8, s->rhdr.reserved - 8, x ? x->buf : ux->data,
+                          f->len, f);
+    if (r < 0) {
+        char why[160];
+        snprintf(why, sizeof(why), "could not be fetched from (%s)", strerror(-r));
+        tempo__stream_broken(s, why);
+        return -1;
+    }
+    if (r == 1) {
+        fetch_done(s, f, TEMPO_OK);
+    }
+    return 1;
+}
+
+/* The peer fetched (or dropped) payload id: the send completes and its buffer is let go. */
+static int fin_arrived(tempo__stream_t *s, uint64_t id)
+{
+    tempo__list_t *pos;
+    for (pos = s->exposed.next; pos != &s->exposed; pos = pos->next) {
+        tempo__expo_t *e = tempo__container_of(pos, tempo__expo_t, link);
+        if (e->id == id) {
+            tempo__list_remove(&e->link);
+            s->ops->release(s->pipe, e->handle);
+            if (e->x) {
+                e->x->done = e->x->len;
+                xfer_done(e->x, TEMPO_OK);
+            }
+            tempo__free(e);
+            s->heard = 1;
+            return 1;
+        }
+    }
+    tempo__stream_broken(s, "acknowledged a zero-copy payload it was never offered");
+    return -1;
+}
+
 /* A whole payload has arrived. */
 static int finish_payload(tempo__stream_t *s)
 {
+    if (s->in_ticket) {
+        return finish_ticket(s);
+    }
     if (s->in_note) {
         s->in_note = 0;
         tempo__note_arrived(s->world, s->peer, s->note, (size_t)s->rhdr.len);
@@ -666,19 +979,7 @@ static int finish_payload(tempo__stream_t *s)
         s->rx->done = s->rx->len;
         xfer_done(s->rx, TEMPO_OK);
     } else if (s->rux) {
-        tempo__ux_t *ux = s->rux;
-        ux->got = ux->len;
-        if (ux->bound) {
-            memcpy(ux->bound->buf, ux->data, ux->len);
-            ux->bound->done = ux->len;
-            xfer_done(ux->bound, TEMPO_OK);
-        }
-        if (ux->bound || ux->discard) {
-            match_del(&s->unexpected, &ux->link);
-            s->unexpected_bytes -= ux->len;
-            tempo__free(ux->data);
-            tempo__free(ux);
-        }
+        ux_complete(s, s->rux);
     }
     s->rx = NULL;
     s->rux = NULL;
@@ -712,7 +1013,24 @@ int tempo__stream_recv_blocked(tempo__stream_t *s)
 
 /* Start receiving the payload described by s->rhdr. Returns -1 on failure, 1 when the message
  * does not fit under the limit (nothing consumed: the header is back in the staging buffer). */
+static int start_target(tempo__stream_t *s);
 static int start_payload(tempo__stream_t *s)
+{
+    int r = start_target(s);
+    if (r == 0 && (s->rhdr.flags & TEMPO_WIRE_F_FETCH)) {
+        /* What follows is a ticket; the payload is fetched into the target chosen above. */
+        s->in_ticket = 1;
+        s->tk_x = s->rx;
+        s->tk_ux = s->rux;
+        s->rx = NULL;
+        s->rux = NULL;
+        s->rleft = s->rhdr.reserved;
+        s->rdst = (char *)s->ticket;
+    }
+    return r;
+}
+
+static int start_target(tempo__stream_t *s)
 {
     uint64_t tag = s->rhdr.tag;
     size_t len = (size_t)s->rhdr.len;
@@ -808,7 +1126,11 @@ int tempo__stream_progress_recv(tempo__stream_t *s)
     for (;;) {
         if (s->in_payload) {
             if (s->rleft == 0) {
-                events += finish_payload(s);
+                int r = finish_payload(s);
+                if (r < 0) {
+                    return -1;
+                }
+                events += r;
                 continue;
             }
             size_t have = s->rtail - s->rhead;
@@ -874,8 +1196,16 @@ int tempo__stream_progress_recv(tempo__stream_t *s)
                         tempo__peer_desc(s->world, s->peer, desc, sizeof(desc)));
             fail_posted(s, TEMPO_ERR_REMOTE);
             if (!tempo__list_empty(&s->sendq)) {
+                unbuild_head(s);
                 fail_queue(&s->sendq, TEMPO_ERR_REMOTE);
-                s->shdr_valid = 0;
+            }
+            drop_exposed(s, TEMPO_ERR_REMOTE); /* nobody will fetch them now */
+            events++;
+            continue;
+        }
+        if (s->rhdr.type == TEMPO_WIRE_FIN) {
+            if (fin_arrived(s, s->rhdr.tag) < 0) {
+                return -1;
             }
             events++;
             continue;

@@ -50,11 +50,17 @@
 #include "transport/transport.h"
 
 #define TEMPO_WIRE_MAGIC 0x4d504d54u /* "TMPM" */
-#define TEMPO_WIRE_VERSION 3 /* 3: the signature carries how the call runs (tempo__sig_t.how) */
+#define TEMPO_WIRE_VERSION 4 /* 3: the signature carries how the call runs (tempo__sig_t.how);
+                              * 4: zero-copy payloads (TEMPO_WIRE_F_FETCH, TEMPO_WIRE_FIN) */
 #define TEMPO_WIRE_DATA 1
 #define TEMPO_WIRE_BYE 2
 #define TEMPO_WIRE_ABORT 3
 #define TEMPO_WIRE_NOTE 4 /* a control note for the core (core/check.c), at most NOTE_MAX bytes */
+#define TEMPO_WIRE_FIN 5  /* the receiver fetched (or dropped) zero-copy payload number tag */
+#define TEMPO_WIRE_F_FETCH 1u /* flags of a DATA header: the payload stays at the sender, and the
+                               * header is followed by a ticket of `reserved` bytes: the 8-byte
+                               * payload number, then the pipe's descriptor (expose/fetch) */
+#define TEMPO_WIRE_DESC_MAX 256 /* bytes of a pipe's descriptor */
 #define TEMPO_WIRE_MAX_LEN (1ull << 40) /* 1 TiB: anything larger is a corrupt header */
 #define TEMPO_WIRE_NOTE_MAX TEMPO_NOTE_MAX
 
@@ -62,9 +68,9 @@ typedef struct tempo__wire_hdr {
     uint32_t magic;
     uint8_t version;
     uint8_t type;
-    uint16_t flags;    /* 0 */
+    uint16_t flags;    /* 0, or TEMPO_WIRE_F_FETCH */
     uint32_t src;      /* sender's world rank */
-    uint32_t reserved; /* 0 */
+    uint32_t reserved; /* 0; with TEMPO_WIRE_F_FETCH the ticket's length */
     uint64_t tag;
     uint64_t len;     /* payload bytes */
     tempo__sig_t sig; /* a collective's message: its call's signature (valid = 1); else zeros */
@@ -78,6 +84,27 @@ typedef struct tempo__pipe_ops {
     ssize_t (*writev)(void *pipe, const struct iovec *iov, int iovcnt);
     /** Read up to len bytes; returns bytes read, 0 if none available, TEMPO_PIPE_EOF, or -errno. */
     ssize_t (*read)(void *pipe, void *buf, size_t len);
+
+    /* Optional zero-copy path (all NULL: every payload goes through the pipe). A pipe that has it
+     * calls tempo__stream_set_fetch(s, min) and then payloads of at least min bytes stay where
+     * they are: the sender exposes the buffer, sends a ticket, and the receiver fetches straight
+     * into the matched receive's buffer (or into an unexpected-message buffer), then says FIN. */
+    /** Make buf[0..len) readable by the peer; write a descriptor (at most TEMPO_WIRE_DESC_MAX
+     *  bytes) into desc and return its length, or 0 when it cannot (the payload then goes through
+     *  the pipe). *handle is given back to release(). */
+    size_t (*expose)(void *pipe, const void *buf, size_t len, void *desc, void **handle);
+    /** The peer is done with an exposed buffer (FIN, or the stream ends). */
+    void (*release)(void *pipe, void *handle);
+    /** Start copying the len bytes that desc describes into dst. Returns 1 when done already, 0
+     *  when started (the pipe then calls tempo__stream_fetched(s, op, status) from its progress),
+     *  or -errno. */
+    int (*fetch)(void *pipe, const void *desc, size_t desc_len, void *dst, size_t len, void *op);
+    /** Drive the pipe's progress once (fetch completions, FIN arrival), for waits inside the
+     *  stream; NULL when read() and writev() already do. */
+    void (*poll)(void *pipe);
+    /** Stop every fetch and exposure of this pipe now (close the connection underneath): after it,
+     *  nothing of this pipe reads or writes the caller's memory. Idempotent. */
+    void (*kill)(void *pipe);
 } tempo__pipe_ops_t;
 
 typedef enum { STREAM_OPEN, STREAM_BYE, STREAM_FAILED } tempo__stream_state_t;
@@ -131,6 +158,17 @@ typedef struct tempo__stream {
                                 * rpause_len bytes that did not fit: reading stopped there */
     size_t rpause_len;
     int rdrain;                /* the peer hung up: read everything, whatever the limit */
+
+    /* Zero-copy payloads (tempo__pipe_ops_t.expose/fetch). */
+    size_t fetch_min;          /* payloads of at least this many bytes; 0: off */
+    uint64_t fetch_next;       /* number of the last payload exposed */
+    struct tempo__expo *shead_expo; /* the head send's exposure, while its ticket is written */
+    tempo__list_t exposed;     /* sent tickets waiting for their FIN (tempo__expo) */
+    tempo__list_t fetching;    /* fetches in flight (tempo__fetch) */
+    int in_ticket;             /* the payload being read is a ticket */
+    tempo__xfer_t *tk_x;       /* its matched receive, */
+    struct tempo__ux *tk_ux;   /* or its unexpected message (neither: drop it) */
+    unsigned char ticket[8 + TEMPO_WIRE_DESC_MAX];
 } tempo__stream_t;
 
 tempo_status_t tempo__stream_init(tempo__stream_t *s, tempo__world_t *w, int peer,
@@ -181,6 +219,11 @@ void tempo__stream_broken(tempo__stream_t *s, const char *why);
 /** Queue a control note (len <= TEMPO_WIRE_NOTE_MAX, copied) after everything queued before it.
  *  Arriving notes are handed to tempo__note_arrived(). */
 tempo_status_t tempo__stream_send_note(tempo__stream_t *s, const void *data, size_t len);
+/** Switch zero-copy payloads on for payloads of at least min bytes (the pipe has expose, release,
+ *  fetch and kill); 0 switches them off. */
+void tempo__stream_set_fetch(tempo__stream_t *s, size_t min);
+/** A fetch started by tempo__pipe_ops_t.fetch finished (op is what fetch was given). */
+void tempo__stream_fetched(tempo__stream_t *s, void *op, tempo_status_t status);
 /** Tests only: queue len raw bytes (copied) after everything queued, written without a header. */
 tempo_status_t tempo__stream_inject(tempo__stream_t *s, const void *bytes, size_t len);
 /** True when nothing is queued for sending. */

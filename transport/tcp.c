@@ -86,7 +86,7 @@ static ssize_t tcp_read(void *pipe, void *buf, size_t len)
     return -errno;
 }
 
-static const tempo__pipe_ops_t tcp_pipe_ops = {tcp_writev, tcp_read};
+static const tempo__pipe_ops_t tcp_pipe_ops = {.writev = tcp_writev, .read = tcp_read};
 
 static tempo_status_t ep_isend(void *ep, tempo__xfer_t *x)
 {

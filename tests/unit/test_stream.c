@@ -27,6 +27,16 @@
  * change that; a receive posted for a message behind the buffered ones (and one larger than the
  * limit) is still delivered; consuming buffered messages lets reading go on; in the end every
  * message arrives intact and messages with one tag in the order they were sent.
+ *
+ * Zero-copy payloads (tempo__stream_set_fetch, over a pipe whose expose/fetch read the sender's
+ * memory directly, at once or a few progress rounds later): payloads at or above the threshold
+ * cross the pipe as tickets only and arrive intact in every posting mode; sends complete at the
+ * FIN and every exposure is released exactly once; a wrong-size receive fails and the send still
+ * completes; one tag keeps its order across fetched and piped messages; cancelling a send whose
+ * ticket is out or a receive being fetched into waits until the transfer is over, a send not begun
+ * is withdrawn; a zero-copy header on a pipe that cannot fetch, a ticket of impossible length and
+ * a FIN for a payload never offered fail the world; a broken stream kills the pipe before it lets
+ * go of exposed memory.
  */
 #include "config.h"
 
@@ -48,11 +58,25 @@ typedef struct {
     int reset;            /* nonzero: the writer reset the connection: -reset once drained */
 } chan_t;
 
-typedef struct {
+typedef struct end end_t;
+struct end {
     chan_t *tx, *rx;
     size_t wmax, rmax;    /* largest piece per call */
     int werr;             /* nonzero: writes fail with -werr */
-} end_t;
+    size_t written;       /* bytes accepted by writev */
+    /* Zero-copy (fetch_ops): */
+    tempo__stream_t *s;   /* this end's stream */
+    end_t *other;
+    int defer;            /* fetches complete only after this many polls */
+    int exposed, released, killed;
+    struct {
+        void *op, *dst;
+        const void *src;
+        size_t len;
+        int wait;
+    } pend[64];
+    int npend;
+};
 
 static size_t piece(size_t max)
 {
@@ -78,6 +102,7 @@ static ssize_t mem_writev(void *pipe, const struct iovec *iov, int iovcnt)
         c->len += n;
         done += n;
     }
+    e->written += done;
     return (ssize_t)done;
 }
 
@@ -99,7 +124,94 @@ static ssize_t mem_read(void *pipe, void *buf, size_t len)
     return (ssize_t)n;
 }
 
-static const tempo__pipe_ops_t mem_ops = {mem_writev, mem_read};
+static const tempo__pipe_ops_t mem_ops = {.writev = mem_writev, .read = mem_read};
+
+/* A pipe that can expose and fetch: the descriptor is the address and length, and a fetch copies
+ * from the sender's memory (both ends live in this process), at once or after `defer` polls. */
+typedef struct {
+    const void *addr;
+    size_t len;
+} mem_desc_t;
+
+static size_t mem_expose(void *pipe, const void *buf, size_t len, void *desc, void **handle)
+{
+    end_t *e = pipe;
+    mem_desc_t d = {buf, len};
+    memcpy(desc, &d, sizeof(d));
+    e->exposed++;
+    *handle = (void *)buf;
+    return sizeof(d);
+}
+
+static void mem_release(void *pipe, void *handle)
+{
+    (void)handle;
+    ((end_t *)pipe)->released++;
+}
+
+static int mem_fetch(void *pipe, const void *desc, size_t desc_len, void *dst, size_t len, void *op)
+{
+    end_t *e = pipe;
+    mem_desc_t d;
+    if (desc_len != sizeof(d) || e->killed) {
+        return -EINVAL;
+    }
+    memcpy(&d, desc, sizeof(d));
+    if (d.len != len) {
+        return -EINVAL;
+    }
+    if (!e->defer) {
+        memcpy(dst, d.addr, len);
+        return 1;
+    }
+    e->pend[e->npend].op = op;
+    e->pend[e->npend].dst = dst;
+    e->pend[e->npend].src = d.addr;
+    e->pend[e->npend].len = len;
+    e->pend[e->npend].wait = e->defer;
+    e->npend++;
+    return 0;
+}
+
+/* Complete the fetches that waited long enough. */
+static void mem_fetch_progress(end_t *e)
+{
+    for (int i = 0; i < e->npend; i++) {
+        if (--e->pend[i].wait > 0) {
+            continue;
+        }
+        memcpy(e->pend[i].dst, e->pend[i].src, e->pend[i].len);
+        void *op = e->pend[i].op;
+        e->pend[i] = e->pend[--e->npend];
+        i--;
+        tempo__stream_fetched(e->s, op, TEMPO_OK);
+    }
+}
+
+/* A wait inside a stream: both ends run (the peer is in this process). */
+static void mem_poll(void *pipe)
+{
+    end_t *e = pipe;
+    mem_fetch_progress(e);
+    mem_fetch_progress(e->other);
+    tempo__stream_progress_send(e->other->s);
+    tempo__stream_progress_recv(e->other->s);
+}
+
+static void mem_kill(void *pipe)
+{
+    end_t *e = pipe;
+    e->killed = 1;
+    e->npend = 0;
+}
+
+static const tempo__pipe_ops_t fetch_ops = {.writev = mem_writev,
+                                            .read = mem_read,
+                                            .expose = mem_expose,
+                                            .release = mem_release,
+                                            .fetch = mem_fetch,
+                                            .poll = mem_poll,
+                                            .kill = mem_kill};
 
 /* Append raw bytes to a channel, as if the other side had written them. */
 static void inject(chan_t *c, const void *p, size_t n)
@@ -125,7 +237,8 @@ typedef struct {
     int rc[2];            /* its last return value */
 } pair_t;
 
-static void pair_init(pair_t *p, size_t cap, size_t wmax, size_t rmax)
+static void pair_init_ops(pair_t *p, size_t cap, size_t wmax, size_t rmax,
+                          const tempo__pipe_ops_t *ops)
 {
     tempo__peer_info_t table[2];
     memset(table, 0, sizeof(table));
@@ -149,11 +262,18 @@ static void pair_init(pair_t *p, size_t cap, size_t wmax, size_t rmax)
         p->end[r].rx = &p->ch[1 - r];
         p->end[r].wmax = wmax;
         p->end[r].rmax = rmax;
-        if (tempo__stream_init(&p->s[r], p->w[r], 1 - r, "mem", &mem_ops, &p->end[r]) != TEMPO_OK) {
+        p->end[r].s = &p->s[r];
+        p->end[r].other = &p->end[1 - r];
+        if (tempo__stream_init(&p->s[r], p->w[r], 1 - r, "mem", ops, &p->end[r]) != TEMPO_OK) {
             printf("Bail out! tempo__stream_init: %s\n", tempo__errmsg());
             exit(1);
         }
     }
+}
+
+static void pair_init(pair_t *p, size_t cap, size_t wmax, size_t rmax)
+{
+    pair_init_ops(p, cap, wmax, rmax, &mem_ops);
 }
 
 static void pair_fini(pair_t *p)
@@ -169,6 +289,7 @@ static void pair_fini(pair_t *p)
 static void step(pair_t *p)
 {
     for (int r = 0; r < 2; r++) {
+        mem_fetch_progress(&p->end[r]);
         tempo__stream_progress_send(&p->s[r]);
         if (!p->dead[1 - r]) {
             p->rc[1 - r] = tempo__stream_progress_recv(&p->s[1 - r]);
@@ -187,7 +308,8 @@ static int pump(pair_t *p)
         int idle = 1;
         for (int r = 0; r < 2; r++) {
             idle &= (p->ch[r].len == 0 || p->dead[1 - r]) &&
-                    (tempo__stream_send_idle(&p->s[r]) || p->s[r].state == STREAM_FAILED);
+                    (tempo__stream_send_idle(&p->s[r]) || p->s[r].state == STREAM_FAILED) &&
+                    p->end[r].npend == 0;
         }
         if (idle) {
             return 1;
@@ -996,6 +1118,223 @@ static void test_backpressure(void)
     }
 }
 
+
+/* ------------------------------------------------------------------------------------------ */
+/* Zero-copy payloads                                                                         */
+/* ------------------------------------------------------------------------------------------ */
+
+static int fetch_balanced(pair_t *p)
+{
+    int ok = 1;
+    for (int r = 0; r < 2; r++) {
+        ok &= p->end[r].exposed == p->end[r].released && tempo__list_empty(&p->s[r].exposed) &&
+              tempo__list_empty(&p->s[r].fetching) && !p->s[r].shead_expo;
+    }
+    return ok;
+}
+
+static void test_fetch(void)
+{
+    static const size_t sizes[] = {0, 1, 4095, 4096, 4097, 65536, 300001, 1048576};
+    enum { MIN = 4096 };
+    for (int defer = 0; defer < 2; defer++) {
+        pair_t p;
+        pair_init_ops(&p, 70000, 5000, 9000, &fetch_ops);
+        p.end[0].defer = p.end[1].defer = defer ? 3 : 0;
+        tempo__stream_set_fetch(&p.s[0], MIN);
+        tempo__stream_set_fetch(&p.s[1], MIN);
+        long bad = 0;
+        size_t total = 0;
+        for (int mode = 0; mode < 3; mode++) {
+            for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+                size_t n = sizes[i];
+                char *out = malloc(n + 1), *in = malloc(n + 1);
+                fill(out, n, (unsigned)(i + 40 * mode));
+                memset(in, 0, n + 1);
+                tempo__xfer_t xs, xr;
+                uint64_t tag = tempo__tag_coll(2, (uint32_t)i, (unsigned)mode);
+                if (mode == 0) {
+                    xrecv(&p, 1, &xr, tag, in, n);
+                    xsend(&p, 0, &xs, tag, out, n);
+                } else if (mode == 1) {
+                    xsend(&p, 0, &xs, tag, out, n);
+                    pump(&p);
+                    xrecv(&p, 1, &xr, tag, in, n);
+                } else {
+                    xsend(&p, 0, &xs, tag, out, n);
+                    step(&p);
+                    xrecv(&p, 1, &xr, tag, in, n);
+                }
+                pump(&p);
+                total += n;
+                int ok = xs.complete && xs.status == TEMPO_OK && xr.complete &&
+                         xr.status == TEMPO_OK && xr.done == n && memcmp(in, out, n) == 0 &&
+                         in[n] == 0;
+                if (!ok && bad++ < 3) {
+                    tap_diag("defer %d mode %d, %zu bytes: send %d/%d, recv %d/%d", defer, mode,
+                             n, xs.complete, xs.status, xr.complete, xr.status);
+                }
+                free(out);
+                free(in);
+            }
+        }
+        TAP_OK(bad == 0, "zero-copy (%s fetches): 0 B to 1 MiB intact, receives posted before, "
+               "after and while arriving", defer ? "deferred" : "immediate");
+        TAP_OK(p.end[0].written < total / 4, "the large payloads crossed the pipe as tickets (%zu "
+               "bytes written for %zu of payload)", p.end[0].written, total);
+        TAP_OK(p.end[0].exposed == 3 * 5 && fetch_balanced(&p), "15 payloads exposed, each "
+               "released once at its FIN (%d exposed, %d released)", p.end[0].exposed,
+               p.end[0].released);
+        TAP_EQ_UINT(p.s[1].unexpected_bytes, 0, "no unexpected bytes left behind");
+
+        /* A wrong size: the receive fails, the send completes, the next message is intact. */
+        enum { N = 100000 };
+        char *a = malloc(N), *b = malloc(N), *in = malloc(2 * N);
+        fill(a, N, 71);
+        fill(b, N, 72);
+        tempo__xfer_t xs1, xs2, xr1, xr2;
+        uint64_t tag = tempo__tag_coll(3, 1, 0);
+        xsend(&p, 0, &xs1, tag, a, N);
+        xsend(&p, 0, &xs2, tag, b, N);
+        xrecv(&p, 1, &xr1, tag, in, 2 * N);
+        xrecv(&p, 1, &xr2, tag, in + N, N);
+        pump(&p);
+        TAP_OK(xr1.complete && xr1.status == TEMPO_ERR_INVALID && xr1.remote_len == N,
+               "zero-copy, wrong size: TEMPO_ERR_INVALID, remote_len %zu", xr1.remote_len);
+        TAP_OK(xs1.complete && xs1.status == TEMPO_OK && xs2.complete && xs2.status == TEMPO_OK &&
+               xr2.complete && xr2.status == TEMPO_OK && memcmp(in + N, b, N) == 0,
+               "the sends complete and the next message of the tag arrives intact");
+
+        /* One tag, fetched and piped messages alternating, receives posted late. */
+        enum { K = 12 };
+        tempo__xfer_t ks[K], kr[K];
+        char *ko[K], *ki[K];
+        int inorder = 1;
+        tag = tempo__tag_coll(3, 2, 0);
+        for (int k = 0; k < K; k++) {
+            size_t n = (k & 1) ? 50000 : 100;
+            ko[k] = malloc(n);
+            ki[k] = malloc(n);
+            fill(ko[k], n, 90u + (unsigned)k);
+            xsend(&p, 0, &ks[k], tag, ko[k], n);
+            if (k == 5) {
+                pump(&p);
+            }
+        }
+        for (int k = 0; k < K; k++) {
+            xrecv(&p, 1, &kr[k], tag, ki[k], (k & 1) ? 50000 : 100);
+            step(&p);
+        }
+        pump(&p);
+        for (int k = 0; k < K; k++) {
+            inorder &= kr[k].complete && kr[k].status == TEMPO_OK &&
+                       memcmp(ki[k], ko[k], (k & 1) ? 50000 : 100) == 0;
+            free(ko[k]);
+            free(ki[k]);
+        }
+        TAP_OK(inorder, "one tag keeps its order across fetched and piped messages");
+
+        /* Cancel a send whose ticket is out (receive posted later, fetch in flight). */
+        fill(a, N, 73);
+        memcpy(b, a, N);
+        tag = tempo__tag_coll(3, 3, 0);
+        xrecv(&p, 1, &xr1, tag, in, N);
+        xsend(&p, 0, &xs1, tag, a, N); /* writes the ticket; the receiver has not run */
+        int out = !xs1.complete; /* its ticket is (partly) out */
+        tempo__stream_cancel(&p.s[0], &xs1);
+        memset(a, 0, N); /* the caller may reuse the buffer at once */
+        pump(&p);
+        TAP_OK(out && xs1.complete && xr1.complete && xr1.status == TEMPO_OK &&
+                   memcmp(in, b, N) == 0 && p.w[0]->failed == TEMPO_OK,
+               "cancelling a send whose ticket is out waits for the fetch: the receiver has it "
+               "whole (ticket out %d, recv status %d)", out, xr1.status);
+
+        /* Cancel a receive being fetched into. */
+        memcpy(a, b, N);
+        tag = tempo__tag_coll(3, 4, 0);
+        xrecv(&p, 1, &xr1, tag, in, N);
+        xsend(&p, 0, &xs1, tag, a, N);
+        int fetching = 0;
+        for (int k = 0; k < 1000 && !fetching; k++) {
+            step(&p);
+            fetching = !tempo__list_empty(&p.s[1].fetching);
+        }
+        memset(in, 0, N);
+        if (fetching) {
+            tempo__stream_cancel(&p.s[1], &xr1);
+        }
+        pump(&p);
+        TAP_OK(!defer || (fetching && xr1.complete && xs1.complete && xs1.status == TEMPO_OK &&
+                          memcmp(in, b, N) == 0 && p.w[1]->failed == TEMPO_OK),
+               "cancelling a receive being fetched into returns once the fetch is over%s",
+               defer ? "" : " (immediate fetches: nothing to wait for)");
+
+        /* A send whose ticket has not begun is withdrawn, its exposure released. */
+        size_t saved = p.ch[0].len;
+        p.ch[0].len = p.ch[0].cap - p.ch[0].off; /* the pipe is full: nothing is written */
+        xsend(&p, 0, &xs1, tempo__tag_coll(3, 5, 0), b, N);
+        int built = p.s[0].shead_expo != NULL && p.s[0].shdr_off == 0;
+        tempo__stream_cancel(&p.s[0], &xs1);
+        p.ch[0].len = saved;
+        TAP_OK(built && xs1.complete && xs1.status == TEMPO_ERR_ABORTED && !p.s[0].shead_expo &&
+                   p.end[0].exposed == p.end[0].released,
+               "a zero-copy send whose ticket has not begun is withdrawn, its exposure released");
+        pump(&p);
+        TAP_OK(fetch_balanced(&p) && p.w[0]->failed == TEMPO_OK && p.w[1]->failed == TEMPO_OK,
+               "every exposure released once, both worlds healthy");
+
+        /* Broken with exposures out: the pipe is killed before the memory is let go. */
+        xsend(&p, 0, &xs1, tempo__tag_coll(3, 6, 0), b, N); /* ticket out, never fetched */
+        int pending = !xs1.complete;
+        tempo__stream_broken(&p.s[0], "test");
+        TAP_OK(pending && p.end[0].killed && xs1.complete && xs1.status == TEMPO_ERR_REMOTE &&
+                   p.end[0].exposed == p.end[0].released,
+               "a broken stream kills the pipe, then releases and fails the exposed send");
+        free(a);
+        free(b);
+        free(in);
+        pair_fini(&p);
+    }
+
+    /* Malformed zero-copy traffic. */
+    static const struct {
+        const char *what, *needle;
+        int fetch_pipe;
+        uint16_t flags;
+        uint32_t reserved;
+        uint8_t type;
+    } bad[] = {
+        {"zero-copy header on a pipe without fetch", "cannot fetch", 0, 1, 40, TEMPO_WIRE_DATA},
+        {"ticket too long", "reserved", 1, 1, 8 + TEMPO_WIRE_DESC_MAX + 1, TEMPO_WIRE_DATA},
+        {"ticket too short", "reserved", 1, 1, 8, TEMPO_WIRE_DATA},
+        {"unknown flag", "reserved", 1, 2, 40, TEMPO_WIRE_DATA},
+        {"FIN never offered", "never offered", 1, 0, 0, TEMPO_WIRE_FIN},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        pair_t p;
+        pair_init_ops(&p, 4096, 4096, 4096, bad[i].fetch_pipe ? &fetch_ops : &mem_ops);
+        tempo__wire_hdr_t h;
+        memset(&h, 0, sizeof(h));
+        h.magic = TEMPO_WIRE_MAGIC;
+        h.version = TEMPO_WIRE_VERSION;
+        h.type = bad[i].type;
+        h.src = 0;
+        h.tag = 77;
+        h.len = h.type == TEMPO_WIRE_DATA ? 50000 : 0;
+        h.flags = bad[i].flags;
+        h.reserved = bad[i].reserved;
+        inject(&p.ch[0], &h, sizeof(h));
+        tempo__xfer_t xr;
+        char buf[16];
+        xrecv(&p, 1, &xr, tempo__tag_coll(1, 1, 1), buf, sizeof(buf));
+        pump(&p);
+        TAP_OK(p.w[1]->failed == TEMPO_ERR_REMOTE && strstr(p.w[1]->failmsg, bad[i].needle) &&
+                   strstr(p.w[1]->failmsg, "rank 0") && xr.complete,
+               "%s: the world fails naming the peer (%s)", bad[i].what, p.w[1]->failmsg);
+        pair_fini(&p);
+    }
+}
+
 int main(void)
 {
     seed = tu_seed();
@@ -1012,5 +1351,6 @@ int main(void)
     test_eof_and_errors();
     test_cancel();
     test_backpressure();
+    test_fetch();
     return tap_done();
 }
