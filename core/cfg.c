@@ -149,6 +149,14 @@ static const field_t fields[] = {
     F("TEMPO_IB_RING_BYTES", "1M", T_SIZE, ib_ring_bytes, 64 * KiB, GiB, F_POW2, NULL,
       "verbs transport: the receive ring each rank keeps per peer, which the peer fills with RDMA "
       "writes (and as much send staging): a power of two from 64K to 1G"),
+    F("TEMPO_IB_RNDV_BYTES", "256K", T_SIZE, ib_rndv_bytes, 1, NOLIMIT, F_ZERO, NULL,
+      "verbs transport: messages of at least this size are not copied through the rings: the "
+      "receiver reads them from the sender's registered buffer (RDMA READ) into its own; 0: never"),
+    F("TEMPO_IB_REG_CACHE", "0", T_INT, ib_reg_cache, 0, 65536, 0, NULL,
+      "verbs transport: memory registrations of zero-copy messages kept after their last use, "
+      "0-65536; 0 deregisters at once, which is always safe; more is safe only when the program "
+      "never frees a buffer it sent or received and gets the same addresses back for another one "
+      "(tempo cannot see free())"),
     F("TEMPO_SPIN", "2ms", T_TIME, spin_s, 0, 60, 0, NULL,
       "How long a wait polls before it starts sleeping between polls, 0 to 60s"),
     F("TEMPO_PROGRESS_THREAD", "1", T_BOOL, progress_thread, 0, 0, 0, NULL,

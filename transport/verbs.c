@@ -80,7 +80,9 @@
 #define K_SEND 2u
 #define K_MASK 7u
 
-enum { S_DATA = 1, S_CREDIT = 2 };
+#define VB_READ_CHUNK (16u << 20) /* bytes per RDMA READ work request */
+
+enum { S_DATA = 1, S_CREDIT = 2, S_READ = 3 };
 
 typedef struct {
     uint64_t head;     /* bytes of the ring the consumer has read */
@@ -89,10 +91,38 @@ typedef struct {
 
 /* A signalled send work request, in posting order (RC completes them in that order). */
 typedef struct {
-    uint64_t val; /* S_DATA: the producer's tail after it */
+    uint64_t val; /* S_DATA: the producer's tail after it; S_READ: the fetch (vb_fetch_t) */
+    uint32_t len; /* S_READ: bytes */
     uint8_t kind;
     uint8_t nwr; /* send queue entries it stands for (an unsignalled one before it) */
 } vb_sent_t;
+
+/* A registration of the cache (see "Registration cache" below). */
+typedef struct vb_reg {
+    tempo__list_t link;   /* vb_tl_t.regs, most recently used first */
+    uintptr_t start, end; /* whole pages */
+    struct ibv_mr *mr;
+    int refs; /* exposures and fetches using it */
+    int access;
+} vb_reg_t;
+
+/* What expose() writes and fetch() reads. */
+typedef struct {
+    uint64_t addr, len;
+    uint32_t rkey, pad;
+} vb_desc_t;
+
+/* A fetch in flight: RDMA READs of the peer's exposed buffer into dst (registered: reg), or chunk
+ * by chunk into the endpoint's bounce buffer and copied (reg NULL: dst could not be registered). */
+typedef struct vb_fetch {
+    tempo__list_t link; /* vb_ep_t.fetches, in order */
+    void *op;           /* the stream's, for tempo__stream_fetched */
+    char *dst;
+    uint64_t raddr;
+    uint32_t rkey;
+    size_t len, posted, done;
+    vb_reg_t *reg;
+} vb_fetch_t;
 
 /* Connection data, exchanged with every wanted peer (both ends the same layout). */
 typedef struct {
@@ -116,6 +146,7 @@ typedef struct vb_ep {
     struct vb_tl *tl;
     int peer;
     int dead; /* a work request failed: nothing more is posted */
+    int killed; /* the queue pair was moved to the error state (vb_kill) */
     char fail[128]; /* a post failed inside a pipe call: progress fails the stream with this */
     struct ibv_qp *qp;
     uint32_t psn;
@@ -138,6 +169,9 @@ typedef struct vb_ep {
     size_t out_len;
     struct ibv_mr *out_mr;
     vb_credit_t *csrc;
+    char *bounce; /* fetches into memory that cannot be registered read through it */
+    vb_fetch_t *bounce_user;
+    tempo__list_t fetches; /* vb_fetch_t in flight */
     uint64_t r_ring, r_slots, r_bytes; /* the peer's ring and slots, its ring size */
     uint32_t r_rkey, r_nslots;
     uint64_t tail;          /* bytes written to the peer */
@@ -168,6 +202,13 @@ typedef struct vb_tl {
     int *served;    /* world ranks with an endpoint */
     int nserved;
     int closing; /* failures are expected from now on: the peers tear down too */
+    tempo__list_t regs; /* the registration cache */
+    int nregs_unused;
+    int reg_warned;
+    long page;
+    /* Counts for the closing log line (tests read it): payloads exposed and refused (copied
+     * through the ring instead), fetches and those through the bounce buffer, ring bytes sent. */
+    uint64_t n_exposed, n_unexposed, n_fetched, n_bounced, ring_sent;
 } vb_tl_t;
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -470,6 +511,223 @@ static void credit_maybe(vb_ep_t *ep)
 }
 
 /* ---------------------------------------------------------------------------------------------- */
+/* Registration cache                                                                             */
+/* ---------------------------------------------------------------------------------------------- */
+
+/* Registrations of users' memory (exposed send buffers, fetch destinations) cover whole pages and
+ * are shared: a request inside a registered range with the access it needs takes a reference.
+ * Invalidation rule: when its last reference goes, a registration is deregistered at once, unless
+ * TEMPO_IB_REG_CACHE keeps up to that many unused ones (least recently used go first). Deregistering
+ * at once is always right; keeping one is right only while the program does not free that memory
+ * and get the same addresses back for another buffer (the registration would still point at the
+ * freed pages, and a transfer from or into the new buffer would move the old pages' bytes): the
+ * library cannot see free(), so keeping is the program's promise, off by default. Registrations
+ * that failed (the locked-memory limit, ulimit -l) fall back to copying: an exposure through the
+ * ring, a fetch through the endpoint's registered bounce buffer. */
+
+static void reg_drop(vb_tl_t *t, vb_reg_t *r)
+{
+    tempo__list_remove(&r->link);
+    t->nregs_unused -= r->refs == 0;
+    ibv_dereg_mr(r->mr);
+    tempo__free(r);
+}
+
+static vb_reg_t *reg_get(vb_tl_t *t, const void *buf, size_t len, int access)
+{
+    uintptr_t pg = (uintptr_t)t->page;
+    uintptr_t start = (uintptr_t)buf & ~(pg - 1);
+    uintptr_t end = ((uintptr_t)buf + len + pg - 1) & ~(pg - 1);
+    tempo__list_t *pos;
+    for (pos = t->regs.next; pos != &t->regs; pos = pos->next) {
+        vb_reg_t *r = tempo__container_of(pos, vb_reg_t, link);
+        if (r->start <= start && r->end >= end && (r->access & access) == access) {
+            t->nregs_unused -= r->refs == 0;
+            r->refs++;
+            tempo__list_remove(&r->link);
+            tempo__list_push_back(t->regs.next, &r->link); /* to the front */
+            return r;
+        }
+    }
+    vb_reg_t *r = tempo__calloc(1, sizeof(*r), "verbs registration");
+    if (!r) {
+        return NULL;
+    }
+    /* Both accesses when the pages allow (the same range may serve the other way later). */
+    r->access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ;
+    r->mr = ibv_reg_mr(t->pd, (void *)start, end - start, r->access);
+    if (!r->mr && access != r->access) {
+        r->access = access;
+        r->mr = ibv_reg_mr(t->pd, (void *)start, end - start, r->access);
+    }
+    if (!r->mr) {
+        if (!t->reg_warned) {
+            char b[32];
+            t->reg_warned = 1;
+            TEMPO_WARN(TEMPO_SUB_TRANSPORT,
+                       "verbs: cannot register %s of memory for a zero-copy transfer (%s%s); such "
+                       "messages are copied instead (said once)",
+                       tempo__fmt_bytes(end - start, b, sizeof(b)), strerror(errno),
+                       errno == ENOMEM || errno == EPERM ? ": the locked-memory limit, ulimit -l?"
+                                                         : "");
+        }
+        tempo__free(r);
+        return NULL;
+    }
+    r->start = start;
+    r->end = end;
+    r->refs = 1;
+    tempo__list_push_back(t->regs.next, &r->link); /* to the front */
+    return r;
+}
+
+static void reg_put(vb_tl_t *t, vb_reg_t *r)
+{
+    if (!r || --r->refs > 0) {
+        return;
+    }
+    t->nregs_unused++;
+    while (t->nregs_unused > tempo__cfg.ib_reg_cache) { /* the least recently used unused one */
+        tempo__list_t *pos;
+        for (pos = t->regs.prev; pos != &t->regs; pos = pos->prev) {
+            vb_reg_t *u = tempo__container_of(pos, vb_reg_t, link);
+            if (u->refs == 0) {
+                reg_drop(t, u);
+                break;
+            }
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Zero-copy payloads (the stream's expose/fetch)                                                 */
+/* ---------------------------------------------------------------------------------------------- */
+
+static size_t vb_expose(void *pipe, const void *buf, size_t len, void *desc, void **handle)
+{
+    vb_ep_t *ep = pipe;
+    vb_reg_t *r = ep->dead ? NULL : reg_get(ep->tl, buf, len, IBV_ACCESS_REMOTE_READ);
+    if (!r) {
+        ep->tl->n_unexposed++;
+        return 0; /* through the ring */
+    }
+    ep->tl->n_exposed++;
+    vb_desc_t d = {(uint64_t)(uintptr_t)buf, len, r->mr->rkey, 0};
+    memcpy(desc, &d, sizeof(d));
+    *handle = r;
+    return sizeof(d);
+}
+
+static void vb_release(void *pipe, void *handle)
+{
+    vb_ep_t *ep = pipe;
+    reg_put(ep->tl, handle);
+}
+
+/* Post what the fetches in flight may post now: every chunk of a registered destination, one
+ * chunk at a time through the bounce buffer; in order, within the send queue. */
+static void fetch_pump(vb_ep_t *ep)
+{
+    tempo__list_t *pos;
+    for (pos = ep->fetches.next; pos != &ep->fetches && !ep->dead; pos = pos->next) {
+        vb_fetch_t *f = tempo__container_of(pos, vb_fetch_t, link);
+        while (f->posted < f->len && ep->sq_used < VB_SQ) {
+            size_t cap = f->reg ? VB_READ_CHUNK : (size_t)ep->tl->ring_bytes;
+            if (!f->reg && ep->bounce_user) {
+                break;
+            }
+            size_t n = TEMPO_MIN(f->len - f->posted, cap);
+            struct ibv_sge sge = {
+                (uint64_t)(uintptr_t)(f->reg ? f->dst + f->posted : ep->bounce), (uint32_t)n,
+                f->reg ? f->reg->mr->lkey : ep->out_mr->lkey};
+            struct ibv_send_wr wr = {.wr_id = wr_id(ep, K_SEND),
+                                     .sg_list = &sge,
+                                     .num_sge = 1,
+                                     .opcode = IBV_WR_RDMA_READ,
+                                     .send_flags = IBV_SEND_SIGNALED};
+            wr.wr.rdma.remote_addr = f->raddr + f->posted;
+            wr.wr.rdma.rkey = f->rkey;
+            int rc = post_send(ep, &wr, 1, S_READ, (uint64_t)(uintptr_t)f);
+            if (rc != 0) {
+                snprintf(ep->fail, sizeof(ep->fail), "could not be read from (ibv_post_send: %s)",
+                         strerror(rc));
+                ep->dead = 1;
+                return;
+            }
+            ep->sq[(ep->sq_head + ep->sq_n - 1) % VB_SQ].len = (uint32_t)n;
+            if (!f->reg) {
+                ep->bounce_user = f;
+            }
+            f->posted += n;
+        }
+        if (f->posted < f->len) {
+            return; /* in order */
+        }
+    }
+}
+
+static int vb_fetch(void *pipe, const void *desc, size_t desc_len, void *dst, size_t len, void *op)
+{
+    vb_ep_t *ep = pipe;
+    vb_desc_t d;
+    if (desc_len != sizeof(d)) {
+        return -EPROTO;
+    }
+    memcpy(&d, desc, sizeof(d));
+    if (d.len != len || d.addr + len < d.addr) {
+        return -EPROTO;
+    }
+    if (ep->dead) {
+        return -EPIPE;
+    }
+    vb_fetch_t *f = tempo__calloc(1, sizeof(*f), "verbs fetch");
+    if (!f) {
+        return -ENOMEM;
+    }
+    f->op = op;
+    f->dst = dst;
+    f->raddr = d.addr;
+    f->rkey = d.rkey;
+    f->len = len;
+    f->reg = reg_get(ep->tl, dst, len, IBV_ACCESS_LOCAL_WRITE); /* NULL: through the bounce */
+    ep->tl->n_fetched++;
+    ep->tl->n_bounced += !f->reg;
+    tempo__list_push_back(&ep->fetches, &f->link);
+    fetch_pump(ep);
+    return 0;
+}
+
+/* For waits inside the stream (a cancel waiting for a zero-copy transfer to end). */
+static int poll_cq(vb_tl_t *t);
+static void vb_poll(void *pipe)
+{
+    vb_ep_t *ep = pipe;
+    poll_cq(ep->tl);
+    fetch_pump(ep);
+}
+
+/* The stream ends with zero-copy transfers in flight: the queue pair goes to the error state (the
+ * peer can no longer read exposed memory, and no read response lands in a destination any more),
+ * and the fetches are forgotten. */
+static void vb_kill(void *pipe)
+{
+    vb_ep_t *ep = pipe;
+    if (ep->qp && !ep->killed) {
+        struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
+        ibv_modify_qp(ep->qp, &a, IBV_QP_STATE);
+        ep->killed = 1;
+    }
+    ep->dead = 1;
+    while (!tempo__list_empty(&ep->fetches)) {
+        vb_fetch_t *f = tempo__container_of(ep->fetches.next, vb_fetch_t, link);
+        tempo__list_remove(&f->link);
+        reg_put(ep->tl, f->reg);
+        tempo__free(f);
+    }
+    ep->bounce_user = NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
 /* Ring pipe                                                                                      */
 /* ---------------------------------------------------------------------------------------------- */
 
@@ -544,6 +802,7 @@ static ssize_t vb_writev(void *pipe, const struct iovec *iov, int iovcnt)
         }
         ep->tail += n;
         ep->sent++;
+        ep->tl->ring_sent += n;
         done += n;
     }
     return (ssize_t)done;
@@ -567,7 +826,13 @@ static ssize_t vb_read(void *pipe, void *buf, size_t len)
     return (ssize_t)n;
 }
 
-static const tempo__pipe_ops_t vb_pipe_ops = {vb_writev, vb_read};
+static const tempo__pipe_ops_t vb_pipe_ops = {.writev = vb_writev,
+                                              .read = vb_read,
+                                              .expose = vb_expose,
+                                              .release = vb_release,
+                                              .fetch = vb_fetch,
+                                              .poll = vb_poll,
+                                              .kill = vb_kill};
 
 static tempo_status_t ep_isend(void *ep, tempo__xfer_t *x)
 {
@@ -630,7 +895,9 @@ static void ep_failed(vb_ep_t *ep, const struct ibv_wc *wc)
     tempo__stream_broken(&ep->stream, why);
 }
 
-static void on_send(vb_ep_t *ep)
+static void fetch_pump(vb_ep_t *ep);
+
+static void on_send(vb_ep_t *ep, int ok)
 {
     if (ep->sq_n == 0) { /* an unsignalled request that failed (errors always complete) */
         return;
@@ -639,10 +906,28 @@ static void on_send(vb_ep_t *ep)
     ep->sq_head = (ep->sq_head + 1) % VB_SQ;
     ep->sq_n--;
     ep->sq_used -= s->nwr;
+    if (!ok || ep->dead) { /* (a dead endpoint's fetches are gone: vb_kill) */
+        return;
+    }
     if (s->kind == S_DATA) {
         ep->tx_done = s->val;
     } else if (s->kind == S_CREDIT) {
         ep->credits_done++;
+    } else if (s->kind == S_READ) {
+        vb_fetch_t *f = (vb_fetch_t *)(uintptr_t)s->val;
+        if (!f->reg) { /* the chunk is in the bounce buffer */
+            memcpy(f->dst + f->done, ep->bounce, s->len);
+            ep->bounce_user = NULL;
+        }
+        f->done += s->len;
+        if (f->done == f->len) {
+            void *op = f->op;
+            tempo__list_remove(&f->link);
+            reg_put(ep->tl, f->reg);
+            tempo__free(f);
+            tempo__stream_fetched(&ep->stream, op, TEMPO_OK);
+        }
+        fetch_pump(ep);
     }
 }
 
@@ -689,7 +974,7 @@ static int poll_cq(vb_tl_t *t)
         for (int i = 0; i < n; i++) {
             vb_ep_t *ep = (vb_ep_t *)(uintptr_t)(wc[i].wr_id & ~(uint64_t)K_MASK);
             if ((wc[i].wr_id & K_MASK) == K_SEND) {
-                on_send(ep);
+                on_send(ep, wc[i].status == IBV_WC_SUCCESS);
             }
             if (wc[i].status != IBV_WC_SUCCESS) {
                 ep_failed(ep, &wc[i]);
@@ -722,6 +1007,9 @@ static int vb_progress(void *inst)
             moved += r > 0 ? r : 0;
         }
         credit_maybe(ep);
+        if (!tempo__list_empty(&ep->fetches)) {
+            fetch_pump(ep);
+        }
         if (ep->fail[0] && s->state == STREAM_OPEN) {
             tempo__stream_broken(s, ep->fail);
         }
@@ -770,6 +1058,8 @@ static void ep_free(vb_ep_t *ep)
     if (!ep) {
         return;
     }
+    tempo__stream_fini(&ep->stream); /* (kills the queue pair if zero-copy transfers are open) */
+    vb_kill(ep);                     /* fetches the stream no longer knows (failed setup) */
     if (ep->qp) {
         ibv_destroy_qp(ep->qp);
     }
@@ -781,7 +1071,6 @@ static void ep_free(vb_ep_t *ep)
     }
     free(ep->in_mem);
     free(ep->out_mem);
-    tempo__stream_fini(&ep->stream);
     tempo__free(ep);
 }
 
@@ -809,6 +1098,7 @@ static vb_ep_t *ep_create(vb_tl_t *t, int peer, vb_conn_t *c, char *why, size_t 
     }
     ep->tl = t;
     ep->peer = peer;
+    tempo__list_init(&ep->fetches);
     ep->mask = t->ring_bytes - 1;
     ep->in_len = t->ring_bytes + VB_RQ * sizeof(vb_credit_t);
     ep->in_mem = page_alloc(ep->in_len);
@@ -891,13 +1181,14 @@ static int ep_connect(vb_tl_t *t, vb_ep_t *ep, const vb_conn_t *c, char *why, si
     ep->r_slots = c->slots_addr;
     ep->r_rkey = c->rkey;
     ep->r_nslots = c->nslots;
-    ep->out_len = c->ring_bytes + VB_CSRC * sizeof(vb_credit_t);
+    ep->out_len = c->ring_bytes + VB_CSRC * sizeof(vb_credit_t) + t->ring_bytes;
     ep->out_mem = page_alloc(ep->out_len);
     if (!ep->out_mem) {
         snprintf(why, wlen, "out of memory for a %zu-byte send staging ring", ep->out_len);
         return -1;
     }
     ep->csrc = (vb_credit_t *)(ep->out_mem + c->ring_bytes);
+    ep->bounce = (char *)(ep->csrc + VB_CSRC);
     ep->out_mr = ibv_reg_mr(t->pd, ep->out_mem, ep->out_len, IBV_ACCESS_LOCAL_WRITE);
     if (!ep->out_mr) {
         snprintf(why, wlen, "cannot register the %zu-byte send staging ring: %s", ep->out_len,
@@ -941,6 +1232,7 @@ static int ep_connect(vb_tl_t *t, vb_ep_t *ep, const vb_conn_t *c, char *why, si
         snprintf(why, wlen, "ibv_modify_qp(RTS): %s", strerror(rc));
         return -1;
     }
+    tempo__stream_set_fetch(&ep->stream, tempo__cfg.ib_rndv_bytes);
     return 0;
 }
 
@@ -963,6 +1255,8 @@ static tempo_status_t vb_open(tempo__world_t *w, const unsigned char *want, uint
     int32_t *ok = tempo__calloc((size_t)w->size * 2, sizeof(*ok), "verbs setup");
     if (t) {
         t->world = w;
+        tempo__list_init(&t->regs);
+        t->page = sysconf(_SC_PAGESIZE) > 0 ? sysconf(_SC_PAGESIZE) : 4096;
         t->eps = tempo__calloc((size_t)w->size, sizeof(*t->eps), "verbs endpoints");
         t->served = tempo__calloc((size_t)w->size, sizeof(*t->served), "verbs endpoints");
     }
@@ -1083,6 +1377,14 @@ static void vb_close(void *inst, int graceful, uint64_t deadline)
         return;
     }
     tempo__world_t *w = t->world;
+    if (t->nserved) {
+        TEMPO_INFO(TEMPO_SUB_TRANSPORT,
+                   "verbs: %llu payloads sent zero-copy, %llu copied (not registered), %llu "
+                   "fetched (%llu through the bounce buffer), %llu bytes through the rings",
+                   (unsigned long long)t->n_exposed, (unsigned long long)t->n_unexposed,
+                   (unsigned long long)t->n_fetched, (unsigned long long)t->n_bounced,
+                   (unsigned long long)t->ring_sent);
+    }
     t->closing = 1; /* the peers close too: a failure from now on is no news */
     if (graceful) {
         for (int i = 0; i < t->nserved; i++) {
@@ -1119,6 +1421,9 @@ static void vb_close(void *inst, int graceful, uint64_t deadline)
             tempo__stream_send_abort(&ep->stream); /* best effort: posted if there is room */
         }
         ep_free(ep);
+    }
+    while (!tempo__list_empty(&t->regs)) {
+        reg_drop(t, tempo__container_of(t->regs.next, vb_reg_t, link));
     }
     if (t->cq) {
         ibv_destroy_cq(t->cq);
