@@ -697,12 +697,15 @@ static int vb_fetch(void *pipe, const void *desc, size_t desc_len, void *dst, si
     return 0;
 }
 
-/* For waits inside the stream (a cancel waiting for a zero-copy transfer to end). */
-static int poll_cq(vb_tl_t *t);
+/* For waits inside the stream (a cancel waiting for a zero-copy transfer to end): one progress
+ * pass over every endpoint but this one (whose stream the caller drives). The others matter: the
+ * peer may itself wait in such a cancel for a FIN that this rank owes it on another stream, and a
+ * third rank for this one (cancels of one collective's sends across a ring of ranks). */
+static int progress_eps(vb_tl_t *t, vb_ep_t *skip);
 static void vb_poll(void *pipe)
 {
     vb_ep_t *ep = pipe;
-    poll_cq(ep->tl);
+    progress_eps(ep->tl, ep);
     fetch_pump(ep);
 }
 
@@ -990,13 +993,15 @@ static int poll_cq(vb_tl_t *t)
     return events;
 }
 
-static int vb_progress(void *inst)
+static int progress_eps(vb_tl_t *t, vb_ep_t *skip)
 {
-    vb_tl_t *t = inst;
     int events = poll_cq(t);
     for (int i = 0; i < t->nserved; i++) {
         vb_ep_t *ep = t->eps[t->served[i]];
         tempo__stream_t *s = &ep->stream;
+        if (ep == skip) {
+            continue;
+        }
         int moved = 0, r;
         if (!tempo__stream_send_idle(s)) {
             r = tempo__stream_progress_send(s);
@@ -1019,6 +1024,11 @@ static int vb_progress(void *inst)
         events += moved;
     }
     return events;
+}
+
+static int vb_progress(void *inst)
+{
+    return progress_eps(inst, NULL);
 }
 
 static int vb_wait_fd(void *inst)

@@ -13,7 +13,7 @@
 #      at 2 ranks (TEMPO_ERR_TIMEOUT naming it), mismatch at 3 ranks (TEMPO_ERR_INVALID everywhere,
 #      with a zero-copy ticket), regfail at 3 ranks under setpriv without CAP_IPC_LOCK (rank 0
 #      cannot register: the copy paths, exact results);
-#   4. device choice: TEMPO_IB_HCA=rxe1 runs on rxe1; TEMPO_IB_HCA=nosuch with verbs,tcp falls
+#   4. device choice: TEMPO_IB_HCA=rxe1 runs on rxe1; TEMPO_IB_HCA=nosuch with verbs,tcp,^shm falls
 #      back to tcp with a warning naming the device and the ones there are; with verbs,^shm the
 #      start fails naming the missing transport.
 # The conformance suite (tests/transport/) is not part of this tree yet.
@@ -107,12 +107,12 @@ if [ "${1:-}" = --guest ]; then
             n1=$(grep -c 'verbs: rxe1 port 1 (RoCE, GID index 1 ::ffff:10.77.1.1' "$tmp/hca1")
             ok $((rc != 0 || n1 != 2)) "TEMPO_IB_HCA=rxe1:1: both ranks on rxe1 (exit $rc)"
             grep 'verbs: rxe\|Out of bounds' "$tmp/hca1" | cut -c 1-200 | sed 's/^/#   /'
-            run nosuch TEMPO_TRANSPORTS=verbs,tcp TEMPO_IB_HCA=nosuch
+            run nosuch TEMPO_TRANSPORTS=verbs,tcp,^shm TEMPO_IB_HCA=nosuch
             rc=$?
             w=$(grep -c 'verbs is not usable on this rank: TEMPO_IB_HCA=nosuch: no such device (there are: rxe0, rxe1)' "$tmp/nosuch")
             c=$(grep -c 'transport tcp carries the data of 1 peer' "$tmp/nosuch")
             ok $((rc != 0 || w != 2 || c != 2)) \
-                "TEMPO_IB_HCA=nosuch, verbs,tcp: both ranks warn naming it and fall back to tcp (exit $rc)"
+                "TEMPO_IB_HCA=nosuch, verbs,tcp,^shm: both ranks warn naming it and fall back to tcp (exit $rc)"
             grep 'WARN\|carries' "$tmp/nosuch" | head -n 2 | cut -c 1-250 | sed 's/^/#   /'
             run nosuch2 TEMPO_TRANSPORTS=verbs,^shm TEMPO_IB_HCA=nosuch
             rc=$?
