@@ -4,11 +4,14 @@
 # there, every rank on the guest's one host with TEMPO_TRANSPORTS=verbs,^shm (verbs carries all
 # data; a rank that cannot use it fails its start, there is no fallback), as TAP points:
 #   1. tests/mr/coll_tcp.sh at 2 ranks with the defaults (1 MiB ring, zero-copy from 256 KiB) and
-#      COLL_BIG_BYTES=1048576: every collective, algorithm, dtype and op against a local reference;
-#      the logs must say that verbs carried every peer and that payloads went zero-copy;
-#   2. the same at 3 ranks with TEMPO_IB_RING_BYTES=64K TEMPO_IB_RNDV_BYTES=16K and
-#      COLL_BIG_BYTES=262144: rings that wrap and run out of credit all the time, and most
-#      payloads zero-copy;
+#      COLL_BIG_BYTES=65536: every collective, algorithm, dtype and op against a local reference
+#      (counts 0, 1, 1037 and 64 KiB: through the rings); the logs must say that verbs carried
+#      every peer;
+#   2. the same at 3 ranks with TEMPO_IB_RING_BYTES=64K TEMPO_IB_RNDV_BYTES=16K: rings that wrap
+#      and run out of credit all the time, and the larger payloads zero-copy (the logs must count
+#      both paths);
+#   With VERBS_RXE_BIG=1 the large size is 1 MiB at 2 ranks (the default zero-copy threshold
+#   applies) and 256 KiB at 3: measured 461 s and 396 s instead of about a minute each.
 #   3. tests/rdma/verbs_fault: kill at 2 and 3 ranks (TEMPO_ERR_REMOTE naming the dead rank), stop
 #      at 2 ranks (TEMPO_ERR_TIMEOUT naming it), mismatch at 3 ranks (TEMPO_ERR_INVALID everywhere,
 #      with a zero-copy ticket), regfail at 3 ranks under setpriv without CAP_IPC_LOCK (rank 0
@@ -21,7 +24,7 @@
 # kernel package and no network, no boot; or when tests/rdma/rxe-vm.sh is missing (RXE_VM names
 # another copy). Measured on the 2-core CI machine: see the last diagnostic line of a run.
 # Knobs: VERBS_RXE_TIMEOUT (1500 s: rxe-vm.sh -t, the guest's hang guard), VERBS_RXE_POINTS
-# ("1 2 3 4": which groups run). Run by the harness with top_builddir and top_srcdir exported, or
+# ("1 2 3 4": which groups run), VERBS_RXE_BIG (0). Run by the harness with top_builddir and top_srcdir exported, or
 # by hand from the build directory: top_builddir=$PWD top_srcdir=/path/to/src sh tests/rdma/verbs_rxe.sh
 
 # ---- in the guest (the build directory is the current directory) --------------------------------
@@ -34,8 +37,8 @@ if [ "${1:-}" = --guest ]; then
         num=$((num + 1))
         if [ "$1" = 0 ]; then echo "ok $num - $2"; else echo "not ok $num - $2"; fi
     }
-    # coll NRANKS BIGBYTES "ENV" WHAT: tests/mr/coll_tcp.sh over verbs, one point for its TAP, one
-    # for what the logs say verbs did.
+    # coll NRANKS BIGBYTES "ENV" WHAT ZC: tests/mr/coll_tcp.sh over verbs, one point for its TAP,
+    # one for what the logs say verbs did (ZC=1: payloads must have gone zero-copy too).
     coll() {
         t0=$(date +%s)
         COLL_RANKS=$1 COLL_BIG_BYTES=$2 COLL_ENV="$3" COLL_TIMEOUT=900 COLL_KEEP=1 \
@@ -56,16 +59,24 @@ if [ "${1:-}" = --guest ]; then
             awk '{ s += $1 } END { print s + 0 }')
         ring=$(sed -n 's/.* \([0-9]*\) bytes through the rings.*/\1/p' "$out" 2>/dev/null |
             awk '{ s += $1 } END { print s + 0 }')
-        ok $((carried != $1 || zc == 0 || ring == 0)) \
+        ok $((carried != $1 || (zc == 0 && $5 == 1) || ring == 0)) \
             "... every rank's data went over verbs ($carried of $1 ranks said so): $zc payloads zero-copy, $ring bytes through the rings"
         grep -h 'verbs: rxe\|verbs: [0-9]' "$out" 2>/dev/null | head -n 4 | cut -c 1-250 |
             sed 's/^/#   /'
     }
     for p in $points; do
         case $p in
-        1) coll 2 1048576 "" "defaults, large size 1 MiB" ;;
-        2) coll 3 262144 "TEMPO_IB_RING_BYTES=64K TEMPO_IB_RNDV_BYTES=16K" \
-            "64K rings, zero-copy from 16K, large size 256 KiB" ;;
+        1)
+            big=65536
+            [ "${VERBS_RXE_BIG:-0}" = 1 ] && big=1048576
+            coll 2 $big "" "defaults, large size $big" "${VERBS_RXE_BIG:-0}"
+            ;;
+        2)
+            big=65536
+            [ "${VERBS_RXE_BIG:-0}" = 1 ] && big=262144
+            coll 3 $big "TEMPO_IB_RING_BYTES=64K TEMPO_IB_RNDV_BYTES=16K" \
+                "64K rings, zero-copy from 16K, large size $big" 1
+            ;;
         3)
             for c in "kill 2" "kill 3" "stop 2" "mismatch 3" "regfail 3"; do
                 set -- $c
@@ -85,9 +96,11 @@ if [ "${1:-}" = --guest ]; then
                 rc=$?
                 t=$(($(date +%s) - t0))
                 pts=$(grep -c '^ok ' "$tmp/vf")
-                bad=$(grep -c '^not ok\|^Bail out\|^1..0' "$tmp/vf")
+                bad=$(grep '^not ok\|^Bail out\|^1..0' "$tmp/vf" | grep -vc '# TODO')
+                todo=$(grep -c '^not ok.*# TODO' "$tmp/vf")
                 ok $((rc != 0 || pts == 0 || bad != 0)) \
-                    "verbs_fault $1 at $2 ranks: $pts points passed, $bad failed, $t s"
+                    "verbs_fault $1 at $2 ranks: $pts points passed, $bad failed, $todo known bugs, $t s"
+                grep '^not ok.*# TODO' "$tmp/vf" | sed 's/^/#   /'
                 if [ "$bad" != 0 ] || [ "$rc" != 0 ]; then
                     grep -v '^ok ' "$tmp/vf" | sed 's/^/#   | /'
                     tail -n 15 "$tmp/vf.err" | cut -c 1-250 | sed 's/^/#   err | /'
