@@ -35,6 +35,11 @@ typedef struct tempo__config {
     size_t shm_cma_bytes;  /* TEMPO_SHM_CMA_BYTES: shm payloads copied once (CMA); 0: never */
     int shm_cma;           /* TEMPO_SHM_CMA: large shm all-reduces read peers' buffers directly */
     size_t unexpected_bytes; /* TEMPO_UNEXPECTED_BYTES: per peer, 0: no limit */
+    char ib_hca[64];       /* TEMPO_IB_HCA: verbs device[:port], "" = first with an ACTIVE port */
+    int ib_gid_index;      /* TEMPO_IB_GID_INDEX, -1 when unset (automatic) */
+    size_t ib_ring_bytes;  /* TEMPO_IB_RING_BYTES: verbs receive ring per peer */
+    size_t ib_rndv_bytes;  /* TEMPO_IB_RNDV_BYTES: verbs zero-copy payloads from this size, 0: off */
+    int ib_reg_cache;      /* TEMPO_IB_REG_CACHE: unused verbs registrations kept */
     double spin_s;         /* TEMPO_SPIN: busy-poll time before sleeping in a wait */
     int progress_thread;   /* TEMPO_PROGRESS_THREAD: background progress */
     int progress_nice;     /* TEMPO_PROGRESS_NICE: nice value of the progress thread (0: keep) */

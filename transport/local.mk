@@ -9,3 +9,10 @@ noinst_HEADERS += \
 	%reldir%/transport.h \
 	%reldir%/tl_int.h \
 	%reldir%/stream.h
+# verbs.c only where configure found libibverbs (--with-verbs); its flags are empty otherwise.
+# (AM_CPPFLAGS: the library's own CPPFLAGS, set in quant/local.mk, expand it.)
+AM_CPPFLAGS += $(VERBS_CPPFLAGS)
+libtempo_core_la_LIBADD += $(VERBS_LDFLAGS) $(VERBS_LIBS)
+if HAVE_VERBS
+libtempo_core_la_SOURCES += %reldir%/verbs.c
+endif

@@ -30,6 +30,9 @@
 const tempo__tl_backend_t *const tempo__tl_backends[] = {
     &tempo__shm_backend,
     &tempo__tcp_backend,
+#if TEMPO_HAVE_VERBS
+    &tempo__verbs_backend,
+#endif
 };
 const int tempo__tl_nbackends = (int)TEMPO_ARRAY_SIZE(tempo__tl_backends);
 
@@ -40,8 +43,9 @@ static const struct {
 } absent[] = {
     {"ucx", TEMPO_HAVE_UCX ? "not part of this version (UCX was found at configure time)"
                            : "not built (UCX not found at configure time)"},
-    {"verbs", TEMPO_HAVE_VERBS ? "not part of this version (libibverbs was found at configure time)"
-                               : "not built (libibverbs not found at configure time)"},
+#if !TEMPO_HAVE_VERBS
+    {"verbs", "not built (libibverbs not found at configure time, or --without-verbs)"},
+#endif
 };
 
 /* ---------------------------------------------------------------------------------------------- */
