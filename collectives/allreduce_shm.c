@@ -8,8 +8,8 @@
  * rank writes slot k&1 for operation k only after it has seen every rank publish operation k-1, and
  * a rank publishes k-1 only after it finished reading k-2.
  *
- *  staged  (larger): the buffer is cut into segments of TEMPO_SHM_COLL_BYTES. For each segment g
- *          every rank (1) copies its input segment, except its own block, into its staging area
+ *  staged  (larger, where direct is not possible): the buffer is cut into segments of
+ *          TEMPO_SHM_COLL_BYTES. For each segment g every rank (1) copies its input segment, except its own block, into its staging area
  *          in[g&1] and publishes in = g+1, (2) when all inputs are there, reduces its block of the
  *          segment from all ranks' staging areas and its own send buffer (rank order) into
  *          out[g&1] and publishes red = g+1, (3) when all blocks are reduced, copies every block
@@ -19,11 +19,27 @@
  *            out[g&1] may be rewritten once every rank has done >= g-1 (finished copying g-2).
  *          Segments are numbered across operations, so these rules also hold between operations.
  *          Everything a peer reads lives in the shared region, never in a private buffer, so an
- *          operation is complete as soon as this rank has its result.
+ *          operation is complete as soon as this rank has its result. Per rank it moves about
+ *          4.5 S bytes (S the vector's) where 2.5 S are necessary.
+ *
+ *  direct  (bytes >= DIRECT_MIN, when every rank can read every peer's memory with
+ *          process_vm_readv): every rank publishes where its send and receive buffers are; for each
+ *          segment it reads the peers' parts of its block from their send buffers (one system call
+ *          each, into a private buffer that stays in cache), reduces its block in rank order
+ *          straight into its result and publishes red; once every rank has reduced the segment it
+ *          reads the other blocks from their owners' results into its own and publishes done. That
+ *          is the 2.5 S. The operation completes when every peer has done every segment, since
+ *          peers read this rank's buffers until then. Whether the ranks can (ptrace permission:
+ *          same uid, Yama ptrace_scope, dumpable, no seccomp filter, one pid namespace) is probed
+ *          once per communicator, at its first large operation, and agreed (any rank that cannot
+ *          makes all copy through the region: staged, with an INFO log); TEMPO_SHM_CMA=0 turns it
+ *          off. A read that fails later (the peer exited) fails the operation with
+ *          TEMPO_ERR_REMOTE; nothing read is ever used without every rank's signature first.
  *
  * Every rank computes each result element with the same fold in rank order (small: redundantly on
- * every rank; staged: once, by the block's owner), so results are bitwise identical on all ranks
- * and from run to run. fp16/bf16 accumulate in fp32 and round once.
+ * every rank; staged and direct: once, by the block's owner, with the same blocks and segments),
+ * so results are bitwise identical on all ranks, from run to run, and between the protocols.
+ * fp16/bf16 accumulate in fp32 and round once.
  *
  * Operations using the region run one at a time per communicator, in the order they started, as
  * every rank starts the same sequence: a FIFO of waiting operations, whose head starts when the
@@ -36,14 +52,20 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include "collectives/coll.h"
 #include "core/cfg.h"
 #include "topo/host.h"
 
 #define SMALL_MAX 8192
+/* The direct protocol from this size up (bytes of the vector): below it, the two system calls per
+ * segment cost more than the copies they save (measured on the development machine). */
+#define DIRECT_MIN (64 * 1024)
 /* Results are written with streaming stores when the host's working set (every rank's send and
  * receive buffers, one buffer per rank in place) exceeds the last-level cache: then the result
  * would not stay cached anyway, and bypassing the cache doubles the write bandwidth. Smaller
@@ -96,12 +118,38 @@ typedef struct {
     char pad[TEMPO_CACHELINE - 2 * sizeof(sig_slot_t)];
 } sigs_t;
 
+/* Cross-memory attach (process_vm_readv) between the ranks: each rank says at creation where its
+ * own line is in its address space, and answers once whether it could read every peer's. */
+typedef struct {
+    _Atomic uint64_t verdict; /* 0: not tried yet, CMA_OK, CMA_NO (first: wait_for() reads it) */
+    _Atomic uint64_t hello;   /* 1 once pid, addr and nonce below are written */
+    uint64_t pid;             /* getpid() of the rank (its own pid namespace's, as CMA wants) */
+    uint64_t addr;            /* this line's address in the rank's own mapping */
+    uint64_t nonce;           /* random: a read of another process at addr cannot match */
+    char pad[TEMPO_CACHELINE - 5 * sizeof(uint64_t)];
+} cma_line_t;
+#define CMA_OK 1
+#define CMA_NO 2
+
+/* Direct operations: where this rank's buffers are, in its address space (slot j & 1 of the
+ * region's operation j, written before the counter that starts the operation). */
+typedef struct {
+    uint64_t opno; /* j + 1 once send and recv are operation j's */
+    uint64_t send, recv;
+} bufs_slot_t;
+typedef struct {
+    bufs_slot_t b[2];
+    char pad[TEMPO_CACHELINE - 2 * sizeof(bufs_slot_t)];
+} bufs_t;
+
 typedef struct {
     flag_t small; /* small operations published */
-    flag_t in;    /* segments copied in */
+    flag_t in;    /* segments copied in (direct: every segment of the operation, at its start) */
     flag_t red;   /* segments reduced */
     flag_t done;  /* segments copied out */
-    sigs_t sigs;  /* staged operations' signatures */
+    sigs_t sigs;  /* staged and direct operations' signatures */
+    cma_line_t cma;
+    bufs_t bufs;
 } ctl_t;
 
 struct tempo__shm_coll {
@@ -125,6 +173,9 @@ struct tempo__shm_coll {
     tempo__list_t spare; /* released shm_op_t kept for reuse (at most SPARE_MAX): an 8-byte
                           * all-reduce then allocates nothing (calloc + free were a tenth of it) */
     int nspare;
+    int direct;        /* -1 not known yet; 1: every rank reads every peer (CMA), 0: it cannot */
+    char *tmp;         /* (n, outsz) private: peers' blocks of a direct segment, and in place
+                        * this rank's own when the fold would overwrite it first */
 };
 #define SPARE_MAX 64
 
@@ -144,6 +195,7 @@ typedef struct {
     uint64_t g0; /* global number of the first segment */
     size_t next_in, next_red, next_out;
     int stream_out; /* write the result with streaming stores */
+    int direct;     /* large enough for the direct protocol, if the ranks can use it */
 } shm_op_t;
 
 static inline uint64_t ld(flag_t *f)
@@ -217,6 +269,12 @@ tempo_status_t tempo__shm_coll_create(struct tempo_comm *comm, tempo__shm_coll_t
     sc->small = base + ctl;
     sc->in = sc->small + small;
     sc->out = sc->in + in;
+    sc->direct = tempo__cfg.shm_cma ? -1 : 0;
+    cma_line_t *c = &sc->ctl[sc->me].cma;
+    c->pid = (uint64_t)getpid();
+    c->addr = (uint64_t)(uintptr_t)c;
+    c->nonce = tempo__now_ns() ^ ((uint64_t)(uintptr_t)sc << 20) ^ c->pid;
+    atomic_store_explicit(&c->hello, 1, memory_order_release);
     *shm_p = sc;
     return TEMPO_OK;
 }
@@ -230,6 +288,7 @@ void tempo__shm_coll_destroy(tempo__shm_coll_t *sc)
             tempo__free(tempo__container_of(e, shm_op_t, qlink));
         }
         tempo__shm_region_destroy(&sc->region);
+        tempo__free(sc->tmp);
         tempo__free(sc->srcs);
         tempo__free(sc);
     }
@@ -325,6 +384,15 @@ static size_t seg_count(const tempo__op_t *op, const shm_op_t *so, size_t i)
     return TEMPO_MIN(so->seg_elems, op->count - off);
 }
 
+/* After a progress pass: tell the engine when it moved anything (its deadline starts again). */
+static void progressed(tempo__op_t *op, int any)
+{
+    if (any) {
+        tempo__engine_note_event(op->comm->world);
+        tempo__op_progressed(op);
+    }
+}
+
 static tempo_status_t progress_staged(tempo__op_t *op, shm_op_t *so)
 {
     tempo__shm_coll_t *sc = so->sc;
@@ -417,14 +485,200 @@ static tempo_status_t progress_staged(tempo__op_t *op, shm_op_t *so)
         }
         any |= moved;
     } while (moved);
-    if (any) {
-        tempo__engine_note_event(op->comm->world);
-        tempo__op_progressed(op);
-    }
+    progressed(op, any);
     if (result == TEMPO_INPROGRESS && wq >= 0) {
         return wait_for(op, wq, wfield, wwant);
     }
     return result;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Direct: one copy through the kernel (CMA)                                                      */
+/* ---------------------------------------------------------------------------------------------- */
+
+/* Read len bytes at raddr in rank q's address space into local. An error fails the operation:
+ * the peer exited (ESRCH), or its buffer is not there (EFAULT: it left the call, or passed fewer
+ * elements than this rank, which the signature check rules out). Nothing wrong is ever kept. */
+static tempo_status_t cma_read(tempo__op_t *op, int q, void *local, uint64_t raddr, size_t len)
+{
+    shm_op_t *so = op->priv;
+    pid_t pid = (pid_t)so->sc->ctl[q].cma.pid;
+    while (len > 0) {
+        struct iovec l = {local, len}, r = {(void *)(uintptr_t)raddr, len};
+        ssize_t got = process_vm_readv(pid, &l, 1, &r, 1, 0);
+        if (got <= 0) {
+            int e = got < 0 ? errno : EFAULT;
+            if (e == EINTR) {
+                continue;
+            }
+            char desc[160];
+            tempo__world_t *w = op->comm->world;
+            return tempo__op_fail(op, TEMPO_ERR_REMOTE,
+                                  "reading %zu bytes of %s's buffer (process_vm_readv) failed: %s",
+                                  len, tempo__peer_desc(w, tempo__wrank(op->comm, q), desc,
+                                                        sizeof(desc)),
+                                  strerror(e));
+        }
+        local = (char *)local + got;
+        raddr += (uint64_t)got;
+        len -= (size_t)got;
+    }
+    return TEMPO_OK;
+}
+
+/* Whether this rank can read every peer's memory: each peer's own view of its cma line, read
+ * through process_vm_readv, must equal this rank's view of the same shared line. Fails (ptrace
+ * permission: another uid, Yama ptrace_scope, a non-dumpable process; seccomp; another pid
+ * namespace, where the pid names nobody or someone else) give CMA_NO, never an error. */
+static uint64_t cma_probe(tempo__shm_coll_t *sc)
+{
+    for (int q = 0; q < sc->n; q++) {
+        const cma_line_t *c = &sc->ctl[q].cma;
+        uint64_t got[3] = {0, 0, 0};
+        if (q == sc->me) {
+            continue;
+        }
+        struct iovec l = {got, sizeof(got)},
+                     r = {(void *)(uintptr_t)(c->addr + offsetof(cma_line_t, pid)), sizeof(got)};
+        ssize_t k = process_vm_readv((pid_t)c->pid, &l, 1, &r, 1, 0);
+        if (k != (ssize_t)sizeof(got) || got[0] != c->pid || got[1] != c->addr ||
+            got[2] != c->nonce) {
+            TEMPO_INFO(TEMPO_SUB_COLL,
+                       "shared-memory all-reduce: cannot read comm rank %d's memory "
+                       "(process_vm_readv: %s); large all-reduces copy through the shared region "
+                       "instead",
+                       q, k < 0 ? strerror(errno) : "other contents");
+            return CMA_NO;
+        }
+    }
+    return CMA_OK;
+}
+
+/* Every rank says whether it reads every peer; the direct protocol runs only if all do, so that
+ * all ranks choose the same protocol. Once per communicator, at its first large operation (the
+ * same on every rank), before that operation publishes anything. TEMPO_OK once decided. */
+static tempo_status_t cma_agree(tempo__op_t *op, tempo__shm_coll_t *sc)
+{
+    cma_line_t *mine = &sc->ctl[sc->me].cma;
+    if (atomic_load_explicit(&mine->verdict, memory_order_relaxed) == 0) {
+        int q = lagging(sc, offsetof(ctl_t, cma.hello), 1);
+        if (q >= 0) {
+            return wait_for(op, q, offsetof(ctl_t, cma.hello), 1);
+        }
+        uint64_t v = cma_probe(sc);
+        if (v == CMA_OK && !sc->tmp &&
+            !(sc->tmp = tempo__malloc((size_t)sc->n * sc->outsz, "shm direct all-reduce"))) {
+            v = CMA_NO; /* (said by the verdict, so that every rank makes the same choice) */
+        }
+        publish(sc, (flag_t *)&mine->verdict, v);
+    }
+    int q = lagging(sc, offsetof(ctl_t, cma.verdict), 1);
+    if (q >= 0) {
+        return wait_for(op, q, offsetof(ctl_t, cma.verdict), 1);
+    }
+    int ok = 1;
+    for (q = 0; q < sc->n; q++) {
+        ok &= atomic_load_explicit(&sc->ctl[q].cma.verdict, memory_order_acquire) == CMA_OK;
+    }
+    sc->direct = ok;
+    TEMPO_INFO(TEMPO_SUB_COLL, "shared-memory all-reduce of %d ranks: %s", sc->n,
+               ok ? "large operations read peers' buffers directly (process_vm_readv)"
+                  : "large operations copy through the shared region");
+    return TEMPO_OK;
+}
+
+/* The peers' buffers of this operation, published with its start. */
+static const bufs_slot_t *bufs_of(shm_op_t *so, int q)
+{
+    return &so->sc->ctl[q].bufs.b[so->opno & 1];
+}
+
+/* Segment by segment: (1) reduce this rank's block of the segment, reading the peers' blocks from
+ * their send buffers into tmp and its own in place, into its result, and publish red; (2) once
+ * every rank has reduced segment g, read each peer's block of it from the peer's result into this
+ * rank's, and publish done. The operation completes when every rank has done every segment (the
+ * peers have finished reading this rank's buffers). In place, a peer reads block q of this rank's
+ * buffer (q its rank) before it publishes red for the segment, and this rank overwrites that block
+ * only after seeing red: no read ever sees a block changed by this operation. */
+static tempo_status_t progress_direct(tempo__op_t *op, shm_op_t *so)
+{
+    tempo__shm_coll_t *sc = so->sc;
+    int n = sc->n, me = sc->me;
+    size_t es = so->esize;
+    uint64_t last = so->g0 + so->nseg;
+    int q = lagging(sc, offsetof(ctl_t, in), last);
+    if (q >= 0) {
+        return wait_for(op, q, offsetof(ctl_t, in), last);
+    }
+    if (!so->checked) {
+        TEMPO_CHECK(check_sigs(op, so));
+    }
+    int moved, any = 0;
+    size_t wfield = 0;
+    uint64_t wwant = 0;
+    int wq;
+    do {
+        moved = 0;
+        wq = -1;
+        if (so->next_red < so->nseg) {
+            uint64_t g = so->g0 + so->next_red;
+            size_t off = so->next_red * so->seg_elems, boff, bcnt;
+            tempo__block(seg_count(op, so, so->next_red), n, me, &boff, &bcnt);
+            size_t at = (off + boff) * es;
+            char *t = sc->tmp;
+            for (int r = 0; r < n; r++) {
+                if (r == me) {
+                    sc->srcs[r] = (const char *)op->sendbuf + at;
+                    continue;
+                }
+                TEMPO_CHECK(cma_read(op, r, t, bufs_of(so, r)->send + at, bcnt * es));
+                sc->srcs[r] = t;
+                t += sc->outsz;
+            }
+            if (op->sendbuf == op->recvbuf && me >= 2) {
+                /* the fold writes its result over operand 0 before it reads operand me */
+                memcpy(t, sc->srcs[me], bcnt * es);
+                sc->srcs[me] = t;
+            }
+            tempo__reduce_n((char *)op->recvbuf + at, sc->srcs, n, bcnt, op->dtype, op->redop);
+            publish(sc, &sc->ctl[me].red, g + 1);
+            so->next_red++;
+            moved = 1;
+        }
+        if (so->next_out < so->next_red) {
+            uint64_t g = so->g0 + so->next_out;
+            q = lagging(sc, offsetof(ctl_t, red), g + 1);
+            if (q < 0) {
+                size_t off = so->next_out * so->seg_elems, cnt = seg_count(op, so, so->next_out);
+                for (int r = 0; r < n; r++) {
+                    size_t boff, bcnt;
+                    tempo__block(cnt, n, r, &boff, &bcnt);
+                    size_t at = (off + boff) * es;
+                    if (r != me && bcnt) {
+                        TEMPO_CHECK(
+                            cma_read(op, r, (char *)op->recvbuf + at, bufs_of(so, r)->recv + at,
+                                     bcnt * es));
+                    }
+                }
+                publish(sc, &sc->ctl[me].done, g + 1);
+                so->next_out++;
+                moved = 1;
+            } else {
+                wq = q, wfield = offsetof(ctl_t, red), wwant = g + 1;
+            }
+        }
+        any |= moved;
+    } while (moved);
+    progressed(op, any);
+    if (wq < 0 && so->next_out == so->nseg) {
+        /* every peer has finished reading this rank's buffers */
+        wq = lagging(sc, offsetof(ctl_t, done), last);
+        if (wq < 0) {
+            return TEMPO_OK;
+        }
+        wfield = offsetof(ctl_t, done), wwant = last;
+    }
+    return wait_for(op, wq, wfield, wwant);
 }
 
 /* The head of the queue may start: unpark it. */
@@ -452,6 +706,13 @@ static tempo_status_t shm_progress(tempo__op_t *op)
             tempo__op_park(op); /* an earlier shared-memory operation is still running */
             return TEMPO_INPROGRESS;
         }
+        if (so->direct && sc->direct < 0) {
+            tempo_status_t st = cma_agree(op, sc);
+            if (st != TEMPO_OK) {
+                return st;
+            }
+        }
+        so->direct &= sc->direct == 1;
         tempo__list_remove(&so->qlink);
         sc->running = 1;
         so->started = 1;
@@ -465,9 +726,19 @@ static tempo_status_t shm_progress(tempo__op_t *op)
             so->g0 = sc->nseg;
             sc->nseg += so->nseg;
             publish_sig(op, so);
+            if (so->direct) {
+                /* every segment is readable from the start, in the caller's buffers */
+                bufs_slot_t *b = &sc->ctl[sc->me].bufs.b[so->opno & 1];
+                b->send = (uint64_t)(uintptr_t)op->sendbuf;
+                b->recv = (uint64_t)(uintptr_t)op->recvbuf;
+                b->opno = so->opno + 1;
+                publish(sc, &sc->ctl[sc->me].in, so->g0 + so->nseg);
+            }
         }
     }
-    tempo_status_t st = so->small ? progress_small(op, so) : progress_staged(op, so);
+    tempo_status_t st = so->small    ? progress_small(op, so)
+                        : so->direct ? progress_direct(op, so)
+                                     : progress_staged(op, so);
     if (st != TEMPO_INPROGRESS) {
         sc->running = 0;
         so->finished = 1;
@@ -519,8 +790,8 @@ const char *tempo__allreduce_shm_unusable(const tempo__op_t *op)
         return "needs every rank on one host";
     }
     if (!tempo__cc_shm(op)) {
-        return "shared memory is not available on this communicator (TEMPO_SHM=0, or /dev/shm had "
-               "no room)";
+        return "shared memory is not available on this communicator (TEMPO_SHM=0 or ^shm in "
+               "TEMPO_TRANSPORTS, or /dev/shm had no room)";
     }
     return NULL;
 }
@@ -564,6 +835,7 @@ tempo_status_t tempo__allreduce_shm_start(tempo__op_t *op)
     so->seg_elems = sc->stage / so->esize;
     so->nseg = (op->count + so->seg_elems - 1) / so->seg_elems;
     so->stream_out = use_stream(op, sc->n);
+    so->direct = !so->small && op->count * so->esize >= DIRECT_MIN && sc->direct != 0;
     op->priv = so;
     op->progress = shm_progress;
     op->cleanup = shm_cleanup;

@@ -1132,8 +1132,30 @@ tempo_status_t tempo_comm_abort(tempo_comm_t comm)
 /* Introspection                                                                                  */
 /* ---------------------------------------------------------------------------------------------- */
 
+/* The reduction kernels' item: the level in use (the best this CPU runs, or TEMPO_REDUCE_ISA's)
+ * and the levels this CPU runs; written once, at the first tempo_build_info(). */
+static char reduction_text[160];
+
+static void reduction_info(void)
+{
+    (void)tempo__config_load(); /* a refused TEMPO_REDUCE_ISA leaves auto, as tempo-info -c says */
+    size_t o = (size_t)snprintf(reduction_text, sizeof(reduction_text),
+                                "%s (chosen at init; this CPU runs", tempo__reduce_kernels()->name);
+    for (size_t i = 0; i < 8; i++) {
+        const tempo__reduce_kernels_t *k = tempo__reduce_kernels_level(i);
+        if (k && o < sizeof(reduction_text)) {
+            o += (size_t)snprintf(reduction_text + o, sizeof(reduction_text) - o, " %s", k->name);
+        }
+    }
+    if (o < sizeof(reduction_text)) {
+        snprintf(reduction_text + o, sizeof(reduction_text) - o, "; TEMPO_REDUCE_ISA forces one)");
+    }
+}
+
 size_t tempo_build_info(const tempo_build_item_t **items_p)
 {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, reduction_info);
     static const tempo_build_item_t items[] = {
         {"version", PACKAGE_VERSION},     {"cuda", TEMPO_BUILD_CUDA},
         {"nccl", TEMPO_BUILD_NCCL},       {"ucx", TEMPO_BUILD_UCX},
@@ -1145,7 +1167,7 @@ size_t tempo_build_info(const tempo_build_item_t **items_p)
         {"debug", "no"},
 #endif
         {"sanitizers", TEMPO_BUILD_SANITIZERS},
-        {"transports", "shm, tcp"},
+        {"transports", "shm, tcp"},       {"reduction", reduction_text},
     };
     if (items_p) {
         *items_p = items;

@@ -35,6 +35,25 @@ void tempo__avg_finish(void *buf, size_t count, tempo_dtype_t dtype, int n);
 void tempo__reduce_n(void *dst, const void *const *src, int n, size_t count, tempo_dtype_t dtype,
                      tempo_op_t op);
 
+/** One instruction-set level of the kernels above (reduce.c): the same functions, compiled for
+ *  it, bitwise equal in results to every other level. */
+typedef struct tempo__reduce_kernels {
+    const char *name; /* "sse2" (x86-64's baseline; "generic" elsewhere), "avx2", "avx512" */
+    void (*reduce3)(void *dst, const void *a, const void *b, size_t count, tempo_dtype_t dtype,
+                    tempo_op_t op);
+    void (*avg_finish)(void *buf, size_t count, tempo_dtype_t dtype, int n);
+    void (*reduce_n)(void *dst, const void *const *src, int n, size_t count, tempo_dtype_t dtype,
+                     tempo_op_t op);
+} tempo__reduce_kernels_t;
+/** The level in use, chosen at the first call: TEMPO_REDUCE_ISA's, by default the best this CPU
+ *  runs. */
+const tempo__reduce_kernels_t *tempo__reduce_kernels(void);
+/** Level i, lowest first (0: the build's baseline), or NULL past the last or where this CPU
+ *  cannot run it (tests compare every level). */
+const tempo__reduce_kernels_t *tempo__reduce_kernels_level(size_t i);
+/** Use k from now on (tests; NULL: choose again at the next call). */
+void tempo__reduce_kernels_force(const tempo__reduce_kernels_t *k);
+
 /** memcpy with non-temporal stores for large destinations the caller will not read soon (they
  *  bypass the cache: about twice the write bandwidth of memcpy on the development machine, and no
  *  eviction of the working set). Plain memcpy where the CPU has no streaming stores. */

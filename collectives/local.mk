@@ -21,4 +21,4 @@ libtempo_core_la_SOURCES += \
 	%reldir%/alltoall_pairwise.c \
 	%reldir%/barrier_dissemination.c \
 	%reldir%/sendrecv.c
-noinst_HEADERS += %reldir%/coll.h %reldir%/autosize.h
+noinst_HEADERS += %reldir%/coll.h %reldir%/autosize.h %reldir%/reduce_kernels.h

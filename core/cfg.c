@@ -65,6 +65,26 @@ typedef struct {
 #define NOLIMIT 1.8446744073709552e19 /* 2^64: any size the parser reads */
 #define MAXRANKS 1073741824.0         /* 2^30 */
 
+/* TEMPO_IB_HCA: a device name, optionally ":port" with a port number 1-255. */
+static tempo_status_t ib_hca_check(const char *text)
+{
+    const char *colon = strchr(text, ':');
+    if (colon == text) {
+        return tempo__err(TEMPO_ERR_INVALID, "TEMPO_IB_HCA=%s: the device name is missing", text);
+    }
+    if (colon) {
+        char *end;
+        long port = strtol(colon + 1, &end, 10);
+        if (colon[1] < '0' || colon[1] > '9' || *end || port < 1 || port > 255) {
+            return tempo__err(TEMPO_ERR_INVALID,
+                              "TEMPO_IB_HCA=%s: the port after ':' must be a number from 1 to "
+                              "255 (device or device:port)",
+                              text);
+        }
+    }
+    return TEMPO_OK;
+}
+
 static const field_t fields[] = {
     F("TEMPO_RANK", "", T_INT, rank, 0, MAXRANKS - 1, 0, NULL,
       "Rank of this process, 0 <= rank < TEMPO_SIZE (set by tempo-run; otherwise taken from Open "
@@ -115,6 +135,20 @@ static const field_t fields[] = {
     F("TEMPO_SHM_COLL_BYTES", "512K", T_SIZE, shm_coll_bytes, 4 * KiB, GiB, F_ALIGN, NULL,
       "Per-rank staging area of the shared-memory collectives (segment size of the pipeline): a "
       "multiple of 64 from 4K to 1G"),
+    F("TEMPO_SHM_CMA", "1", T_BOOL, shm_cma, 0, 0, 0, NULL,
+      "Cross-memory attach (process_vm_readv) where ptrace permission allows it: shared-memory "
+      "all-reduces of 64K and more read the peers' buffers directly (one copy instead of three; "
+      "checked at the first such call) and messages of TEMPO_SHM_CMA_BYTES and more are copied "
+      "once instead of twice through the rings. 0: neither"),
+    F("TEMPO_SHM_CMA_BYTES", "1M", T_SIZE, shm_cma_bytes, 4 * KiB, GiB, F_ZERO, NULL,
+      "Shared-memory messages of at least this size are copied once, from the sender's buffer "
+      "into the receiver's (cross-memory attach, process_vm_readv), instead of twice through the "
+      "ring (with TEMPO_SHM_CMA=1); pairs whose processes may not read each other use the rings. 0: always the rings"),
+
+    F("TEMPO_REDUCE_ISA", "auto", T_STRING, reduce_isa, 0, 0, 0, tempo__reduce_isa_check,
+      "Instruction set of the reduction kernels: auto (the best this CPU has), sse2, avx2 or "
+      "avx512 (x86-64; elsewhere auto or generic); every level gives bitwise the same results, "
+      "and a level this CPU lacks is refused. tempo-info -b shows the one in use"),
     F("TEMPO_UNEXPECTED_BYTES", "64M", T_SIZE, unexpected_bytes, 1, NOLIMIT, F_ZERO, NULL,
       "Per peer: most bytes of messages that arrive before their receive is posted that a rank "
       "buffers; beyond it the rank stops reading that peer (its sends wait) unless it waits for a "
@@ -125,6 +159,24 @@ static const field_t fields[] = {
     F("TEMPO_UCX_ZCOPY_BYTES", "256K", T_SIZE, ucx_zcopy_bytes, 4 * KiB, NOLIMIT, F_ZERO, NULL,
       "ucx transport: payloads of at least this many bytes stay in the sender's buffer, which "
       "the receiver reads with ucp_get_nbx (zero copy); 0: every payload through the stream"),
+    F("TEMPO_IB_HCA", "", T_STRING, ib_hca, 0, 0, 0, ib_hca_check,
+      "verbs transport: the RDMA device to use, optionally with its port (mlx5_0, rxe0:1; "
+      "ibv_devices lists them); unset: the first device with an ACTIVE port"),
+    F("TEMPO_IB_GID_INDEX", "", T_INT, ib_gid_index, 0, 65535, 0, NULL,
+      "verbs transport: the GID table index of the port (show_gids, ibv_devinfo -v); unset: on "
+      "RoCE the first RoCE v2 GID that is an IPv4-mapped address, else the first RoCE v2 GID, else "
+      "the first non-empty one; on InfiniBand no GRH (peers by LID), set: a GRH with this GID"),
+    F("TEMPO_IB_RING_BYTES", "1M", T_SIZE, ib_ring_bytes, 64 * KiB, GiB, F_POW2, NULL,
+      "verbs transport: the receive ring each rank keeps per peer, which the peer fills with RDMA "
+      "writes (and as much send staging): a power of two from 64K to 1G"),
+    F("TEMPO_IB_RNDV_BYTES", "256K", T_SIZE, ib_rndv_bytes, 1, NOLIMIT, F_ZERO, NULL,
+      "verbs transport: messages of at least this size are not copied through the rings: the "
+      "receiver reads them from the sender's registered buffer (RDMA READ) into its own; 0: never"),
+    F("TEMPO_IB_REG_CACHE", "0", T_INT, ib_reg_cache, 0, 65536, 0, NULL,
+      "verbs transport: memory registrations of zero-copy messages kept after their last use, "
+      "0-65536; 0 deregisters at once, which is always safe; more is safe only when the program "
+      "never frees a buffer it sent or received and gets the same addresses back for another one "
+      "(tempo cannot see free())"),
     F("TEMPO_SPIN", "2ms", T_TIME, spin_s, 0, 60, 0, NULL,
       "How long a wait polls before it starts sleeping between polls, 0 to 60s"),
     F("TEMPO_PROGRESS_THREAD", "1", T_BOOL, progress_thread, 0, 0, 0, NULL,

@@ -32,9 +32,16 @@ typedef struct tempo__config {
     size_t shm_ring_bytes; /* TEMPO_SHM_RING_BYTES: per ordered pair of ranks */
     int shm_bell;          /* TEMPO_SHM_BELL: wake sleeping same-host peers after shm publishes */
     size_t shm_coll_bytes; /* TEMPO_SHM_COLL_BYTES: per-rank staging of shm collectives */
+    size_t shm_cma_bytes;  /* TEMPO_SHM_CMA_BYTES: shm payloads copied once (CMA); 0: never */
+    int shm_cma;           /* TEMPO_SHM_CMA: large shm all-reduces read peers' buffers directly */
     size_t unexpected_bytes; /* TEMPO_UNEXPECTED_BYTES: per peer, 0: no limit */
     size_t ucx_window;     /* TEMPO_UCX_WINDOW: ucx credit window per peer and direction */
     size_t ucx_zcopy_bytes; /* TEMPO_UCX_ZCOPY_BYTES: ucx zero-copy payloads from; 0: off */
+    char ib_hca[64];       /* TEMPO_IB_HCA: verbs device[:port], "" = first with an ACTIVE port */
+    int ib_gid_index;      /* TEMPO_IB_GID_INDEX, -1 when unset (automatic) */
+    size_t ib_ring_bytes;  /* TEMPO_IB_RING_BYTES: verbs receive ring per peer */
+    size_t ib_rndv_bytes;  /* TEMPO_IB_RNDV_BYTES: verbs zero-copy payloads from this size, 0: off */
+    int ib_reg_cache;      /* TEMPO_IB_REG_CACHE: unused verbs registrations kept */
     double spin_s;         /* TEMPO_SPIN: busy-poll time before sleeping in a wait */
     int progress_thread;   /* TEMPO_PROGRESS_THREAD: background progress */
     int progress_nice;     /* TEMPO_PROGRESS_NICE: nice value of the progress thread (0: keep) */
@@ -47,6 +54,7 @@ typedef struct tempo__config {
     char trace[512];       /* TEMPO_TRACE: Chrome trace path pattern */
     char sched_log[512];   /* TEMPO_SCHED_LOG: order log path pattern */
     char compress[512];    /* TEMPO_COMPRESS: bucketers' default compressor spec */
+    char reduce_isa[16];   /* TEMPO_REDUCE_ISA: auto, sse2, avx2, avx512 (collectives/reduce.c) */
 } tempo__config_t;
 
 /** TEMPO_SCHED values. */
@@ -74,5 +82,8 @@ tempo_status_t tempo__algo_check(const char *text);
 tempo_status_t tempo__tl_spec_check(const char *text);
 /** TEMPO_COMPRESS: a compressor spec, or "none" (quant/quant.c). */
 tempo_status_t tempo__qspec_check(const char *text);
+/** TEMPO_REDUCE_ISA: auto, or a level of the reduction kernels that this CPU runs
+ *  (collectives/reduce.c). */
+tempo_status_t tempo__reduce_isa_check(const char *text);
 
 #endif /* TEMPO_CORE_CFG_H */

@@ -82,26 +82,10 @@ tempo_status_t tempo_op_parse(const char *name, tempo_op_t *op_p)
 
 void tempo__half_to_f32(tempo_dtype_t dtype, const uint16_t *src, float *dst, size_t n)
 {
-    if (dtype == TEMPO_BFLOAT16) {
-        for (size_t i = 0; i < n; i++) {
-            dst[i] = tempo__bf16_to_f32(src[i]);
-        }
-    } else {
-        for (size_t i = 0; i < n; i++) {
-            dst[i] = tempo__f16_to_f32(src[i]);
-        }
-    }
+    tempo__half_to_f32_loop(dtype, src, dst, n);
 }
 
 void tempo__f32_to_half(tempo_dtype_t dtype, const float *src, uint16_t *dst, size_t n)
 {
-    if (dtype == TEMPO_BFLOAT16) {
-        for (size_t i = 0; i < n; i++) {
-            dst[i] = tempo__f32_to_bf16(src[i]);
-        }
-    } else {
-        for (size_t i = 0; i < n; i++) {
-            dst[i] = tempo__f32_to_f16(src[i]);
-        }
-    }
+    tempo__f32_to_half_loop(dtype, src, dst, n);
 }

@@ -101,6 +101,35 @@ static inline uint16_t tempo__f32_to_f16(float f)
     return (uint16_t)(sign | q);
 }
 
+/* The loops of the two below, inline, so that the reduction kernels compile them for their
+ * instruction-set level (collectives/reduce_kernels.h). */
+static inline void tempo__half_to_f32_loop(tempo_dtype_t dtype, const uint16_t *src, float *dst,
+                                           size_t n)
+{
+    if (dtype == TEMPO_BFLOAT16) {
+        for (size_t i = 0; i < n; i++) {
+            dst[i] = tempo__bf16_to_f32(src[i]);
+        }
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            dst[i] = tempo__f16_to_f32(src[i]);
+        }
+    }
+}
+static inline void tempo__f32_to_half_loop(tempo_dtype_t dtype, const float *src, uint16_t *dst,
+                                           size_t n)
+{
+    if (dtype == TEMPO_BFLOAT16) {
+        for (size_t i = 0; i < n; i++) {
+            dst[i] = tempo__f32_to_bf16(src[i]);
+        }
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            dst[i] = tempo__f32_to_f16(src[i]);
+        }
+    }
+}
+
 /** Convert n 16-bit floats to fp32 and back (dtype selects fp16 or bf16). */
 void tempo__half_to_f32(tempo_dtype_t dtype, const uint16_t *src, float *dst, size_t n);
 void tempo__f32_to_half(tempo_dtype_t dtype, const float *src, uint16_t *dst, size_t n);

@@ -66,6 +66,11 @@ bin_PROGRAMS += %reldir%/overlap_bench
 %canon_reldir%_overlap_bench_SOURCES = %reldir%/overlap_bench.c
 %canon_reldir%_overlap_bench_LDADD = libtempo.la -lm $(PTHREAD_LIBS)
 
+# The lower bound of a shared-memory all-reduce on this host (every buffer shared, spin barriers,
+# the best vector kernel; no libtempo): tempo-compare prints it beside tempo's all_reduce times.
+bin_PROGRAMS += %reldir%/all_reduce_bound
+%canon_reldir%_all_reduce_bound_SOURCES = %reldir%/all_reduce_bound.c
+
 # The scripts are written by config.status from their .in (configure.ac substitutes the version)
 # under the tempo-specific names they are installed with; they find each other and the programs
 # beside themselves, in the build tree and in $(bindir).

@@ -137,9 +137,9 @@ side_cmd() { # side hosts rate round -> the command line of that side
         --mca pml_ucx_tls any --mca pml_ucx_devices any \
         --mca osc ^ucx --mca mpi_yield_when_idle 1 --bind-to none \
         -x UCX_TLS=tcp,self -x UCX_NET_DEVICES=eth0 "$PERF_MPI" "${flags[@]}" ;;
-    shm) echo env TEMPO_TIMEOUT=60 "$TR" -n "$h" "$PERF" "${flags[@]}" ;;
+    shm) echo env TEMPO_TIMEOUT=60 "$TR" -n "$h" --no-prefix "$PERF" "${flags[@]}" ;;
     ucxsm) echo env TEMPO_TIMEOUT=60 TEMPO_TRANSPORTS=ucx,^shm UCX_TLS=sm,cma,self "$TR" -n "$h" \
-        "$PERF" "${flags[@]}" ;;
+        --no-prefix "$PERF" "${flags[@]}" ;;
     esac
 }
 

@@ -11,7 +11,10 @@
 #   - every side runs once per round (3 rounds: 3 tempo runs, 3 MPI runs), the first side rotating;
 #   - the table has per size the median with (min-max) of each side and the MPI/tempo ratio;
 #   - the load line ("others' load: ... before the runs, ... after") is printed;
-#   - -B adds a base column and its ratio; --help works as the first argument.
+#   - -B adds a base column and its ratio; --help works as the first argument;
+#   - all_reduce: the bound (all_reduce_bound) runs in every round and its time and tempo's % of it
+#     are printed beside every size; -L 0 leaves it out; for a dtype it does not know (int32) the
+#     run still succeeds, without the column.
 # Run by the automake harness (top_builddir, top_srcdir exported) or by hand from a built tree.
 
 b=${top_builddir:-.}
@@ -47,7 +50,7 @@ chmod +x "$tmp/mpirun"
 MPIRUN="$tmp/mpirun"
 export MPIRUN
 
-echo 1..9
+echo 1..12
 n=0
 # check DESCRIPTION COMMAND...: one point; on failure the run's output as diagnostics
 check() {
@@ -91,6 +94,19 @@ check "-y sometimes is refused" eval '[ $rc = 2 ] && has "auto, 0 or 1"'
 rc=$?
 check "-B adds the other build's column and its ratio" \
     eval '[ $rc = 0 ] && has "base time (us)" && has "base/tempo" && has "; base: "'
+"$CMP" -n 2 -R 2 -k "$tmp/kept" -- -b 8 -e 64 -f 8 -n 5 -w 1 >"$tmp/out" 2>&1
+rc=$?
+check "all_reduce: the bound's time and tempo's % of it beside every size, run in every round" \
+    eval '[ $rc = 0 ] && has "% bound" && has "^# bound: all_reduce_bound (bound (shared buffers" &&
+        [ "$(grep -c "^ *\(8\|64\)  .* [0-9.]* ([0-9.]*-[0-9.]*)  *[0-9][0-9]*%  *[0-9.][0-9.]*$" "$tmp/out")" = 2 ] &&
+        [ "$(ls "$tmp/kept"/all_reduce.bound.*.json | wc -l)" = 2 ]'
+"$CMP" -n 2 -R 1 -L 0 -- -b 8 -e 8 -n 5 -w 1 >"$tmp/out" 2>&1
+rc=$?
+check "-L 0 leaves the bound out" eval '[ $rc = 0 ] && ! has "% bound"'
+"$CMP" -n 2 -R 1 -- -b 8 -e 8 -n 5 -w 1 -d int32 >"$tmp/out" 2>&1
+rc=$?
+check "a dtype the bound does not know: no bound column, the run succeeds" \
+    eval '[ $rc = 0 ] && ! has "% bound" && has "MPI/tempo"'
 "$CMP" -B "$tmp/nowhere" >"$tmp/out" 2>&1
 rc=$?
 check "-B without perf programs is refused" eval '[ $rc != 0 ] && has "no \*_perf programs"'

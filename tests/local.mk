@@ -2,6 +2,8 @@
 include tests/mr/local.mk
 include tests/unit/local.mk
 include tests/fault/local.mk
+include tests/rdma/local.mk
+include tests/transport/local.mk
 
 # The TAP producer shared by compiled tests.
 noinst_HEADERS += %reldir%/tap.h

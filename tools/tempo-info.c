@@ -153,6 +153,7 @@ int main(int argc, char **argv)
         print_compressors();
     }
     if (refused) {
+        fflush(stdout); /* the summary after the table, not inside it when both go to one file */
         fprintf(stderr, "tempo-info: %d TEMPO_* variable%s refused: tempo_comm_init_env() would "
                         "fail with TEMPO_ERR_INVALID\n",
                 refused, refused == 1 ? " is" : "s are");

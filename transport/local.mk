@@ -9,10 +9,16 @@ noinst_HEADERS += \
 	%reldir%/transport.h \
 	%reldir%/tl_int.h \
 	%reldir%/stream.h
-
-# UCX (config/m4/ucx.m4): the ucx backend, linked into the library when found.
+# verbs.c only where configure found libibverbs (--with-verbs); its flags are empty otherwise.
+# (AM_CPPFLAGS: the library's own CPPFLAGS, set in quant/local.mk, expand it.)
+AM_CPPFLAGS += $(VERBS_CPPFLAGS)
+libtempo_core_la_LIBADD += $(VERBS_LDFLAGS) $(VERBS_LIBS)
+if HAVE_VERBS
+libtempo_core_la_SOURCES += %reldir%/verbs.c
+endif
+# ucx.c only where configure found UCX (--with-ucx); its flags are empty otherwise.
+AM_CPPFLAGS += $(UCX_CPPFLAGS)
+libtempo_core_la_LIBADD += $(UCX_LDFLAGS) $(UCX_LIBS)
 if HAVE_UCX
 libtempo_core_la_SOURCES += %reldir%/ucx.c
-libtempo_core_la_CFLAGS += $(UCX_CPPFLAGS)
-libtempo_core_la_LIBADD += $(UCX_LDFLAGS) $(UCX_LIBS)
 endif

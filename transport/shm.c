@@ -18,6 +18,14 @@
  *
  * A ring never reports end-of-stream; a dead peer is noticed through its tcp connection.
  *
+ * Single copy (TEMPO_SHM_CMA, TEMPO_SHM_CMA_BYTES): a payload of at least that many bytes does not go through the
+ * ring (two copies: into it and out of it) but through the stream's zero-copy tickets: the sender
+ * exposes its buffer (descriptor: address and length; nothing to register), the receiver copies it
+ * straight into the receive buffer with process_vm_readv (cross-memory attach, one copy) and says
+ * FIN. CMA needs ptrace permission over the peer (same user; Yama's ptrace_scope may forbid it), so
+ * at setup every rank tries to read each same-host peer's segment header through CMA, and a pair
+ * uses it only when both ends could (the rings otherwise, with an INFO line saying why).
+ *
  * Doorbell (TEMPO_SHM_BELL): a ring or a counter in shared memory wakes no poll(), so a rank that
  * sleeps in a wait (core/engine.c, after TEMPO_SPIN) would notice a same-host peer's data only at
  * its next 1 ms tick. Before it sleeps, a rank sets its flag in the segment (one cache line per
@@ -45,6 +53,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -52,6 +61,8 @@
 #define CODE_READY 1u
 #define CODE_OPENED 2u
 #define CODE_DECIDE 3u
+#define CODE_CMA_ADDR 0x201u
+#define CODE_CMA_OK 0x202u
 
 typedef struct shm_ring {
     _Atomic uint64_t tail; /* bytes produced */
@@ -78,6 +89,7 @@ typedef struct bell_line {
 
 typedef struct shm_ep {
     tempo__stream_t stream;
+    pid_t pid; /* the peer's process, for CMA */
     struct shm_tl *tl;
     _Atomic uint32_t *peer_bell; /* the peer's sleeping flag */
     struct sockaddr_un bell_addr; /* the peer's bell socket (abstract name) */
@@ -263,7 +275,148 @@ static ssize_t ring_read(void *pipe, void *buf, size_t len)
     return (ssize_t)n;
 }
 
-static const tempo__pipe_ops_t ring_pipe_ops = {.writev = ring_writev, .read = ring_read};
+/* Cross-memory attach: the peer's exposed buffer is described by its address and length. */
+typedef struct {
+    uint64_t addr, len;
+} cma_desc_t;
+
+static size_t cma_expose(void *pipe, const void *buf, size_t len, void *desc, void **handle)
+{
+    (void)pipe;
+    cma_desc_t d = {(uint64_t)(uintptr_t)buf, len};
+    memcpy(desc, &d, sizeof(d));
+    *handle = NULL;
+    return sizeof(d);
+}
+
+static void cma_release(void *pipe, void *handle)
+{
+    (void)pipe;
+    (void)handle;
+}
+
+/* Copy len bytes of the peer's memory at raddr into dst; 0 or -errno. */
+static int cma_read(pid_t pid, void *dst, uint64_t raddr, size_t len)
+{
+    size_t done = 0;
+    while (done < len) {
+        struct iovec l = {(char *)dst + done, len - done};
+        struct iovec r = {(void *)(uintptr_t)(raddr + done), len - done};
+        ssize_t n = process_vm_readv(pid, &l, 1, &r, 1, 0);
+        if (n <= 0) {
+            return n < 0 ? -errno : -EIO;
+        }
+        done += (size_t)n;
+    }
+    return 0;
+}
+
+static int cma_fetch(void *pipe, const void *desc, size_t desc_len, void *dst, size_t len, void *op)
+{
+    shm_ep_t *ep = pipe;
+    cma_desc_t d;
+    (void)op;
+    if (desc_len != sizeof(d)) {
+        return -EPROTO;
+    }
+    memcpy(&d, desc, sizeof(d));
+    if (d.len != len) {
+        return -EPROTO;
+    }
+    int r = cma_read(ep->pid, dst, d.addr, len);
+    return r < 0 ? r : 1;
+}
+
+/* Fetches are synchronous: nothing is ever in flight to stop. */
+static void cma_kill(void *pipe)
+{
+    (void)pipe;
+}
+
+static const tempo__pipe_ops_t ring_pipe_ops = {.writev = ring_writev,
+                                                .read = ring_read,
+                                                .expose = cma_expose,
+                                                .release = cma_release,
+                                                .fetch = cma_fetch,
+                                                .kill = cma_kill};
+
+/* Whether each same-host pair can use CMA: every rank sends its segment address to the others, reads
+ * their segment headers through process_vm_readv and compares them with its own mapping of the same
+ * bytes, then the results are exchanged; a pair uses CMA when both ends succeeded. */
+static tempo_status_t cma_setup(shm_tl_t *s, uint64_t deadline)
+{
+    tempo__world_t *w = s->world;
+    int np = s->nlocal - 1;
+    if (!tempo__cfg.shm_cma || !tempo__cfg.shm_cma_bytes || np < 1) {
+        return TEMPO_OK;
+    }
+    tempo__ctrl_msg_t *sm = tempo__calloc((size_t)np * 2, sizeof(*sm), "shm setup");
+    tempo__ctrl_msg_t *rm = tempo__calloc((size_t)np * 2, sizeof(*rm), "shm setup");
+    uint64_t *addr = tempo__calloc((size_t)np, sizeof(*addr), "shm setup");
+    uint8_t *ok = tempo__calloc((size_t)np * 2, 1, "shm setup");
+    tempo_status_t st = TEMPO_ERR_NOMEM;
+    uint64_t mine = (uint64_t)(uintptr_t)s->base;
+    if (!sm || !rm || !addr || !ok) {
+        goto out;
+    }
+    for (int i = 0, k = 0; i < s->nlocal; i++) {
+        if (s->local[i] != w->rank) {
+            sm[k] = (tempo__ctrl_msg_t){s->local[i], CODE_CMA_ADDR, &mine, sizeof(mine)};
+            rm[k] = (tempo__ctrl_msg_t){s->local[i], CODE_CMA_ADDR, &addr[k], sizeof(addr[k])};
+            k++;
+        }
+    }
+    st = tempo__ctrl_exchange(w, sm, np, rm, np, deadline, "shared memory setup (CMA)");
+    if (st != TEMPO_OK) {
+        goto out;
+    }
+    char why[128] = "";
+    for (int i = 0, k = 0; i < s->nlocal; i++) {
+        if (s->local[i] == w->rank) {
+            continue;
+        }
+        seg_hdr_t h;
+        int r = cma_read(s->eps[s->local[i]]->pid, &h, addr[k], sizeof(h));
+        ok[k] = r == 0 && memcmp(&h, s->base, sizeof(h)) == 0;
+        if (!ok[k] && !why[0]) {
+            snprintf(why, sizeof(why), "process_vm_readv from rank %d: %s", s->local[i],
+                     r ? strerror(-r) : "read other bytes");
+        }
+        sm[k] = (tempo__ctrl_msg_t){s->local[i], CODE_CMA_OK, &ok[k], 1};
+        rm[k] = (tempo__ctrl_msg_t){s->local[i], CODE_CMA_OK, &ok[np + k], 1};
+        k++;
+    }
+    st = tempo__ctrl_exchange(w, sm, np, rm, np, deadline, "shared memory setup (CMA)");
+    if (st != TEMPO_OK) {
+        goto out;
+    }
+    int n = 0;
+    for (int i = 0, k = 0; i < s->nlocal; i++) {
+        if (s->local[i] != w->rank) {
+            if (ok[k] && ok[np + k]) {
+                tempo__stream_set_fetch(&s->eps[s->local[i]]->stream, tempo__cfg.shm_cma_bytes);
+                n++;
+            }
+            k++;
+        }
+    }
+    if (n < np) {
+        TEMPO_INFO(TEMPO_SUB_TRANSPORT,
+                   "shm: single-copy transfers (CMA) with %d of %d same-host peers; the others "
+                   "copy through the rings (%s)",
+                   n, np, why[0] ? why : "the peer could not read this rank");
+    } else {
+        TEMPO_INFO(TEMPO_SUB_TRANSPORT,
+                   "shm: payloads of %zu bytes and more are copied once (CMA) with all %d peers",
+                   tempo__cfg.shm_cma_bytes, np);
+    }
+out:
+    tempo__free(sm);
+    tempo__free(rm);
+    tempo__free(addr);
+    tempo__free(ok);
+    return st;
+}
 
 static tempo_status_t ep_isend(void *ep, tempo__xfer_t *x)
 {
@@ -555,6 +708,7 @@ static tempo_status_t shm_tl_open(tempo__world_t *w, const unsigned char *want, 
         ep->in = ring_at(base, ring_bytes, s->nlocal, i, me);
         ep->mask = ring_bytes - 1;
         ep->tl = s;
+        ep->pid = (pid_t)w->peers[r].info.pid;
         ep->peer_bell = &s->bells[1 + i].v;
         ep->bell_len = bell_name(&ep->bell_addr, w->job_uuid, r);
         st = tempo__stream_init(&ep->stream, w, r, "shm", &ring_pipe_ops, ep);
@@ -564,6 +718,11 @@ static tempo_status_t shm_tl_open(tempo__world_t *w, const unsigned char *want, 
             return st;
         }
         s->eps[r] = ep;
+    }
+    st = cma_setup(s, deadline);
+    if (st != TEMPO_OK) {
+        shm_close(s, 0, 0);
+        return st;
     }
     if (s->bell_fd >= 0) {
         w->shm_sleepers = &s->bells[0].v;

@@ -18,6 +18,10 @@
  *   job_go(&job, rank), job_kill(&job, rank, sig)
  *   job_finish(&job, seconds)                 wait for all ranks (SIGKILL after seconds: a hang
  *                                             guard, reported); relay their rk_check results as TAP
+ * FAULT_ENV (space-separated NAME=VALUE words, from the test's environment) is set in every rank
+ * before the test's own env, which may override it: how tests/transport/conform.sh runs a fault
+ * test on one transport (FAULT_ENV='TEMPO_TRANSPORTS=tcp,^shm'); TEMPO_* variables of the test's
+ * environment are otherwise removed.
  * Synchronisation is only through these pipes; the only timeouts are hang guards. Besides the
  * test's own, each rank has a last-resort one: alarm(FAULT_RANK_GUARD seconds, 120 by default;
  * from the environment, for slow builds: a ThreadSanitizer rank of fault_mismatch runs for about
@@ -221,8 +225,25 @@ static void job_clean_env(void)
     }
 }
 
+/* Set one "NAME=VALUE" (or "NAME": unset NAME) in this process's environment. */
+static void job_setenv(const char *word, size_t len)
+{
+    char name[128];
+    size_t k = strcspn(word, "=");
+    k = k < len ? k : len;
+    snprintf(name, sizeof(name), "%.*s", (int)k, word);
+    if (k < len) {
+        char *value = strndup(word + k + 1, len - k - 1);
+        setenv(name, value ? value : "", 1);
+        free(value);
+    } else {
+        unsetenv(name);
+    }
+}
+
 /* Start n ranks. env: NULL-terminated "NAME=VALUE" strings set for every rank (after TEMPO_RANK,
- * TEMPO_SIZE, TEMPO_ROOT and TEMPO_TIMEOUT=30s, which it may override). Returns 0 or -1. */
+ * TEMPO_SIZE, TEMPO_ROOT, TEMPO_TIMEOUT=30s and FAULT_ENV's words, which it may override).
+ * Returns 0 or -1. */
 static int job_start(job_t *j, int n, const char *const *env, job_rank_main_t fn, void *arg)
 {
     memset(j, 0, sizeof(*j));
@@ -263,6 +284,7 @@ static int job_start(job_t *j, int n, const char *const *env, job_rank_main_t fn
             signal(SIGPIPE, SIG_DFL);
             const char *guard = getenv("FAULT_RANK_GUARD");
             alarm(guard && atoi(guard) > 0 ? (unsigned)atoi(guard) : 120); /* last resort */
+            char *fault_env = getenv("FAULT_ENV") ? strdup(getenv("FAULT_ENV")) : NULL;
             job_clean_env();
             char v[32];
             snprintf(v, sizeof(v), "%d", r);
@@ -271,15 +293,17 @@ static int job_start(job_t *j, int n, const char *const *env, job_rank_main_t fn
             setenv("TEMPO_SIZE", v, 1);
             setenv("TEMPO_ROOT", j->root, 1);
             setenv("TEMPO_TIMEOUT", "30s", 1);
-            for (int i = 0; env && env[i]; i++) {
-                char name[128];
-                size_t k = strcspn(env[i], "=");
-                snprintf(name, sizeof(name), "%.*s", (int)k, env[i]);
-                if (env[i][k] == '=') {
-                    setenv(name, env[i] + k + 1, 1);
-                } else {
-                    unsetenv(name);
+            for (const char *w = fault_env; w && *w;) {
+                w += strspn(w, " \t");
+                size_t len = strcspn(w, " \t");
+                if (len) {
+                    job_setenv(w, len);
                 }
+                w += len;
+            }
+            free(fault_env);
+            for (int i = 0; env && env[i]; i++) {
+                job_setenv(env[i], strlen(env[i]));
             }
             int rc = fn(r, n, arg);
             fflush(NULL);

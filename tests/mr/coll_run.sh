@@ -1,12 +1,13 @@
 #!/bin/sh
-# tests/mr/coll_run.sh TRANSPORT — the driver of coll_shm.sh, coll_tcp.sh and coll_ucx_*.sh
-# (TRANSPORT is shm, tcp or ucx): launches tests/mr/coll_test through tempo-run at each rank count
-# 1..8 and turns the ranks' result files into TAP, one point per launch and one per (rank count,
-# check group), the groups being each collective's automatic choice and each of its algorithms
-# ("allreduce/ring"), barrier, send/recv rings, the many-requests-in-flight phase and the
-# self-test of the reference. ucx runs every rank on this host with TEMPO_TRANSPORTS=ucx,^shm
-# under the caller's UCX_TLS, and every launch of 2 ranks or more must log that ucx carried the
-# data of all its peers.
+# tests/mr/coll_run.sh TRANSPORT — the driver of coll_shm.sh and coll_tcp.sh (TRANSPORT is shm or
+# tcp) and of the collective layer of tests/transport/conform.sh (any other name: every rank on
+# this host, the transport chosen by COLL_ENV, e.g. COLL_ENV='TEMPO_TRANSPORTS=ucx,^shm', and
+# COLL_EXPECT the text one of every rank's "transport NAME carries the data of N peers" log lines
+# must contain, '@' standing for the number of peers): launches tests/mr/coll_test through
+# tempo-run at each rank count 1..8 and turns the ranks' result files into TAP, one point per
+# launch and one per (rank count, check group), the groups being each collective's automatic choice
+# and each of its algorithms ("allreduce/ring"), barrier, send/recv rings, the many-requests-in-
+# flight phase and the self-test of the reference.
 #
 # What runs inside one launch is documented at the top of coll_test.c. At the few-MB size the
 # product is reduced at rank counts above COLL_FULL_BIG_MAX (default 4), to keep the pair of
@@ -23,9 +24,9 @@
 # shm, and on one rank, such a refusal is a failure: every algorithm can run on one host, and on
 # one rank.
 # A launch passes when tempo-run exits 0, every rank wrote its END line and, where the INIT log
-# (TEMPO_DEBUG=INFO) has its "transports:" line, used the intended transport. Results never come
-# from the library's own reporting: the ranks check their data against a reference computed
-# locally and write files, which this script reads.
+# (TEMPO_DEBUG=INFO) has its "transport NAME carries the data of N peers" lines, used the intended
+# transport. Results never come from the library's own reporting: the ranks check their data
+# against a reference computed locally and write files, which this script reads.
 #
 # Knobs (environment): COLL_RANKS ("1 2 3 4 5 6 7 8"), COLL_FULL_BIG_MAX (4; 8 runs the whole
 # product everywhere), COLL_BIG_BYTES (the "few MB" size, 3145728; 65536 and up: coll_test
@@ -39,9 +40,13 @@
 
 transport=$1
 case $transport in
-shm | tcp | ucx) ;;
+shm | tcp) ;;
+[a-z]*) [ -n "${COLL_ENV:-}" ] || {
+    echo "Bail out! coll_run.sh $transport: COLL_ENV must select the transport"
+    exit 1
+} ;;
 *)
-    echo "Bail out! usage: coll_run.sh shm|tcp|ucx"
+    echo "Bail out! usage: coll_run.sh shm|tcp|NAME"
     exit 1
     ;;
 esac
@@ -58,12 +63,7 @@ done
 
 # Nothing from the caller's environment may change what is tested.
 unset TEMPO_ROOT TEMPO_RANK TEMPO_SIZE TEMPO_LOCAL_RANK TEMPO_LOCAL_SIZE TEMPO_ALGO TEMPO_SHM \
-    TEMPO_HOST_ID TEMPO_TRANSPORTS
-if [ "$transport" = ucx ]; then
-    TEMPO_TRANSPORTS=ucx,^shm # every pair over UCX (UCX_TLS from the caller picks its transports)
-    export TEMPO_TRANSPORTS
-fi
-
+    TEMPO_HOST_ID
 if [ "$transport" = tcp ]; then
     TEMPO_HOST_ID=%r # every rank its own host: no shared memory, TCP between all pairs
     export TEMPO_HOST_ID
@@ -71,14 +71,12 @@ fi
 # A lost message shows up as a timeout of the library's wait well before tempo-run's hang guard.
 TEMPO_TIMEOUT=60
 export TEMPO_TIMEOUT
-# The INIT log says which transport each rank uses ("transports: 2 peers over shm, 0 over tcp"):
-# the launch point checks it, so a tcp run that silently used shared memory (or the reverse) fails.
-# ucx also logs at its end how many payloads went zero-copy (TRANSPORT): with COLL_UCX_ZCOPY=1
-# (coll_ucx_sm.sh, where cma gives a one-sided lane) every rank must have sent and received some.
+# The INIT log says which transport carries which peers ("transport shm carries the data of 2
+# peers: ranks 1-2"): the launch point checks it, so a tcp run that silently used shared memory
+# (or the reverse) fails.
 if [ -z "${TEMPO_DEBUG:-}" ]; then
     TEMPO_DEBUG=INFO
     TEMPO_DEBUG_SUBSYS=INIT
-    [ "$transport" = ucx ] && TEMPO_DEBUG_SUBSYS=INIT,TRANSPORT
     export TEMPO_DEBUG TEMPO_DEBUG_SUBSYS
 fi
 
@@ -129,50 +127,34 @@ for n in $ranks; do
         grep -q '^END ' "$dir/r$r" 2>/dev/null || missing="$missing $r"
         r=$((r + 1))
     done
-    # Every rank's "transports:" line, if the log has them, must name the intended transport.
-    if [ "$transport" = shm ]; then
-        want="$((n - 1)) peers over shm, 0 over tcp"
+    # Every rank's "transport NAME carries the data of N peers" lines, if the log has them, must
+    # name the intended transport with all its peers (one line per rank, none for another one).
+    if [ "$transport" = shm ] || [ "$transport" = tcp ]; then
+        want="transport $transport carries the data of $((n - 1)) peer"
     else
-        want="0 peers over shm, $((n - 1)) over tcp"
+        want=$(printf '%s' "${COLL_EXPECT:-}" | sed "s/@/$((n - 1))/g")
     fi
-    nlines=$(grep -c 'transports: [0-9]* peers over shm, [0-9]* over tcp' "$dir/out")
-    nright=$(grep -c "transports: $want\$" "$dir/out")
-    if [ "$transport" = ucx ]; then
-        # transport.c's INIT line, one per rank: "transport ucx carries the data of 3 peers: ..."
-        want="transport ucx carries the data of $((n - 1)) peer"
-        nlines=$n
-        [ "$n" -eq 1 ] && nlines=0
-        nright=$(grep -c "$want" "$dir/out")
-        if [ "${COLL_UCX_ZCOPY:-0}" = 1 ]; then
-            want="$want, and zero-copy payloads"
-            nright=$(grep -c 'ucx: [1-9][0-9]* payloads sent and [1-9][0-9]* received zero-copy' \
-                "$dir/out" | awk -v r="$nright" '{print ($1 < r) ? $1 : r}')
-        fi
-    fi
+    pat=$want
+    nlines=$(grep -c 'transport [a-z]* carries the data of' "$dir/out")
+    nright=$(grep -c "$pat" "$dir/out")
+    # Another transport must be confirmed: every rank logs its line.
+    case $transport in shm | tcp) ;; *) [ "$nlines" -ge "$n" ] || nright=-1 ;; esac
     what=
     case $big in --full-big*) what=", full product at the MB size" ;; esac
     [ -n "${COLL_BIG_BYTES:-}" ] && what="$what, large size $COLL_BIG_BYTES bytes"
     desc="$transport n=$n: launch of $n ranks ($elapsed s$what)"
     if [ "$rc" -eq 0 ] && [ -z "$missing" ] && [ "$nright" -eq "$nlines" ]; then
         echo "ok $num - $desc"
-        [ "$nlines" -eq 0 ] && echo "# could not confirm the transport: no 'transports:' log line"
+        [ "$nlines" -eq 0 ] && echo "# could not confirm the transport: no 'carries the data' line"
     else
         echo "not ok $num - $desc"
         echo "# tempo-run exited with status $rc${missing:+; no END line from rank(s)$missing}"
         [ "$rc" -eq 124 ] && echo "# (124: the hang guard, --timeout $launch_timeout, ended it)"
-        if [ "$transport" = ucx ]; then
-            [ "$nright" -ne "$nlines" ] &&
-                echo "# $((nlines - nright)) rank(s) did not log '$want'"
-            grep -v ' INFO ' "$dir/out" | tail -n 15 | cut -c 1-300 | sed 's/^/#   /'
-            grep 'transport [a-z]* carries' "$dir/out" | grep -v "$want" | head -n 3 |
-                cut -c 1-300 | sed 's/^/#   /'
-        else
-            [ "$nright" -ne "$nlines" ] &&
-                echo "# $((nlines - nright)) rank(s) did not log 'transports: $want'"
-            grep -v ' INFO ' "$dir/out" | tail -n 15 | cut -c 1-300 | sed 's/^/#   /'
-            grep 'transports: ' "$dir/out" | grep -v "transports: $want\$" | head -n 3 |
-                cut -c 1-300 | sed 's/^/#   /'
-        fi
+        [ "$nright" -ne "$nlines" ] &&
+            echo "# $((nlines - nright)) rank(s) did not log '$want'"
+        grep -v ' INFO ' "$dir/out" | tail -n 15 | cut -c 1-300 | sed 's/^/#   /'
+        grep 'carries the data of' "$dir/out" | grep -v "$pat" | head -n 3 |
+            cut -c 1-300 | sed 's/^/#   /'
     fi
 
     # One point per group, in the order of --list.

@@ -83,8 +83,11 @@
  *        difftest_mpi --hashes DIR [--seed S] [--cases N] [--first K] [--case K] [--max-depth D]
  *                 [--big PERMILLE] [--comp-avg 0|1] (under mpirun)
  * --case K is --first K --cases 1. --comp-avg 0 leaves avg out of the compressed lane (sum only).
- * --transport only labels the replay command (tcp adds
- * TEMPO_HOST_ID=%r to it).
+ * --transport names the transport of the launch: tcp adds TEMPO_HOST_ID=%r to the replay command,
+ * and on any transport but shm the forced shm all-reduce may be refused (TEMPO_ERR_UNSUPPORTED:
+ * no shared-memory collectives). DIFFTEST_ENV (NAME=VALUE words that difftest.sh adds to every
+ * launch, e.g. TEMPO_TRANSPORTS=ucx,^shm from tests/transport/conform.sh) leads the replay
+ * command.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -368,10 +371,12 @@ static void replay_cmd(const ctx_t *c, uint64_t k, char *buf, size_t len)
     const char *launch = "tempo-run", *prog = "difftest --out";
     const char *env = strcmp(c->transport, "tcp") == 0 ? "TEMPO_HOST_ID=%r " : "";
 #endif
+    const char *more = getenv("DIFFTEST_ENV");
     snprintf(buf, len,
-             "%s%s -n %d tests/mr/%s DIR --seed 0x%016" PRIx64 " --case %" PRIu64
+             "%s%s%s%s -n %d tests/mr/%s DIR --seed 0x%016" PRIx64 " --case %" PRIu64
              " --max-depth %d --big %d --comp-avg %d",
-             env, launch, c->size, prog, c->seed, k, c->max_depth, c->big_permille, c->comp_avg);
+             more && *more ? more : "", more && *more ? " " : "", env, launch, c->size, prog,
+             c->seed, k, c->max_depth, c->big_permille, c->comp_avg);
 }
 
 static void fail(ctx_t *c, int group, uint64_t k, const char *what, const char *why)
@@ -945,7 +950,7 @@ static int allowed_unsupported(const ctx_t *c, const run_t *u)
     const opspec_t *o = u->o;
     return o->kind == MR_ALLREDUCE && o->algo >= 0 &&
            strcmp(c->algo[MR_ALLREDUCE][o->algo], "shm") == 0 && u->size > 1 &&
-           strcmp(c->transport, "tcp") == 0;
+           strcmp(c->transport, "shm") != 0;
 }
 
 static void check(ctx_t *c, run_t *u, mr_verdict_t *v)
@@ -1501,11 +1506,11 @@ static void run_mismatch(ctx_t *c, uint64_t k)
     }
     /* The same call run differently: another algorithm forced (with or without a priority), or
      * another compressor (or none; with or without a priority) on the differing ranks. */
-    int tcp = strcmp(c->transport, "tcp") == 0;
+    int no_shm = strcmp(c->transport, "shm") != 0; /* shared-memory collectives may be absent */
     const char *algos[MAX_ALGOS]; /* coll's algorithms that can run here */
     int nalgos = 0;
     for (int i = 0; coll < MR_NCOLL && i < c->nalgo[coll]; i++) {
-        if (!tcp || strcmp(c->algo[coll][i], "shm") != 0) {
+        if (!no_shm || strcmp(c->algo[coll][i], "shm") != 0) {
             algos[nalgos++] = c->algo[coll][i];
         }
     }
@@ -1523,8 +1528,8 @@ static void run_mismatch(ctx_t *c, uint64_t k)
         algo = algos[ialgo];
     } else if (path == DP_FORCED) {
         algo = c->algo[coll][below(&s, (uint64_t)c->nalgo[coll])];
-        if (strcmp(algo, "shm") == 0 && tcp) {
-            path = DP_WAIT; /* refused alike on every rank across hosts: no disagreement */
+        if (strcmp(algo, "shm") == 0 && no_shm) {
+            path = DP_WAIT; /* refused alike on every rank without shm: no disagreement */
         }
     }
     tempo_dtype_t dt = (tempo_dtype_t)below(&s, TEMPO_DTYPE_COUNT);
@@ -1787,7 +1792,7 @@ int main(int argc, char **argv)
     if (parse_args(c, argc, argv, &list) != 0 || (!list && !c->dir)) {
         fprintf(stderr,
                 "usage: %s --list | --out DIR [--seed S] [--cases N] [--first K] [--case K] "
-                "[--max-depth 0-%d] [--big PERMILLE (0-70)] [--comp-avg 0|1] [--transport shm|tcp] "
+                "[--max-depth 0-%d] [--big PERMILLE (0-70)] [--comp-avg 0|1] [--transport NAME] "
                 "[--hashes DIR]\n",
                 argv[0], MAX_DEPTH);
         return 2;

@@ -18,7 +18,10 @@
 #   DIFFTEST_COMP_AVG=0  compressed cases use sum only (1: sum and avg)
 #   DIFFTEST_BIG         permille of single-operation cases at the few-MB size (2)
 #   DIFFTEST_RANKS       rank counts ("1 2 3 4 5 6 7")
-#   DIFFTEST_TRANSPORTS  "shm tcp" (also ucx: as tcp, with TEMPO_TRANSPORTS=ucx)
+#   DIFFTEST_TRANSPORTS  "shm tcp"; another name runs every rank on this host with DIFFTEST_ENV
+#   DIFFTEST_ENV         NAME=VALUE words added to every launch's environment (and to the replay
+#                        commands): how tests/transport/conform.sh runs the test on one transport,
+#                        e.g. DIFFTEST_TRANSPORTS=ucx-only DIFFTEST_ENV='TEMPO_TRANSPORTS=ucx,^shm'
 #   DIFFTEST_TIMEOUT     hang guard per launch in seconds (600); TEMPO_TIMEOUT is 30 s inside
 #   DIFFTEST_KEEP=1      keep the result files (path printed)
 #
@@ -187,12 +190,8 @@ num=0
 i=0
 t_start=$(date +%s)
 for t in $transports; do
-    envs=
-    tp=$t
-    [ "$t" = tcp ] && envs="TEMPO_HOST_ID=%r"
-    # ucx: every rank its own host as for tcp, the data over ucx (UCX_TLS from the caller's
-    # environment picks UCX's transports); the program treats it as tcp (no shared memory).
-    [ "$t" = ucx ] && envs="TEMPO_HOST_ID=%r TEMPO_TRANSPORTS=ucx" && tp=tcp
+    envs=${DIFFTEST_ENV:-}
+    [ "$t" = tcp ] && envs="$envs TEMPO_HOST_ID=%r"
     for n in $ranks; do
         s=$((seed + i))
         i=$((i + 1))
@@ -203,7 +202,7 @@ for t in $transports; do
         compared "$t" "$n" && hashes="--hashes $dir"
         # shellcheck disable=SC2086 # $hashes is a word list
         mr_launch "$t n=$n seed=$s" "$n" "$dir" "$envs" "$PROG" --seed "$s" --cases "$cases" \
-            --max-depth "$depth" --big "$big" --comp-avg "$comp_avg" --transport "$tp" $hashes
+            --max-depth "$depth" --big "$big" --comp-avg "$comp_avg" --transport "$t" $hashes
         compared "$t" "$n" && mpi_compare
     done
 done

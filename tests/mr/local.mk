@@ -9,10 +9,6 @@ EXTRA_DIST += %reldir%/tempo_run.sh
 TESTS += %reldir%/coll_shm.sh %reldir%/coll_tcp.sh %reldir%/determinism.sh
 EXTRA_DIST += %reldir%/coll_shm.sh %reldir%/coll_tcp.sh %reldir%/coll_run.sh \
 	%reldir%/determinism.sh %reldir%/results.awk %reldir%/launch.sh
-# The same collectives over the ucx transport (coll_ucx.sh: TEMPO_TRANSPORTS=ucx,^shm at 2-4 ranks,
-# with UCX_TLS=tcp,self and UCX_TLS=sm,cma,self); they skip where the build has no UCX.
-TESTS += %reldir%/coll_ucx_tcp.sh %reldir%/coll_ucx_sm.sh
-EXTRA_DIST += %reldir%/coll_ucx.sh %reldir%/coll_ucx_tcp.sh %reldir%/coll_ucx_sm.sh
 check_PROGRAMS += %reldir%/coll_test %reldir%/determinism
 noinst_HEADERS += %reldir%/mrtest.h
 %canon_reldir%_coll_test_SOURCES = %reldir%/coll_test.c
@@ -98,3 +94,11 @@ EXTRA_DIST += %reldir%/cfg_used.sh
 # per-peer choice logged at INFO, and the refusals (bad values, disagreeing ranks, unreachable peers).
 TESTS += %reldir%/transports.sh
 EXTRA_DIST += %reldir%/transports.sh
+
+# The shm all-reduce's direct protocol (process_vm_readv) and its fallback: exact results either
+# way, the ranks agreeing on one (a rank denied process_vm_readv by seccomp makes all copy), and
+# TEMPO_SHM_CMA=0 (tests/mr/shm_cma.c; forks its ranks with tests/fault/job.h, TAP; about 5 s).
+check_PROGRAMS += %reldir%/shm_cma
+TESTS += %reldir%/shm_cma
+%canon_reldir%_shm_cma_SOURCES = %reldir%/shm_cma.c
+%canon_reldir%_shm_cma_LDADD = libtempo.la

@@ -11,6 +11,9 @@
  * Integer sums and products wrap around (two's complement), checked explicitly at the limits.
  * The references compute in 64-bit containers and truncate, independently of the kernels' macros;
  * min/max follow the documented operand order (b < a ? b : a), which decides NaN cases.
+ * All of the above runs on every instruction-set level of the kernels that this CPU runs
+ * (tempo__reduce_kernels_level), and test_levels compares each level with the baseline level bit
+ * for bit, NaN payloads included, on odd lengths and unaligned pointers.
  * Random data is seeded; the seed is printed on failure (TEMPO_TEST_SEED replays it).
  */
 #include "config.h"
@@ -19,11 +22,13 @@
 #include <math.h>
 
 #include "collectives/coll.h"
+#include "core/cfg.h"
 #include "tests/unit/tu.h"
 
 #define COUNT 3001 /* crosses the 2048-element block of tempo__reduce_n */
 
 static uint64_t seed;
+static const char *level_name = "?"; /* the kernels' level under test, for failure messages */
 
 /* ------------------------------------------------------------------------------------------ */
 /* Elements as 64-bit containers                                                              */
@@ -255,7 +260,7 @@ static void test_reduce3(void)
                 }
             }
             if (bad) {
-                tap_diag("seed %llu", (unsigned long long)seed);
+                tap_diag("seed %llu, kernels %s", (unsigned long long)seed, level_name);
             }
             TAP_OK(bad == 0, "reduce3 %s %s: %d elements, also in place on either operand",
                    tempo_dtype_name(d), tempo_op_name((tempo_op_t)op), COUNT);
@@ -416,7 +421,7 @@ static void test_reduce_n(void)
                 }
             }
             if (bad) {
-                tap_diag("seed %llu", (unsigned long long)seed);
+                tap_diag("seed %llu, kernels %s", (unsigned long long)seed, level_name);
             }
             TAP_OK(bad == 0, "reduce_n %s %s, 1..9 operands of %d elements", tempo_dtype_name(d),
                    tempo_op_name((tempo_op_t)op), COUNT);
@@ -465,13 +470,215 @@ static void test_one_rounding(void)
     TAP_EQ_INT(ir, -64, "int8 avg(127, 1) = wrapped sum -128 / 2 = -64 (sum, then divide)");
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* Instruction-set levels                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Element i of a level test's operand k: any bit pattern one time in two (NaNs with payloads,
+ * subnormals, infinities), else rnd()'s mix of edge values and small exact numbers. */
+static uint64_t wild(tempo_dtype_t d, uint64_t *s)
+{
+    uint64_t r = tu_rand64(s);
+    if (r & 1) {
+        uint64_t v = tu_rand64(s);
+        if (d == TEMPO_FLOAT32 && (r & 2)) {
+            v = (v & 0x807fffffu) | 0x7f800000u; /* a NaN or an infinity, any payload */
+        } else if (d == TEMPO_FLOAT64 && (r & 2)) {
+            v = (v & 0x800fffffffffffffull) | 0x7ff0000000000000ull;
+        } else if (d == TEMPO_FLOAT16 && (r & 2)) {
+            v = (v & 0x83ff) | 0x7c00;
+        } else if (d == TEMPO_BFLOAT16 && (r & 2)) {
+            v = (v & 0x807f) | 0x7f80;
+        }
+        return v & mask(d);
+    }
+    return rnd(d, s);
+}
+
+/* Every level this CPU runs against the baseline level (the kernels of the library before the
+ * levels existed, unchanged) and the scalar reference, bit for bit (NaN payloads included against
+ * the baseline): every dtype x op, 1..5 operands, odd lengths around every vector width, each
+ * operand and the destination at its own byte offset from a 64-byte boundary (unaligned for every
+ * type), destination aliasing the first operand too. */
+static void test_levels(void)
+{
+    const tempo__reduce_kernels_t *base = tempo__reduce_kernels_level(0);
+    static const size_t lens[] = {1, 3, 5, 7, 9, 15, 17, 31, 33, 63, 65, 127, 129, 255, 257, 2047,
+                                  2049, 4099};
+    const tempo_dtype_t all[] = {TEMPO_INT8,    TEMPO_UINT8,    TEMPO_INT32,   TEMPO_UINT32,
+                                 TEMPO_INT64,   TEMPO_UINT64,   TEMPO_FLOAT16, TEMPO_BFLOAT16,
+                                 TEMPO_FLOAT32, TEMPO_FLOAT64};
+    size_t maxlen = lens[sizeof(lens) / sizeof(lens[0]) - 1], cap = maxlen * 8 + 128;
+    char *src_mem[5], *d0 = aligned_alloc(64, cap), *d1 = aligned_alloc(64, cap);
+    for (int k = 0; k < 5; k++) {
+        src_mem[k] = aligned_alloc(64, cap);
+    }
+    int nlevels = 0;
+    for (size_t li = 0;; li++) {
+        const tempo__reduce_kernels_t *lv = tempo__reduce_kernels_level(li);
+        if (!lv && li >= 3) {
+            break;
+        }
+        if (!lv) {
+            tap_diag("level %zu: not run by this CPU (skipped)", li);
+            continue;
+        }
+        nlevels++;
+        uint64_t s = seed ^ (0x5151 * (li + 1));
+        for (size_t di = 0; di < sizeof(all) / sizeof(all[0]); di++) {
+            tempo_dtype_t d = all[di];
+            size_t es = tempo_dtype_size(d);
+            int half = tempo__dtype_is_half(d);
+            for (int op = 0; op < TEMPO_OP_COUNT; op++) {
+                long bad = 0, cases = 0;
+                for (size_t l = 0; l < sizeof(lens) / sizeof(lens[0]); l++) {
+                    size_t cnt = lens[l];
+                    int n = 1 + (int)(tu_rand64(&s) % 5);
+                    size_t doff = tu_rand64(&s) % 64;
+                    const void *src[5];
+                    for (int k = 0; k < n; k++) {
+                        char *p = src_mem[k] + tu_rand64(&s) % 64;
+                        for (size_t i = 0; i < cnt; i++) {
+                            uint64_t v = wild(d, &s);
+                            if (half && (tu_rand64(&s) & 1)) {
+                                v = f32_half(d, (float)((int)(tu_rand64(&s) % 201) - 100) / 4);
+                            }
+                            /* unaligned stores through memcpy (st() would assume alignment) */
+                            memcpy(p + i * es, &v, es);
+                        }
+                        src[k] = p;
+                    }
+                    char *x = d0 + doff, *y = d1 + doff;
+                    /* reduce_n, out of place */
+                    memset(d0, 0x5a, cap);
+                    memset(d1, 0x5a, cap);
+                    base->reduce_n(x, src, n, cnt, d, (tempo_op_t)op);
+                    lv->reduce_n(y, src, n, cnt, d, (tempo_op_t)op);
+                    cases++;
+                    if (memcmp(d0, d1, cap) != 0 && bad++ < 3) {
+                        tap_diag("[%s] reduce_n %s %s n=%d count=%zu offset %zu differs from %s",
+                                 lv->name, tempo_dtype_name(d), tempo_op_name((tempo_op_t)op), n,
+                                 cnt, doff, base->name);
+                    }
+                    /* against the scalar reference */
+                    for (size_t i = 0; i < cnt; i++) {
+                        uint64_t want = 0, got = 0, e;
+                        if (half) {
+                            memcpy(&e, (const char *)src[0] + i * es, es);
+                            uint64_t acc = f32b(half_f32(d, e & mask(d)));
+                            for (int k = 1; k < n; k++) {
+                                memcpy(&e, (const char *)src[k] + i * es, es);
+                                acc = ref_op(TEMPO_FLOAT32, (tempo_op_t)op, acc,
+                                             f32b(half_f32(d, e & mask(d))));
+                            }
+                            if (op == TEMPO_AVG) {
+                                acc = ref_div(TEMPO_FLOAT32, acc, n);
+                            }
+                            want = f32_half(d, f32(acc));
+                        } else {
+                            memcpy(&e, (const char *)src[0] + i * es, es);
+                            want = e & mask(d);
+                            for (int k = 1; k < n; k++) {
+                                memcpy(&e, (const char *)src[k] + i * es, es);
+                                want = ref_op(d, (tempo_op_t)op, want, e & mask(d));
+                            }
+                            if (op == TEMPO_AVG) {
+                                want = ref_div(d, want, n);
+                            }
+                        }
+                        memcpy(&got, y + i * es, es);
+                        if (!same(d, got & mask(d), want) && bad++ < 3) {
+                            tap_diag("[%s] reduce_n %s %s n=%d count=%zu [%zu]: %#llx, reference "
+                                     "%#llx", lv->name, tempo_dtype_name(d),
+                                     tempo_op_name((tempo_op_t)op), n, cnt, i,
+                                     (unsigned long long)(got & mask(d)),
+                                     (unsigned long long)want);
+                        }
+                    }
+                    if (half || n < 2) {
+                        continue;
+                    }
+                    /* reduce3 with dst aliasing a (the n-ary fold's and the schedules' form),
+                     * then avg_finish */
+                    memcpy(x, src[0], cnt * es);
+                    memcpy(y, src[0], cnt * es);
+                    base->reduce3(x, x, src[1], cnt, d, (tempo_op_t)op);
+                    lv->reduce3(y, y, src[1], cnt, d, (tempo_op_t)op);
+                    base->avg_finish(x, cnt, d, n);
+                    lv->avg_finish(y, cnt, d, n);
+                    cases++;
+                    if (memcmp(d0, d1, cap) != 0 && bad++ < 3) {
+                        tap_diag("[%s] reduce3 in place + avg_finish %s %s count=%zu differs from "
+                                 "%s", lv->name, tempo_dtype_name(d),
+                                 tempo_op_name((tempo_op_t)op), cnt, base->name);
+                    }
+                }
+                if (bad) {
+                    tap_diag("seed %llu", (unsigned long long)seed);
+                }
+                TAP_OK(bad == 0, "level %s: %s %s bitwise equal to %s and the reference (%ld "
+                       "cases, odd lengths, unaligned)", lv->name, tempo_dtype_name(d),
+                       tempo_op_name((tempo_op_t)op), base->name, cases);
+            }
+        }
+    }
+    TAP_OK(nlevels >= 1, "%d level(s) tested", nlevels);
+    for (int k = 0; k < 5; k++) {
+        free(src_mem[k]);
+    }
+    free(d0);
+    free(d1);
+}
+
+/* TEMPO_REDUCE_ISA's check: auto and the baseline are always valid, unknown names never. */
+static void test_isa_names(void)
+{
+    const tempo__reduce_kernels_t *base = tempo__reduce_kernels_level(0);
+    TAP_OK(tempo__reduce_isa_check("auto") == TEMPO_OK, "TEMPO_REDUCE_ISA=auto is valid");
+    TAP_OK(tempo__reduce_isa_check(base->name) == TEMPO_OK, "TEMPO_REDUCE_ISA=%s (the baseline) "
+           "is valid", base->name);
+    TAP_OK(tempo__reduce_isa_check("avx3") == TEMPO_ERR_INVALID &&
+               strstr(tempo__errmsg(), "expected auto"),
+           "TEMPO_REDUCE_ISA=avx3 is refused naming the valid ones (%s)", tempo__errmsg());
+    for (size_t li = 1; li < 3; li++) {
+        /* a level the CPU lacks is refused: only checkable on a CPU without it */
+        const tempo__reduce_kernels_t *lv = tempo__reduce_kernels_level(li);
+        if (lv) {
+            TAP_OK(tempo__reduce_isa_check(lv->name) == TEMPO_OK, "TEMPO_REDUCE_ISA=%s is valid "
+                   "on this CPU", lv->name);
+        }
+    }
+    const tempo__reduce_kernels_t *best = base;
+    for (size_t li = 1; li < 3; li++) {
+        if (tempo__reduce_kernels_level(li)) {
+            best = tempo__reduce_kernels_level(li);
+        }
+    }
+    tempo__reduce_kernels_force(NULL);
+    TAP_OK(tempo__reduce_kernels() == best, "the default level is the best this CPU runs (%s)",
+           tempo__reduce_kernels()->name);
+}
+
 int main(void)
 {
     seed = tu_seed();
-    test_reduce3();
-    test_wraparound();
-    test_avg_finish();
-    test_reduce_n();
-    test_one_rounding();
+    test_isa_names();
+    /* The behavioural tests on every level this CPU runs. */
+    for (size_t li = 0; li < 3; li++) {
+        const tempo__reduce_kernels_t *lv = tempo__reduce_kernels_level(li);
+        if (!lv) {
+            continue;
+        }
+        level_name = lv->name;
+        tap_diag("kernels: %s", level_name);
+        tempo__reduce_kernels_force(lv);
+        test_reduce3();
+        test_wraparound();
+        test_avg_finish();
+        test_reduce_n();
+        test_one_rounding();
+    }
+    tempo__reduce_kernels_force(NULL);
+    test_levels();
     return tap_done();
 }
