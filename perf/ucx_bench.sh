@@ -6,7 +6,9 @@
 #          namespaces (mpirun on host 0, its daemons started in the other namespaces through an
 #          rsh agent that is `ip netns exec`);
 #   local  all_reduce_perf on one host over ucx (UCX_TLS=sm,cma,self, TEMPO_TRANSPORTS=ucx,^shm)
-#          against tempo's own shm transport (the default).
+#          against tempo's own shm (the default: its shared-memory all-reduce), and the ring
+#          all-reduce forced on both (TEMPO_ALGO=allreduce:ring), which compares the transports
+#          under the same point-to-point algorithm.
 # Every group (hosts x rate, or local rank count) runs its sides in ROUNDS rounds, the side that
 # goes first rotating, and prints per size the min / median / max over the rounds of the
 # out-of-place busbw (GB/s) and time (us, slowest rank), plus the ratio of the medians against
@@ -140,6 +142,10 @@ side_cmd() { # side hosts rate round -> the command line of that side
     shm) echo env TEMPO_TIMEOUT=60 "$TR" -n "$h" --no-prefix "$PERF" "${flags[@]}" ;;
     ucxsm) echo env TEMPO_TIMEOUT=60 TEMPO_TRANSPORTS=ucx,^shm UCX_TLS=sm,cma,self "$TR" -n "$h" \
         --no-prefix "$PERF" "${flags[@]}" ;;
+    shmring) echo env TEMPO_TIMEOUT=60 TEMPO_ALGO=allreduce:ring "$TR" -n "$h" --no-prefix \
+        "$PERF" "${flags[@]}" ;;
+    ucxring) echo env TEMPO_TIMEOUT=60 TEMPO_ALGO=allreduce:ring TEMPO_TRANSPORTS=ucx,^shm \
+        UCX_TLS=sm,cma,self "$TR" -n "$h" --no-prefix "$PERF" "${flags[@]}" ;;
     esac
 }
 
@@ -213,16 +219,17 @@ for h in $host_counts; do
 done
 for n in $local_ranks; do
     group="local-${n}ranks"
-    set -- shm ucxsm
+    set -- shm ucxsm shmring ucxring
     for ((r = 0; r < rounds; r++)); do
-        for ((k = 0; k < 2; k++)); do
-            idx=$(((r + k) % 2 + 1))
+        for ((k = 0; k < $#; k++)); do
+            idx=$(((r + k) % $# + 1))
             side=${!idx}
             # shellcheck disable=SC2046
             run "$group.$side.r$r" $(side_cmd "$side" "$n" none "$r")
         done
     done
     table "$group" shm ucxsm
+    table "$group" shmring ucxring
 done
 echo "# ucx_bench.sh: done, load $(cut -d' ' -f1-3 /proc/loadavg)"
 exit $status
