@@ -40,7 +40,7 @@ while (($#)); do
     -n) local_ranks=$2; shift 2 ;;
     -k) keep=$2; shift 2 ;;
     --) shift; flags+=("$@"); break ;;
-    -h | --help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,/^set -u/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "ucx_bench.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done
