@@ -20,11 +20,12 @@
  * been read since the last one; credits carry totals, so their order does not matter. Unread
  * bytes held by UCX for a peer are thus bounded by the window, as a socket's buffers bound them.
  *
- * Zero copy (stream.h's expose/fetch, payloads of TEMPO_UCX_ZCOPY_BYTES and more): the sender
- * registers the buffer (ucp_mem_map through the registration table below), packs its rkey and
- * sends the stream a descriptor {address, length, rkey}; the receiver unpacks the rkey and reads
- * the payload with ucp_get_nbx straight into the matched receive (over sm: one cma copy instead
- * of three; over tcp: no ring copy), then the stream says FIN and the sender releases it.
+ * Zero copy (stream.h's expose/fetch, payloads of TEMPO_UCX_ZCOPY_BYTES and more, to peers whose
+ * endpoint has a one-sided lane: ep_has_rma): the sender registers the buffer (ucp_mem_map
+ * through the registration table below), packs its rkey and sends the stream a descriptor
+ * {address, length, rkey}; the receiver unpacks the rkey and reads the payload with ucp_get_nbx
+ * straight into the matched receive (over cma: one copy instead of three), then the stream says
+ * FIN and the sender releases it.
  *
  * Registration table: one entry per registered address range, shared by every exposure inside it
  * (the same send buffer to several peers, a broadcast's or all-gather's block) and counted;
@@ -61,8 +62,9 @@
  * nothing and the control mesh alone detects a death.
  *
  * Closing: goodbyes through the streams, flushed within the deadline; then every endpoint closes
- * (flush mode when graceful, forced otherwise) within the deadline and the worker is destroyed;
- * send-ring memory is freed only after that, since UCX may still complete requests on it.
+ * (flush mode when graceful, forced otherwise) within the deadline, the streams end (releasing
+ * their exposures while the context lives) and the worker is destroyed; send-ring memory and
+ * fetch records are freed only after that, since UCX may still complete requests on them.
  *
  * Threads: everything runs under the world lock (the engine calls progress, doze and close with it
  * held), so the worker is single-threaded (UCS_THREAD_MODE_SINGLE).
