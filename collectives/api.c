@@ -1135,6 +1135,7 @@ tempo_status_t tempo_comm_abort(tempo_comm_t comm)
 /* The reduction kernels' item: the level in use (the best this CPU runs, or TEMPO_REDUCE_ISA's)
  * and the levels this CPU runs; written once, at the first tempo_build_info(). */
 static char reduction_text[160];
+static char transports_text[64];
 
 static void reduction_info(void)
 {
@@ -1150,6 +1151,7 @@ static void reduction_info(void)
     if (o < sizeof(reduction_text)) {
         snprintf(reduction_text + o, sizeof(reduction_text) - o, "; TEMPO_REDUCE_ISA forces one)");
     }
+    tempo__tl_compiled(transports_text, sizeof(transports_text));
 }
 
 size_t tempo_build_info(const tempo_build_item_t **items_p)
@@ -1167,7 +1169,7 @@ size_t tempo_build_info(const tempo_build_item_t **items_p)
         {"debug", "no"},
 #endif
         {"sanitizers", TEMPO_BUILD_SANITIZERS},
-        {"transports", "shm, tcp"},       {"reduction", reduction_text},
+        {"transports", transports_text},  {"reduction", reduction_text},
     };
     if (items_p) {
         *items_p = items;

@@ -37,6 +37,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tools/version.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define BOUND_X86 1
@@ -270,7 +272,7 @@ static void usage(FILE *f)
 {
     fputs("Usage: all_reduce_bound [-p RANKS] [-b MIN] [-e MAX] [-f FACTOR | -i STEP] [-n ITERS]\n"
           "                        [-w WARMUP] [-d float|double] [-o sum] [-k auto|avx512|avx2|sse2]"
-          "\n                        [-J FILE]\n"
+          "\n                        [-J FILE]   (or --help, --version)\n"
           "The lower bound of a shared-memory all-reduce on this host: every rank's buffers in one\n"
           "shared mapping, each rank reduces its block straight from every send buffer and copies\n"
           "the other blocks from their owners' receive buffers, spin barriers between. Sizes take\n"
@@ -284,6 +286,14 @@ int main(int argc, char **argv)
     params_t p = {8, 128 << 20, 0, 2, 20, 5, 4, "float", NULL};
     const char *isa_want = "auto";
     int opt;
+    if (argc == 2 && !strcmp(argv[1], "--version")) {
+        tempo_tool_print_version("all_reduce_bound");
+        return 0;
+    }
+    if (argc == 2 && !strcmp(argv[1], "--help")) {
+        usage(stdout);
+        return 0;
+    }
     while ((opt = getopt(argc, argv, "p:b:e:f:i:n:w:d:o:k:J:c:a:z:r:A:h")) != -1) {
         switch (opt) {
         case 'p': nranks = atoi(optarg); break;

@@ -139,7 +139,8 @@ export LD_LIBRARY_PATH
 names_ok() {
     for f in "$PREFIX"/bin/*; do
         case ${f##*/} in
-        tempo-* | *_perf | *_perf_mpi | overlap_bench | qcoll_bench | quant_bench | req_bench) ;;
+        tempo-* | *_perf | *_perf_mpi | overlap_bench | qcoll_bench | quant_bench | req_bench | \
+            all_reduce_bound) ;;
         *) echo "generic name in bin/: ${f##*/}" >>"$tmp/diag" ;;
         esac
     done

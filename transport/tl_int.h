@@ -28,21 +28,12 @@
 
 /* Capabilities (tempo__tl_backend_t.caps). */
 #define TEMPO__TL_CAP_TAGGED (1u << 0)  /* tagged send/receive (every data backend) */
-#define TEMPO__TL_CAP_RMA (1u << 1)     /* one-sided put/get into a peer's registered memory */
-#define TEMPO__TL_CAP_MEMREG (1u << 2)  /* memory registration, with a registration cache */
+#define TEMPO__TL_CAP_RMA (1u << 1)     /* one-sided reads of a peer's exposed buffer: the stream's
+                                         * zero-copy tickets (stream.h: expose, fetch) */
+#define TEMPO__TL_CAP_MEMREG (1u << 2)  /* buffers are registered for that, through the backend's
+                                         * registration cache (expose/release reach it) */
 #define TEMPO__TL_CAP_WAIT_FD (1u << 3) /* a file descriptor that idle waits can sleep on */
 #define TEMPO__TL_CAP_CONTROL (1u << 4) /* the control backend: mesh, setup messages, poll set */
-
-/** A registered memory region (TEMPO__TL_CAP_MEMREG): what a peer needs to reach it, packed into
- *  rkey (rkey_len bytes, at most TEMPO__TL_RKEY_MAX), plus the backend's private handle. */
-#define TEMPO__TL_RKEY_MAX 256
-typedef struct tempo__tl_mr {
-    void *addr;
-    size_t len;
-    void *handle; /* backend private */
-    uint32_t rkey_len;
-    unsigned char rkey[TEMPO__TL_RKEY_MAX];
-} tempo__tl_mr_t;
 
 typedef struct tempo__tl_backend {
     const char *name;
@@ -83,10 +74,6 @@ typedef struct tempo__tl_backend {
     int (*wait)(void *inst, int timeout_ms);
     /** Say goodbye (graceful) or abort, flush within deadline, free everything. */
     void (*close)(void *inst, int graceful, uint64_t deadline);
-    /** TEMPO__TL_CAP_MEMREG: register [addr, addr + len) (through the registration cache: the
-     *  same range again returns the cached region) and release a reference. */
-    tempo_status_t (*mem_reg)(void *inst, void *addr, size_t len, tempo__tl_mr_t **mr_p);
-    void (*mem_dereg)(void *inst, tempo__tl_mr_t *mr);
 } tempo__tl_backend_t;
 
 /** The registered backends (transport.c) and the number of them. */

@@ -574,9 +574,18 @@ const char *tempo__xfer_error(tempo__world_t *w, const tempo__xfer_t *x, char *b
 /* tempo-info                                                                                     */
 /* ---------------------------------------------------------------------------------------------- */
 
+void tempo__tl_compiled(char *buf, size_t len)
+{
+    size_t o = 0;
+    buf[0] = 0;
+    for (int i = 0; i < tempo__tl_nbackends && o < len; i++) {
+        o += (size_t)snprintf(buf + o, len - o, "%s%s", i ? ", " : "", tempo__tl_backends[i]->name);
+    }
+}
+
 tempo_status_t tempo__tl_info(size_t index, tempo_transport_info_t *info_p)
 {
-    static char detail[TEMPO__TL_MAX + NABSENT][256];
+    static char detail[TEMPO__TL_MAX + NABSENT][320];
     size_t nb = (size_t)tempo__tl_nbackends;
     if (!info_p || index >= nb + NABSENT) {
         return TEMPO_ERR_INVALID;
@@ -588,8 +597,19 @@ tempo_status_t tempo__tl_info(size_t index, tempo_transport_info_t *info_p)
         return TEMPO_OK;
     }
     const tempo__tl_backend_t *b = tempo__tl_backends[index];
+    static const char *const caps[] = {"tagged", "rma", "memreg", "wait-fd", "control"};
     info_p->name = b->name;
     info_p->available = b->probe(detail[index], sizeof(detail[index]));
+    size_t o = strlen(detail[index]);
+    for (size_t i = 0, k = 0; i < TEMPO_ARRAY_SIZE(caps) && o < sizeof(detail[index]); i++) {
+        if (b->caps & (1u << i)) {
+            o += (size_t)snprintf(detail[index] + o, sizeof(detail[index]) - o, "%s%s",
+                                  k++ ? ", " : " [", caps[i]);
+        }
+    }
+    if (o < sizeof(detail[index]) && b->caps) {
+        snprintf(detail[index] + o, sizeof(detail[index]) - o, "]");
+    }
     info_p->detail = detail[index];
     return TEMPO_OK;
 }

@@ -135,6 +135,9 @@ tempo_status_t tempo__shm_region_create(struct tempo_comm *comm, size_t size,
                                         tempo__shm_region_t *region_p);
 void tempo__shm_region_destroy(tempo__shm_region_t *region);
 
+/** The names of the transports compiled in ("shm, tcp, verbs"), into buf. */
+void tempo__tl_compiled(char *buf, size_t len);
+
 /** Transport table for tempo_transport_info(). */
 tempo_status_t tempo__tl_info(size_t index, tempo_transport_info_t *info_p);
 

@@ -1239,8 +1239,8 @@ static int ucx_probe(char *detail, size_t len)
     unsigned major, minor, release;
     ucp_get_version(&major, &minor, &release);
     snprintf(detail, len,
-             "UCX %u.%u.%u (UCP streams, one worker per job; UCX_TLS picks its transports): "
-             "used when TEMPO_TRANSPORTS names it",
+             "UCX %u.%u.%u (UCP streams, one worker per job, zero copy where UCX has a "
+             "one-sided lane; UCX_TLS picks its transports): used when TEMPO_TRANSPORTS names it",
              major, minor, release);
     return 1;
 }
@@ -1249,7 +1249,7 @@ const tempo__tl_backend_t tempo__ucx_backend = {
     .name = "ucx",
     .priority = 50,
     .by_default = 0,
-    .caps = TEMPO__TL_CAP_TAGGED | TEMPO__TL_CAP_WAIT_FD,
+    .caps = TEMPO__TL_CAP_TAGGED | TEMPO__TL_CAP_RMA | TEMPO__TL_CAP_MEMREG | TEMPO__TL_CAP_WAIT_FD,
     .probe = ucx_probe,
     .open = ucx_open,
     .ep = ucx_ep,

@@ -19,19 +19,21 @@
 #   4. device choice: TEMPO_IB_HCA=rxe1 runs on rxe1; TEMPO_IB_HCA=nosuch with verbs,tcp,^shm falls
 #      back to tcp with a warning naming the device and the ones there are; with verbs,^shm the
 #      start fails naming the missing transport.
-# The conformance suite (tests/transport/) is not part of this tree yet.
+#   5. the conformance suite's point-to-point layer (tests/transport/conform.sh verbs, messages up
+#      to VERBS_RXE_CONFORM_MAX, 16M) at 2 and 3 ranks; the whole suite by hand in the guest:
+#      tests/rdma/rxe-vm.sh -t 3000 -- sh tests/transport/conform.sh verbs
 # Skipped (1..0 # SKIP with rxe-vm.sh's reason) where the guest cannot run: not root, no qemu or
 # kernel package and no network, no boot; or when tests/rdma/rxe-vm.sh is missing (RXE_VM names
 # another copy). Measured on the 2-core CI machine: see the last diagnostic line of a run.
 # Knobs: VERBS_RXE_TIMEOUT (1500 s: rxe-vm.sh -t, the guest's hang guard), VERBS_RXE_POINTS
-# ("1 2 3 4": which groups run), VERBS_RXE_BIG (0). Run by the harness with top_builddir and top_srcdir exported, or
+# ("1 2 3 4 5": which groups run), VERBS_RXE_BIG (0). Run by the harness with top_builddir and top_srcdir exported, or
 # by hand from the build directory: top_builddir=$PWD top_srcdir=/path/to/src sh tests/rdma/verbs_rxe.sh
 
 # ---- in the guest (the build directory is the current directory) --------------------------------
 if [ "${1:-}" = --guest ]; then
     tmp=$(mktemp -d /tmp/verbs_rxe.XXXXXX) || exit 1
     src=${top_srcdir:-.}
-    points=${VERBS_RXE_POINTS:-1 2 3 4}
+    points=${VERBS_RXE_POINTS:-1 2 3 4 5}
     num=0
     ok() { # COND-STATUS DESCRIPTION
         num=$((num + 1))
@@ -134,6 +136,22 @@ if [ "${1:-}" = --guest ]; then
             ok $((rc == 0 || e == 0 || w == 0)) \
                 "TEMPO_IB_HCA=nosuch, verbs,^shm: the start fails naming what is missing (exit $rc)"
             grep 'failed' "$tmp/nosuch2" | head -n 1 | cut -c 1-250 | sed 's/^/#   /'
+            ;;
+        5)
+            # the conformance suite's point-to-point layer (tests/transport/conform.sh): messages
+            # up to CONFORM_MAX (16M here: the guest moves 15-40 MB/s) at 2 and 3 ranks, kill,
+            # stop, goodbye, abort, malformed and truncated frames; the collective layers are the
+            # points above
+            t0=$(date +%s)
+            CONFORM_LAYERS=conform CONFORM_ARGS="--max-bytes ${VERBS_RXE_CONFORM_MAX:-16777216}" \
+                TMPDIR=$tmp timeout 1200 sh "$src/tests/transport/conform.sh" verbs >"$tmp/conf" 2>&1
+            rc=$?
+            t=$(($(date +%s) - t0))
+            pts=$(grep -c '^ok ' "$tmp/conf")
+            bad=$(grep -c '^not ok\|^Bail out' "$tmp/conf")
+            ok $((rc != 0 || pts == 0 || bad != 0)) \
+                "conformance suite (point-to-point layer) over verbs at 2 and 3 ranks: $pts points passed, $bad failed, $t s"
+            [ "$bad" = 0 ] && [ "$rc" = 0 ] || grep -v '^ok ' "$tmp/conf" | tail -n 40 | sed 's/^/#   | /'
             ;;
         esac
     done
