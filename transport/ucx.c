@@ -761,6 +761,15 @@ static tempo_status_t ucx_start(ucx_tl_t *t, char *why, size_t len)
     if (!getenv("UCX_ADAPTIVE_PROGRESS")) {
         (void)ucp_config_modify(config, "ADAPTIVE_PROGRESS", "n");
     }
+    /* UCX's shared-memory FIFO (64 elements by default) stalled two ranks for seconds when both
+     * sent thousands of small messages at once (30,000 queued 8-byte all-reduces on one rank
+     * against 2,000 on the other, fault_timeout's "stall" case): 6 of 20 runs timed out after
+     * 2 s with 64, none of 14 with 1024 (the cause inside UCX is not understood). The user's own
+     * UCX_MM_FIFO_SIZE (or UCX_POSIX_/UCX_SYSV_FIFO_SIZE) wins. */
+    if (!getenv("UCX_MM_FIFO_SIZE") && !getenv("UCX_POSIX_FIFO_SIZE") &&
+        !getenv("UCX_SYSV_FIFO_SIZE")) {
+        (void)ucp_config_modify(config, "MM_FIFO_SIZE", "1024");
+    }
     ucp_params_t cp = {.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME,
                        .features = UCP_FEATURE_STREAM | UCP_FEATURE_AM | UCP_FEATURE_RMA |
                                    UCP_FEATURE_WAKEUP,
