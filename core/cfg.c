@@ -157,6 +157,12 @@ static const field_t fields[] = {
       "Per peer: most bytes of messages that arrive before their receive is posted that a rank "
       "buffers; beyond it the rank stops reading that peer (its sends wait) unless it waits for a "
       "message from it; 0: no limit"),
+    F("TEMPO_UCX_WINDOW", "4M", T_SIZE, ucx_window, 64 * KiB, GiB, 0, NULL,
+      "ucx transport: per peer and direction, most bytes sent that the peer has not read yet "
+      "(its credit window; also the size of the send ring), 64K to 1G"),
+    F("TEMPO_UCX_ZCOPY_BYTES", "256K", T_SIZE, ucx_zcopy_bytes, 4 * KiB, NOLIMIT, F_ZERO, NULL,
+      "ucx transport: payloads of at least this many bytes stay in the sender's buffer, which "
+      "the receiver reads with ucp_get_nbx (zero copy); 0: every payload through the stream"),
     F("TEMPO_IB_HCA", "", T_STRING, ib_hca, 0, 0, 0, ib_hca_check,
       "verbs transport: the RDMA device to use, optionally with its port (mlx5_0, rxe0:1; "
       "ibv_devices lists them); unset: the first device with an ACTIVE port"),

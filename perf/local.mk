@@ -136,3 +136,6 @@ bin_PROGRAMS += %reldir%/req_bench
 noinst_PROGRAMS += %reldir%/wake_bench
 %canon_reldir%_wake_bench_SOURCES = %reldir%/wake_bench.c
 %canon_reldir%_wake_bench_LDADD = libtempo.la
+
+# The ucx transport against tcp, shm and Open MPI's pml ucx, in one run (perf/README.md, "UCX").
+EXTRA_DIST += %reldir%/ucx_bench.sh

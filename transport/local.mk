@@ -16,3 +16,9 @@ libtempo_core_la_LIBADD += $(VERBS_LDFLAGS) $(VERBS_LIBS)
 if HAVE_VERBS
 libtempo_core_la_SOURCES += %reldir%/verbs.c
 endif
+# ucx.c only where configure found UCX (--with-ucx); its flags are empty otherwise.
+AM_CPPFLAGS += $(UCX_CPPFLAGS)
+libtempo_core_la_LIBADD += $(UCX_LDFLAGS) $(UCX_LIBS)
+if HAVE_UCX
+libtempo_core_la_SOURCES += %reldir%/ucx.c
+endif

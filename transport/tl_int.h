@@ -107,6 +107,7 @@ static inline void *tempo__tl_instance(tempo__world_t *w, const tempo__tl_backen
 
 extern const tempo__tl_backend_t tempo__shm_backend;
 extern const tempo__tl_backend_t tempo__tcp_backend;
+extern const tempo__tl_backend_t tempo__ucx_backend;
 extern const tempo__tl_backend_t tempo__verbs_backend;
 
 /** Blocking exchange of small setup messages over the control backend, outside any operation

@@ -30,6 +30,9 @@
 const tempo__tl_backend_t *const tempo__tl_backends[] = {
     &tempo__shm_backend,
     &tempo__tcp_backend,
+#if TEMPO_HAVE_UCX
+    &tempo__ucx_backend,
+#endif
 #if TEMPO_HAVE_VERBS
     &tempo__verbs_backend,
 #endif
@@ -37,16 +40,20 @@ const tempo__tl_backend_t *const tempo__tl_backends[] = {
 const int tempo__tl_nbackends = (int)TEMPO_ARRAY_SIZE(tempo__tl_backends);
 
 /* Transports this build does not have, and why (tempo-info lists them; naming one in
- * TEMPO_TRANSPORTS is a warning, not an error, so one job script serves every build). */
+ * TEMPO_TRANSPORTS is a warning, not an error, so one job script serves every build). Ends with
+ * a NULL name, so that a build with every transport still has an entry. */
 static const struct {
     const char *name, *why;
 } absent[] = {
-    {"ucx", TEMPO_HAVE_UCX ? "not part of this version (UCX was found at configure time)"
-                           : "not built (UCX not found at configure time)"},
+#if !TEMPO_HAVE_UCX
+    {"ucx", "not built (UCX not found at configure time, or --without-ucx)"},
+#endif
 #if !TEMPO_HAVE_VERBS
     {"verbs", "not built (libibverbs not found at configure time, or --without-verbs)"},
 #endif
+    {NULL, NULL},
 };
+#define NABSENT (TEMPO_ARRAY_SIZE(absent) - 1)
 
 /* ---------------------------------------------------------------------------------------------- */
 /* TEMPO_TRANSPORTS                                                                               */
@@ -65,7 +72,7 @@ static const tempo__tl_backend_t *backend_named(const char *name, size_t len)
 
 static const char *absent_named(const char *name, size_t len)
 {
-    for (size_t i = 0; i < TEMPO_ARRAY_SIZE(absent); i++) {
+    for (size_t i = 0; absent[i].name; i++) {
         if (strlen(absent[i].name) == len && memcmp(absent[i].name, name, len) == 0) {
             return absent[i].why;
         }
@@ -578,9 +585,9 @@ void tempo__tl_compiled(char *buf, size_t len)
 
 tempo_status_t tempo__tl_info(size_t index, tempo_transport_info_t *info_p)
 {
-    static char detail[TEMPO__TL_MAX + TEMPO_ARRAY_SIZE(absent)][320];
+    static char detail[TEMPO__TL_MAX + NABSENT][320];
     size_t nb = (size_t)tempo__tl_nbackends;
-    if (!info_p || index >= nb + TEMPO_ARRAY_SIZE(absent)) {
+    if (!info_p || index >= nb + NABSENT) {
         return TEMPO_ERR_INVALID;
     }
     if (index >= nb) {

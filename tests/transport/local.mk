@@ -14,3 +14,9 @@ check_PROGRAMS += %reldir%/conform %reldir%/conform_frames
 
 TESTS += %reldir%/conform_shm.sh %reldir%/conform_tcp.sh
 EXTRA_DIST += %reldir%/conform.sh %reldir%/conform_shm.sh %reldir%/conform_tcp.sh
+
+# ucx, both ways UCX reaches a peer on one host (conform_ucx_tcp.sh: UCX_TLS=tcp,self, UCP streams
+# over sockets; conform_ucx_sm.sh: UCX_TLS=sm,cma,self, shared memory and cma, which gives the
+# zero-copy path a one-sided lane): every layer, as conform_tcp.sh; skipped without UCX.
+TESTS += %reldir%/conform_ucx_tcp.sh %reldir%/conform_ucx_sm.sh
+EXTRA_DIST += %reldir%/conform_ucx_tcp.sh %reldir%/conform_ucx_sm.sh
