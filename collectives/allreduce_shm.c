@@ -269,7 +269,7 @@ tempo_status_t tempo__shm_coll_create(struct tempo_comm *comm, tempo__shm_coll_t
     sc->small = base + ctl;
     sc->in = sc->small + small;
     sc->out = sc->in + in;
-    sc->direct = tempo__cfg.shm_cma ? -1 : 0;
+    sc->direct = tempo__cfg.shm_cma && tempo__cfg.shm_direct ? -1 : 0;
     cma_line_t *c = &sc->ctl[sc->me].cma;
     c->pid = (uint64_t)getpid();
     c->addr = (uint64_t)(uintptr_t)c;

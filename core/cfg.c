@@ -136,10 +136,14 @@ static const field_t fields[] = {
       "Per-rank staging area of the shared-memory collectives (segment size of the pipeline): a "
       "multiple of 64 from 4K to 1G"),
     F("TEMPO_SHM_CMA", "1", T_BOOL, shm_cma, 0, 0, 0, NULL,
-      "Cross-memory attach (process_vm_readv) where ptrace permission allows it: shared-memory "
-      "all-reduces of 64K and more read the peers' buffers directly (one copy instead of three; "
-      "checked at the first such call) and messages of TEMPO_SHM_CMA_BYTES and more are copied "
-      "once instead of twice through the rings. 0: neither"),
+      "Cross-memory attach (process_vm_readv) where ptrace permission allows it (checked at "
+      "setup): shared-memory messages of TEMPO_SHM_CMA_BYTES and more are copied once instead of "
+      "twice through the rings, and TEMPO_SHM_DIRECT can use it. 0: neither"),
+    F("TEMPO_SHM_DIRECT", "0", T_BOOL, shm_direct, 0, 0, 0, NULL,
+      "Shared-memory all-reduces of 64K and more read the peers' buffers directly with "
+      "process_vm_readv (one copy instead of three; needs TEMPO_SHM_CMA=1 and ptrace permission, "
+      "checked at the first such call). Off by default: on the 2-core test machine it was about "
+      "2x slower than the staged path from 512K to 32M (one system call per peer and segment)"),
     F("TEMPO_SHM_CMA_BYTES", "1M", T_SIZE, shm_cma_bytes, 4 * KiB, GiB, F_ZERO, NULL,
       "Shared-memory messages of at least this size are copied once, from the sender's buffer "
       "into the receiver's (cross-memory attach, process_vm_readv), instead of twice through the "

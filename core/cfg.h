@@ -33,7 +33,8 @@ typedef struct tempo__config {
     int shm_bell;          /* TEMPO_SHM_BELL: wake sleeping same-host peers after shm publishes */
     size_t shm_coll_bytes; /* TEMPO_SHM_COLL_BYTES: per-rank staging of shm collectives */
     size_t shm_cma_bytes;  /* TEMPO_SHM_CMA_BYTES: shm payloads copied once (CMA); 0: never */
-    int shm_cma;           /* TEMPO_SHM_CMA: large shm all-reduces read peers' buffers directly */
+    int shm_cma;           /* TEMPO_SHM_CMA: cross-memory attach (single-copy shm messages) */
+    int shm_direct;        /* TEMPO_SHM_DIRECT: large shm all-reduces read peers' buffers directly */
     size_t unexpected_bytes; /* TEMPO_UNEXPECTED_BYTES: per peer, 0: no limit */
     size_t ucx_window;     /* TEMPO_UCX_WINDOW: ucx credit window per peer and direction */
     size_t ucx_zcopy_bytes; /* TEMPO_UCX_ZCOPY_BYTES: ucx zero-copy payloads from; 0: off */

@@ -12,6 +12,7 @@
  *                  rank logs why, and every rank logs that large all-reduces copy through the
  *                  region, so the ranks never mix the protocols;
  *   off            TEMPO_SHM_CMA=0: nobody probes and nobody reads directly.
+ * Every run sets TEMPO_SHM_DIRECT=1 (the direct protocol is off by default).
  * In each, every rank runs all-reduces around the protocol's threshold (64 KiB) and across several
  * segments (TEMPO_SHM_COLL_BYTES=64K), out of place and in place, float32 sum, int32 max, float64
  * prod, bfloat16 avg, and int8 sum at an odd count, on data whose results are exact in any order,
@@ -223,7 +224,7 @@ static void run(const char *label, int n, int deny_last, int cma_off)
     char logenv[600];
     snprintf(logenv, sizeof(logenv), "TEMPO_DEBUG_FILE=%s/log.%%r", dir);
     const char *env[] = {"TEMPO_DEBUG=INFO", "TEMPO_DEBUG_SUBSYS=COLL", logenv,
-                         "TEMPO_SHM_COLL_BYTES=64K", "TEMPO_TIMEOUT=30s",
+                         "TEMPO_SHM_COLL_BYTES=64K", "TEMPO_TIMEOUT=30s", "TEMPO_SHM_DIRECT=1",
                          cma_off ? "TEMPO_SHM_CMA=0" : NULL, NULL};
     variant_t v = {deny_last};
     job_t job;

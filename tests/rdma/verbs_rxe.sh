@@ -3,7 +3,7 @@
 # tests/rdma/rxe-vm.sh once, with two devices (rxe0 on 10.77.0.1, rxe1 on 10.77.1.1), and runs
 # there, every rank on the guest's one host with TEMPO_TRANSPORTS=verbs,^shm (verbs carries all
 # data; a rank that cannot use it fails its start, there is no fallback), as TAP points:
-#   1. tests/mr/coll_tcp.sh at 2 ranks with the defaults (1 MiB ring, zero-copy from 256 KiB) and
+#   1. the collective suite (tests/mr/coll_run.sh verbs) at 2 ranks with the defaults (1 MiB ring, zero-copy from 256 KiB) and
 #      COLL_BIG_BYTES=65536: every collective, algorithm, dtype and op against a local reference
 #      (counts 0, 1, 1037 and 64 KiB: through the rings); the logs must say that verbs carried
 #      every peer;
@@ -39,19 +39,20 @@ if [ "${1:-}" = --guest ]; then
         num=$((num + 1))
         if [ "$1" = 0 ]; then echo "ok $num - $2"; else echo "not ok $num - $2"; fi
     }
-    # coll NRANKS BIGBYTES "ENV" WHAT ZC: tests/mr/coll_tcp.sh over verbs, one point for its TAP,
+    # coll NRANKS BIGBYTES "ENV" WHAT ZC: tests/mr/coll_run.sh over verbs, one point for its TAP,
     # one for what the logs say verbs did (ZC=1: payloads must have gone zero-copy too).
     coll() {
         t0=$(date +%s)
-        COLL_RANKS=$1 COLL_BIG_BYTES=$2 COLL_ENV="$3" COLL_TIMEOUT=900 COLL_KEEP=1 \
+        COLL_RANKS=$1 COLL_BIG_BYTES=$2 COLL_ENV="TEMPO_TRANSPORTS=verbs,^shm $3" \
+            COLL_EXPECT='transport verbs carries the data of @ peer' COLL_TIMEOUT=900 COLL_KEEP=1 \
             TEMPO_TRANSPORTS=verbs,^shm TEMPO_DEBUG=INFO TEMPO_DEBUG_SUBSYS=INIT,TRANSPORT \
-            TMPDIR=$tmp timeout 1000 sh "$src/tests/mr/coll_tcp.sh" >"$tmp/coll$1" 2>&1
+            TMPDIR=$tmp timeout 1000 sh "$src/tests/mr/coll_run.sh" verbs >"$tmp/coll$1" 2>&1
         rc=$?
         t=$(($(date +%s) - t0))
         pts=$(grep -c '^ok ' "$tmp/coll$1")
         bad=$(grep -c '^not ok\|^Bail out' "$tmp/coll$1")
         ok $((rc != 0 || pts == 0 || bad != 0)) \
-            "coll_tcp.sh at $1 ranks over verbs ($4): $pts points passed, $bad failed, $t s"
+            "the collective suite (coll_run.sh) at $1 ranks over verbs ($4): $pts points passed, $bad failed, $t s"
         [ "$bad" = 0 ] && [ "$rc" = 0 ] ||
             grep -v '^ok ' "$tmp/coll$1" | tail -n 40 | sed 's/^/#   | /'
         kept=$(sed -n 's/^# results kept in //p' "$tmp/coll$1")
