@@ -498,8 +498,8 @@ static uint64_t wild(tempo_dtype_t d, uint64_t *s)
 /* Every level this CPU runs against the baseline level (the kernels of the library before the
  * levels existed, unchanged) and the scalar reference, bit for bit (NaN payloads included against
  * the baseline): every dtype x op, 1..5 operands, odd lengths around every vector width, each
- * operand and the destination at its own byte offset from a 64-byte boundary (unaligned for every
- * type), destination aliasing the first operand too. */
+ * operand and the destination at its own element-aligned offset from a 64-byte boundary (unaligned
+ * for every vector width), destination aliasing the first operand too. */
 static void test_levels(void)
 {
     const tempo__reduce_kernels_t *base = tempo__reduce_kernels_level(0);
@@ -508,7 +508,8 @@ static void test_levels(void)
     const tempo_dtype_t all[] = {TEMPO_INT8,    TEMPO_UINT8,    TEMPO_INT32,   TEMPO_UINT32,
                                  TEMPO_INT64,   TEMPO_UINT64,   TEMPO_FLOAT16, TEMPO_BFLOAT16,
                                  TEMPO_FLOAT32, TEMPO_FLOAT64};
-    size_t maxlen = lens[sizeof(lens) / sizeof(lens[0]) - 1], cap = maxlen * 8 + 128;
+    /* a multiple of the alignment: aligned_alloc may refuse other sizes (ASan's does: NULL) */
+    size_t maxlen = lens[sizeof(lens) / sizeof(lens[0]) - 1], cap = TEMPO_ALIGN_UP(maxlen * 8 + 128, 64);
     char *src_mem[5], *d0 = aligned_alloc(64, cap), *d1 = aligned_alloc(64, cap);
     for (int k = 0; k < 5; k++) {
         src_mem[k] = aligned_alloc(64, cap);
@@ -534,10 +535,12 @@ static void test_levels(void)
                 for (size_t l = 0; l < sizeof(lens) / sizeof(lens[0]); l++) {
                     size_t cnt = lens[l];
                     int n = 1 + (int)(tu_rand64(&s) % 5);
-                    size_t doff = tu_rand64(&s) % 64;
+                    /* element-aligned (what every caller passes: typed loads need it), at any
+                     * offset from a 64-byte boundary, so unaligned for every vector width */
+                    size_t doff = tu_rand64(&s) % 64 / es * es;
                     const void *src[5];
                     for (int k = 0; k < n; k++) {
-                        char *p = src_mem[k] + tu_rand64(&s) % 64;
+                        char *p = src_mem[k] + tu_rand64(&s) % 64 / es * es;
                         for (size_t i = 0; i < cnt; i++) {
                             uint64_t v = wild(d, &s);
                             if (half && (tu_rand64(&s) & 1)) {
