@@ -103,8 +103,12 @@ count() {
             echo "FAILED${2:+ ($2)}: ${trs%.trs} (log: ${trs%.trs}.log)"
             # each failed check with every diagnostic line after it (the failing run's command,
             # status and log: tests/mr/launch.sh's diag), up to 150 lines a test
-            awk '/^not ok/ {on = 1; print; next} /^(ok|not ok|PASS|FAIL|SKIP|ERROR)/ {on = 0}
-                 on' "${trs%.trs}.log" 2>/dev/null | head -150 | sed 's/^/    /' || true
+            # (automake's own PASS:/FAIL: echo of each point is skipped, not an end), and the
+            # ranks' standard error that tests/transport/conform.sh shows after a failure
+            awk '/^(PASS|FAIL|XFAIL|XPASS|SKIP|ERROR):/ {next}
+                 /^not ok/ || /the last lines of its standard error:$/ {on = 1; print; next}
+                 /^ok/ {on = 0} on' "${trs%.trs}.log" 2>/dev/null | head -150 |
+                sed 's/^/    /' || true
             # no failed check (a crash, a Bail out!, a wrong plan): the log's end
             grep -q '^not ok' "${trs%.trs}.log" 2>/dev/null ||
                 tail -n 30 "${trs%.trs}.log" 2>/dev/null | sed 's/^/    /' || true

@@ -76,3 +76,30 @@ tempo_status_t tempo__ctrl_exchange(tempo__world_t *w, tempo__ctrl_msg_t *sends,
     tempo__free(x);
     return st;
 }
+
+tempo_status_t tempo__ctrl_swap(tempo__world_t *w, const unsigned char *want, uint32_t code,
+                                const void *mine, size_t stride, void *theirs, size_t len,
+                                uint64_t deadline, const char *what)
+{
+    int n = 0;
+    for (int p = 0; p < w->size; p++) {
+        n += want[p] != 0;
+    }
+    if (n == 0) {
+        return TEMPO_OK;
+    }
+    tempo__ctrl_msg_t *m = tempo__calloc((size_t)n * 2, sizeof(*m), what);
+    if (!m) {
+        return TEMPO_ERR_NOMEM;
+    }
+    for (int p = 0, k = 0; p < w->size; p++) {
+        if (want[p]) {
+            m[k] = (tempo__ctrl_msg_t){p, code, (char *)mine + (size_t)p * stride, len};
+            m[n + k] = (tempo__ctrl_msg_t){p, code, (char *)theirs + (size_t)p * len, len};
+            k++;
+        }
+    }
+    tempo_status_t st = tempo__ctrl_exchange(w, m, n, m + n, n, deadline, what);
+    tempo__free(m);
+    return st;
+}

@@ -350,54 +350,47 @@ static tempo_status_t cma_setup(shm_tl_t *s, uint64_t deadline)
     if (!tempo__cfg.shm_cma || !tempo__cfg.shm_cma_bytes || np < 1) {
         return TEMPO_OK;
     }
-    tempo__ctrl_msg_t *sm = tempo__calloc((size_t)np * 2, sizeof(*sm), "shm setup");
-    tempo__ctrl_msg_t *rm = tempo__calloc((size_t)np * 2, sizeof(*rm), "shm setup");
-    uint64_t *addr = tempo__calloc((size_t)np, sizeof(*addr), "shm setup");
-    uint8_t *ok = tempo__calloc((size_t)np * 2, 1, "shm setup");
+    /* Indexed by world rank: the same-host peers, their segment addresses, whether this rank
+     * could read each ([p]) and whether each could read this rank ([size + p]). */
+    unsigned char *peer = tempo__calloc((size_t)w->size, 1, "shm setup");
+    uint64_t *addr = tempo__calloc((size_t)w->size, sizeof(*addr), "shm setup");
+    uint8_t *ok = tempo__calloc((size_t)w->size * 2, 1, "shm setup");
     tempo_status_t st = TEMPO_ERR_NOMEM;
     uint64_t mine = (uint64_t)(uintptr_t)s->base;
-    if (!sm || !rm || !addr || !ok) {
+    if (!peer || !addr || !ok) {
         goto out;
     }
-    for (int i = 0, k = 0; i < s->nlocal; i++) {
-        if (s->local[i] != w->rank) {
-            sm[k] = (tempo__ctrl_msg_t){s->local[i], CODE_CMA_ADDR, &mine, sizeof(mine)};
-            rm[k] = (tempo__ctrl_msg_t){s->local[i], CODE_CMA_ADDR, &addr[k], sizeof(addr[k])};
-            k++;
-        }
+    for (int i = 0; i < s->nlocal; i++) {
+        peer[s->local[i]] = s->local[i] != w->rank;
     }
-    st = tempo__ctrl_exchange(w, sm, np, rm, np, deadline, "shared memory setup (CMA)");
+    st = tempo__ctrl_swap(w, peer, CODE_CMA_ADDR, &mine, 0, addr, sizeof(*addr), deadline,
+                          "shared memory setup (CMA)");
     if (st != TEMPO_OK) {
         goto out;
     }
     char why[128] = "";
-    for (int i = 0, k = 0; i < s->nlocal; i++) {
-        if (s->local[i] == w->rank) {
+    for (int p = 0; p < w->size; p++) {
+        if (!peer[p]) {
             continue;
         }
         seg_hdr_t h;
-        int r = cma_read(s->eps[s->local[i]]->pid, &h, addr[k], sizeof(h));
-        ok[k] = r == 0 && memcmp(&h, s->base, sizeof(h)) == 0;
-        if (!ok[k] && !why[0]) {
-            snprintf(why, sizeof(why), "process_vm_readv from rank %d: %s", s->local[i],
+        int r = cma_read(s->eps[p]->pid, &h, addr[p], sizeof(h));
+        ok[p] = r == 0 && memcmp(&h, s->base, sizeof(h)) == 0;
+        if (!ok[p] && !why[0]) {
+            snprintf(why, sizeof(why), "process_vm_readv from rank %d: %s", p,
                      r ? strerror(-r) : "read other bytes");
         }
-        sm[k] = (tempo__ctrl_msg_t){s->local[i], CODE_CMA_OK, &ok[k], 1};
-        rm[k] = (tempo__ctrl_msg_t){s->local[i], CODE_CMA_OK, &ok[np + k], 1};
-        k++;
     }
-    st = tempo__ctrl_exchange(w, sm, np, rm, np, deadline, "shared memory setup (CMA)");
+    st = tempo__ctrl_swap(w, peer, CODE_CMA_OK, ok, 1, ok + w->size, 1, deadline,
+                          "shared memory setup (CMA)");
     if (st != TEMPO_OK) {
         goto out;
     }
     int n = 0;
-    for (int i = 0, k = 0; i < s->nlocal; i++) {
-        if (s->local[i] != w->rank) {
-            if (ok[k] && ok[np + k]) {
-                tempo__stream_set_fetch(&s->eps[s->local[i]]->stream, tempo__cfg.shm_cma_bytes);
-                n++;
-            }
-            k++;
+    for (int p = 0; p < w->size; p++) {
+        if (peer[p] && ok[p] && ok[w->size + p]) {
+            tempo__stream_set_fetch(&s->eps[p]->stream, tempo__cfg.shm_cma_bytes);
+            n++;
         }
     }
     if (n < np) {
@@ -411,43 +404,14 @@ static tempo_status_t cma_setup(shm_tl_t *s, uint64_t deadline)
                    tempo__cfg.shm_cma_bytes, np);
     }
 out:
-    tempo__free(sm);
-    tempo__free(rm);
+    tempo__free(peer);
     tempo__free(addr);
     tempo__free(ok);
     return st;
 }
 
-static tempo_status_t ep_isend(void *ep, tempo__xfer_t *x)
-{
-    return tempo__stream_isend(&((shm_ep_t *)ep)->stream, x);
-}
-static tempo_status_t ep_irecv(void *ep, tempo__xfer_t *x)
-{
-    return tempo__stream_irecv(&((shm_ep_t *)ep)->stream, x);
-}
-static void ep_cancel(void *ep, tempo__xfer_t *x)
-{
-    tempo__stream_cancel(&((shm_ep_t *)ep)->stream, x);
-}
-
-static tempo_status_t ep_note(void *ep, const void *data, size_t len)
-{
-    return tempo__stream_send_note(&((shm_ep_t *)ep)->stream, data, len);
-}
-
-static void ep_purge(void *ep, int ctx)
-{
-    tempo__stream_purge_ctx(&((shm_ep_t *)ep)->stream, ctx);
-}
-
-static tempo_status_t ep_inject(void *ep, const void *bytes, size_t len)
-{
-    return tempo__stream_inject(&((shm_ep_t *)ep)->stream, bytes, len);
-}
-
-static const tempo__tl_ops_t shm_ops = {"shm",    ep_isend, ep_irecv,  ep_cancel,
-                                        ep_note, ep_purge, ep_inject};
+static const tempo__tl_ops_t shm_ops = TEMPO__STREAM_EP_OPS("shm");
+TEMPO__STREAM_FIRST(shm_ep_t);
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Collective creation of a shared object                                                         */

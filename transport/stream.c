@@ -1239,3 +1239,30 @@ int tempo__stream_progress_recv(tempo__stream_t *s)
         }
     }
 }
+
+/* Endpoint operations for the backends (stream.h, TEMPO__STREAM_EP_OPS): an endpoint begins with
+ * its stream. */
+tempo_status_t tempo__stream_ep_isend(void *ep, tempo__xfer_t *x)
+{
+    return tempo__stream_isend(ep, x);
+}
+tempo_status_t tempo__stream_ep_irecv(void *ep, tempo__xfer_t *x)
+{
+    return tempo__stream_irecv(ep, x);
+}
+void tempo__stream_ep_cancel(void *ep, tempo__xfer_t *x)
+{
+    tempo__stream_cancel(ep, x);
+}
+tempo_status_t tempo__stream_ep_note(void *ep, const void *data, size_t len)
+{
+    return tempo__stream_send_note(ep, data, len);
+}
+void tempo__stream_ep_purge(void *ep, int ctx)
+{
+    tempo__stream_purge_ctx(ep, ctx);
+}
+tempo_status_t tempo__stream_ep_inject(void *ep, const void *bytes, size_t len)
+{
+    return tempo__stream_inject(ep, bytes, len);
+}

@@ -45,6 +45,7 @@
 #ifndef TEMPO_TRANSPORT_STREAM_H
 #define TEMPO_TRANSPORT_STREAM_H
 
+#include <stddef.h>
 #include <sys/uio.h>
 
 #include "transport/transport.h"
@@ -226,6 +227,21 @@ void tempo__stream_set_fetch(tempo__stream_t *s, size_t min);
 void tempo__stream_fetched(tempo__stream_t *s, void *op, tempo_status_t status);
 /** Tests only: queue len raw bytes (copied) after everything queued, written without a header. */
 tempo_status_t tempo__stream_inject(tempo__stream_t *s, const void *bytes, size_t len);
+/** The endpoint operations (tempo__tl_ops_t) of a backend whose endpoints begin with their stream
+ *  (every backend: the stream layer does them all): `static const tempo__tl_ops_t x_ops =
+ *  TEMPO__STREAM_EP_OPS("x");`, with TEMPO__STREAM_FIRST(x_ep_t) beside it. */
+tempo_status_t tempo__stream_ep_isend(void *ep, tempo__xfer_t *x);
+tempo_status_t tempo__stream_ep_irecv(void *ep, tempo__xfer_t *x);
+void tempo__stream_ep_cancel(void *ep, tempo__xfer_t *x);
+tempo_status_t tempo__stream_ep_note(void *ep, const void *data, size_t len);
+void tempo__stream_ep_purge(void *ep, int ctx);
+tempo_status_t tempo__stream_ep_inject(void *ep, const void *bytes, size_t len);
+#define TEMPO__STREAM_EP_OPS(name)                                                                 \
+    {(name),                 tempo__stream_ep_isend, tempo__stream_ep_irecv,                       \
+     tempo__stream_ep_cancel, tempo__stream_ep_note, tempo__stream_ep_purge,                       \
+     tempo__stream_ep_inject}
+#define TEMPO__STREAM_FIRST(ep_type)                                                               \
+    _Static_assert(offsetof(ep_type, stream) == 0, #ep_type " must begin with its stream")
 /** True when nothing is queued for sending. */
 static inline int tempo__stream_send_idle(const tempo__stream_t *s)
 {

@@ -88,36 +88,8 @@ static ssize_t tcp_read(void *pipe, void *buf, size_t len)
 
 static const tempo__pipe_ops_t tcp_pipe_ops = {.writev = tcp_writev, .read = tcp_read};
 
-static tempo_status_t ep_isend(void *ep, tempo__xfer_t *x)
-{
-    return tempo__stream_isend(&((tcp_ep_t *)ep)->stream, x);
-}
-static tempo_status_t ep_irecv(void *ep, tempo__xfer_t *x)
-{
-    return tempo__stream_irecv(&((tcp_ep_t *)ep)->stream, x);
-}
-static void ep_cancel(void *ep, tempo__xfer_t *x)
-{
-    tempo__stream_cancel(&((tcp_ep_t *)ep)->stream, x);
-}
-
-static tempo_status_t ep_note(void *ep, const void *data, size_t len)
-{
-    return tempo__stream_send_note(&((tcp_ep_t *)ep)->stream, data, len);
-}
-
-static void ep_purge(void *ep, int ctx)
-{
-    tempo__stream_purge_ctx(&((tcp_ep_t *)ep)->stream, ctx);
-}
-
-static tempo_status_t ep_inject(void *ep, const void *bytes, size_t len)
-{
-    return tempo__stream_inject(&((tcp_ep_t *)ep)->stream, bytes, len);
-}
-
-static const tempo__tl_ops_t tcp_ops = {"tcp",    ep_isend, ep_irecv,  ep_cancel,
-                                        ep_note, ep_purge, ep_inject};
+static const tempo__tl_ops_t tcp_ops = TEMPO__STREAM_EP_OPS("tcp");
+TEMPO__STREAM_FIRST(tcp_ep_t);
 
 static void *tcp_ep(void *inst, int peer)
 {

@@ -122,5 +122,11 @@ typedef struct tempo__ctrl_msg {
 tempo_status_t tempo__ctrl_exchange(tempo__world_t *w, tempo__ctrl_msg_t *sends, int nsend,
                                     tempo__ctrl_msg_t *recvs, int nrecv, uint64_t deadline,
                                     const char *what);
+/** The common case: one record of len bytes each way with every rank p where want[p] (want has
+ *  w->size entries, symmetric across the job): sends mine + p * stride (stride 0: the same record
+ *  to all) and receives p's into theirs + p * len. */
+tempo_status_t tempo__ctrl_swap(tempo__world_t *w, const unsigned char *want, uint32_t code,
+                                const void *mine, size_t stride, void *theirs, size_t len,
+                                uint64_t deadline, const char *what);
 
 #endif /* TEMPO_TRANSPORT_TL_INT_H */

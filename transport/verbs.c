@@ -837,33 +837,8 @@ static const tempo__pipe_ops_t vb_pipe_ops = {.writev = vb_writev,
                                               .poll = vb_poll,
                                               .kill = vb_kill};
 
-static tempo_status_t ep_isend(void *ep, tempo__xfer_t *x)
-{
-    return tempo__stream_isend(&((vb_ep_t *)ep)->stream, x);
-}
-static tempo_status_t ep_irecv(void *ep, tempo__xfer_t *x)
-{
-    return tempo__stream_irecv(&((vb_ep_t *)ep)->stream, x);
-}
-static void ep_cancel(void *ep, tempo__xfer_t *x)
-{
-    tempo__stream_cancel(&((vb_ep_t *)ep)->stream, x);
-}
-static tempo_status_t ep_note(void *ep, const void *data, size_t len)
-{
-    return tempo__stream_send_note(&((vb_ep_t *)ep)->stream, data, len);
-}
-static void ep_purge(void *ep, int ctx)
-{
-    tempo__stream_purge_ctx(&((vb_ep_t *)ep)->stream, ctx);
-}
-static tempo_status_t ep_inject(void *ep, const void *bytes, size_t len)
-{
-    return tempo__stream_inject(&((vb_ep_t *)ep)->stream, bytes, len);
-}
-
-static const tempo__tl_ops_t vb_ops = {"verbs",  ep_isend, ep_irecv,  ep_cancel,
-                                       ep_note, ep_purge, ep_inject};
+static const tempo__tl_ops_t vb_ops = TEMPO__STREAM_EP_OPS("verbs");
+TEMPO__STREAM_FIRST(vb_ep_t);
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Completions                                                                                    */
@@ -1261,7 +1236,6 @@ static tempo_status_t vb_open(tempo__world_t *w, const unsigned char *want, uint
     }
     vb_tl_t *t = tempo__calloc(1, sizeof(*t), "verbs transport");
     vb_conn_t *mine = tempo__calloc((size_t)w->size * 2, sizeof(*mine), "verbs setup");
-    tempo__ctrl_msg_t *msgs = tempo__calloc((size_t)nwant * 2, sizeof(*msgs), "verbs setup");
     int32_t *ok = tempo__calloc((size_t)w->size * 2, sizeof(*ok), "verbs setup");
     if (t) {
         t->world = w;
@@ -1270,10 +1244,9 @@ static tempo_status_t vb_open(tempo__world_t *w, const unsigned char *want, uint
         t->eps = tempo__calloc((size_t)w->size, sizeof(*t->eps), "verbs endpoints");
         t->served = tempo__calloc((size_t)w->size, sizeof(*t->served), "verbs endpoints");
     }
-    if (!t || !mine || !msgs || !ok || !t->eps || !t->served) {
+    if (!t || !mine || !ok || !t->eps || !t->served) {
         vb_close(t, 0, 0);
         tempo__free(mine);
-        tempo__free(msgs);
         tempo__free(ok);
         return TEMPO_ERR_NOMEM;
     }
@@ -1306,16 +1279,8 @@ static tempo_status_t vb_open(tempo__world_t *w, const unsigned char *want, uint
         }
     }
     /* Round 1: connection data. */
-    int k = 0;
-    for (int p = 0; p < w->size; p++) {
-        if (want[p]) {
-            msgs[k] = (tempo__ctrl_msg_t){p, CODE_CONN, &mine[p], sizeof(vb_conn_t)};
-            msgs[nwant + k] = (tempo__ctrl_msg_t){p, CODE_CONN, &theirs[p], sizeof(vb_conn_t)};
-            k++;
-        }
-    }
-    tempo_status_t st = tempo__ctrl_exchange(w, msgs, nwant, msgs + nwant, nwant, deadline,
-                                             "verbs setup");
+    tempo_status_t st = tempo__ctrl_swap(w, want, CODE_CONN, mine, sizeof(vb_conn_t), theirs,
+                                         sizeof(vb_conn_t), deadline, "verbs setup");
     for (int p = 0; p < w->size && st == TEMPO_OK; p++) {
         if (!want[p]) {
             continue;
@@ -1340,16 +1305,9 @@ static tempo_status_t vb_open(tempo__world_t *w, const unsigned char *want, uint
         }
     }
     /* Round 2: both ends reached RTS. */
-    k = 0;
-    for (int p = 0; p < w->size; p++) {
-        if (want[p]) {
-            msgs[k] = (tempo__ctrl_msg_t){p, CODE_READY, &ok[p], sizeof(int32_t)};
-            msgs[nwant + k] = (tempo__ctrl_msg_t){p, CODE_READY, &ok[w->size + p], sizeof(int32_t)};
-            k++;
-        }
-    }
     if (st == TEMPO_OK) {
-        st = tempo__ctrl_exchange(w, msgs, nwant, msgs + nwant, nwant, deadline, "verbs setup");
+        st = tempo__ctrl_swap(w, want, CODE_READY, ok, sizeof(int32_t), ok + w->size,
+                              sizeof(int32_t), deadline, "verbs setup");
     }
     for (int p = 0; p < w->size; p++) {
         if (t->eps[p] && (st != TEMPO_OK || !ok[p] || !ok[w->size + p])) {
@@ -1361,7 +1319,6 @@ static tempo_status_t vb_open(tempo__world_t *w, const unsigned char *want, uint
         }
     }
     tempo__free(mine);
-    tempo__free(msgs);
     tempo__free(ok);
     if (st != TEMPO_OK || t->nserved == 0) {
         vb_close(t, 0, 0);

@@ -26,18 +26,6 @@ PERF="$B/perf/all_reduce_perf"
 mr_prepare CFG_USED "$INFO" "$PERF"
 
 n=0
-ok() {
-    n=$((n + 1))
-    echo "ok $n - $1"
-}
-notok() {
-    n=$((n + 1))
-    echo "not ok $n - $1"
-    shift
-    for f in "$@"; do
-        head -n 15 "$f" | cut -c 1-300 | sed 's/^/#   /'
-    done
-}
 
 # job ENV...: 2 ranks of all_reduce_perf on one host with ENV; status in rc, output in job.out.
 job() {

@@ -75,6 +75,27 @@ diag() {
     fi
 }
 
+# TAP points of a script that numbers its own (n, from 0): ok TEXT; notok TEXT [LOG...] (each
+# LOG as diag shows it); check STATUS TEXT [LOG...] (ok when STATUS is 0).
+n=${n:-0}
+ok() {
+    n=$((n + 1))
+    echo "ok $n - $1"
+}
+notok() {
+    n=$((n + 1))
+    echo "not ok $n - $1"
+    shift
+    for f in "$@"; do
+        diag "$f"
+    done
+}
+check() {
+    _c=$1
+    shift
+    if [ "$_c" = 0 ]; then ok "$1"; else notok "$@"; fi
+}
+
 mr_launch() {
     _label=$1 _n=$2 _dir=$3 _envs=$4
     shift 4

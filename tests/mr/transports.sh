@@ -30,23 +30,6 @@ PERF="$B/perf/all_reduce_perf"
 mr_prepare TRANSPORTS "$INFO" "$PERF"
 
 n=0
-ok() {
-    n=$((n + 1))
-    echo "ok $n - $1"
-}
-notok() {
-    n=$((n + 1))
-    echo "not ok $n - $1"
-    shift
-    for f in "$@"; do
-        diag "$f"
-    done
-}
-check() { # check COND-STATUS TEXT LOG...
-    _c=$1
-    shift
-    if [ "$_c" = 0 ]; then ok "$1"; else notok "$@"; fi
-}
 
 # job N ENV...: N ranks with ENV (NAME=VALUE words; RANK1_X=V sets X=V on rank 1 only, HOSTS=1
 # gives rank r the host id h(r/2)); status in rc, output in $tmp/job.out.

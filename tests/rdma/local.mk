@@ -3,7 +3,7 @@
 # guest (rxe0 ACTIVE, its IPv4 GID, ibv_rc_pingpong) and runs tests/mr/coll_tcp.sh at 2 ranks in
 # it. Skipped where the guest cannot run (not root, no qemu or kernel and no network, no boot).
 TESTS += %reldir%/rxe_smoke.sh
-EXTRA_DIST += %reldir%/rxe_smoke.sh %reldir%/rxe-vm.sh
+EXTRA_DIST += %reldir%/rxe_smoke.sh %reldir%/rxe-vm.sh %reldir%/lib.sh
 
 # The verbs transport on real verbs: verbs_rxe.sh boots the Soft-RoCE guest
 # (tests/rdma/rxe-vm.sh) and runs the collective tests, verbs_fault and the device and fallback

@@ -19,6 +19,8 @@
 # top_srcdir exported, or by hand from the build directory:
 #     top_builddir=$PWD top_srcdir=/path/to/src sh tests/rdma/rxe_smoke.sh
 
+. "$(dirname "$0")/lib.sh"
+
 # ---- in the guest (rxe-vm.sh runs this with the build directory as the current directory) -------
 if [ "${1:-}" = --guest ]; then
     tmp=$(mktemp -d /tmp/rxe_smoke.XXXXXX) || exit 1
@@ -38,30 +40,19 @@ if [ "${1:-}" = --guest ]; then
     # only once the server listens there (polled with a deadline, not slept on).
     iters=${RXE_SMOKE_ITERS:-300}
     case $iters in '' | *[!0-9]* | 0) iters=300 ;; esac
-    pp="ibv_rc_pingpong -d rxe0 -g 1 -n $iters -s 65536"
-    timeout 120 $pp >"$tmp/server" 2>&1 &
-    spid=$!
-    n=0
-    until ss -ltn | grep -q ':18515 '; do
-        n=$((n + 1))
-        [ "$n" -lt 200 ] && kill -0 "$spid" 2>/dev/null || break
-        sleep 0.05
-    done
-    timeout 120 $pp 10.77.0.1 >"$tmp/client" 2>&1
-    crc=$?
-    wait "$spid"
-    src=$?
+    rxe_pingpong "$tmp/pp" "$iters" 120
+    crc=$pp_crc src=$pp_src
     # Each iteration moves 64 KiB each way: the client counts both directions.
-    rate=$(sed -n "s/^$((iters * 131072)) bytes in .* = \([0-9.]*\) Mbit\/sec/\1/p" "$tmp/client")
+    rate=$(sed -n "s/^$((iters * 131072)) bytes in .* = \([0-9.]*\) Mbit\/sec/\1/p" "$tmp/pp.client")
     if [ "$crc" = 0 ] && [ "$src" = 0 ] && [ -n "$rate" ]; then
         echo "ok 2 - ibv_rc_pingpong on rxe0, $iters x 64 KiB: $rate Mbit/s ($(nproc) vCPU)"
     else
         echo "not ok 2 - ibv_rc_pingpong on rxe0, $iters x 64 KiB (client exit $crc, server $src)"
         for f in server client; do
-            sed "s/^/#   $f | /" "$tmp/$f"
+            sed "s/^/#   $f | /" "$tmp/pp.$f"
         done
     fi
-    sed 's/^/# client: /' "$tmp/client"
+    sed 's/^/# client: /' "$tmp/pp.client"
 
     # 3: a multi-rank test of the suite, over TCP, from the shared build tree.
     t0=$(date +%s)
@@ -82,38 +73,6 @@ if [ "${1:-}" = --guest ]; then
 fi
 
 # ---- on the host --------------------------------------------------------------------------------
-builddir=${top_builddir:-.}
-srcdir=${top_srcdir:-$(dirname "$0")/../..}
-for f in "$builddir/tools/tempo-run" "$builddir/tests/mr/coll_test"; do
-    if [ ! -x "$f" ]; then
-        echo "Bail out! $f not found or not executable (build it first: make check)"
-        exit 1
-    fi
-done
-self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/rxe_smoke.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 1' HUP INT TERM
-cd "$builddir" || exit 1
-top_builddir=$(pwd)
-top_srcdir=$(cd "$srcdir" && pwd)
-export top_builddir top_srcdir
 cpus=""
 [ -z "${RXE_SMOKE_CPUS:-}" ] || cpus="-c $RXE_SMOKE_CPUS"
-t0=$(date +%s)
-# The guest's lines stream through (tee) and are kept to find rxe-vm.sh's reason for a skip.
-{
-    sh "$top_srcdir/tests/rdma/rxe-vm.sh" $cpus -t "${RXE_SMOKE_TIMEOUT:-900}" -- \
-        sh "$self" --guest 2>&1
-    echo $? >"$tmp/rc"
-} | tee "$tmp/out"
-rc=$(cat "$tmp/rc")
-if [ "$rc" = 77 ]; then
-    echo "1..0 # SKIP $(sed -n 's/^rxe-vm: SKIP: //p' "$tmp/out" | tail -n 1)"
-    exit 0
-fi
-echo "# rxe-vm.sh exited $rc after $(($(date +%s) - t0)) s"
-if [ "$rc" != 0 ]; then
-    echo "Bail out! rxe-vm.sh exited $rc: $(grep '^rxe-vm:' "$tmp/out" | tail -n 1)"
-    exit 1
-fi
+rxe_tap_host rxe_smoke "${RXE_SMOKE_TIMEOUT:-900}" $cpus -- tools/tempo-run tests/mr/coll_test

@@ -17,6 +17,8 @@
 #
 # RXE_VM names the harness when it is not at tests/rdma/rxe-vm.sh of the source tree.
 
+. "$(dirname "$0")/lib.sh"
+
 if [ "${1:-}" = --guest ]; then
     rounds=$2 size=$3
     tmp=$(mktemp -d /tmp/verbs_bench.XXXXXX) || exit 1
@@ -28,19 +30,8 @@ if [ "${1:-}" = --guest ]; then
         for s in $order; do
             case $s in
             pingpong)
-                pp="ibv_rc_pingpong -d rxe0 -g 1 -n 500 -s 65536"
-                timeout 300 $pp >"$tmp/pps" 2>&1 &
-                spid=$!
-                n=0
-                until ss -ltn | grep -q ':18515 '; do
-                    n=$((n + 1))
-                    [ "$n" -lt 200 ] && kill -0 "$spid" 2>/dev/null || break
-                    sleep 0.05
-                done
-                timeout 300 $pp 10.77.0.1 >"$tmp/ppc" 2>&1
-                wait "$spid"
-                v=$(sed -n 's/.* = \([0-9.]*\) Mbit\/sec/\1/p' "$tmp/ppc" | head -n 1)
-                v=$(echo "$v" | awk '{ if ($1 != "") printf "%.2f", $1 / 8 }')
+                rxe_pingpong "$tmp/pp" 500 300
+                v=$(echo "$pp_mbit" | awk '{ if ($1 != "") printf "%.2f", $1 / 8 }')
                 ;;
             *)
                 tr=verbs,^shm extra=

@@ -29,6 +29,8 @@
 # ("1 2 3 4 5": which groups run), VERBS_RXE_BIG (0). Run by the harness with top_builddir and top_srcdir exported, or
 # by hand from the build directory: top_builddir=$PWD top_srcdir=/path/to/src sh tests/rdma/verbs_rxe.sh
 
+. "$(dirname "$0")/lib.sh"
+
 # ---- in the guest (the build directory is the current directory) --------------------------------
 if [ "${1:-}" = --guest ]; then
     tmp=$(mktemp -d /tmp/verbs_rxe.XXXXXX) || exit 1
@@ -39,6 +41,16 @@ if [ "${1:-}" = --guest ]; then
         num=$((num + 1))
         if [ "$1" = 0 ]; then echo "ok $num - $2"; else echo "not ok $num - $2"; fi
     }
+    # tapped RC OUT DESCRIPTION: one point for a TAP producer that exited RC with its output in
+    # OUT, passed when it exited 0 and ran points, none failed ("P points passed, F failed, T s"
+    # appended, T from t0); its non-ok lines follow a failure.
+    tapped() {
+        _pts=$(grep -c '^ok ' "$2")
+        _bad=$(grep -c '^not ok\|^Bail out' "$2")
+        ok $(($1 != 0 || _pts == 0 || _bad != 0)) \
+            "$3: $_pts points passed, $_bad failed, $(($(date +%s) - t0)) s"
+        [ "$_bad" = 0 ] && [ "$1" = 0 ] || grep -v '^ok ' "$2" | tail -n 40 | sed 's/^/#   | /'
+    }
     # coll NRANKS BIGBYTES "ENV" WHAT ZC: tests/mr/coll_run.sh over verbs, one point for its TAP,
     # one for what the logs say verbs did (ZC=1: payloads must have gone zero-copy too).
     coll() {
@@ -47,14 +59,7 @@ if [ "${1:-}" = --guest ]; then
             COLL_EXPECT='transport verbs carries the data of @ peer' COLL_TIMEOUT=900 COLL_KEEP=1 \
             TEMPO_TRANSPORTS=verbs,^shm TEMPO_DEBUG=INFO TEMPO_DEBUG_SUBSYS=INIT,TRANSPORT \
             TMPDIR=$tmp timeout 1000 sh "$src/tests/mr/coll_run.sh" verbs >"$tmp/coll$1" 2>&1
-        rc=$?
-        t=$(($(date +%s) - t0))
-        pts=$(grep -c '^ok ' "$tmp/coll$1")
-        bad=$(grep -c '^not ok\|^Bail out' "$tmp/coll$1")
-        ok $((rc != 0 || pts == 0 || bad != 0)) \
-            "the collective suite (coll_run.sh) at $1 ranks over verbs ($4): $pts points passed, $bad failed, $t s"
-        [ "$bad" = 0 ] && [ "$rc" = 0 ] ||
-            grep -v '^ok ' "$tmp/coll$1" | tail -n 40 | sed 's/^/#   | /'
+        tapped $? "$tmp/coll$1" "the collective suite (coll_run.sh) at $1 ranks over verbs ($4)"
         kept=$(sed -n 's/^# results kept in //p' "$tmp/coll$1")
         out=$kept/n$1/out
         carried=$(grep -c "transport verbs carries the data of $(($1 - 1)) peer" "$out" 2>/dev/null)
@@ -146,13 +151,8 @@ if [ "${1:-}" = --guest ]; then
             t0=$(date +%s)
             CONFORM_LAYERS=conform CONFORM_ARGS="--max-bytes ${VERBS_RXE_CONFORM_MAX:-16777216}" \
                 TMPDIR=$tmp timeout 1200 sh "$src/tests/transport/conform.sh" verbs >"$tmp/conf" 2>&1
-            rc=$?
-            t=$(($(date +%s) - t0))
-            pts=$(grep -c '^ok ' "$tmp/conf")
-            bad=$(grep -c '^not ok\|^Bail out' "$tmp/conf")
-            ok $((rc != 0 || pts == 0 || bad != 0)) \
-                "conformance suite (point-to-point layer) over verbs at 2 and 3 ranks: $pts points passed, $bad failed, $t s"
-            [ "$bad" = 0 ] && [ "$rc" = 0 ] || grep -v '^ok ' "$tmp/conf" | tail -n 40 | sed 's/^/#   | /'
+            tapped $? "$tmp/conf" \
+                "conformance suite (point-to-point layer) over verbs at 2 and 3 ranks"
             ;;
         esac
     done
@@ -162,44 +162,9 @@ if [ "${1:-}" = --guest ]; then
 fi
 
 # ---- on the host ----------------------------------------------------------------------------------
-builddir=${top_builddir:-.}
-srcdir=${top_srcdir:-$(dirname "$0")/../..}
-vm=${RXE_VM:-$srcdir/tests/rdma/rxe-vm.sh}
-if [ ! -f "$vm" ]; then
-    echo "1..0 # SKIP $vm is missing (the Soft-RoCE guest harness; RXE_VM names another copy)"
-    exit 0
-fi
-for f in "$builddir/tools/tempo-run" "$builddir/tests/mr/coll_test" \
-    "$builddir/tests/rdma/verbs_fault" "$builddir/perf/all_reduce_perf"; do
-    if [ ! -x "$f" ]; then
-        echo "Bail out! $f not found or not executable (build it first: make check)"
-        exit 1
-    fi
-done
-if ! grep -q '^#define TEMPO_HAVE_VERBS 1' "$builddir/config.h" 2>/dev/null; then
+if ! grep -q '^#define TEMPO_HAVE_VERBS 1' "${top_builddir:-.}/config.h" 2>/dev/null; then
     echo "1..0 # SKIP this build has no verbs transport (configure did not find libibverbs)"
     exit 0
 fi
-self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/verbs_rxe.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 1' HUP INT TERM
-cd "$builddir" || exit 1
-top_builddir=$(pwd)
-top_srcdir=$(cd "$srcdir" && pwd)
-export top_builddir top_srcdir
-t0=$(date +%s)
-{
-    sh "$vm" -2 -t "${VERBS_RXE_TIMEOUT:-1500}" -- sh "$self" --guest 2>&1
-    echo $? >"$tmp/rc"
-} | tee "$tmp/out"
-rc=$(cat "$tmp/rc")
-if [ "$rc" = 77 ]; then
-    echo "1..0 # SKIP $(sed -n 's/^rxe-vm: SKIP: //p' "$tmp/out" | tail -n 1)"
-    exit 0
-fi
-echo "# rxe-vm.sh exited $rc after $(($(date +%s) - t0)) s"
-if [ "$rc" != 0 ] || ! grep -q '^1\.\.[1-9]' "$tmp/out"; then
-    echo "Bail out! rxe-vm.sh exited $rc: $(grep '^rxe-vm:' "$tmp/out" | tail -n 1)"
-    exit 1
-fi
+rxe_tap_host verbs_rxe "${VERBS_RXE_TIMEOUT:-1500}" -2 -- tools/tempo-run tests/mr/coll_test \
+    tests/rdma/verbs_fault perf/all_reduce_perf

@@ -37,6 +37,12 @@
  *              every survivor fails with TEMPO_ERR_REMOTE within DETECT_GUARD_S (TEMPO_TIMEOUT is
  *              30 s, so a timeout cannot pass for a detection) naming the rank, its host and pid,
  *              and so does a later call
+ *   deadsend   the last rank posts a LOOP_BYTES send to rank 0 (large enough for every
+ *              transport's zero-copy path: the receiver reads the sender's memory) and is killed
+ *              with SIGKILL before rank 0 posts the receive (no progress thread): the receive
+ *              fails with TEMPO_ERR_REMOTE naming it, or, where the bytes had left the sender
+ *              before it died (tcp's socket buffers), succeeds with them intact; rank 0 exits
+ *              normally either way
  *   stop       a rank stopped with SIGSTOP during the loop, TEMPO_TIMEOUT=3s: every survivor fails
  *              with TEMPO_ERR_TIMEOUT naming it; then the stopped rank is killed
  *   goodbye    the last rank sends three messages and destroys its communicator: each peer
@@ -218,7 +224,9 @@ static int do_transport(tempo_comm_t comm, int rank, int size, const conf_arg_t 
     (void)rank;
     (void)size;
     (void)a;
-    rk_check(tempo_barrier(comm) == TEMPO_OK, "transport: a barrier");
+    tempo_status_t st = tempo_barrier(comm);
+    rk_check(st == TEMPO_OK, "transport: a barrier (%s%s%s)", tempo_status_name(st),
+             st == TEMPO_OK ? "" : ": ", st == TEMPO_OK ? "" : tempo_last_error(comm));
     return 0;
 }
 
@@ -947,6 +955,77 @@ static void orchestrate_loss(job_t *j, int n, const char *name, int victim, int 
     }
 }
 
+/* The sender dies with its payload exposed (the file header, "deadsend"): the victim posts its
+ * send and waits to be killed; rank 0 receives only after the test killed it. */
+static int do_deadsend(tempo_comm_t comm, int me, int n, const conf_arg_t *a)
+{
+    (void)n;
+    uint8_t *buf = malloc(LOOP_BYTES);
+    pat_fill(buf, LOOP_BYTES, pat_seed(LOOP_BYTES, me, 0));
+    rk_check(tempo_barrier(comm) == TEMPO_OK, "deadsend: a barrier first");
+    if (me == a->victim) {
+        tempo_request_t rq = NULL;
+        tempo_status_t st = tempo_isend(comm, buf, LOOP_BYTES, TEMPO_UINT8, 0, 1, NULL, &rq);
+        (void)tempo_test(&rq); /* the header leaves */
+        rk_put("posted", "%d", (int)st);
+        rk_wait_go();          /* killed meanwhile */
+        free(buf);
+        return -1;
+    }
+    rk_put("waiting", "1");
+    rk_wait_go();
+    tempo_status_t st = TEMPO_OK;
+    if (me == 0) {
+        memset(buf, 0, LOOP_BYTES);
+        st = tempo_recv(comm, buf, LOOP_BYTES, TEMPO_UINT8, a->victim, 1);
+        rk_put("msg", "%s", tempo_last_error(comm));
+        rk_put("status", "%d", (int)st);
+        /* Its send may have been delivered whole before it died; then it must be intact. */
+        rk_put("intact", "%d", pat_check(buf, LOOP_BYTES, pat_seed(LOOP_BYTES, a->victim, 0)) < 0);
+    }
+    rk_put("destroy", "%d", (int)tempo_comm_destroy(comm));
+    free(buf);
+    return -1; /* the communicator is gone */
+}
+
+static void orchestrate_deadsend(job_t *j, int n, const char *name, int victim)
+{
+    int ok = job_wait_key(j, victim, "posted", 60) != NULL;
+    for (int r = 0; r < n; r++) {
+        ok &= r == victim || job_wait_key(j, r, "waiting", 60) != NULL;
+    }
+    TAP_OK(ok, "%s: rank %d posted its send, the others wait", name, victim);
+    /* Delivered while the victim lives: the payload stays in its memory (zero copy). */
+    struct timespec ts = {0, 200 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    job_kill(j, victim, SIGKILL);
+    nanosleep(&ts, NULL);
+    char host[64], who[160];
+    gethostname(host, sizeof(host));
+    host[sizeof(host) - 1] = '\0';
+    snprintf(who, sizeof(who), "rank %d (host %s, pid %d)", victim, host, (int)j->pid[victim]);
+    for (int r = 0; r < n; r++) {
+        if (r != victim) {
+            job_go(j, r);
+        }
+    }
+    job_wait_key(j, 0, "destroy", DETECT_GUARD_S + 30);
+    int st = job_status_of(j, 0, "status");
+    const char *intact = job_get(j, 0, "intact");
+    if (st == TEMPO_OK) {
+        /* What it had sent before it died may have arrived whole, but then intact. */
+        TAP_OK(intact && atoi(intact) == 1, "%s: rank 0's receive from the dead rank succeeded "
+               "(delivered before the death): the data are intact", name);
+        tap_diag("%s: the send was delivered before the kill: the dead sender's memory was not "
+                 "read", name);
+    } else {
+        TAP_EQ_INT(st, TEMPO_ERR_REMOTE,
+                   "%s: rank 0's receive from the dead rank fails with TEMPO_ERR_REMOTE", name);
+    }
+    TAP_OK(st == TEMPO_OK || strstr(job_get(j, 0, "msg") ?: "", who),
+           "%s: the error names rank %d (%s)", name, victim, job_get(j, 0, "msg") ?: "no report");
+}
+
 /* ---------------------------------------------------------------------------------------------- */
 /* goodbye and abort                                                                              */
 /* ---------------------------------------------------------------------------------------------- */
@@ -1090,7 +1169,8 @@ static const case_t cases[] = {
     {"transport", do_transport, "30s"}, {"order", do_order, "30s"},
     {"sizes", do_sizes, "30s"},         {"flood", do_flood, "30s"},
     {"partial", do_partial, "30s"},     {"mismatch", do_mismatch, "30s"},
-    {"kill", do_loss, "30s"},           {"stop", do_loss, "3s"},
+    {"kill", do_loss, "30s"},           {"deadsend", do_deadsend, "30s"},
+    {"stop", do_loss, "3s"},
     {"goodbye", do_goodbye, "10s"},     {"abort", do_abort, "10s"},
 };
 
@@ -1166,6 +1246,9 @@ static void run_case(int kase, int n, const conf_arg_t *base, const char *expect
         if (!strcmp(name, "partial")) {
             env[ne++] = lim;
         }
+        if (!strcmp(name, "deadsend")) {
+            env[ne++] = "TEMPO_PROGRESS_THREAD=0"; /* nothing notices the death before the receive */
+        }
         if (!strcmp(name, "transport")) {
             if (!mkdtemp(dir)) {
                 TAP_OK(0, "transport: a temporary directory: %s", strerror(errno));
@@ -1187,6 +1270,8 @@ static void run_case(int kase, int n, const conf_arg_t *base, const char *expect
             orchestrate_partial(j, n);
         } else if (!strcmp(name, "kill")) {
             orchestrate_loss(j, n, label, a.victim, SIGKILL);
+        } else if (!strcmp(name, "deadsend")) {
+            orchestrate_deadsend(j, n, label, a.victim);
         } else if (!strcmp(name, "stop")) {
             orchestrate_loss(j, n, label, a.victim, SIGSTOP);
         } else if (!strcmp(name, "goodbye") || !strcmp(name, "abort")) {
@@ -1196,7 +1281,8 @@ static void run_case(int kase, int n, const conf_arg_t *base, const char *expect
         for (int r = 0; r < n; r++) {
             char how[64];
             job_describe_exit(j, r, how, sizeof(how));
-            if (r == a.victim && (!strcmp(name, "kill") || !strcmp(name, "stop"))) {
+            if (r == a.victim &&
+                (!strcmp(name, "kill") || !strcmp(name, "stop") || !strcmp(name, "deadsend"))) {
                 TAP_OK(j->reaped[r] && WIFSIGNALED(j->status[r]) &&
                        WTERMSIG(j->status[r]) == SIGKILL, "%s: rank %d ended by SIGKILL (%s)",
                        label, r, how);

@@ -14,7 +14,8 @@
 # into this one, its points prefixed with the layer's name:
 #   conform    tests/transport/conform at 2 and 3 ranks: point-to-point order and tags, every size
 #              from 0 B to 256 MiB, 4096 messages in flight, partial progress, size mismatch, a rank
-#              killed (SIGKILL) or stopped (SIGSTOP), goodbye and abort; then conform_frames:
+#              killed (SIGKILL) or stopped (SIGSTOP), a sender killed before its large message was
+#              received, goodbye and abort; then conform_frames:
 #              malformed and truncated frames written raw onto the data channel (their headers have
 #              the details)
 #   coll       the collective suite (tests/mr/coll_run.sh, coll_test) at COLL_RANKS ("2 3 4")
