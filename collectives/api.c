@@ -67,6 +67,7 @@ static void coll_free(struct tempo_comm *c)
 {
     tempo__coll_comm_t *cc = c->coll;
     if (cc) {
+        tempo__mem_free_all(c);
         tempo__sq_destroy(cc->sq);
         tempo__shm_coll_destroy(cc->shm);
         tempo__shm_coll_destroy(cc->shm_sched);

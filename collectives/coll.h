@@ -178,7 +178,27 @@ typedef struct tempo__coll_comm {
     tempo__shm_coll_t *shm_sched; /* scheduled lane */
     tempo__sq_t *sq;              /* the scheduled lane (schedq.c), created at its first use */
     int nbucketers;               /* bucketers created on this communicator */
+    struct tempo__mem_win *wins;  /* tempo_mem_alloc's memory (mem.c), newest first */
+    uint32_t nwins;               /* allocations so far (the same count on every member) */
 } tempo__coll_comm_t;
+
+/* Memory from tempo_mem_alloc (mem.c): this rank's, and every same-host member's mapped here. */
+typedef struct tempo__mem_win {
+    struct tempo__mem_win *next;
+    uint32_t id;        /* the allocation's number on its communicator (the same on all members) */
+    char *base;         /* this rank's memory */
+    size_t bytes;
+    char **peer;        /* (comm size) member q's memory as mapped here (this rank's: base) */
+    size_t *peer_bytes; /* (comm size) */
+    int usable;         /* every member maps every other's */
+} tempo__mem_win_t;
+
+/** The usable window of comm that holds [p, p + len), or NULL. Lock held. */
+const tempo__mem_win_t *tempo__mem_find(struct tempo_comm *comm, const void *p, size_t len);
+/** The window of comm numbered id, or NULL. Lock held. */
+const tempo__mem_win_t *tempo__mem_by_id(struct tempo_comm *comm, uint32_t id);
+/** Unmap every window of comm (its destruction). */
+void tempo__mem_free_all(struct tempo_comm *comm);
 
 static inline tempo__coll_comm_t *tempo__cc(struct tempo_comm *c)
 {

@@ -12,6 +12,7 @@ libtempo_core_la_SOURCES += \
 	%reldir%/allreduce_rhd.c \
 	%reldir%/allreduce_rd.c \
 	%reldir%/allreduce_shm.c \
+	%reldir%/mem.c \
 	%reldir%/reduce_scatter_ring.c \
 	%reldir%/allgather_ring.c \
 	%reldir%/broadcast_tree.c \

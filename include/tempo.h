@@ -399,6 +399,21 @@ typedef struct tempo_attr {
  *     root and a reduce leaf return only when the last rank has taken part.
  */
 
+/** Shared buffers (collective over comm, like NCCL's window registration): every member calls
+ *  tempo_mem_alloc in the same order, each for its own size, and gets memory that the members on
+ *  its host map too. An all-reduce on a communicator whose ranks are all on one host, whose send
+ *  and receive buffers lie in such memory allocated on that communicator on every rank, skips the
+ *  shared-memory staging: each rank reduces its block straight from its peers' send buffers into
+ *  its result and copies the other blocks from their results (about 2.5 times the vector's bytes
+ *  moved per rank at 2 ranks, against 4.5 through the staging; same results, bit for bit). All
+ *  ranks or none: a rank whose buffers are in it while a peer's are not fails the call on every
+ *  rank (TEMPO_ERR_INVALID). Where the members cannot map each other's memory (another host), the
+ *  memory is still returned, as ordinary memory. The memory is zeroed; it stays valid until
+ *  tempo_mem_free (local: no peer may still be in an operation on it) or the communicator's
+ *  destruction. Fails on every member when one member cannot allocate (the error names it). */
+TEMPO_API tempo_status_t tempo_mem_alloc(tempo_comm_t comm, size_t bytes, void **ptr_p);
+TEMPO_API tempo_status_t tempo_mem_free(tempo_comm_t comm, void *ptr);
+
 /** recvbuf[i] = op over ranks of sendbuf[i], on every rank. count elements each.
  *  In-place: sendbuf == recvbuf. */
 TEMPO_API tempo_status_t tempo_allreduce(tempo_comm_t comm, const void *sendbuf, void *recvbuf,

@@ -80,6 +80,11 @@ typedef struct perf_backend {
     void (*control_allgather)(const void *sendbuf, void *recvbuf, size_t bytes);
     /* Complete every operation posted with nonblocking != 0 since the last waitall(). */
     void (*waitall)(void);
+    /* -R 1: buffers from the library's shared allocation (tempo_mem_alloc: collective, every rank
+     * calls it alike), or NULL where the backend has none (MPI): then -R is refused. NULL on
+     * failure (a message printed). */
+    void *(*mem_alloc)(size_t bytes);
+    void (*mem_free)(void *p);
 } perf_backend_t;
 
 /* Defined by the backend linked into the program (backend_tempo.c or backend_mpi.c). */

@@ -278,6 +278,23 @@ static void t_waitall(void)
     nreqs = 0;
 }
 
+static void *t_mem_alloc(size_t bytes)
+{
+    void *p = NULL;
+    tempo_status_t st = tempo_mem_alloc(comm, bytes, &p);
+    if (st != TEMPO_OK) {
+        fprintf(stderr, "tempo_mem_alloc(%zu): %s: %s\n", bytes, tempo_status_name(st),
+                tempo_last_error(comm));
+        return NULL;
+    }
+    return p;
+}
+
+static void t_mem_free(void *p)
+{
+    (void)tempo_mem_free(comm, p);
+}
+
 const perf_backend_t perf_backend = {
     .name = "tempo",
     .program_suffix = "",
@@ -304,4 +321,6 @@ const perf_backend_t perf_backend = {
     .control_allreduce = t_control_allreduce,
     .control_allgather = t_control_allgather,
     .waitall = t_waitall,
+    .mem_alloc = t_mem_alloc,
+    .mem_free = t_mem_free,
 };

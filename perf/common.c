@@ -44,6 +44,7 @@ typedef struct perf_params {
     int root;
     const char *json_path;
     const char *algorithm;
+    int registered;           /* -R 1: buffers from the backend's shared allocation */
 } perf_params_t;
 
 typedef struct perf_group {
@@ -127,12 +128,24 @@ static void usage(FILE *out, const char *prog)
             "  -J, --output_file <file>  also write the results as JSON (rank 0)\n"
             "  -A, --algorithm <name>    force a tempo algorithm (tempo_attr_t.algorithm);\n"
             "                            tempo programs only\n"
+            "  -R, --local_register <0|1> 1: buffers from tempo_mem_alloc (memory the ranks of\n"
+            "                            a host map: single-copy shared-memory all-reduce, as\n"
+            "                            nccl-tests' -R registers buffers); tempo programs only\n"
             "  -t, -g, -m <1>            nccl-tests threads, GPUs, aggregation: accepted, 1 only\n"
             "  -h, --help                this text\n"
             "      --version             the package version\n"
             "Columns: time is the per-iteration average, combined across ranks by -a;\n"
             "algbw = S/time and busbw = algbw x factor in GB/s (1e9), nccl-tests' S and factors.\n",
             prog);
+}
+
+/* Free a buffer from the backend's shared allocation (-R 1) or from aligned_alloc. */
+static void release(const perf_backend_t *be, int registered, void *p)
+{
+    if (registered && p != NULL)
+        be->mem_free(p);
+    else
+        free(p);
 }
 
 /* The rank a launcher gave this process before the job exists: -1 without a launcher. */
@@ -175,12 +188,13 @@ static int parse_args(int argc, char **argv, perf_params_t *p, char *msg, size_t
         {"average", required_argument, NULL, 'a'},
         {"output_file", required_argument, NULL, 'J'},
         {"algorithm", required_argument, NULL, 'A'},   {"help", no_argument, NULL, 'h'},
+        {"local_register", required_argument, NULL, 'R'},
         {"version", no_argument, NULL, 'V'}, {NULL, 0, NULL, 0}};
     long v = 0;
 
     opterr = 0;
     for (;;) {
-        int c = getopt_long(argc, argv, ":t:g:b:e:i:f:n:m:w:c:d:o:r:z:a:J:A:h", longopts, NULL);
+        int c = getopt_long(argc, argv, ":t:g:b:e:i:f:n:m:w:c:d:o:r:z:a:J:A:R:h", longopts, NULL);
         if (c == -1)
             break;
         switch (c) {
@@ -253,6 +267,11 @@ static int parse_args(int argc, char **argv, perf_params_t *p, char *msg, size_t
             break;
         case 'A':
             p->algorithm = optarg;
+            break;
+        case 'R':
+            if (parse_int(optarg, 0, 1, &v) != 0)
+                snprintf(msg, msglen, "-R %s: 0 (malloc) or 1 (tempo_mem_alloc)", optarg);
+            p->registered = (int)v;
             break;
         case 'h':
             return 0;
@@ -449,6 +468,8 @@ static void print_header(const perf_coll_t *coll, const perf_params_t *p, const 
            p->blocking ? "blocking calls" : "all iterations posted, then waited for", p->blocking);
     if (p->algorithm != NULL)
         printf("# Algorithm: %s (forced with -A)\n", p->algorithm);
+    if (p->registered)
+        printf("# Buffers: tempo_mem_alloc (-R 1)\n");
     if (coll->has_op && be->avg_note != NULL && (p->all_ops || p->op == TEMPO_AVG))
         printf("# %s\n", be->avg_note);
     if (coll->has_op && be->integer_note != NULL && (p->all_dtypes || p->dtype <= TEMPO_UINT64))
@@ -523,6 +544,10 @@ int perf_main(int argc, char **argv, const perf_coll_t *coll)
             rc = 2;
         }
     }
+    if (rc < 0 && p.registered && be->mem_alloc == NULL) {
+        snprintf(msg, sizeof(msg), "-R 1: %s has no shared allocation", be->name);
+        rc = 2;
+    }
     if (rc == 2 && launcher_rank() < 0) { /* no job around: just say it */
         fprintf(stderr, "%s: %s\n", prog, msg);
         usage(stderr, prog);
@@ -570,15 +595,21 @@ int perf_main(int argc, char **argv, const perf_coll_t *coll)
     size_t bufbytes = p.maxbytes < 64 ? 64 : (p.maxbytes + 63) / 64 * 64;
     if (p.maxbytes > SIZE_MAX / 4)
         bufbytes = 0; /* no machine has it; avoid the rounding overflow */
-    void *sendbase = bufbytes ? aligned_alloc(64, bufbytes) : NULL;
-    void *recvbase = bufbytes ? aligned_alloc(64, bufbytes) : NULL;
+    void *sendbase = NULL, *recvbase = NULL;
+    if (p.registered) { /* collective: every rank takes part, whatever it got */
+        sendbase = bufbytes ? be->mem_alloc(bufbytes) : NULL;
+        recvbase = bufbytes ? be->mem_alloc(bufbytes) : NULL;
+    } else {
+        sendbase = bufbytes ? aligned_alloc(64, bufbytes) : NULL;
+        recvbase = bufbytes ? aligned_alloc(64, bufbytes) : NULL;
+    }
     ok = sendbase != NULL && recvbase != NULL;
     if (!ok)
         fprintf(stderr, "%s: rank %d: cannot allocate 2 x %zu bytes of buffers (lower -e)\n", prog,
                 rank, p.maxbytes);
     if (!all_ranks_ok(be, ok)) {
-        free(sendbase);
-        free(recvbase);
+        release(be, p.registered, sendbase);
+        release(be, p.registered, recvbase);
         if (json != NULL)
             fclose(json);
         be->finalize();
@@ -731,8 +762,8 @@ int perf_main(int argc, char **argv, const perf_coll_t *coll)
     }
     free(rows);
     free(ctx);
-    free(sendbase);
-    free(recvbase);
+    release(be, p.registered, sendbase);
+    release(be, p.registered, recvbase);
     /* Launchers end the whole job when one rank exits non-zero: no rank leaves before rank 0 has
      * printed the footer and written the JSON. */
     be->barrier();

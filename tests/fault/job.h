@@ -392,6 +392,22 @@ static int job_pump(job_t *j, double deadline)
     return 0;
 }
 
+/* Whether the file DIR/log.R (a rank's TEMPO_DEBUG_FILE=DIR/log.%r) holds text. */
+static inline int job_log_has(const char *dir, int r, const char *text)
+{
+    char path[512], line[1024];
+    snprintf(path, sizeof(path), "%s/log.%d", dir, r);
+    FILE *f = fopen(path, "r");
+    int found = 0;
+    while (f && !found && fgets(line, sizeof(line), f)) {
+        found = strstr(line, text) != NULL;
+    }
+    if (f) {
+        fclose(f);
+    }
+    return found;
+}
+
 /* The latest value rank r reported for key, or NULL. */
 static const char *job_get(const job_t *j, int r, const char *key)
 {

@@ -32,6 +32,7 @@
 #include <tempo.h>
 
 #include "tests/fault/job.h"
+#include "tests/mr/exact.h"
 
 /* Make process_vm_readv fail with EPERM in this process. 0, or -1 where seccomp is missing. */
 static int deny_cma(void)
@@ -57,71 +58,6 @@ static int deny_cma(void)
 typedef struct {
     int deny_last; /* the last rank cannot read */
 } variant_t;
-
-/* Element i of rank r's input, as a small integer: sums, maxima and products of these are exact
- * in every type at every rank count used here. */
-static int val(int r, size_t i, tempo_op_t op)
-{
-    if (op == TEMPO_PROD) {
-        return ((i + (size_t)r) % 5 == 0) ? -1 : 1 + (int)((i * 7 + (size_t)r) % 2);
-    }
-    return (int)((i * 31 + (size_t)r * 7) % 97) - 40;
-}
-
-static double expect(int n, size_t i, tempo_op_t op)
-{
-    double e = op == TEMPO_PROD ? 1 : 0;
-    for (int r = 0; r < n; r++) {
-        double v = val(r, i, op);
-        if (op == TEMPO_SUM || op == TEMPO_AVG) {
-            e += v;
-        } else if (op == TEMPO_PROD) {
-            e *= v;
-        } else if (r == 0 || v > e) {
-            e = v;
-        }
-    }
-    return op == TEMPO_AVG ? (double)((float)e / (float)n) : e; /* fp32, as 16-bit types add */
-}
-
-static uint16_t to_bf16(double v) /* round to nearest even (no NaNs here) */
-{
-    float f = (float)v;
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-static double from_bf16(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static void put(tempo_dtype_t dt, void *buf, size_t i, double v)
-{
-    switch (dt) {
-    case TEMPO_FLOAT32: ((float *)buf)[i] = (float)v; break;
-    case TEMPO_FLOAT64: ((double *)buf)[i] = v; break;
-    case TEMPO_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
-    case TEMPO_INT8: ((int8_t *)buf)[i] = (int8_t)v; break;
-    default: ((uint16_t *)buf)[i] = to_bf16(v); break;
-    }
-}
-
-static double get(tempo_dtype_t dt, const void *buf, size_t i)
-{
-    switch (dt) {
-    case TEMPO_FLOAT32: return ((const float *)buf)[i];
-    case TEMPO_FLOAT64: return ((const double *)buf)[i];
-    case TEMPO_INT32: return ((const int32_t *)buf)[i];
-    case TEMPO_INT8: return ((const int8_t *)buf)[i];
-    default: return from_bf16(((const uint16_t *)buf)[i]);
-    }
-}
 
 static int rank_main(int rank, int size, void *arg)
 {
@@ -198,22 +134,6 @@ static int rank_main(int rank, int size, void *arg)
     return ok_all ? 0 : 1;
 }
 
-/* Whether rank r's log holds text. */
-static int log_has(const char *dir, int r, const char *text)
-{
-    char path[512], line[1024];
-    snprintf(path, sizeof(path), "%s/log.%d", dir, r);
-    FILE *f = fopen(path, "r");
-    int found = 0;
-    while (f && !found && fgets(line, sizeof(line), f)) {
-        found = strstr(line, text) != NULL;
-    }
-    if (f) {
-        fclose(f);
-    }
-    return found;
-}
-
 static void run(const char *label, int n, int deny_last, int cma_off)
 {
     char dir[] = "/tmp/shm_cma.XXXXXX";
@@ -238,19 +158,19 @@ static void run(const char *label, int n, int deny_last, int cma_off)
     const char *copy = "large operations copy through the shared region";
     for (int r = 0; r < n; r++) {
         if (cma_off) {
-            TAP_OK(!log_has(dir, r, direct) && !log_has(dir, r, "process_vm_readv"),
+            TAP_OK(!job_log_has(dir, r, direct) && !job_log_has(dir, r, "process_vm_readv"),
                    "%s, %d ranks: rank %d neither probes nor reads directly", label, n, r);
         } else if (deny_last) {
-            TAP_OK(log_has(dir, r, copy) && !log_has(dir, r, direct),
+            TAP_OK(job_log_has(dir, r, copy) && !job_log_has(dir, r, direct),
                    "%s, %d ranks: rank %d copies through the region (one rank cannot read)", label,
                    n, r);
         } else {
-            TAP_OK(log_has(dir, r, direct), "%s, %d ranks: rank %d reads peers' buffers directly",
+            TAP_OK(job_log_has(dir, r, direct), "%s, %d ranks: rank %d reads peers' buffers directly",
                    label, n, r);
         }
     }
     if (deny_last) {
-        TAP_OK(log_has(dir, n - 1, "cannot read comm rank 0's memory (process_vm_readv:"),
+        TAP_OK(job_log_has(dir, n - 1, "cannot read comm rank 0's memory (process_vm_readv:"),
                "%s, %d ranks: the denied rank says why (INFO)", label, n);
     }
     char cmd[700];
