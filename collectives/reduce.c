@@ -10,8 +10,12 @@
  * Levels: the library is built for the baseline of its target (SSE2 on x86-64, never
  * -march=native: it runs on other machines), and on x86-64 the same loops are compiled again for
  * AVX2 and for AVX-512 (F, BW, DQ, VL) through function attributes (reduce_kernels.h). The level is
- * chosen once, at the first reduction (the configuration is loaded by then): the best the CPU has,
- * or TEMPO_REDUCE_ISA's (core/cfg.c refuses a level the CPU lacks). Every level gives bitwise the
+ * chosen once, at the first reduction (the configuration is loaded by then): AVX2 where the CPU
+ * has it, else the best it has, or TEMPO_REDUCE_ISA's (core/cfg.c refuses a level the CPU lacks).
+ * AVX2 before AVX-512, measured: the reductions are memory-bound from a few KB up, and the
+ * 512-bit kernels made the 2-rank shared-memory all-reduce 10-20 % slower from 32 KB to 8 MB than
+ * the 256-bit ones on the 2-core AMD EPYC development machine (interleaved rounds, 2026-11-28;
+ * slower at 8 KB and 32 MB by 8 %); TEMPO_REDUCE_ISA=avx512 chooses them. Every level gives bitwise the
  * same results: the same expressions per element in the same order, only more elements per
  * instruction (the AVX2 sum of two 4 MB float vectors runs at about 1.6 times the SSE2 one's
  * memory traffic on the development machine).
@@ -22,6 +26,7 @@
 #include "core/cfg.h"
 
 #include <stdio.h>
+#include <string.h>
 #include <strings.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -159,7 +164,7 @@ const tempo__reduce_kernels_t *tempo__reduce_kernels_level(size_t i)
     return i < TEMPO_ARRAY_SIZE(levels) && cpu_has(i) ? levels[i] : NULL;
 }
 
-/* The level named text ("auto": the best this CPU has), or NULL with the reason set. */
+/* The level named text ("auto": avx2 where the CPU has it, else its best), or NULL with the reason set. */
 static const tempo__reduce_kernels_t *level_named(const char *text)
 {
     const tempo__reduce_kernels_t *best = levels[0];
@@ -167,7 +172,10 @@ static const tempo__reduce_kernels_t *level_named(const char *text)
     size_t o = 0;
     for (size_t i = 0; i < TEMPO_ARRAY_SIZE(levels); i++) {
         if (cpu_has(i)) {
-            best = levels[i];
+            /* auto: AVX2 where the CPU has it, before AVX-512 (see the file header) */
+            if (best == levels[0] || strcmp(best->name, "avx2") != 0) {
+                best = levels[i];
+            }
             o += (size_t)snprintf(have + o, sizeof(have) - o, "%s%s", o ? ", " : "",
                                   levels[i]->name);
         }

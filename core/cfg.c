@@ -150,8 +150,8 @@ static const field_t fields[] = {
       "ring (with TEMPO_SHM_CMA=1); pairs whose processes may not read each other use the rings. 0: always the rings"),
 
     F("TEMPO_REDUCE_ISA", "auto", T_STRING, reduce_isa, 0, 0, 0, tempo__reduce_isa_check,
-      "Instruction set of the reduction kernels: auto (the best this CPU has), sse2, avx2 or "
-      "avx512 (x86-64; elsewhere auto or generic); every level gives bitwise the same results, "
+      "Instruction set of the reduction kernels: auto (avx2 where the CPU has it, else the best it "
+      "has), sse2, avx2 or avx512 (x86-64; elsewhere auto or generic); every level gives bitwise the same results, "
       "and a level this CPU lacks is refused. tempo-info -b shows the one in use"),
     F("TEMPO_UNEXPECTED_BYTES", "64M", T_SIZE, unexpected_bytes, 1, NOLIMIT, F_ZERO, NULL,
       "Per peer: most bytes of messages that arrive before their receive is posted that a rank "
