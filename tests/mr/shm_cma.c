@@ -173,6 +173,7 @@ static void run(const char *label, int n, int deny_last, int cma_off)
         TAP_OK(job_log_has(dir, n - 1, "cannot read comm rank 0's memory (process_vm_readv:"),
                "%s, %d ranks: the denied rank says why (INFO)", label, n);
     }
+    job_free(&job);
     char cmd[700];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     if (system(cmd) != 0) {
