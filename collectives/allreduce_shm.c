@@ -48,8 +48,9 @@
  *          segment (both protocols publish one early), before anything is read.
  *
  * Every rank computes each result element with the same fold in rank order (small: redundantly on
- * every rank; staged, direct and window: once, by the block's owner, with the same blocks and segments),
- * so results are bitwise identical on all ranks, from run to run, and between the protocols.
+ * every rank; staged, direct and window: once, by the block's owner, with the same blocks and
+ * segments), so results are bitwise identical on all ranks, from run to run, and between the
+ * protocols.
  * fp16/bf16 accumulate in fp32 and round once.
  *
  * Operations using the region run one at a time per communicator, in the order they started, as
@@ -281,7 +282,7 @@ tempo_status_t tempo__shm_coll_create(struct tempo_comm *comm, tempo__shm_coll_t
     size_t small = (size_t)n * 2 * SMALL_MAX;
     size_t in = (size_t)n * 2 * sc->stage;
     size_t out = (size_t)n * 2 * sc->outsz;
-    tempo_status_t st = tempo__shm_region_create(comm, ctl + small + in + out, &sc->region);
+    tempo_status_t st = tempo__shm_region_create(comm, ctl + small + in + out, NULL, &sc->region);
     if (st != TEMPO_OK) {
         tempo__free(sc->srcs);
         tempo__free(sc);

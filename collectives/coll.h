@@ -188,9 +188,10 @@ typedef struct tempo__mem_win {
     uint32_t id;        /* the allocation's number on its communicator (the same on all members) */
     char *base;         /* this rank's memory */
     size_t bytes;
-    char **peer;        /* (comm size) member q's memory as mapped here (this rank's: base) */
+    tempo__shm_region_t region; /* every member's memory (shared: usable), or base == NULL */
+    char **peer;        /* (comm size) member q's memory in this rank's view (usable only) */
     size_t *peer_bytes; /* (comm size) */
-    int usable;         /* every member maps every other's */
+    int usable;         /* shared: every member sees every other's memory */
 } tempo__mem_win_t;
 
 /** The usable window of comm that holds [p, p + len), or NULL. Lock held. */

@@ -1,54 +1,38 @@
 /*
  * mem.c — tempo_mem_alloc and tempo_mem_free: memory that the members of a communicator on one
- * host map into each other's address spaces, so that a shared-memory all-reduce on it reads the
- * peers' buffers directly (allreduce_shm.c, "window"), as NCCL's registered windows do.
+ * host all map, so that a shared-memory all-reduce on it reads the peers' buffers directly
+ * (allreduce_shm.c, "window"), as NCCL's registered windows do.
  *
  * Allocation is collective over the communicator and numbered (id: the same on every member,
- * since every member allocates in the same order). Each member creates a POSIX shared-memory
- * object with a name only it and its job know (pid, id and a random nonce), maps it, and the
- * members exchange {pid, id, nonce, bytes, ok} with an all-gather; each then maps the objects of
- * the members on its host, the members exchange whether they mapped all of them (a second
- * all-gather: the window is usable only if every member mapped every other's), and each unlinks
- * its own name. After that no name is left in /dev/shm, whatever happens to the processes, and
- * nobody else can open the memory (mode 0600, and the name is gone). Freeing is local: each member
- * unmaps its memory and its mappings of the others'; a mapping keeps the memory alive for as long
- * as anyone has it.
+ * since every member allocates in the same order). The members all-gather {size, id}; where the
+ * communicator has shared-memory collectives (every member on this host), one shared region holds
+ * every member's memory, each at its own page-aligned offset, created and mapped by the same
+ * collective primitive as the collectives' own regions (tempo__shm_region_create: its name is
+ * unlinked as soon as every member has mapped it, so nothing is left in /dev/shm whatever happens,
+ * and a failure is every member's). Each member sees every other's memory in its own mapping of
+ * the region: the layout of perf/all_reduce_bound. Elsewhere the memory is private. Freeing is
+ * local: each member unmaps its view, and the memory goes with the last view.
  */
 #include "config.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "collectives/coll.h"
 
 typedef struct {
-    uint64_t pid;
-    uint64_t nonce;
-    uint64_t bytes; /* 0: this member could not allocate */
-    uint64_t want;  /* what it asked for */
+    uint64_t bytes; /* page-aligned */
     uint32_t id;
-    uint32_t err;   /* errno of the failure, when bytes is 0 */
+    uint32_t zero;
 } mem_rec_t;
 
-static void mem_name(char *buf, size_t len, uint64_t pid, uint32_t id, uint64_t nonce)
+static void win_free(tempo__mem_win_t *win)
 {
-    snprintf(buf, len, "/tempo-mem-%llu-%u-%016llx", (unsigned long long)pid, id,
-             (unsigned long long)nonce);
-}
-
-static void win_unmap(tempo__mem_win_t *win, int n)
-{
-    for (int q = 0; win->peer && q < n; q++) {
-        if (win->peer[q] && win->peer[q] != win->base) {
-            munmap(win->peer[q], win->peer_bytes[q]);
-        }
-    }
-    if (win->base) {
+    if (win->region.base) {
+        tempo__shm_region_destroy(&win->region);
+    } else if (win->base) {
         munmap(win->base, win->bytes);
     }
     tempo__free(win->peer);
@@ -56,22 +40,10 @@ static void win_unmap(tempo__mem_win_t *win, int n)
     tempo__free(win);
 }
 
-/* Map member q's object (rec) read-write; NULL when it cannot. */
-static char *map_peer(const mem_rec_t *rec, int q, int *err)
+static tempo_status_t fail(struct tempo_comm *comm, tempo_status_t st)
 {
-    char name[96];
-    mem_name(name, sizeof(name), rec->pid, rec->id, rec->nonce);
-    int fd = shm_open(name, O_RDWR, 0);
-    if (fd < 0) {
-        *err = errno;
-        TEMPO_INFO(TEMPO_SUB_COLL, "tempo_mem_alloc: cannot open comm rank %d's memory %s: %s", q,
-                   name, strerror(errno));
-        return NULL;
-    }
-    void *p = mmap(NULL, rec->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    *err = errno;
-    close(fd);
-    return p == MAP_FAILED ? NULL : p;
+    snprintf(comm->last_error, sizeof(comm->last_error), "%s", tempo__errmsg());
+    return st;
 }
 
 tempo_status_t tempo_mem_alloc(tempo_comm_t comm, size_t bytes, void **ptr_p)
@@ -82,142 +54,83 @@ tempo_status_t tempo_mem_alloc(tempo_comm_t comm, size_t bytes, void **ptr_p)
     }
     *ptr_p = NULL;
     if (bytes == 0) {
-        return tempo__err(TEMPO_ERR_INVALID, "tempo_mem_alloc: 0 bytes");
+        return fail(comm, tempo__err(TEMPO_ERR_INVALID, "tempo_mem_alloc: 0 bytes"));
     }
     tempo__world_t *w = comm->world;
     tempo__coll_comm_t *cc = tempo__cc(comm);
     int n = comm->size;
     long pg = sysconf(_SC_PAGESIZE);
-    size_t len = TEMPO_ALIGN_UP(bytes, (size_t)(pg > 0 ? pg : 4096));
-    tempo__mem_win_t *win = tempo__calloc(1, sizeof(*win), "tempo_mem_alloc");
+    size_t page = (size_t)(pg > 0 ? pg : 4096);
+    pthread_mutex_lock(&w->lock);
+    mem_rec_t mine = {TEMPO_ALIGN_UP(bytes, page), cc->nwins++, 0};
+    pthread_mutex_unlock(&w->lock);
+    /* Out of memory for these few bytes, a member returns at once: its peers' exchange then
+     * fails with TEMPO_ERR_TIMEOUT naming it. A region that cannot be created fails on all. */
     mem_rec_t *recs = tempo__calloc((size_t)n, sizeof(*recs), "tempo_mem_alloc");
-    int32_t *mapped = tempo__calloc((size_t)n, sizeof(*mapped), "tempo_mem_alloc");
+    tempo__mem_win_t *win = tempo__calloc(1, sizeof(*win), "tempo_mem_alloc");
     if (win) {
         win->peer = tempo__calloc((size_t)n, sizeof(*win->peer), "tempo_mem_alloc");
         win->peer_bytes = tempo__calloc((size_t)n, sizeof(*win->peer_bytes), "tempo_mem_alloc");
     }
-    pthread_mutex_lock(&w->lock);
-    uint32_t id = cc->nwins++;
-    pthread_mutex_unlock(&w->lock);
-
-    /* This member's object (a failure is still announced: every member must learn of it). */
-    mem_rec_t mine = {(uint64_t)getpid(), 0, 0, bytes, id, 0};
-    char name[96] = "";
-    if (getrandom(&mine.nonce, sizeof(mine.nonce), 0) != (ssize_t)sizeof(mine.nonce)) {
-        mine.nonce = (uint64_t)tempo__now_ns() ^ ((uint64_t)getpid() << 32);
-    }
-    if (!win || !recs || !mapped || !win->peer || !win->peer_bytes) {
-        mine.err = ENOMEM;
-    } else {
-        mem_name(name, sizeof(name), mine.pid, id, mine.nonce);
-        int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
-        void *p = MAP_FAILED;
-        if (fd >= 0 && ftruncate(fd, (off_t)len) == 0) {
-            p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (!recs || !win || !win->peer || !win->peer_bytes) {
+        tempo__free(recs);
+        if (win) {
+            win_free(win);
         }
-        mine.err = p == MAP_FAILED ? (uint32_t)errno : 0;
-        if (fd >= 0) {
-            close(fd);
-        }
-        if (p != MAP_FAILED) {
-            win->base = p;
-            win->bytes = len;
-            mine.bytes = len;
-        } else if (fd >= 0) {
-            shm_unlink(name);
-            name[0] = 0;
-        }
+        return fail(comm, tempo__err(TEMPO_ERR_NOMEM, "tempo_mem_alloc: out of memory"));
     }
-    tempo_status_t st = TEMPO_ERR_NOMEM;
-    if (!recs || !mapped) {
-        goto fail_alone; /* still take part, so that the others fail too instead of waiting */
-    }
-    st = tempo_allgather(comm, &mine, recs, sizeof(mine), TEMPO_UINT8);
-    if (st != TEMPO_OK) {
-        goto out;
-    }
-    for (int q = 0; q < n; q++) {
-        if (recs[q].id != id) {
+    tempo_status_t st = tempo_allgather(comm, &mine, recs, sizeof(mine), TEMPO_UINT8);
+    size_t total = 0;
+    for (int q = 0; q < n && st == TEMPO_OK; q++) {
+        if (recs[q].id != mine.id) {
             st = tempo__err(TEMPO_ERR_INVALID,
                             "tempo_mem_alloc: comm rank %d is at its allocation #%u on this "
                             "communicator, this rank at #%u: every member must call it alike",
-                            q, recs[q].id, id);
-            goto out;
+                            q, recs[q].id, mine.id);
         }
-        if (recs[q].bytes == 0) {
-            st = tempo__err(recs[q].err == ENOMEM ? TEMPO_ERR_NOMEM : TEMPO_ERR_SYSTEM,
-                            "tempo_mem_alloc: comm rank %d could not allocate %llu bytes of "
-                            "shared memory: %s",
-                            q, (unsigned long long)recs[q].want, strerror((int)recs[q].err));
-            goto out;
+        win->peer_bytes[q] = recs[q].bytes;
+        total += recs[q].bytes;
+    }
+    win->id = mine.id;
+    win->bytes = mine.bytes;
+    if (st == TEMPO_OK && cc->shm) { /* every member on this host, shared memory on */
+        pthread_mutex_lock(&w->lock);
+        st = tempo__shm_region_create(comm, total, "mem", &win->region);
+        pthread_mutex_unlock(&w->lock);
+        size_t off = 0;
+        for (int q = 0; q < n && st == TEMPO_OK; q++) {
+            win->peer[q] = (char *)win->region.base + off;
+            off += recs[q].bytes;
+        }
+        if (st == TEMPO_OK) {
+            win->base = win->peer[comm->rank];
+            win->usable = 1;
+        }
+    } else if (st == TEMPO_OK) {
+        void *p = mmap(NULL, win->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+                       0);
+        if (p == MAP_FAILED) {
+            st = tempo__err(TEMPO_ERR_NOMEM, "tempo_mem_alloc: %zu bytes: out of memory",
+                            win->bytes);
+        } else {
+            win->base = p;
+            TEMPO_INFO(TEMPO_SUB_COLL,
+                       "tempo_mem_alloc #%u: the communicator has no shared-memory collectives "
+                       "(ranks on several hosts, or shared memory off): ordinary memory",
+                       win->id);
         }
     }
-
-    /* Map the members on this host; the window is usable when every member mapped all others. */
-    int all = comm->all_local;
-    for (int q = 0; q < n; q++) {
-        if (q == comm->rank) {
-            win->peer[q] = win->base;
-            win->peer_bytes[q] = win->bytes;
-            continue;
-        }
-        if (!w->peers[tempo__wrank(comm, q)].local) {
-            all = 0;
-            continue;
-        }
-        int e = 0;
-        win->peer[q] = map_peer(&recs[q], q, &e);
-        win->peer_bytes[q] = win->peer[q] ? recs[q].bytes : 0;
-        all &= win->peer[q] != NULL;
-    }
-    int32_t ok = all;
-    st = tempo_allgather(comm, &ok, mapped, 1, TEMPO_INT32);
+    tempo__free(recs);
     if (st != TEMPO_OK) {
-        goto out;
+        win_free(win);
+        return fail(comm, st);
     }
-    win->usable = 1;
-    for (int q = 0; q < n; q++) {
-        win->usable &= mapped[q] == 1;
-    }
-    if (!win->usable) {
-        TEMPO_INFO(TEMPO_SUB_COLL,
-                   "tempo_mem_alloc #%u: not every member maps every other's memory (%s): "
-                   "ordinary memory for collectives",
-                   id, comm->all_local ? "see the INFO lines above" : "not all on one host");
-    }
-    win->id = id;
     pthread_mutex_lock(&w->lock);
     win->next = cc->wins;
     cc->wins = win;
     pthread_mutex_unlock(&w->lock);
     *ptr_p = win->base;
-    win = NULL;
-    st = TEMPO_OK;
-out:
-    if (name[0]) {
-        shm_unlink(name); /* every member has mapped it, or failed: nobody opens it any more */
-    }
-    if (win) {
-        win_unmap(win, n);
-    }
-    tempo__free(recs);
-    tempo__free(mapped);
-    if (st != TEMPO_OK) {
-        snprintf(comm->last_error, sizeof(comm->last_error), "%s", tempo__errmsg());
-    }
-    return st;
-fail_alone:
-    /* Out of memory before the exchange: the others are told through a record of our own. */
-    {
-        mem_rec_t *r1 = tempo__calloc((size_t)n, sizeof(*r1), "tempo_mem_alloc");
-        if (r1) {
-            (void)tempo_allgather(comm, &mine, r1, sizeof(mine), TEMPO_UINT8);
-            tempo__free(r1);
-        }
-    }
-    st = tempo__err(TEMPO_ERR_NOMEM, "tempo_mem_alloc: out of memory on comm rank %d",
-                    comm->rank);
-    goto out;
+    return TEMPO_OK;
 }
 
 tempo_status_t tempo_mem_free(tempo_comm_t comm, void *ptr)
@@ -248,7 +161,7 @@ tempo_status_t tempo_mem_free(tempo_comm_t comm, void *ptr)
         snprintf(comm->last_error, sizeof(comm->last_error), "%s", tempo__errmsg());
         return st;
     }
-    win_unmap(win, comm->size);
+    win_free(win);
     return TEMPO_OK;
 }
 
@@ -282,6 +195,6 @@ void tempo__mem_free_all(struct tempo_comm *comm)
     while (cc && cc->wins) {
         tempo__mem_win_t *win = cc->wins;
         cc->wins = win->next;
-        win_unmap(win, comm->size);
+        win_free(win);
     }
 }

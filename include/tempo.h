@@ -410,7 +410,8 @@ typedef struct tempo_attr {
  *  rank (TEMPO_ERR_INVALID). Where the members cannot map each other's memory (another host), the
  *  memory is still returned, as ordinary memory. The memory is zeroed; it stays valid until
  *  tempo_mem_free (local: no peer may still be in an operation on it) or the communicator's
- *  destruction. Fails on every member when one member cannot allocate (the error names it). */
+ *  destruction. When the shared memory cannot be created (/dev/shm full), the call fails on every
+ *  member alike. */
 TEMPO_API tempo_status_t tempo_mem_alloc(tempo_comm_t comm, size_t bytes, void **ptr_p);
 TEMPO_API tempo_status_t tempo_mem_free(tempo_comm_t comm, void *ptr);
 

@@ -821,7 +821,7 @@ int tempo__tl_shm_on(tempo__world_t *w)
 /* Regions for collectives                                                                        */
 /* ---------------------------------------------------------------------------------------------- */
 
-tempo_status_t tempo__shm_region_create(struct tempo_comm *comm, size_t size,
+tempo_status_t tempo__shm_region_create(struct tempo_comm *comm, size_t size, const char *tag,
                                         tempo__shm_region_t *region_p)
 {
     tempo__world_t *w = comm->world;
@@ -833,8 +833,9 @@ tempo_status_t tempo__shm_region_create(struct tempo_comm *comm, size_t size,
     /* Communicators that share a context id have disjoint members (sibling splits of a split), so
      * the context id and the creator's world rank name a region that no other live communicator's
      * region has, at any depth of splitting. */
-    snprintf(r.name, sizeof(r.name), "/tempo-%016llx-c%d-r%d", (unsigned long long)w->job_uuid,
-             comm->ctx, comm->ranks[0]);
+    snprintf(r.name, sizeof(r.name), "/tempo-%016llx-c%d-r%d%s%s",
+             (unsigned long long)w->job_uuid, comm->ctx, comm->ranks[0], tag ? "-" : "",
+             tag ? tag : "");
     r.size = size;
     uint64_t deadline = tempo__deadline_after(w->timeout_s);
     TEMPO_CHECK(shm_open_collective(w, comm->ranks, comm->size, comm->rank, r.name, size,

@@ -129,9 +129,10 @@ int tempo__tl_shm_on(tempo__world_t *w);
 
 /** Create (comm rank 0) or map (others) a shared region of size bytes, zero-filled, among the ranks
  *  of comm, which must all be on this host. Collective over comm. The backing file is unlinked as
- *  soon as every rank has mapped it, so nothing is left behind even if a process dies. Returns
- *  TEMPO_ERR_NOMEM (with the reason) when /dev/shm has no room. */
-tempo_status_t tempo__shm_region_create(struct tempo_comm *comm, size_t size,
+ *  soon as every rank has mapped it, so nothing is left behind even if a process dies; tag (NULL or
+ *  a short word) ends its name, so that tests can tell whose it was. Returns TEMPO_ERR_NOMEM (with
+ *  the reason) when /dev/shm has no room. */
+tempo_status_t tempo__shm_region_create(struct tempo_comm *comm, size_t size, const char *tag,
                                         tempo__shm_region_t *region_p);
 void tempo__shm_region_destroy(tempo__shm_region_t *region);
 
