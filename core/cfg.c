@@ -163,6 +163,10 @@ static const field_t fields[] = {
     F("TEMPO_UCX_ZCOPY_BYTES", "256K", T_SIZE, ucx_zcopy_bytes, 4 * KiB, NOLIMIT, F_ZERO, NULL,
       "ucx transport: payloads of at least this many bytes stay in the sender's buffer, which "
       "the receiver reads with ucp_get_nbx (zero copy); 0: every payload through the stream"),
+    F("TEMPO_UCX_ZCOPY_ALWAYS", "0", T_BOOL, ucx_zcopy_always, 0, 0, 0, NULL,
+      "ucx transport: zero copy also to peers whose endpoints have no peer-failure handling "
+      "(UCX_TLS=sm,cma,self): faster large payloads, but a peer that dies while this rank reads "
+      "its payload makes UCX abort this process instead of failing the call"),
     F("TEMPO_IB_HCA", "", T_STRING, ib_hca, 0, 0, 0, ib_hca_check,
       "verbs transport: the RDMA device to use, optionally with its port (mlx5_0, rxe0:1; "
       "ibv_devices lists them); unset: the first device with an ACTIVE port"),

@@ -56,6 +56,7 @@ typedef struct {
 
 typedef struct {
     line_t bar[MAX_RANKS];   /* barriers passed, per rank */
+    line_t settled;          /* (settle) the barrier after which every rank starts measuring */
     double time_us[MAX_RANKS];
     long long wrong[MAX_RANKS];
 } ctl_t;
@@ -231,6 +232,27 @@ static long long check(int me, size_t count, size_t es)
     return wrong;
 }
 
+/* Barriers for SETTLE_US before the first size. Right after fork a child runs on its parent's
+ * core until the scheduler moves it, and the first size measured that way took 100-180 us at 64 KB
+ * (6 us once settled, measured). tempo's ranks settle during their rendezvous. Rank 0 names the
+ * barrier after which all stop, before it enters that barrier, so every rank leaves after the
+ * same one. */
+#define SETTLE_US 100e3
+static void settle(int me, uint64_t *epoch)
+{
+    double t0 = now_us();
+    for (;;) {
+        if (me == 0 && !atomic_load_explicit(&ctl->settled.v, memory_order_relaxed) &&
+            now_us() - t0 > SETTLE_US) {
+            atomic_store_explicit(&ctl->settled.v, *epoch + 1, memory_order_relaxed);
+        }
+        barrier(me, epoch);
+        if (atomic_load_explicit(&ctl->settled.v, memory_order_relaxed) == *epoch) {
+            return;
+        }
+    }
+}
+
 typedef struct {
     size_t minbytes, maxbytes, stepbytes;
     long stepfactor;
@@ -242,6 +264,7 @@ typedef struct {
 static void rank_main(int me, const params_t *p)
 {
     uint64_t epoch = 0;
+    settle(me, &epoch);
     for (size_t bytes = p->minbytes; bytes <= p->maxbytes;) {
         size_t count = bytes / p->es;
         fill(me, count, p->es);
@@ -369,6 +392,7 @@ int main(int argc, char **argv)
         fprintf(json, ",\n\"nranks\":%d,\n\"results\":[", nranks);
     }
     uint64_t epoch = 0;
+    settle(0, &epoch);
     long long wrong_all = 0;
     int rows = 0;
     for (size_t bytes = p.minbytes; bytes <= p.maxbytes;) {

@@ -932,8 +932,8 @@ static tempo_status_t ep_create(ucx_tl_t *t, int peer, const void *addr,
      * operation into a fatal error, and a peer that dies with a get in flight (its memory gone)
      * aborted the survivor (conform's kill case over UCX_TLS=sm,cma,self, 3 of 30 runs under
      * load: "ucp_request.inl: Fatal: unexpected error: Shared memory error" in
-     * ucp_get_req_handler). */
-    ep->zcopy = t->zcopy_min && mode == UCP_ERR_HANDLING_MODE_PEER && ep_has_rma(ep->ep);
+     * ucp_get_req_handler). TEMPO_UCX_ZCOPY_ALWAYS takes that risk for the speed. */
+    ep->zcopy = t->zcopy_min && (quiet || tempo__cfg.ucx_zcopy_always) && ep_has_rma(ep->ep);
     tempo__stream_set_fetch(&ep->stream, ep->zcopy ? t->zcopy_min : 0);
     *ep_p = ep;
     return TEMPO_OK;

@@ -196,6 +196,7 @@ typedef struct vb_tl {
     int gid_index; /* -1: no GRH (InfiniBand by LID) */
     union ibv_gid gid;
     int max_rd_atom;
+    int max_cqe; /* the device's largest completion queue */
     size_t ring_bytes;
     char desc[160]; /* device, port, addressing: for the logs */
     vb_ep_t **eps;  /* (world size) NULL unless verbs serves the peer */
@@ -284,6 +285,7 @@ static int port_pick(vb_tl_t *t, int want_port, char *why, size_t wlen)
         return -1;
     }
     t->max_rd_atom = da.max_qp_rd_atom;
+    t->max_cqe = da.max_cqe;
     char states[96] = "";
     size_t o = 0;
     for (int p = 1; p <= da.phys_port_cnt; p++) {
@@ -399,6 +401,12 @@ static int device_open(vb_tl_t *t, int cqe, char *why, size_t wlen)
     }
     ibv_free_device_list(list);
     if (rc != 0) {
+        return -1;
+    }
+    if (cqe > t->max_cqe) {
+        /* every peer's queue pairs complete into one queue, which must hold them all */
+        snprintf(why, wlen, "%s: its peers need a completion queue of %d entries, the device "
+                            "allows %d", t->desc, cqe, t->max_cqe);
         return -1;
     }
     t->pd = ibv_alloc_pd(t->ctx);

@@ -5,6 +5,10 @@
 #   tcp      TEMPO_TRANSPORTS=tcp,^shm: every pair over tcp on one host
 #   ucx-tcp  TEMPO_TRANSPORTS=ucx,^shm with UCX_TLS=tcp,self
 #   ucx-sm   TEMPO_TRANSPORTS=ucx,^shm with UCX_TLS=sm,cma,self
+#   ucx-sm-zcopy  ucx-sm with TEMPO_UCX_ZCOPY_ALWAYS=1: large payloads read with ucp_get_nbx over
+#            cma; these endpoints have no peer-failure handling, so a peer's death during a read
+#            aborts the reader (README): the conform layer runs the cases in which no rank dies
+#            (CONFORM_CASES), and the default layers are "conform coll zcopy"
 #   verbs    TEMPO_TRANSPORTS=verbs,^shm (a Soft-RoCE device: rdma link add rxe0 type rxe netdev
 #            lo, or the qemu guest of tests/transport)
 # A transport that `tempo-info -t` does not list as available here skips the whole suite (TAP
@@ -20,6 +24,8 @@
 #              the details)
 #   coll       the collective suite (tests/mr/coll_run.sh, coll_test) at COLL_RANKS ("2 3 4")
 #   mismatch   tests/fault/fault_mismatch: ranks whose calls differ all fail naming the difference
+#   zcopy      4 MiB sendrecv_perf at 2 ranks with TEMPO_DEBUG=INFO: both ranks log that they sent
+#              and received payloads zero-copy (the transport's "received zero-copy" count > 0)
 #   difftest   the randomized differential test (tests/mr/difftest.sh) at DIFFTEST_RANKS ("2 3 4"),
 #              DIFFTEST_CASES (100) cases per launch, without the Open MPI comparison
 #              (DIFFTEST_MPI=0 unless set)
@@ -42,15 +48,21 @@ INFO="$B/tools/tempo-info"
 CONFORM="$B/tests/transport/conform"
 FRAMES="$B/tests/transport/conform_frames"
 layers=${CONFORM_LAYERS:-conform coll mismatch difftest}
+cases=${CONFORM_CASES:-}
 
 case $transport in
 shm) tl=shm tenv= ;;
 tcp) tl=tcp tenv="TEMPO_TRANSPORTS=tcp,^shm" ;;
 ucx-tcp) tl=ucx tenv="TEMPO_TRANSPORTS=ucx,^shm UCX_TLS=tcp,self" ;;
 ucx-sm) tl=ucx tenv="TEMPO_TRANSPORTS=ucx,^shm UCX_TLS=sm,cma,self" ;;
+ucx-sm-zcopy)
+    tl=ucx tenv="TEMPO_TRANSPORTS=ucx,^shm UCX_TLS=sm,cma,self TEMPO_UCX_ZCOPY_ALWAYS=1"
+    layers=${CONFORM_LAYERS:-conform coll zcopy}
+    cases=${CONFORM_CASES:-transport,order,sizes,flood,partial,mismatch,goodbye}
+    ;;
 verbs) tl=verbs tenv="TEMPO_TRANSPORTS=verbs,^shm" ;;
 *)
-    echo "Bail out! usage: conform.sh shm|tcp|ucx-tcp|ucx-sm|verbs (got '$transport')"
+    echo "Bail out! usage: conform.sh shm|tcp|ucx-tcp|ucx-sm|ucx-sm-zcopy|verbs (got '$transport')"
     exit 1
     ;;
 esac
@@ -79,6 +91,25 @@ esac
 # ('@' stands for the number of peers in COLL_EXPECT, which serves every rank count).
 expect() {
     echo "transport $tl carries the data of $1 peer"
+}
+
+# zcopy_check: TAP of the zcopy layer (above).
+zcopy_check() {
+    echo "1..3"
+    # shellcheck disable=SC2086 # $tenv is a list of assignments
+    timeout 120 env $tenv TEMPO_DEBUG=INFO TEMPO_DEBUG_SUBSYS=TRANSPORT TEMPO_TIMEOUT=30 \
+        "$B/tools/tempo-run" -n 2 "$B/perf/sendrecv_perf" -b 4M -e 4M -n 5 >"$tmp/zc" 2>&1
+    _zrc=$?
+    sed 's/^/# /' "$tmp/zc" | tail -n 20
+    [ "$_zrc" -eq 0 ] && echo "ok 1 - sendrecv_perf of 4 MiB exited 0 (every element right)" ||
+        echo "not ok 1 - sendrecv_perf of 4 MiB exited $_zrc"
+    for r in 0 1; do
+        if grep "^\[$r\]" "$tmp/zc" | grep -q "payloads sent and [1-9][0-9]* received zero-copy"; then
+            echo "ok $((r + 2)) - rank $r received payloads zero-copy"
+        else
+            echo "not ok $((r + 2)) - rank $r logs no payload received zero-copy"
+        fi
+    done
 }
 
 num=0
@@ -151,7 +182,8 @@ for layer in $layers; do
     conform)
         for n in 2 3; do
             # shellcheck disable=SC2086 # $CONFORM_ARGS is a word list
-            sub "conform n=$n" "$CONFORM" -n "$n" --expect "$(expect $((n - 1)))" ${CONFORM_ARGS:-}
+            sub "conform n=$n" "$CONFORM" -n "$n" --expect "$(expect $((n - 1)))" \
+                ${cases:+--only "$cases"} ${CONFORM_ARGS:-}
             sub "frames n=$n" "$FRAMES" -n "$n"
         done
         ;;
@@ -163,6 +195,10 @@ for layer in $layers; do
         ;;
     difftest)
         sub difftest sh "$srcdir/tests/mr/difftest.sh"
+        ;;
+    zcopy)
+        zcopy_check >"$tmp/zctap" 2>&1
+        sub zcopy cat "$tmp/zctap"
         ;;
     *)
         num=$((num + 1))

@@ -1,7 +1,7 @@
 # tests/transport/local.mk — the transport conformance suite (tests/transport/conform.sh): what
 # every transport must do, run unchanged on each. make check runs it on shm (conform_shm.sh: the
 # point-to-point and frame layer, about 80 s on the 2-core VM) and on tcp (conform_tcp.sh: every
-# layer, about 4 to 5 minutes); the other transports by hand: conform.sh ucx-tcp, ucx-sm, verbs (see
+# layer, about 4 to 5 minutes); the other transports by hand: conform.sh ucx-tcp, ucx-sm, ucx-sm-zcopy, verbs (see
 # its header), which skip where tempo-info does not list them as available.
 
 # The point-to-point program (public API) and the frame program (the test hook tempo__tl_inject:
@@ -16,7 +16,9 @@ TESTS += %reldir%/conform_shm.sh %reldir%/conform_tcp.sh
 EXTRA_DIST += %reldir%/conform.sh %reldir%/conform_shm.sh %reldir%/conform_tcp.sh
 
 # ucx, both ways UCX reaches a peer on one host (conform_ucx_tcp.sh: UCX_TLS=tcp,self, UCP streams
-# over sockets; conform_ucx_sm.sh: UCX_TLS=sm,cma,self, shared memory and cma, which gives the
-# zero-copy path a one-sided lane): every layer, as conform_tcp.sh; skipped without UCX.
-TESTS += %reldir%/conform_ucx_tcp.sh %reldir%/conform_ucx_sm.sh
-EXTRA_DIST += %reldir%/conform_ucx_tcp.sh %reldir%/conform_ucx_sm.sh
+# over sockets; conform_ucx_sm.sh: UCX_TLS=sm,cma,self, shared memory and cma, whose endpoints
+# have no peer-failure handling and so stream every payload): every layer, as conform_tcp.sh; and
+# UCX's zero copy (conform_ucx_zcopy.sh: sm,cma with TEMPO_UCX_ZCOPY_ALWAYS=1, the cases in which
+# no rank dies); skipped without UCX.
+TESTS += %reldir%/conform_ucx_tcp.sh %reldir%/conform_ucx_sm.sh %reldir%/conform_ucx_zcopy.sh
+EXTRA_DIST += %reldir%/conform_ucx_tcp.sh %reldir%/conform_ucx_sm.sh %reldir%/conform_ucx_zcopy.sh

@@ -355,6 +355,7 @@ static const knob_t knobs[] = {
      {"64K", "4M", "100000", "1G"}},
     {"TEMPO_UCX_ZCOPY_BYTES", K_SIZE, O(ucx_zcopy_bytes), {"1", "4095", "-1", "1M1", "lots"},
      {"0", "4K", "256K", "1G"}, {0, 4096, 262144, 1073741824.0}, {"0", "4K", "256K", "1G"}},
+    {"TEMPO_UCX_ZCOPY_ALWAYS", K_OTHER, O(ucx_zcopy_always), {"2", "always"}, {"1"}, {1}, {"1"}},
     {"TEMPO_SPIN", K_TIME, O(spin_s), {"-1ms", "61s", "1h", "1e9", "fast", "1 fortnight"},
      {"0", "20us", "1ms", "60s"}, {0, 20e-6, 1e-3, 60}, {"0s", "20us", "1ms", "60s"}},
     {"TEMPO_PROGRESS_THREAD", K_OTHER, O(progress_thread), {"2", ""}, {"0"}, {0}, {"0"}},
