@@ -51,10 +51,20 @@ static uint64_t grace_ns(const tempo__world_t *w)
     return (uint64_t)(TEMPO_MIN(TEMPO_MAX(0.1 * w->timeout_s, 0.5), 2.0) * 1e9);
 }
 
+/* Every blame note goes on the pair's data connection (ordered: a GAVE_UP before the sender's
+ * goodbye) and, where another transport carries the data, on its control connection too: the
+ * data path may be what stalled (with UCX_TLS=sm, a rank stopped in the middle of writing a peer's
+ * shared-memory FIFO blocks all the peer receives, answers to QUERY included, and the peer blamed
+ * a live rank: conform's stop case, n=3, about 1 run in 18 under load). Copies are harmless: a
+ * second QUERY is answered again, a second STATE overwrites the first, a second GAVE_UP finds the
+ * job failed already. */
 static void tell(tempo__world_t *w, int peer, const void *data, size_t len)
 {
     if (w->tl_note && peer != w->rank) {
         w->tl_note(w, peer, data, len);
+    }
+    if (w->tl_note_ctl && peer != w->rank) {
+        w->tl_note_ctl(w, peer, data, len);
     }
 }
 

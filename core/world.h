@@ -268,6 +268,9 @@ typedef struct tempo__world {
     /** Queue a control note (copied) to world rank peer on its data connection, after what was
      *  sent to it before; best effort (a peer that is gone gets nothing). */
     void (*tl_note)(struct tempo__world *w, int peer, const void *data, size_t len);
+    /** The same on the pair's control connection (tcp), unordered with the data, where another
+     *  transport carries the pair's data; nothing where tcp does (core/blame.c sends on both). */
+    void (*tl_note_ctl)(struct tempo__world *w, int peer, const void *data, size_t len);
 } tempo__world_t;
 
 

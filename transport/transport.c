@@ -265,6 +265,21 @@ static void tl_note(tempo__world_t *w, int peer, const void *data, size_t len)
     }
 }
 
+/* The same note on the pair's control connection, where another transport carries its data: a
+ * note that must arrive even when that transport has stalled (a peer stopped in the middle of
+ * writing UCX's shared-memory FIFO blocks everything behind it in the reader's FIFO). */
+static void tl_note_ctl(tempo__world_t *w, int peer, const void *data, size_t len)
+{
+    tempo__tl_t *tl = w->tl;
+    void *ep = tl->ctl_inst && peer >= 0 && peer < w->size && peer != w->rank &&
+                       !w->peers[peer].left
+                   ? tl->ctl->ep(tl->ctl_inst, peer)
+                   : NULL;
+    if (ep && ep != w->peers[peer].data_ep) {
+        (void)tl->ctl->ops->note(ep, data, len);
+    }
+}
+
 static void tl_close(tempo__world_t *w, int graceful)
 {
     tempo__tl_t *tl = w->tl;
@@ -307,6 +322,7 @@ static void tl_close(tempo__world_t *w, int graceful)
     w->tl_idle = NULL;
     w->tl_close = NULL;
     w->tl_note = NULL;
+    w->tl_note_ctl = NULL;
 }
 
 /* Refuse a job whose ranks resolved different preference orders: both ends of a pair must choose
@@ -411,6 +427,7 @@ tempo_status_t tempo__tl_setup(tempo__world_t *w, int listen_fd, uint64_t deadli
     w->tl_idle = tl_idle;
     w->tl_close = tl_close;
     w->tl_note = tl_note;
+    w->tl_note_ctl = tl_note_ctl;
     const tempo__tl_backend_t *order[TEMPO__TL_MAX];
     int n = resolve(tempo__cfg.transports, tempo__cfg.shm, order, 0);
     tempo_status_t st = n < 0 ? TEMPO_ERR_INVALID : check_agree(w);
