@@ -59,45 +59,23 @@
         }                                               \
     } while (0)
 
-/* The formatter reads "p * q" in these macros as a pointer declaration. */
-/* clang-format off */
-#define INT_CASES(T, UT)                                  \
-    switch (op) {                                         \
-    case TEMPO_SUM:                                       \
-    case TEMPO_AVG: LOOP3(T, (T)((UT)p + (UT)q)); break;  \
-    case TEMPO_PROD: LOOP3(T, (T)((UT)p * (UT)q)); break; \
-    case TEMPO_MIN: LOOP3(T, q < p ? q : p); break;       \
-    case TEMPO_MAX: LOOP3(T, q > p ? q : p); break;       \
-    default: break;                                       \
+/* Every element through core/elem.h's function of its op and type, which the CUDA kernels share
+ * (its header says how NaNs come out). */
+#define OP_CASES(T, S)                                    \
+    switch (op) {                                          \
+    case TEMPO_SUM:                                        \
+    case TEMPO_AVG: LOOP3(T, tempo__sum_##S(p, q)); break; \
+    case TEMPO_PROD: LOOP3(T, tempo__prod_##S(p, q)); break; \
+    case TEMPO_MIN: LOOP3(T, tempo__min_##S(p, q)); break; \
+    case TEMPO_MAX: LOOP3(T, tempo__max_##S(p, q)); break; \
+    default: break;                                        \
     }
 
-/* A NaN operand of a sum or product gives the left one's NaN, quieted (p + p: the same NaN in
- * both operands), else the right one's: what x86's scalar and SSE2 arithmetic gave for p + q as
- * the library always compiled it. Written out, because the compiler may swap the operands of a
- * commutative vector instruction, and the NaN it returns is its first operand's (the AVX-512 build
- * did, for some loops). */
-#define NAN_LEFT(EXPR)                                                                      \
-    __extension__({                                                                         \
-        __typeof__(p) r_ = (EXPR), pp_ = p + p, qq_ = q + q;                                \
-        r_ = q != q ? qq_ : r_;                                                             \
-        p != p ? pp_ : r_;                                                                  \
-    })
-#define FLT_CASES(T)                                          \
-    switch (op) {                                             \
-    case TEMPO_SUM:                                           \
-    case TEMPO_AVG: LOOP3(T, NAN_LEFT(p + q)); break;         \
-    case TEMPO_PROD: LOOP3(T, NAN_LEFT(p * q)); break;        \
-    case TEMPO_MIN: LOOP3(T, q < p ? q : p); break;           \
-    case TEMPO_MAX: LOOP3(T, q > p ? q : p); break;           \
-    default: break;                                           \
-    }
-/* clang-format on */
-
-#define AVG_LOOP(T)                             \
+#define AVG_LOOP(T, S)                          \
     do {                                        \
         T *d_ = (T *)buf;                       \
         for (size_t i_ = 0; i_ < count; i_++) { \
-            d_[i_] = (T)(d_[i_] / (T)n);        \
+            d_[i_] = tempo__div_##S(d_[i_], n); \
         }                                       \
     } while (0)
 

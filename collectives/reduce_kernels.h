@@ -22,14 +22,14 @@ KATTR static void K(reduce3)(void *dst, const void *a, const void *b, size_t cou
                              tempo_dtype_t dtype, tempo_op_t op)
 {
     switch (dtype) {
-    case TEMPO_INT8: INT_CASES(int8_t, uint8_t); break;
-    case TEMPO_UINT8: INT_CASES(uint8_t, uint8_t); break;
-    case TEMPO_INT32: INT_CASES(int32_t, uint32_t); break;
-    case TEMPO_UINT32: INT_CASES(uint32_t, uint32_t); break;
-    case TEMPO_INT64: INT_CASES(int64_t, uint64_t); break;
-    case TEMPO_UINT64: INT_CASES(uint64_t, uint64_t); break;
-    case TEMPO_FLOAT32: FLT_CASES(float); break;
-    case TEMPO_FLOAT64: FLT_CASES(double); break;
+    case TEMPO_INT8: OP_CASES(int8_t, i8); break;
+    case TEMPO_UINT8: OP_CASES(uint8_t, u8); break;
+    case TEMPO_INT32: OP_CASES(int32_t, i32); break;
+    case TEMPO_UINT32: OP_CASES(uint32_t, u32); break;
+    case TEMPO_INT64: OP_CASES(int64_t, i64); break;
+    case TEMPO_UINT64: OP_CASES(uint64_t, u64); break;
+    case TEMPO_FLOAT32: OP_CASES(float, f32); break;
+    case TEMPO_FLOAT64: OP_CASES(double, f64); break;
     default: TEMPO_ASSERT(!"reduce3 on a 16-bit float"); break;
     }
 }
@@ -40,14 +40,14 @@ KATTR static void K(avg_finish)(void *buf, size_t count, tempo_dtype_t dtype, in
         return;
     }
     switch (dtype) {
-    case TEMPO_INT8: AVG_LOOP(int8_t); break;
-    case TEMPO_UINT8: AVG_LOOP(uint8_t); break;
-    case TEMPO_INT32: AVG_LOOP(int32_t); break;
-    case TEMPO_UINT32: AVG_LOOP(uint32_t); break;
-    case TEMPO_INT64: AVG_LOOP(int64_t); break;
-    case TEMPO_UINT64: AVG_LOOP(uint64_t); break;
-    case TEMPO_FLOAT32: AVG_LOOP(float); break;
-    case TEMPO_FLOAT64: AVG_LOOP(double); break;
+    case TEMPO_INT8: AVG_LOOP(int8_t, i8); break;
+    case TEMPO_UINT8: AVG_LOOP(uint8_t, u8); break;
+    case TEMPO_INT32: AVG_LOOP(int32_t, i32); break;
+    case TEMPO_UINT32: AVG_LOOP(uint32_t, u32); break;
+    case TEMPO_INT64: AVG_LOOP(int64_t, i64); break;
+    case TEMPO_UINT64: AVG_LOOP(uint64_t, u64); break;
+    case TEMPO_FLOAT32: AVG_LOOP(float, f32); break;
+    case TEMPO_FLOAT64: AVG_LOOP(double, f64); break;
     default: TEMPO_ASSERT(!"avg_finish on a 16-bit float"); break;
     }
 }

@@ -17,6 +17,7 @@ noinst_HEADERS += \
 	%reldir%/log.h \
 	%reldir%/cfg.h \
 	%reldir%/dtype.h \
+	%reldir%/elem.h \
 	%reldir%/sock.h \
 	%reldir%/bootstrap.h \
 	%reldir%/world.h \

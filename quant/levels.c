@@ -28,6 +28,7 @@
 #include <zstd.h>
 #endif
 
+#include "quant/qmath.h"
 #include "quant/quant.h"
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -198,64 +199,19 @@ static inline int interval(const ltab_t *t, float r)
     return j < t->nl - 2 ? j : t->nl - 2;
 }
 
-static float bucket_scale(const float *x, size_t n, int linf, int clip)
-{
-    if (linf) {
-        float m = 0.0f, lim = INFINITY;
-        if (clip) {
-            double s = 0, s2 = 0;
-            for (size_t i = 0; i < n; i++) {
-                s += x[i];
-                s2 += (double)x[i] * x[i];
-            }
-            double mean = s / (double)n, var = s2 / (double)n - mean * mean;
-            lim = (float)(2.5 * sqrt(var > 0 ? var : 0));
-        }
-        for (size_t i = 0; i < n; i++) {
-            float a = fabsf(x[i]);
-            m = a > m ? a : m;
-        }
-        return clip && lim < m ? lim : m;
-    }
-    float s[8] = {0};
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        for (int k = 0; k < 8; k++) {
-            s[k] += x[i + k] * x[i + k];
-        }
-    }
-    for (; i < n; i++) {
-        s[0] += x[i] * x[i];
-    }
-    return sqrtf(((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])));
-}
-
 /*
- * The quantizer kernel works on blocks of 8 coordinates with GCC vector types (4 independent
- * xorshift128+ generators seeded from the call's stream, each output giving two 24-bit uniforms):
- * the interval of r is found by counting the interior levels <= r (nl - 2 comparisons; tables of
- * more than 16 levels use the binary search per coordinate), with lo and 1/(hi - lo) selected
- * alongside. On x86-64 it is compiled twice (AVX2 and the baseline) and chosen at run time; both
- * do the same IEEE operations (no FMA), so they give the same bits.
+ * The quantizer kernel works on blocks of 8 coordinates with GCC vector types: each coordinate's
+ * uniform is quant/qmath.h's counter-based hash of (the call's seed, its index), computed 8 lanes
+ * at a time; the interval of r is found by counting the interior levels <= r (nl - 2
+ * comparisons; tables of more than 16 levels use the binary search per coordinate, which finds
+ * the same interval), with lo and 1/(hi - lo) selected alongside. On x86-64 it is compiled twice
+ * (AVX2 and the baseline) and chosen at run time; both do the same IEEE operations as
+ * tempo__qlevel (no FMA), so they give its bits (tests/unit/test_qmath.c).
  */
 typedef float qv8f __attribute__((vector_size(32)));
 typedef int32_t qv8i __attribute__((vector_size(32)));
-typedef uint64_t qv4u __attribute__((vector_size(32)));
+typedef uint32_t qv8u __attribute__((vector_size(32)));
 typedef uint8_t qv32b __attribute__((vector_size(32)));
-
-typedef struct qlanes {
-    qv4u s0, s1;
-} qlanes_t;
-
-static void qlanes_seed(qlanes_t *g, tempo__rng_t *rng)
-{
-    for (int l = 0; l < 4; l++) {
-        tempo__rng_t r;
-        tempo__rng_seed(&r, tempo__rng_next(rng), (uint64_t)l);
-        g->s0[l] = r.s0;
-        g->s1[l] = r.s1;
-    }
-}
 
 /* m ? a : b, lane-wise (m is 0 or -1); a macro, since vector arguments would change the ABI
  * between the two compiled versions. */
@@ -269,24 +225,39 @@ static void qlanes_seed(qlanes_t *g, tempo__rng_t *rng)
 #define QUANT_CLONES
 #endif
 
-/* k[i] = the rounded level index of x[i] * inv, for n coordinates (n a multiple of 8); NL is the
- * number of levels (a constant where the caller specializes it). */
-static inline __attribute__((always_inline)) void quantize8_nl(const ltab_t *t, qlanes_t *g,
-                                                               const float *x, size_t n,
-                                                               float inv, uint8_t *k, int NL)
+/* k[i] = the rounded level index of x[i] * inv, for n coordinates (n a multiple of 8) whose
+ * indices in the encoded vector start at base; NL is the number of levels (a constant where the
+ * caller specializes it). */
+static inline __attribute__((always_inline)) void quantize8_nl(const ltab_t *t, uint64_t seed,
+                                                               uint64_t base, const float *x,
+                                                               size_t n, float inv, uint8_t *k,
+                                                               int NL)
 {
-    qv4u s0 = g->s0, s1 = g->s1;
     const qv8f one = {1, 1, 1, 1, 1, 1, 1, 1}, scale24 = one * (1.0f / 16777216.0f);
     const qv8f vinv = one * inv, lv0 = one * t->lv[0], iw0 = one * t->iw[0];
+    const qv8u lane = {0, 1, 2, 3, 4, 5, 6, 7};
     const qv32b pick = {0, 4, 8, 12, 16, 20, 24, 28};
-    for (size_t i = 0; i < n; i += 8) {
-        qv4u a = s0, b = s1;
-        s0 = b;
-        a ^= a << 23;
-        s1 = a ^ b ^ (a >> 17) ^ (b >> 26);
-        qv4u v = s1 + b;
-        qv4u two = (v >> 40) | (((v >> 16) & 0xffffff) << 32);
-        qv8f u = __builtin_convertvector((qv8i)two, qv8f) * scale24;
+    const uint32_t s0 = (uint32_t)seed, s1 = (uint32_t)(seed >> 32);
+    /* tempo__sr_bits of indices base + i ... + 7: the low words' odd-multiplier term steps by
+     * 8 * 0x9e3779b1 per block (mod 2^32, as the product does); the high words' term is one value
+     * for the block unless its low words wrap inside it. */
+    qv8u lo_term = ((uint32_t)base + lane) * 0x9e3779b1u + s0;
+    for (size_t i = 0; i < n; i += 8, lo_term += 8u * 0x9e3779b1u) {
+        uint64_t at = base + i;
+        uint32_t lo0 = (uint32_t)at, hi0 = (uint32_t)(at >> 32);
+        qv8u hx = lo_term;
+        if (TEMPO_LIKELY(lo0 <= UINT32_MAX - 7)) {
+            hx ^= s1 + hi0 * 0x85ebca77u;
+        } else {
+            qv8u ihi = hi0 - (qv8u)(lo0 + lane < lo0);
+            hx ^= s1 + ihi * 0x85ebca77u;
+        }
+        hx ^= hx >> 16;
+        hx *= 0x85ebca6bu;
+        hx ^= hx >> 13;
+        hx *= 0xc2b2ae35u;
+        hx ^= hx >> 16;
+        qv8f u = __builtin_convertvector((qv8i)(hx >> 8), qv8f) * scale24;
         qv8f r;
         memcpy(&r, x + i, sizeof r);
         r *= vinv;
@@ -313,37 +284,43 @@ static inline __attribute__((always_inline)) void quantize8_nl(const ltab_t *t, 
         qv32b kb = __builtin_shuffle((qv32b)j, pick);
         memcpy(k + i, &kb, 8);
     }
-    g->s0 = s0;
-    g->s1 = s1;
 }
 
 QUANT_CLONES
-static void quantize8(const ltab_t *t, qlanes_t *g, const float *x, size_t n, float inv,
-                      uint8_t *k)
+static void quantize8(const ltab_t *t, uint64_t seed, uint64_t base, const float *x, size_t n,
+                      float inv, uint8_t *k)
 {
     switch (t->nl) {
-    case 2: quantize8_nl(t, g, x, n, inv, k, 2); break;
-    case 3: quantize8_nl(t, g, x, n, inv, k, 3); break;
-    case 4: quantize8_nl(t, g, x, n, inv, k, 4); break;
-    case 8: quantize8_nl(t, g, x, n, inv, k, 8); break;
-    case 16: quantize8_nl(t, g, x, n, inv, k, 16); break;
-    default: quantize8_nl(t, g, x, n, inv, k, t->nl); break;
+    case 2: quantize8_nl(t, seed, base, x, n, inv, k, 2); break;
+    case 3: quantize8_nl(t, seed, base, x, n, inv, k, 3); break;
+    case 4: quantize8_nl(t, seed, base, x, n, inv, k, 4); break;
+    case 8: quantize8_nl(t, seed, base, x, n, inv, k, 8); break;
+    case 16: quantize8_nl(t, seed, base, x, n, inv, k, 16); break;
+    default: quantize8_nl(t, seed, base, x, n, inv, k, t->nl); break;
     }
 }
 
 /* The same for any n: a partial last block is quantized from a zero-padded copy. */
-static void quantize(const ltab_t *t, qlanes_t *g, const float *x, size_t n, float inv,
-                     uint8_t *k)
+static void quantize(const ltab_t *t, uint64_t seed, uint64_t base, const float *x, size_t n,
+                     float inv, uint8_t *k)
 {
     size_t full = n & ~(size_t)7;
-    quantize8(t, g, x, full, inv, k);
+    quantize8(t, seed, base, x, full, inv, k);
     if (full < n) {
         float xs[8] = {0};
         uint8_t kk[8];
         memcpy(xs, x + full, (n - full) * sizeof(float));
-        quantize8(t, g, xs, 8, inv, kk);
+        quantize8(t, seed, base + full, xs, 8, inv, kk);
         memcpy(k + full, kk, n - full);
     }
+}
+
+void tempo__qlev_indices(const tempo__qctx_t *c, uint64_t seed, uint64_t base, const float *x,
+                         size_t n, float inv, uint8_t *k)
+{
+    ltab_t t;
+    ltab_init(&t, c);
+    quantize(&t, seed, base, x, n, inv, k);
 }
 
 /* Pack 8-index groups at b bits: group g fills bytes [g*b, (g+1)*b) (the LSB-first layout of
@@ -391,8 +368,7 @@ size_t tempo__qlev_encode(const tempo__qctx_t *c, const float *in, size_t count,
     int b = p->bits;
     ltab_t t;
     ltab_init(&t, c);
-    qlanes_t g;
-    qlanes_seed(&g, c->rng);
+    uint64_t seed = tempo__rng_next(c->rng); /* the stochastic rounding's (quant/qmath.h) */
     uint8_t *o = out;
     uint8_t *body = o + nb * 4 + (p->entropy != TEMPO__QENT_NONE);
     uint8_t *idx = p->entropy != TEMPO__QENT_NONE ? scratch_idx(count) : NULL;
@@ -402,19 +378,19 @@ size_t tempo__qlev_encode(const tempo__qctx_t *c, const float *in, size_t count,
     for (size_t bk = 0; bk < nb; bk++) {
         const float *x = in + bk * d;
         size_t n = TEMPO_MIN(d, count - bk * d);
-        float scale = bucket_scale(x, n, linf, p->clip);
+        float scale = tempo__qscale(x, n, linf, p->clip);
         if (!isfinite(scale)) {
             scale = NAN; /* decodes to NaN: the input was not finite */
         }
         memcpy(o + bk * 4, &scale, 4);
         float inv = scale > 0 ? 1.0f / scale : 0.0f; /* zero/NaN bucket: indices are arbitrary */
         if (!fused) {
-            quantize(&t, &g, x, n, inv, idx + bk * d);
+            quantize(&t, seed, bk * d, x, n, inv, idx + bk * d);
             continue;
         }
         for (size_t i = 0; i < n;) {
             size_t take = TEMPO_MIN(n - i, QSTAGE - staged);
-            quantize(&t, &g, x + i, take, inv, stg + staged);
+            quantize(&t, seed, bk * d + i, x + i, take, inv, stg + staged);
             staged += take;
             i += take;
             if (staged == QSTAGE) {
@@ -467,7 +443,7 @@ static void bucket_table(const tempo__qctx_t *c, const uint8_t *scales, size_t b
     float scale;
     memcpy(&scale, scales + bk * 4, 4);
     for (int k = 0; k < c->nlevels; k++) {
-        tab[k] = scale == 0 ? 0.0f : c->levels[k] * scale;
+        tab[k] = tempo__qdecode(scale, c->levels, k);
     }
 }
 

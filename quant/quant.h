@@ -33,8 +33,10 @@
 /* Random numbers                                                                                 */
 /* ---------------------------------------------------------------------------------------------- */
 
-/** xorshift128+: fast, good enough for stochastic rounding; seeded from two words by splitmix64 so
- *  that neighbouring seeds give unrelated streams. */
+/** xorshift128+, seeded from two words by splitmix64 so that neighbouring seeds give unrelated
+ *  streams: a call's stream (its first output seeds the level kinds' stochastic rounding, whose
+ *  per-coordinate bits are quant/qmath.h's counter-based hash), random-k's indices, PowerSGD's
+ *  initial matrix. */
 typedef struct tempo__rng {
     uint64_t s0, s1;
 } tempo__rng_t;
@@ -264,6 +266,11 @@ static inline size_t tempo__qpacked_bytes(size_t n, int b)
     return (n * (size_t)b + 7) / 8;
 }
 void tempo__qpack(const uint8_t *idx, size_t n, int b, uint8_t *out);
+/** The level kinds' rounding of n coordinates x (whose indices in the encoded vector start at base)
+ *  times inv to level indices k of c's table, with the call's seed: what their encode does per
+ *  bucket (quant/qmath.h's tempo__qlevel, vectorized), for tests/unit/test_qmath.c. */
+void tempo__qlev_indices(const tempo__qctx_t *c, uint64_t seed, uint64_t base, const float *x,
+                         size_t n, float inv, uint8_t *k);
 void tempo__qunpack(const uint8_t *in, size_t n, int b, uint8_t *idx);
 
 /** rANS over byte symbols < nsym (<= 256) with a static frequency table stored in the output.

@@ -19,7 +19,8 @@ TEMPO_UNIT_TESTS = \
 	%reldir%/test_qrans \
 	%reldir%/test_qfit \
 	%reldir%/test_qsparse \
-	%reldir%/test_quant
+	%reldir%/test_quant \
+	%reldir%/test_qmath
 
 check_PROGRAMS += $(TEMPO_UNIT_TESTS)
 TESTS += $(TEMPO_UNIT_TESTS)
@@ -55,6 +56,8 @@ noinst_HEADERS += %reldir%/tu.h
 %canon_reldir%_test_qsparse_LDADD = libtempo_core.la -lm
 %canon_reldir%_test_quant_SOURCES = %reldir%/test_quant.c
 %canon_reldir%_test_quant_LDADD = libtempo_core.la -lm
+%canon_reldir%_test_qmath_SOURCES = %reldir%/test_qmath.c
+%canon_reldir%_test_qmath_LDADD = libtempo_core.la -lm
 
 # tools/tempo-trace (merge, check, summary) on synthetic trace files: a shell TAP test (.sh, run
 # by SH_LOG_DRIVER); it skips itself without /usr/bin/python3.
