@@ -40,3 +40,4 @@ TEMPO_TSAN_TESTS = tests/unit/test_status tests/unit/test_cfg tests/unit/test_lo
 	$(TEMPO_FAULT_TESTS) tests/fault/fault_sched tests/fault/fault_blame tests/fault/fault_flood \
 	tests/fault/comm_ids tests/mr/sched.sh tests/mr/bucketer.sh tests/mr/qcoll.sh \
 	tests/mr/coll_shm.sh tests/mr/coll_tcp.sh tests/mr/determinism.sh tests/mr/difftest.sh
+include tests/gpu/local.mk

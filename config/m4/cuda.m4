@@ -30,6 +30,26 @@ AC_DEFUN([TEMPO_CHECK_CUDA], [
             ], [tempo_cuda_detail="no cuda_runtime.h under $tempo_dir/include"])
         done
     ])
+    # The CUDA kernels (gpu/kernels.cu; tests/gpu) are compiled by nvcc for these architectures
+    # (machine code for each, and PTX of the last for newer GPUs to compile at load time).
+    AC_ARG_WITH([cuda-archs],
+        [AS_HELP_STRING([--with-cuda-archs=LIST],
+                        [GPU architectures (compute capabilities without the dot) the CUDA kernels
+                         are compiled for @<:@75 80 86 89 90@:>@])],
+        [], [with_cuda_archs="75 80 86 89 90"])
+    NVCC_GENCODE=
+    tempo_cuda_last=
+    for tempo_a in $with_cuda_archs; do
+        AS_CASE([$tempo_a], [*[[!0-9]]*|""], [AC_MSG_ERROR([--with-cuda-archs: '$tempo_a' is not a compute capability like 80])])
+        NVCC_GENCODE="$NVCC_GENCODE -gencode arch=compute_$tempo_a,code=sm_$tempo_a"
+        tempo_cuda_last=$tempo_a
+    done
+    AS_IF([test -n "$tempo_cuda_last"],
+          [NVCC_GENCODE="$NVCC_GENCODE -gencode arch=compute_$tempo_cuda_last,code=compute_$tempo_cuda_last"])
+    AC_SUBST([NVCC_GENCODE])
+    AS_IF([test "x$tempo_cuda_found" = xyes && test -n "$NVCC"],
+          [tempo_cuda_detail="$tempo_cuda_detail, kernels for sm `echo $with_cuda_archs`"])
+    AM_CONDITIONAL([TEMPO_HAVE_NVCC], [test "x$tempo_cuda_found" = xyes && test -n "$NVCC"])
     AC_SUBST([CUDA_HOME])
     TEMPO_DEP_FINISH([cuda], [CUDA])
 ])

@@ -1,0 +1,29 @@
+#!/bin/sh
+# tests/gpu/device.sh — every GPU check of this tree in one go, for the lent GPU machine (the tool
+# library's `device` entry; DEVELOPERS.md). Run it there from a tree built by
+# ../shared/tools/device-build.sh (which prepares it from a `make dist` tarball, the machine having
+# no libtoolize):
+#
+#   here:   make dist && mkdir -p .dev && cp tempo-*.tar.gz ../shared/tools/device-build.sh .dev/
+#   there:  sh .dev/device-build.sh 'sh tests/gpu/device.sh'
+#
+# It prints the device (nvidia-smi), runs the CUDA kernel test (tests/gpu/gpu_kernels.sh: every
+# kernel bit for bit against the host) and the kernel benchmark (perf/gpu_kernels_bench), each under
+# a time limit, and ends with one line "device.sh: N passed, N failed".
+set -u
+B=${top_builddir:-.}
+pass=0 fail=0
+step() { # step NAME LIMIT CMD...: run, count, keep going
+    _n=$1 _t=$2
+    shift 2
+    echo "==> $_n"
+    if timeout "$_t" "$@"; then pass=$((pass + 1)); else echo "==> $_n FAILED ($?)"; fail=$((fail + 1)); fi
+}
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm \
+    --format=csv,noheader
+step "build the GPU programs" 300 make -C "$B" tests/gpu/gpu_kernels perf/gpu_kernels_bench
+step "kernels against the host (tests/gpu/gpu_kernels)" 300 sh -c \
+    "'$B/tests/gpu/gpu_kernels' | tee /tmp/gpu_kernels.tap; ! grep -q '^not ok\|^Bail out' /tmp/gpu_kernels.tap"
+step "kernel bandwidth (perf/gpu_kernels_bench)" 300 "$B/perf/gpu_kernels_bench"
+echo "device.sh: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

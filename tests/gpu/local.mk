@@ -1,0 +1,35 @@
+# tests/gpu/local.mk — the CUDA kernels (gpu/kernels.cu) against the host's element math.
+#
+# nvcc builds tests/gpu/gpu_kernels (kernels and test in one program, for every architecture of
+# --with-cuda-archs) when configure finds the CUDA toolkit with nvcc; gpu_kernels.sh runs it, which
+# skips, saying why, where no CUDA device answers, and skips itself in a build without nvcc. The
+# kernels are compiled with -fmad=false and without fast math (core/elem.h: the host's bits).
+
+TEMPO_NVCC_FLAGS = -std=c++17 -O3 -fmad=false -Xcompiler -ffp-contract=off $(NVCC_GENCODE) \
+	-I$(top_srcdir) -I$(top_srcdir)/include -I$(top_builddir)
+TEMPO_GPU_KERNEL_SRC = $(top_srcdir)/gpu/kernels.cu
+TEMPO_GPU_KERNEL_DEPS = $(TEMPO_GPU_KERNEL_SRC) $(top_srcdir)/gpu/kernels.h \
+	$(top_srcdir)/core/elem.h $(top_srcdir)/quant/qmath.h $(top_srcdir)/include/tempo.h
+
+EXTRA_DIST += gpu/kernels.cu gpu/kernels.h %reldir%/gpu_kernels.cu %reldir%/gpu_kernels.sh
+TESTS += %reldir%/gpu_kernels.sh
+
+if TEMPO_HAVE_NVCC
+check_DATA = %reldir%/gpu_kernels
+CLEANFILES += %reldir%/gpu_kernels
+%reldir%/gpu_kernels: $(top_srcdir)/%reldir%/gpu_kernels.cu $(TEMPO_GPU_KERNEL_DEPS)
+	@$(MKDIR_P) %reldir%
+	$(AM_V_GEN)$(NVCC) $(TEMPO_NVCC_FLAGS) -o $@ $(top_srcdir)/%reldir%/gpu_kernels.cu \
+		$(TEMPO_GPU_KERNEL_SRC)
+endif
+
+# perf/gpu_kernels_bench: the kernels' bandwidth against the device's copy (perf/README.md); built
+# on demand (make perf/gpu_kernels_bench), by tests/gpu/device.sh on a GPU machine.
+EXTRA_DIST += perf/gpu_kernels_bench.cu %reldir%/device.sh
+if TEMPO_HAVE_NVCC
+CLEANFILES += perf/gpu_kernels_bench
+perf/gpu_kernels_bench: $(top_srcdir)/perf/gpu_kernels_bench.cu $(TEMPO_GPU_KERNEL_DEPS)
+	@$(MKDIR_P) perf
+	$(AM_V_GEN)$(NVCC) $(TEMPO_NVCC_FLAGS) -o $@ $(top_srcdir)/perf/gpu_kernels_bench.cu \
+		$(TEMPO_GPU_KERNEL_SRC)
+endif
