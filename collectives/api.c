@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "collectives/coll.h"
+#include "gpu/cuda.h"
 #include "core/bootstrap.h"
 #include "core/cfg.h"
 #include "core/trace.h"
@@ -268,9 +269,12 @@ static int overlap(const void *a, size_t alen, const void *b, size_t blen)
     return a && b && alen && blen && x < y + blen && y < x + alen;
 }
 
-/* Validate arguments; TEMPO_ERR_INVALID with a message naming the problem. */
-static tempo_status_t validate(const struct tempo_comm *c, const args_t *a)
+/* Validate arguments; TEMPO_ERR_INVALID with a message naming the problem. *sbytes_p and
+ * *rbytes_p receive the bytes of the send and receive buffers this rank uses (0: none). */
+static tempo_status_t validate(const struct tempo_comm *c, const args_t *a, size_t *sbytes_p,
+                               size_t *rbytes_p)
 {
+    *sbytes_p = *rbytes_p = 0;
     const char *cn = tempo__coll_name(a->coll);
     int n = c->size, r = c->rank;
     int has_op = a->coll == TEMPO__COLL_ALLREDUCE || a->coll == TEMPO__COLL_REDUCE_SCATTER ||
@@ -302,6 +306,7 @@ static tempo_status_t validate(const struct tempo_comm *c, const args_t *a)
         if (a->count && !buf) {
             return tempo__err(TEMPO_ERR_INVALID, "%s: buffer is NULL with count %zu", cn, a->count);
         }
+        *(a->coll == TEMPO__COLL_SEND ? sbytes_p : rbytes_p) = a->count * es;
         return TEMPO_OK;
     }
     int rooted = a->coll == TEMPO__COLL_BROADCAST || a->coll == TEMPO__COLL_REDUCE;
@@ -328,6 +333,8 @@ static tempo_status_t validate(const struct tempo_comm *c, const args_t *a)
     if (a->count && need_recv && !a->recvbuf) {
         return tempo__err(TEMPO_ERR_INVALID, "%s: recvbuf is NULL with count %zu", cn, a->count);
     }
+    *sbytes_p = need_send ? sbytes : 0;
+    *rbytes_p = need_recv ? rbytes : 0;
     if (!need_send || !need_recv || a->sendbuf == a->recvbuf) {
         return TEMPO_OK;
     }
@@ -454,13 +461,29 @@ static tempo_status_t post_locked(struct tempo_comm *c, const args_t *a, const t
     return tempo__op_launch(op, st, algo);
 }
 
-/* Finish a request: copy its error text, release it. */
+/* Release a request and its CUDA staging (results not copied out). */
+static void release(tempo__op_t *op)
+{
+    if (op->cuda) {
+        tempo__cuda_stage_done(op->cuda, TEMPO_ERR_ABORTED);
+        op->cuda = NULL;
+    }
+    tempo__op_release(op);
+}
+
+/* Finish a request: copy its error text, its result to a CUDA device buffer, release it. */
 static tempo_status_t finish(tempo__op_t *op)
 {
     struct tempo_comm *c = op->comm;
     tempo_status_t st = op->status;
     if (st < 0) {
         tempo__errmsg_set(op->errmsg);
+    }
+    if (op->cuda) {
+        st = tempo__cuda_stage_done(op->cuda, st); /* a failed copy sets the error text */
+        op->cuda = NULL;
+    }
+    if (st < 0) {
         comm_err(c, st);
     }
     tempo__op_release(op);
@@ -474,7 +497,22 @@ static tempo_status_t run(struct tempo_comm *c, const args_t *a, const tempo_att
         return tempo__err(TEMPO_ERR_INVALID, "%s: comm is NULL", tempo__coll_name(a->coll));
     }
     tempo__world_t *w = c->world;
-    tempo_status_t st = validate(c, a);
+    size_t sbytes, rbytes;
+    tempo_status_t st = validate(c, a, &sbytes, &rbytes);
+    /* CUDA device buffers: the call runs on host copies (gpu/cuda.h). */
+    args_t staged = *a;
+    tempo__cuda_stage_t *cuda = NULL;
+    if (st == TEMPO_OK && attr && (attr->field_mask & TEMPO_ATTR_MEMTYPE) &&
+        (unsigned)attr->memtype > TEMPO_MEMTYPE_CUDA) {
+        st = tempo__err(TEMPO_ERR_INVALID, "%s: unknown memtype %d", tempo__coll_name(a->coll),
+                        (int)attr->memtype);
+    }
+    if (st == TEMPO_OK) {
+        tempo_memtype_t mt = attr && (attr->field_mask & TEMPO_ATTR_MEMTYPE) ? attr->memtype
+                                                                           : TEMPO_MEMTYPE_AUTO;
+        st = tempo__cuda_stage(mt, &staged.sendbuf, sbytes, &staged.recvbuf, rbytes, &cuda);
+    }
+    a = &staged;
     if (st != TEMPO_OK) {
         if (scheduled(a, attr)) {
             /* Likewise for the scheduled lane: it takes its occurrence of the tag, and the
@@ -498,8 +536,10 @@ static tempo_status_t run(struct tempo_comm *c, const args_t *a, const tempo_att
     st = post_locked(c, a, attr, &op);
     if (st == TEMPO_ERR_NOMEM && !op) {
         pthread_mutex_unlock(&w->lock);
+        tempo__cuda_stage_done(cuda, st);
         return comm_err(c, st);
     }
+    op->cuda = cuda;
     if (req_p) {
         /* Non-blocking: errors found at posting are returned now. */
         if (st < 0) {
@@ -1090,7 +1130,7 @@ tempo_status_t tempo_comm_destroy(tempo_comm_t comm)
             st = tempo__err(TEMPO_ERR_ABORTED, "tempo_comm_destroy cancelled %s, still in progress",
                             tempo__op_describe(op, d, sizeof(d)));
         }
-        tempo__op_release(op);
+        release(op);
     }
     /* The initial communicator's id (0) is never reused; the last communicator takes the world,
      * and a failed job sends nothing more (its ids stay used). */
@@ -1136,7 +1176,7 @@ tempo_status_t tempo_comm_abort(tempo_comm_t comm)
 /* The reduction kernels' item: the level in use (the best this CPU runs, or TEMPO_REDUCE_ISA's)
  * and the levels this CPU runs; written once, at the first tempo_build_info(). */
 static char reduction_text[160];
-static char transports_text[64];
+static char transports_text[64], cuda_text[240];
 
 static void reduction_info(void)
 {
@@ -1153,6 +1193,7 @@ static void reduction_info(void)
         snprintf(reduction_text + o, sizeof(reduction_text) - o, "; TEMPO_REDUCE_ISA forces one)");
     }
     tempo__tl_compiled(transports_text, sizeof(transports_text));
+    tempo__cuda_describe(cuda_text, sizeof(cuda_text));
 }
 
 size_t tempo_build_info(const tempo_build_item_t **items_p)
@@ -1171,6 +1212,7 @@ size_t tempo_build_info(const tempo_build_item_t **items_p)
 #endif
         {"sanitizers", TEMPO_BUILD_SANITIZERS},
         {"transports", transports_text},  {"reduction", reduction_text},
+        {"cuda device", cuda_text},
     };
     if (items_p) {
         *items_p = items;

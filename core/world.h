@@ -182,6 +182,8 @@ struct tempo__op {
     uint64_t t_start_ns;    /* when the operation started (scheduled: its first chunk) */
     uint64_t t_end_ns;      /* scheduled: when its last chunk completed */
     int trace_slot;         /* trace track while running, -1 when not traced */
+    struct tempo__cuda_stage *cuda; /* CUDA device buffers: the call's host copies (gpu/cuda.h),
+                                     * finished with the request (collectives/api.c); NULL: none */
     char errmsg[TEMPO_ERRMSG_LEN];
 };
 

@@ -259,7 +259,8 @@ enum {
     TEMPO_ATTR_ALGORITHM = 1u << 2,  /**< algorithm */
     TEMPO_ATTR_NAME = 1u << 3,       /**< name */
     TEMPO_ATTR_CHUNK_BYTES = 1u << 4, /**< chunk_bytes */
-    TEMPO_ATTR_COMPRESSOR = 1u << 5   /**< compressor */
+    TEMPO_ATTR_COMPRESSOR = 1u << 5,  /**< compressor */
+    TEMPO_ATTR_MEMTYPE = 1u << 6      /**< memtype */
 };
 
 /**
@@ -312,6 +313,15 @@ enum {
  *       posting order as before; the two kinds may be mixed freely.
  *   Other collectives ignore the priority.
  */
+/** Where a call's buffers are (tempo_attr_t.memtype). */
+typedef enum {
+    TEMPO_MEMTYPE_AUTO = 0, /**< found per buffer (the default): CUDA device memory where the CUDA
+                             *  driver says so, else host memory */
+    TEMPO_MEMTYPE_HOST = 1, /**< host memory (ordinary, page-locked or CUDA managed): not looked up */
+    TEMPO_MEMTYPE_CUDA = 2  /**< CUDA device memory (cudaMalloc): refused, with the reason, where
+                             *  the CUDA driver or a device is missing */
+} tempo_memtype_t;
+
 typedef struct tempo_attr {
     uint64_t field_mask;
     /** Scheduling priority: smaller is more urgent (for gradients, the forward index of the layer
@@ -337,6 +347,14 @@ typedef struct tempo_attr {
      *  request the compressor cannot take still fails alike); other collectives ignore it. Every
      *  rank must pass a compressor of the same spec (or every rank none): see "Agreement". */
     tempo_compressor_t compressor;
+    /** Where the buffers are. CUDA device buffers work in every collective and in send/recv: in
+     *  this version the call runs on page-locked host copies (copied in when it is posted, out
+     *  when it completes: tempo_wait, tempo_test or the blocking call), so device memory may be
+     *  reused once the call completes, not before, and costs two copies; several ranks may share
+     *  one GPU. Without the attribute (or TEMPO_MEMTYPE_AUTO) each buffer is looked up with the
+     *  CUDA driver where one is loaded (libcuda.so.1, at run time; libtempo does not link CUDA);
+     *  TEMPO_MEMTYPE_HOST skips the lookup. The ranks of a call need not agree on it. */
+    tempo_memtype_t memtype;
 } tempo_attr_t;
 
 /* ============================================================================================== */

@@ -18,6 +18,7 @@ AC_DEFUN([TEMPO_CHECK_CUDA], [
                                    [-I$tempo_dir/include], [-L$tempo_cuda_libdir])
                 AS_IF([test "x$tempo_cuda_found" = xyes], [
                     CUDA_HOME="$tempo_dir"
+                    CUDA_RPATH="-Wl,-rpath,$tempo_cuda_libdir"
                     tempo_save_CPPFLAGS="$CPPFLAGS"; CPPFLAGS="$CPPFLAGS -I$tempo_dir/include"
                     AC_COMPUTE_INT([tempo_cuda_version], [CUDART_VERSION], [[#include <cuda_runtime_api.h>]],
                                    [tempo_cuda_version=0])
@@ -51,5 +52,6 @@ AC_DEFUN([TEMPO_CHECK_CUDA], [
           [tempo_cuda_detail="$tempo_cuda_detail, kernels for sm `echo $with_cuda_archs`"])
     AM_CONDITIONAL([TEMPO_HAVE_NVCC], [test "x$tempo_cuda_found" = xyes && test -n "$NVCC"])
     AC_SUBST([CUDA_HOME])
+    AC_SUBST([CUDA_RPATH])
     TEMPO_DEP_FINISH([cuda], [CUDA])
 ])

@@ -383,7 +383,7 @@ static int mismatch_rank(int rank, int size, void *arg)
     int shm = ja->shm;
     if (shm) {
         float one = 1, sum = 0;
-        tempo_attr_t at = {TEMPO_ATTR_ALGORITHM, 0, 0, "shm", NULL, 0, NULL};
+        tempo_attr_t at = {.field_mask = TEMPO_ATTR_ALGORITHM, .algorithm = "shm"};
         tempo_request_t rq = NULL;
         st = tempo_iallreduce(world, &one, &sum, 1, TEMPO_FLOAT32, TEMPO_SUM, &at, &rq);
         if (st == TEMPO_OK) {

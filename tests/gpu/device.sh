@@ -7,8 +7,9 @@
 #   here:   make dist && mkdir -p .dev && cp tempo-*.tar.gz ../shared/tools/device-build.sh .dev/
 #   there:  sh .dev/device-build.sh 'sh tests/gpu/device.sh'
 #
-# It prints the device (nvidia-smi), runs the CUDA kernel test (tests/gpu/gpu_kernels.sh: every
-# kernel bit for bit against the host) and the kernel benchmark (perf/gpu_kernels_bench), each under
+# It prints the device (nvidia-smi), runs the library's device-buffer test (tests/gpu/gpu_coll:
+# 2-4 ranks on the one GPU), the CUDA kernel test (tests/gpu/gpu_kernels.sh: every kernel bit for
+# bit against the host) and the kernel benchmark (perf/gpu_kernels_bench), each under
 # a time limit, and ends with one line "device.sh: N passed, N failed".
 set -u
 B=${top_builddir:-.}
@@ -22,6 +23,9 @@ step() { # step NAME LIMIT CMD...: run, count, keep going
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm \
     --format=csv,noheader
 step "build the GPU programs" 300 make -C "$B" tests/gpu/gpu_kernels perf/gpu_kernels_bench
+step "build the library's GPU test" 300 make -C "$B" tests/gpu/gpu_coll
+step "device buffers in the collectives (tests/gpu/gpu_coll)" 300 sh -c \
+    "'$B/tests/gpu/gpu_coll' | tee /tmp/gpu_coll.tap; ! grep -q '^not ok\|^Bail out' /tmp/gpu_coll.tap"
 step "kernels against the host (tests/gpu/gpu_kernels)" 300 sh -c \
     "'$B/tests/gpu/gpu_kernels' | tee /tmp/gpu_kernels.tap; ! grep -q '^not ok\|^Bail out' /tmp/gpu_kernels.tap"
 step "kernel bandwidth (perf/gpu_kernels_bench)" 300 "$B/perf/gpu_kernels_bench"

@@ -1,4 +1,11 @@
-# tests/gpu/local.mk — the CUDA kernels (gpu/kernels.cu) against the host's element math.
+# tests/gpu/local.mk — CUDA device buffers in the library (gpu_coll: gpu/cuda.c's staging, multi-rank;
+# its device part runs where a CUDA device answers), and the CUDA kernels (gpu/kernels.cu) against
+# the host's element math.
+check_PROGRAMS += %reldir%/gpu_coll
+TESTS += %reldir%/gpu_coll
+%canon_reldir%_gpu_coll_SOURCES = %reldir%/gpu_coll.c
+%canon_reldir%_gpu_coll_LDADD = libtempo.la $(CUDA_LDFLAGS) $(CUDA_LIBS)
+%canon_reldir%_gpu_coll_LDFLAGS = $(CUDA_RPATH)
 #
 # nvcc builds tests/gpu/gpu_kernels (kernels and test in one program, for every architecture of
 # --with-cuda-archs) when configure finds the CUDA toolkit with nvcc; gpu_kernels.sh runs it, which

@@ -1,0 +1,47 @@
+/*
+ * gpu/cuda.h — CUDA device buffers in the collectives and point-to-point calls (gpu/cuda.c).
+ *
+ * The CUDA driver is loaded at run time (dlopen of libcuda.so.1), so that libtempo has no link-time
+ * dependency on CUDA and runs unchanged where there is no driver or no GPU: there every buffer is
+ * host memory, and a buffer declared CUDA memory (tempo_attr_t.memtype) is refused with the reason.
+ *
+ * This version stages: a call whose buffers are device memory runs on page-locked host copies
+ * (copied in before the call is posted, copied out when the caller completes it: tempo_wait,
+ * tempo_test or the blocking call), so every algorithm, the scheduled lane and the compressors
+ * work on device buffers unchanged, at the cost of the copies.
+ */
+#ifndef TEMPO_GPU_CUDA_H
+#define TEMPO_GPU_CUDA_H
+
+#include <stddef.h>
+
+#include "core/tempo_int.h"
+
+/** Whether device buffers can be used here: 1, or 0 with why (no driver, no device, not built
+ *  with CUDA). Loads the driver on the first call. */
+int tempo__cuda_usable(char *why, size_t len);
+
+/** The memory type of p: TEMPO_MEMTYPE_CUDA for device memory, TEMPO_MEMTYPE_HOST for anything
+ *  the CPU can read (ordinary, page-locked or managed memory), and always HOST where the driver is
+ *  not usable. */
+tempo_memtype_t tempo__cuda_memtype(const void *p);
+
+/** A call's staging (owned by its operation; tempo__cuda_stage_done frees it). */
+typedef struct tempo__cuda_stage tempo__cuda_stage_t;
+
+/** Stage the buffers of a call: *sendbuf_p (sbytes, NULL or not needed: 0) and *recvbuf_p
+ *  (rbytes) are replaced by host copies where they are device memory (declared: memtype; or
+ *  found, TEMPO_MEMTYPE_AUTO), the send side copied in now. *stage_p is NULL when nothing is
+ *  device memory. Errors: TEMPO_ERR_UNSUPPORTED (declared CUDA memory where the driver is not
+ *  usable), TEMPO_ERR_NOMEM, TEMPO_ERR_SYSTEM (a failed copy), with a message. */
+tempo_status_t tempo__cuda_stage(tempo_memtype_t memtype, const void **sendbuf_p, size_t sbytes,
+                                 void **recvbuf_p, size_t rbytes, tempo__cuda_stage_t **stage_p);
+
+/** The call completed with status st: copy the result out where it succeeded, free the staging.
+ *  Returns st, or the copy's error. */
+tempo_status_t tempo__cuda_stage_done(tempo__cuda_stage_t *g, tempo_status_t st);
+
+/** One line for tempo-info -b: the driver, its version and the devices, or why not. */
+void tempo__cuda_describe(char *buf, size_t len);
+
+#endif /* TEMPO_GPU_CUDA_H */

@@ -1,0 +1,417 @@
+/*
+ * gpu_coll.c — CUDA device buffers in the collectives and send/recv (gpu/cuda.c: host staging),
+ * jobs of ranks on this host forked by tests/fault/job.h. TAP.
+ *   invalid    every rank passes tempo_attr_t.memtype 7: TEMPO_ERR_INVALID naming memtype; the
+ *              communicator still works after it (an all-reduce declared TEMPO_MEMTYPE_HOST, exact)
+ *   declared   every rank declares its host buffers TEMPO_MEMTYPE_CUDA: the call fails on every
+ *              rank with the reason (no usable driver or device: TEMPO_ERR_UNSUPPORTED saying so;
+ *              a usable one: TEMPO_ERR_INVALID, the buffer is not device memory)
+ *   one rank   only rank 0 declares it: every rank's all-reduce fails within 10 s (TEMPO_TIMEOUT
+ *              30 s) instead of waiting for rank 0
+ *   device     where a CUDA device answers (else one skipped point saying why): 2, 3 and 4 ranks
+ *              sharing device 0, every buffer from cudaMalloc and found automatically (one case
+ *              declared): all-reduce (float32 sum, int32 max, float64 prod, bfloat16 avg, out of
+ *              place and in place), reduce-scatter, all-gather (and in place), broadcast, reduce,
+ *              all-to-all, send/recv around a ring, non-blocking scheduled all-reduces with
+ *              priorities, and an all-reduce with rank 0's buffers on the device and the others'
+ *              on the host; every element of every result exact, read back with cudaMemcpy
+ */
+#include "config.h"
+
+#include <tempo.h>
+
+#include "tests/fault/job.h"
+#include "tests/mr/exact.h"
+
+#if TEMPO_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+enum { V_INVALID, V_DECLARED, V_ONE_RANK, V_DEVICE };
+
+typedef struct {
+    int variant;
+} arg_t;
+
+/* An all-reduce of 1000 float32 sums on host buffers with attr; the wrong elements' count, or -1
+ * when the call failed (*st). */
+static long host_allreduce(tempo_comm_t comm, int rank, int size, const tempo_attr_t *attr,
+                           tempo_status_t *st)
+{
+    float s[1000], r[1000];
+    for (int i = 0; i < 1000; i++) {
+        s[i] = (float)val(rank, (size_t)i, TEMPO_SUM);
+        r[i] = -99;
+    }
+    tempo_request_t q;
+    *st = tempo_iallreduce(comm, s, r, 1000, TEMPO_FLOAT32, TEMPO_SUM, attr, &q);
+    if (*st == TEMPO_OK) {
+        *st = tempo_wait(&q);
+    }
+    if (*st != TEMPO_OK) {
+        return -1;
+    }
+    long bad = 0;
+    for (int i = 0; i < 1000; i++) {
+        bad += r[i] != (float)expect(size, (size_t)i, TEMPO_SUM);
+    }
+    return bad;
+}
+
+static int rank_invalid(tempo_comm_t comm, int rank, int size)
+{
+    tempo_attr_t at = {.field_mask = TEMPO_ATTR_MEMTYPE, .memtype = (tempo_memtype_t)7};
+    tempo_status_t st;
+    host_allreduce(comm, rank, size, &at, &st);
+    int ok = rk_check(st == TEMPO_ERR_INVALID && strstr(tempo_last_error(comm), "memtype"),
+                      "invalid: rank %d: memtype 7 is TEMPO_ERR_INVALID (%s)", rank,
+                      tempo_last_error(comm));
+    at.memtype = TEMPO_MEMTYPE_HOST;
+    long bad = host_allreduce(comm, rank, size, &at, &st);
+    ok &= rk_check(st == TEMPO_OK && bad == 0, "invalid: rank %d: then an all-reduce declared "
+                   "TEMPO_MEMTYPE_HOST: %s, %ld wrong", rank, tempo_status_name(st), bad);
+    return ok ? 0 : 1;
+}
+
+static int rank_declared(tempo_comm_t comm, int rank, int size, int me_too)
+{
+    tempo_attr_t at = {.field_mask = TEMPO_ATTR_MEMTYPE, .memtype = TEMPO_MEMTYPE_CUDA};
+    tempo_status_t st;
+    double t0 = rk_now();
+    host_allreduce(comm, rank, size, me_too ? &at : NULL, &st);
+    double took = rk_now() - t0;
+    const char *e = tempo_last_error(comm);
+    int ok;
+    if (me_too) {
+        ok = rk_check((st == TEMPO_ERR_UNSUPPORTED &&
+                       (strstr(e, "no CUDA") || strstr(e, "no device"))) ||
+                          (st == TEMPO_ERR_INVALID && strstr(e, "is not")),
+                      "declared: rank %d: host buffers declared CUDA memory fail with the reason "
+                      "(%s: %s)", rank, tempo_status_name(st), e);
+    } else {
+        ok = rk_check(st != TEMPO_OK && took < 10, "one rank: rank %d: its all-reduce fails in "
+                      "%.2f s (%s: %s)", rank, took, tempo_status_name(st), e);
+    }
+    return ok ? 0 : 1;
+}
+
+#if TEMPO_HAVE_CUDA
+static int cuda_ok(cudaError_t e, const char *what, int rank)
+{
+    return rk_check(e == cudaSuccess, "device: rank %d: %s: %s", rank, what,
+                    cudaGetErrorString(e));
+}
+
+/* n elements of dtype dt on the device, from a host array filled by put(). */
+static void *dev_from(tempo_dtype_t dt, size_t n, const void *host)
+{
+    void *d = NULL;
+    size_t bytes = n * tempo_dtype_size(dt);
+    if (cudaMalloc(&d, bytes ? bytes : 1) != cudaSuccess) {
+        return NULL;
+    }
+    if (bytes && cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
+        cudaFree(d);
+        return NULL;
+    }
+    return d;
+}
+
+/* Wrong elements of a device array of n elements against want(i) (a host copy is made). */
+static long dev_check(tempo_dtype_t dt, const void *d, size_t n, double (*want)(size_t, void *),
+                      void *ctx)
+{
+    size_t es = tempo_dtype_size(dt);
+    char *h = malloc(n * es > 0 ? n * es : 1);
+    if (!h || cudaMemcpy(h, d, n * es, cudaMemcpyDeviceToHost) != cudaSuccess) {
+        free(h);
+        return -1;
+    }
+    long bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        bad += get(dt, h, i) != want(i, ctx);
+    }
+    free(h);
+    return bad;
+}
+
+typedef struct {
+    int n, rank;
+    tempo_op_t op;
+    size_t count;
+    int block; /* rank whose block (reduce-scatter), or the element's source (gather) */
+} want_t;
+
+static double want_reduce(size_t i, void *c)
+{
+    const want_t *w = c;
+    return expect(w->n, i, w->op);
+}
+static double want_rs(size_t i, void *c)
+{
+    const want_t *w = c;
+    return expect(w->n, (size_t)w->rank * w->count + i, w->op);
+}
+static double want_gather(size_t i, void *c)
+{
+    const want_t *w = c;
+    return val((int)(i / w->count), i % w->count, TEMPO_SUM);
+}
+static double want_bcast(size_t i, void *c)
+{
+    (void)c;
+    return val(0, i, TEMPO_SUM);
+}
+static double want_a2a(size_t i, void *c)
+{
+    const want_t *w = c; /* block q of the result came from rank q, its block w->rank */
+    return val((int)(i / w->count), (size_t)w->rank * w->count + i % w->count, TEMPO_SUM);
+}
+static double want_ring(size_t i, void *c)
+{
+    const want_t *w = c; /* from the previous rank */
+    return val((w->rank + w->n - 1) % w->n, i, TEMPO_SUM);
+}
+
+static int rank_device(tempo_comm_t comm, int rank, int n)
+{
+    int ok = cuda_ok(cudaSetDevice(0), "cudaSetDevice(0)", rank);
+    const size_t count = 100003;
+    char *h = malloc(count * 8 * (size_t)n);
+    static const struct {
+        tempo_dtype_t dt;
+        tempo_op_t op;
+    } ar[] = {{TEMPO_FLOAT32, TEMPO_SUM}, {TEMPO_INT32, TEMPO_MAX},
+              {TEMPO_FLOAT64, TEMPO_PROD}, {TEMPO_BFLOAT16, TEMPO_AVG}};
+    for (size_t k = 0; ok && k < sizeof(ar) / sizeof(ar[0]); k++) {
+        for (int inplace = 0; inplace < 2; inplace++) {
+            for (size_t i = 0; i < count; i++) {
+                put(ar[k].dt, h, i, val(rank, i, ar[k].op));
+            }
+            void *s = dev_from(ar[k].dt, count, h), *r = inplace ? s : dev_from(ar[k].dt, count, h);
+            tempo_attr_t at = {.field_mask = TEMPO_ATTR_MEMTYPE, .memtype = TEMPO_MEMTYPE_CUDA};
+            tempo_request_t q;
+            tempo_status_t st = tempo_iallreduce(comm, s, r, count, ar[k].dt, ar[k].op,
+                                                 k == 0 ? &at : NULL, &q);
+            st = st == TEMPO_OK ? tempo_wait(&q) : st;
+            want_t w = {n, rank, ar[k].op, count, 0};
+            long bad = st == TEMPO_OK ? dev_check(ar[k].dt, r, count, want_reduce, &w) : -1;
+            ok &= rk_check(bad == 0, "device: rank %d: all-reduce %s %s %s%s: %s, %ld wrong",
+                           rank, tempo_dtype_name(ar[k].dt), tempo_op_name(ar[k].op),
+                           inplace ? "in place" : "out of place", k == 0 ? " (declared)" : "",
+                           tempo_status_name(st), bad);
+            cudaFree(s);
+            if (!inplace) {
+                cudaFree(r);
+            }
+        }
+    }
+    /* reduce-scatter: count per rank */
+    size_t rc = count / (size_t)n;
+    for (size_t i = 0; i < rc * (size_t)n; i++) {
+        put(TEMPO_FLOAT32, h, i, val(rank, i, TEMPO_SUM));
+    }
+    void *s = dev_from(TEMPO_FLOAT32, rc * (size_t)n, h), *r = dev_from(TEMPO_FLOAT32, rc, h);
+    tempo_status_t st = tempo_reduce_scatter(comm, s, r, rc, TEMPO_FLOAT32, TEMPO_SUM);
+    want_t w = {n, rank, TEMPO_SUM, rc, 0};
+    long bad = st == TEMPO_OK ? dev_check(TEMPO_FLOAT32, r, rc, want_rs, &w) : -1;
+    ok &= rk_check(bad == 0, "device: rank %d: reduce-scatter: %s, %ld wrong", rank,
+                   tempo_status_name(st), bad);
+    cudaFree(s);
+    cudaFree(r);
+    /* all-gather, out of place and in place */
+    for (int inplace = 0; inplace < 2; inplace++) {
+        for (size_t i = 0; i < rc * (size_t)n; i++) {
+            put(TEMPO_FLOAT32, h, i, i / rc == (size_t)rank ? val(rank, i % rc, TEMPO_SUM) : -99);
+        }
+        void *all = dev_from(TEMPO_FLOAT32, rc * (size_t)n, h);
+        void *mine = inplace ? (char *)all + (size_t)rank * rc * 4
+                             : dev_from(TEMPO_FLOAT32, rc, h + (size_t)rank * rc * 4);
+        st = tempo_allgather(comm, mine, all, rc, TEMPO_FLOAT32);
+        bad = st == TEMPO_OK ? dev_check(TEMPO_FLOAT32, all, rc * (size_t)n, want_gather, &w) : -1;
+        ok &= rk_check(bad == 0, "device: rank %d: all-gather %s: %s, %ld wrong", rank,
+                       inplace ? "in place" : "out of place", tempo_status_name(st), bad);
+        if (!inplace) {
+            cudaFree(mine);
+        }
+        cudaFree(all);
+    }
+    /* broadcast from 0, reduce to the last rank */
+    for (size_t i = 0; i < count; i++) {
+        put(TEMPO_FLOAT32, h, i, rank == 0 ? val(0, i, TEMPO_SUM) : -99);
+    }
+    void *b = dev_from(TEMPO_FLOAT32, count, h);
+    st = tempo_broadcast(comm, b, b, count, TEMPO_FLOAT32, 0);
+    bad = st == TEMPO_OK ? dev_check(TEMPO_FLOAT32, b, count, want_bcast, NULL) : -1;
+    ok &= rk_check(bad == 0, "device: rank %d: broadcast: %s, %ld wrong", rank,
+                   tempo_status_name(st), bad);
+    for (size_t i = 0; i < count; i++) {
+        put(TEMPO_FLOAT32, h, i, val(rank, i, TEMPO_SUM));
+    }
+    s = dev_from(TEMPO_FLOAT32, count, h);
+    r = dev_from(TEMPO_FLOAT32, count, h);
+    st = tempo_reduce(comm, s, r, count, TEMPO_FLOAT32, TEMPO_SUM, n - 1);
+    w.count = count;
+    bad = st == TEMPO_OK && rank == n - 1 ? dev_check(TEMPO_FLOAT32, r, count, want_reduce, &w)
+                                          : st == TEMPO_OK ? 0 : -1;
+    ok &= rk_check(bad == 0, "device: rank %d: reduce: %s, %ld wrong", rank,
+                   tempo_status_name(st), bad);
+    cudaFree(b);
+    cudaFree(s);
+    cudaFree(r);
+    /* all-to-all: block q of rank r's input is val(r, q * rc + i) */
+    for (size_t i = 0; i < rc * (size_t)n; i++) {
+        put(TEMPO_FLOAT32, h, i, val(rank, i, TEMPO_SUM));
+    }
+    s = dev_from(TEMPO_FLOAT32, rc * (size_t)n, h);
+    r = dev_from(TEMPO_FLOAT32, rc * (size_t)n, h);
+    st = tempo_alltoall(comm, s, r, rc, TEMPO_FLOAT32);
+    w.count = rc;
+    bad = st == TEMPO_OK ? dev_check(TEMPO_FLOAT32, r, rc * (size_t)n, want_a2a, &w) : -1;
+    ok &= rk_check(bad == 0, "device: rank %d: all-to-all: %s, %ld wrong", rank,
+                   tempo_status_name(st), bad);
+    cudaFree(s);
+    cudaFree(r);
+    /* send/recv around the ring */
+    for (size_t i = 0; i < count; i++) {
+        put(TEMPO_FLOAT32, h, i, val(rank, i, TEMPO_SUM));
+    }
+    s = dev_from(TEMPO_FLOAT32, count, h);
+    r = dev_from(TEMPO_FLOAT32, count, h);
+    tempo_request_t rq[2];
+    st = tempo_irecv(comm, r, count, TEMPO_FLOAT32, (rank + n - 1) % n, 5, NULL, &rq[0]);
+    if (st == TEMPO_OK) {
+        st = tempo_isend(comm, s, count, TEMPO_FLOAT32, (rank + 1) % n, 5, NULL, &rq[1]);
+    }
+    st = st == TEMPO_OK ? tempo_waitall(2, rq, NULL) : st;
+    bad = st == TEMPO_OK ? dev_check(TEMPO_FLOAT32, r, count, want_ring, &w) : -1;
+    ok &= rk_check(bad == 0, "device: rank %d: send/recv ring: %s, %ld wrong", rank,
+                   tempo_status_name(st), bad);
+    cudaFree(s);
+    cudaFree(r);
+    /* scheduled all-reduces, posted in reverse priority, in place */
+    void *g[4];
+    tempo_request_t gq[4];
+    st = TEMPO_OK;
+    for (int k = 0; k < 4; k++) {
+        for (size_t i = 0; i < count; i++) {
+            put(TEMPO_FLOAT32, h, i, val(rank, i, TEMPO_SUM));
+        }
+        g[k] = dev_from(TEMPO_FLOAT32, count, h);
+        tempo_attr_t at = {.field_mask = TEMPO_ATTR_PRIORITY | TEMPO_ATTR_TAG,
+                           .priority = 3 - k, .tag = (uint64_t)k + 1};
+        if (st == TEMPO_OK) {
+            st = tempo_iallreduce(comm, g[k], g[k], count, TEMPO_FLOAT32, TEMPO_SUM, &at, &gq[k]);
+        }
+    }
+    st = st == TEMPO_OK ? tempo_waitall(4, gq, NULL) : st;
+    bad = 0;
+    w.count = count;
+    for (int k = 0; k < 4; k++) {
+        long b2 = st == TEMPO_OK ? dev_check(TEMPO_FLOAT32, g[k], count, want_reduce, &w) : -1;
+        bad = b2 < 0 || bad < 0 ? -1 : bad + b2;
+        cudaFree(g[k]);
+    }
+    ok &= rk_check(bad == 0, "device: rank %d: 4 scheduled all-reduces with priorities: %s, %ld "
+                   "wrong", rank, tempo_status_name(st), bad);
+    /* mixed: rank 0 on the device, the others on the host */
+    for (size_t i = 0; i < count; i++) {
+        put(TEMPO_FLOAT32, h, i, val(rank, i, TEMPO_SUM));
+    }
+    if (rank == 0) {
+        void *d = dev_from(TEMPO_FLOAT32, count, h);
+        st = tempo_allreduce(comm, d, d, count, TEMPO_FLOAT32, TEMPO_SUM);
+        bad = st == TEMPO_OK ? dev_check(TEMPO_FLOAT32, d, count, want_reduce, &w) : -1;
+        cudaFree(d);
+    } else {
+        st = tempo_allreduce(comm, h, h, count, TEMPO_FLOAT32, TEMPO_SUM);
+        bad = 0;
+        for (size_t i = 0; st == TEMPO_OK && i < count; i++) {
+            bad += get(TEMPO_FLOAT32, h, i) != expect(n, i, TEMPO_SUM);
+        }
+    }
+    ok &= rk_check(bad == 0, "device: rank %d: all-reduce, rank 0 on the device, the others on "
+                   "the host: %s, %ld wrong", rank, tempo_status_name(st), bad);
+    free(h);
+    return ok ? 0 : 1;
+}
+#endif
+
+static int rank_main(int rank, int size, void *arg)
+{
+    const arg_t *a = arg;
+    tempo_comm_t comm = rk_init();
+    if (!comm) {
+        return 1;
+    }
+    int rc = 1;
+    switch (a->variant) {
+    case V_INVALID: rc = rank_invalid(comm, rank, size); break;
+    case V_DECLARED: rc = rank_declared(comm, rank, size, 1); break;
+    case V_ONE_RANK: rc = rank_declared(comm, rank, size, rank == 0); break;
+#if TEMPO_HAVE_CUDA
+    case V_DEVICE: rc = rank_device(comm, rank, size); break;
+#endif
+    default: break;
+    }
+    rk_put("done", "%d", rc == 0);
+    tempo_comm_destroy(comm);
+    return rc;
+}
+
+static void run(const char *label, int n, int variant)
+{
+    const char *env[] = {"TEMPO_TIMEOUT=30s", NULL};
+    arg_t a = {variant};
+    job_t job;
+    job_start(&job, n, env, rank_main, &a);
+    for (int r = 0; r < n; r++) {
+        const char *d = job_wait_key(&job, r, "done", 300);
+        TAP_OK(d && !strcmp(d, "1"), "%s, %d ranks: rank %d done", label, n, r);
+    }
+    job_finish(&job, 60);
+    job_free(&job);
+}
+
+/* Whether a CUDA device answers here, or why not. */
+static int have_device(char *why, size_t len)
+{
+#if TEMPO_HAVE_CUDA
+    int nd = 0;
+    cudaError_t e = cudaGetDeviceCount(&nd);
+    if (e != cudaSuccess || nd == 0) {
+        snprintf(why, len, "no CUDA device answers (cudaGetDeviceCount: %s)",
+                 e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+        return 0;
+    }
+    return 1;
+#else
+    snprintf(why, len, "this build has no CUDA");
+    return 0;
+#endif
+}
+
+int main(void)
+{
+    run("invalid", 2, V_INVALID);
+    run("declared", 2, V_DECLARED);
+    run("one rank", 3, V_ONE_RANK);
+    char why[200];
+    /* Asked in a child: the CUDA runtime must not be initialized in the parent that forks the
+     * ranks (a CUDA context does not survive fork). */
+    pid_t pid = fork();
+    if (pid == 0) {
+        _exit(have_device(why, sizeof(why)) ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        for (int n = 2; n <= 4; n++) {
+            run("device", n, V_DEVICE);
+        }
+    } else {
+        have_device(why, sizeof(why));
+        TAP_OK(1, "device # SKIP %s", why);
+    }
+    return tap_done();
+}
