@@ -167,6 +167,9 @@ static const field_t fields[] = {
       "ucx transport: zero copy also to peers whose endpoints have no peer-failure handling "
       "(UCX_TLS=sm,cma,self): faster large payloads, but a peer that dies while this rank reads "
       "its payload makes UCX abort this process instead of failing the call"),
+    F("TEMPO_CUDA_DRIVER", "libcuda.so.1", T_STRING, cuda_driver, 0, 0, 0, NULL,
+      "CUDA device buffers: the CUDA driver library to load (dlopen at the first call that "
+      "looks a buffer up), by name or path"),
     F("TEMPO_IB_HCA", "", T_STRING, ib_hca, 0, 0, 0, ib_hca_check,
       "verbs transport: the RDMA device to use, optionally with its port (mlx5_0, rxe0:1; "
       "ibv_devices lists them); unset: the first device with an ACTIVE port"),

@@ -11,6 +11,8 @@
 
 #include "gpu/cuda.h"
 
+#include "core/cfg.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -41,7 +43,11 @@ static int ndevices, driver_version;
 
 static void load(void)
 {
-    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (tempo__config_load() != TEMPO_OK) {
+        snprintf(why_not, sizeof(why_not), "the configuration is invalid: %s", tempo__errmsg());
+        return;
+    }
+    void *h = dlopen(tempo__cfg.cuda_driver, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         snprintf(why_not, sizeof(why_not), "no CUDA driver (%s)", dlerror());
         return;
@@ -135,7 +141,33 @@ struct tempo__cuda_stage {
     size_t recv_at;      /* offset of the receive side in host */
     size_t rbytes;
     CUcontext ctx;       /* dev_recv's context */
+    CUcontext host_ctx;  /* the context host was allocated in (a device buffer's) */
 };
+
+/* Page-locked memory is allocated and freed in a context: the device buffer's, pushed. */
+static CUresult host_alloc(CUcontext ctx, void **p, size_t n)
+{
+    CUresult r = ctx ? cu.ctx_push(ctx) : CUDA_SUCCESS;
+    if (r == CUDA_SUCCESS) {
+        r = cu.host_alloc(p, n);
+        CUcontext old;
+        if (ctx) {
+            cu.ctx_pop(&old);
+        }
+    }
+    return r;
+}
+
+static void host_free(CUcontext ctx, void *p)
+{
+    CUcontext old;
+    if (!ctx || cu.ctx_push(ctx) == CUDA_SUCCESS) {
+        cu.host_free(p);
+        if (ctx) {
+            cu.ctx_pop(&old);
+        }
+    }
+}
 
 static tempo_status_t copy(CUcontext ctx, void *dst, const void *src, size_t n, const char *what)
 {
@@ -207,7 +239,8 @@ tempo_status_t tempo__cuda_stage(tempo_memtype_t memtype, const void **sendbuf_p
     if (!g) {
         return TEMPO_ERR_NOMEM;
     }
-    CUresult r = cu.host_alloc(&g->host, total ? total : 1);
+    g->host_ctx = sdev ? sctx : rctx;
+    CUresult r = host_alloc(g->host_ctx, &g->host, total ? total : 1);
     if (r != CUDA_SUCCESS) {
         tempo__free(g);
         return tempo__err(TEMPO_ERR_NOMEM, "CUDA device buffer: %zu bytes of page-locked host "
@@ -221,7 +254,7 @@ tempo_status_t tempo__cuda_stage(tempo_memtype_t memtype, const void **sendbuf_p
         st = copy(sctx, h, s, sbytes, "in");
     }
     if (st != TEMPO_OK) {
-        cu.host_free(g->host);
+        host_free(g->host_ctx, g->host);
         tempo__free(g);
         return st;
     }
@@ -247,7 +280,7 @@ tempo_status_t tempo__cuda_stage_done(tempo__cuda_stage_t *g, tempo_status_t st)
     if (st == TEMPO_OK && g->dev_recv) {
         st = copy(g->ctx, g->dev_recv, (char *)g->host + g->recv_at, g->rbytes, "out");
     }
-    cu.host_free(g->host);
+    host_free(g->host_ctx, g->host);
     tempo__free(g);
     return st;
 }

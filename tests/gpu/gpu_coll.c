@@ -8,13 +8,18 @@
  *              a usable one: TEMPO_ERR_INVALID, the buffer is not device memory)
  *   one rank   only rank 0 declares it: every rank's all-reduce fails within 10 s (TEMPO_TIMEOUT
  *              30 s) instead of waiting for rank 0
+ *   fake       the device cases below on a stand-in driver (tests/gpu/fake/libcuda.so.1 from
+ *              fake_cuda.c, TEMPO_CUDA_DRIVER): its "device memory" is mapped without access
+ *              except inside its cuMemcpy, so a rank that reads or writes a device buffer other
+ *              than through the driver dies; page-locked memory needs a pushed context, as with
+ *              the real driver; and the copies are counted (at least two per staged call)
  *   device     where a CUDA device answers (else one skipped point saying why): 2, 3 and 4 ranks
  *              sharing device 0, every buffer from cudaMalloc and found automatically (one case
  *              declared): all-reduce (float32 sum, int32 max, float64 prod, bfloat16 avg, out of
  *              place and in place), reduce-scatter, all-gather (and in place), broadcast, reduce,
  *              all-to-all, send/recv around a ring, non-blocking scheduled all-reduces with
  *              priorities, and an all-reduce with rank 0's buffers on the device and the others'
- *              on the host; every element of every result exact, read back with cudaMemcpy
+ *              on the host; every element of every result exact, read back from the device
  */
 #include "config.h"
 
@@ -23,11 +28,14 @@
 #include "tests/fault/job.h"
 #include "tests/mr/exact.h"
 
+#include <dlfcn.h>
+#include <limits.h>
+
 #if TEMPO_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
 
-enum { V_INVALID, V_DECLARED, V_ONE_RANK, V_DEVICE };
+enum { V_INVALID, V_DECLARED, V_ONE_RANK, V_FAKE, V_DEVICE };
 
 typedef struct {
     int variant;
@@ -95,23 +103,55 @@ static int rank_declared(tempo_comm_t comm, int rank, int size, int me_too)
     return ok ? 0 : 1;
 }
 
+/* Device memory for the device cases: the CUDA runtime's (cudaMalloc) or the stand-in driver's. */
+static struct {
+    void *(*alloc)(size_t);
+    void (*free)(void *);
+    int (*copy)(void *dst, const void *src, size_t n); /* 0: done */
+} dev;
+
 #if TEMPO_HAVE_CUDA
-static int cuda_ok(cudaError_t e, const char *what, int rank)
+static void *rt_alloc(size_t n)
 {
-    return rk_check(e == cudaSuccess, "device: rank %d: %s: %s", rank, what,
-                    cudaGetErrorString(e));
+    void *d = NULL;
+    return cudaMalloc(&d, n) == cudaSuccess ? d : NULL;
+}
+static void rt_free(void *d)
+{
+    cudaFree(d);
+}
+static int rt_copy(void *dst, const void *src, size_t n)
+{
+    return cudaMemcpy(dst, src, n, cudaMemcpyDefault) != cudaSuccess;
+}
+
+static int (*fake_memcpy)(unsigned long long, unsigned long long, size_t);
+static int fake_copy(void *dst, const void *src, size_t n)
+{
+    return fake_memcpy((unsigned long long)(uintptr_t)dst, (unsigned long long)(uintptr_t)src, n);
+}
+
+/* The stand-in driver's allocation and copy (the library loaded by TEMPO_CUDA_DRIVER). */
+static int use_fake(void)
+{
+    const char *path = getenv("TEMPO_CUDA_DRIVER");
+    void *h = path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
+    dev.alloc = h ? (void *(*)(size_t))dlsym(h, "fake_cuda_malloc") : NULL;
+    dev.free = h ? (void (*)(void *))dlsym(h, "fake_cuda_free") : NULL;
+    fake_memcpy = h ? (int (*)(unsigned long long, unsigned long long, size_t))dlsym(h, "cuMemcpy")
+                    : NULL;
+    dev.copy = fake_copy;
+    return rk_check(dev.alloc && dev.free && fake_memcpy, "fake: the stand-in driver %s: %s",
+                    path ? path : "(TEMPO_CUDA_DRIVER unset)", h ? "loaded" : dlerror());
 }
 
 /* n elements of dtype dt on the device, from a host array filled by put(). */
 static void *dev_from(tempo_dtype_t dt, size_t n, const void *host)
 {
-    void *d = NULL;
     size_t bytes = n * tempo_dtype_size(dt);
-    if (cudaMalloc(&d, bytes ? bytes : 1) != cudaSuccess) {
-        return NULL;
-    }
-    if (bytes && cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
-        cudaFree(d);
+    void *d = dev.alloc(bytes ? bytes : 1);
+    if (d && bytes && dev.copy(d, host, bytes) != 0) {
+        dev.free(d);
         return NULL;
     }
     return d;
@@ -123,7 +163,7 @@ static long dev_check(tempo_dtype_t dt, const void *d, size_t n, double (*want)(
 {
     size_t es = tempo_dtype_size(dt);
     char *h = malloc(n * es > 0 ? n * es : 1);
-    if (!h || cudaMemcpy(h, d, n * es, cudaMemcpyDeviceToHost) != cudaSuccess) {
+    if (!h || dev.copy(h, d, n * es) != 0) {
         free(h);
         return -1;
     }
@@ -139,13 +179,14 @@ typedef struct {
     int n, rank;
     tempo_op_t op;
     size_t count;
-    int block; /* rank whose block (reduce-scatter), or the element's source (gather) */
+    int bf16;  /* the result is bfloat16 */
 } want_t;
 
 static double want_reduce(size_t i, void *c)
 {
-    const want_t *w = c;
-    return expect(w->n, i, w->op);
+    const want_t *w = c; /* avg at 3 ranks is not exact: the bfloat16 result is the rounded one */
+    double e = expect(w->n, i, w->op);
+    return w->bf16 ? from_bf16(to_bf16(e)) : e;
 }
 static double want_rs(size_t i, void *c)
 {
@@ -173,9 +214,17 @@ static double want_ring(size_t i, void *c)
     return val((w->rank + w->n - 1) % w->n, i, TEMPO_SUM);
 }
 
-static int rank_device(tempo_comm_t comm, int rank, int n)
+static int rank_device(tempo_comm_t comm, int rank, int n, int fake)
 {
-    int ok = cuda_ok(cudaSetDevice(0), "cudaSetDevice(0)", rank);
+    int ok;
+    if (fake) {
+        ok = use_fake();
+    } else {
+        cudaError_t e = cudaSetDevice(0);
+        ok = rk_check(e == cudaSuccess, "device: rank %d: cudaSetDevice(0): %s", rank,
+                      cudaGetErrorString(e));
+        dev.alloc = rt_alloc, dev.free = rt_free, dev.copy = rt_copy;
+    }
     const size_t count = 100003;
     char *h = malloc(count * 8 * (size_t)n);
     static const struct {
@@ -194,15 +243,15 @@ static int rank_device(tempo_comm_t comm, int rank, int n)
             tempo_status_t st = tempo_iallreduce(comm, s, r, count, ar[k].dt, ar[k].op,
                                                  k == 0 ? &at : NULL, &q);
             st = st == TEMPO_OK ? tempo_wait(&q) : st;
-            want_t w = {n, rank, ar[k].op, count, 0};
+            want_t w = {n, rank, ar[k].op, count, ar[k].dt == TEMPO_BFLOAT16};
             long bad = st == TEMPO_OK ? dev_check(ar[k].dt, r, count, want_reduce, &w) : -1;
             ok &= rk_check(bad == 0, "device: rank %d: all-reduce %s %s %s%s: %s, %ld wrong",
                            rank, tempo_dtype_name(ar[k].dt), tempo_op_name(ar[k].op),
                            inplace ? "in place" : "out of place", k == 0 ? " (declared)" : "",
                            tempo_status_name(st), bad);
-            cudaFree(s);
+            dev.free(s);
             if (!inplace) {
-                cudaFree(r);
+                dev.free(r);
             }
         }
     }
@@ -217,8 +266,8 @@ static int rank_device(tempo_comm_t comm, int rank, int n)
     long bad = st == TEMPO_OK ? dev_check(TEMPO_FLOAT32, r, rc, want_rs, &w) : -1;
     ok &= rk_check(bad == 0, "device: rank %d: reduce-scatter: %s, %ld wrong", rank,
                    tempo_status_name(st), bad);
-    cudaFree(s);
-    cudaFree(r);
+    dev.free(s);
+    dev.free(r);
     /* all-gather, out of place and in place */
     for (int inplace = 0; inplace < 2; inplace++) {
         for (size_t i = 0; i < rc * (size_t)n; i++) {
@@ -232,9 +281,9 @@ static int rank_device(tempo_comm_t comm, int rank, int n)
         ok &= rk_check(bad == 0, "device: rank %d: all-gather %s: %s, %ld wrong", rank,
                        inplace ? "in place" : "out of place", tempo_status_name(st), bad);
         if (!inplace) {
-            cudaFree(mine);
+            dev.free(mine);
         }
-        cudaFree(all);
+        dev.free(all);
     }
     /* broadcast from 0, reduce to the last rank */
     for (size_t i = 0; i < count; i++) {
@@ -256,9 +305,9 @@ static int rank_device(tempo_comm_t comm, int rank, int n)
                                           : st == TEMPO_OK ? 0 : -1;
     ok &= rk_check(bad == 0, "device: rank %d: reduce: %s, %ld wrong", rank,
                    tempo_status_name(st), bad);
-    cudaFree(b);
-    cudaFree(s);
-    cudaFree(r);
+    dev.free(b);
+    dev.free(s);
+    dev.free(r);
     /* all-to-all: block q of rank r's input is val(r, q * rc + i) */
     for (size_t i = 0; i < rc * (size_t)n; i++) {
         put(TEMPO_FLOAT32, h, i, val(rank, i, TEMPO_SUM));
@@ -270,8 +319,8 @@ static int rank_device(tempo_comm_t comm, int rank, int n)
     bad = st == TEMPO_OK ? dev_check(TEMPO_FLOAT32, r, rc * (size_t)n, want_a2a, &w) : -1;
     ok &= rk_check(bad == 0, "device: rank %d: all-to-all: %s, %ld wrong", rank,
                    tempo_status_name(st), bad);
-    cudaFree(s);
-    cudaFree(r);
+    dev.free(s);
+    dev.free(r);
     /* send/recv around the ring */
     for (size_t i = 0; i < count; i++) {
         put(TEMPO_FLOAT32, h, i, val(rank, i, TEMPO_SUM));
@@ -287,8 +336,8 @@ static int rank_device(tempo_comm_t comm, int rank, int n)
     bad = st == TEMPO_OK ? dev_check(TEMPO_FLOAT32, r, count, want_ring, &w) : -1;
     ok &= rk_check(bad == 0, "device: rank %d: send/recv ring: %s, %ld wrong", rank,
                    tempo_status_name(st), bad);
-    cudaFree(s);
-    cudaFree(r);
+    dev.free(s);
+    dev.free(r);
     /* scheduled all-reduces, posted in reverse priority, in place */
     void *g[4];
     tempo_request_t gq[4];
@@ -310,7 +359,7 @@ static int rank_device(tempo_comm_t comm, int rank, int n)
     for (int k = 0; k < 4; k++) {
         long b2 = st == TEMPO_OK ? dev_check(TEMPO_FLOAT32, g[k], count, want_reduce, &w) : -1;
         bad = b2 < 0 || bad < 0 ? -1 : bad + b2;
-        cudaFree(g[k]);
+        dev.free(g[k]);
     }
     ok &= rk_check(bad == 0, "device: rank %d: 4 scheduled all-reduces with priorities: %s, %ld "
                    "wrong", rank, tempo_status_name(st), bad);
@@ -322,7 +371,7 @@ static int rank_device(tempo_comm_t comm, int rank, int n)
         void *d = dev_from(TEMPO_FLOAT32, count, h);
         st = tempo_allreduce(comm, d, d, count, TEMPO_FLOAT32, TEMPO_SUM);
         bad = st == TEMPO_OK ? dev_check(TEMPO_FLOAT32, d, count, want_reduce, &w) : -1;
-        cudaFree(d);
+        dev.free(d);
     } else {
         st = tempo_allreduce(comm, h, h, count, TEMPO_FLOAT32, TEMPO_SUM);
         bad = 0;
@@ -333,6 +382,15 @@ static int rank_device(tempo_comm_t comm, int rank, int n)
     ok &= rk_check(bad == 0, "device: rank %d: all-reduce, rank 0 on the device, the others on "
                    "the host: %s, %ld wrong", rank, tempo_status_name(st), bad);
     free(h);
+    if (fake) {
+        const char *path = getenv("TEMPO_CUDA_DRIVER");
+        void *fh = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        unsigned long long (*copies)(void) =
+            fh ? (unsigned long long (*)(void))dlsym(fh, "fake_cuda_copies") : NULL;
+        unsigned long long c = copies ? copies() : 0;
+        /* 22 staged calls (rank 0: 23), each copied in and out, plus the test's own copies */
+        ok &= rk_check(c >= 44, "fake: rank %d: %llu copies through the driver", rank, c);
+    }
     return ok ? 0 : 1;
 }
 #endif
@@ -350,7 +408,8 @@ static int rank_main(int rank, int size, void *arg)
     case V_DECLARED: rc = rank_declared(comm, rank, size, 1); break;
     case V_ONE_RANK: rc = rank_declared(comm, rank, size, rank == 0); break;
 #if TEMPO_HAVE_CUDA
-    case V_DEVICE: rc = rank_device(comm, rank, size); break;
+    case V_FAKE: rc = rank_device(comm, rank, size, 1); break;
+    case V_DEVICE: rc = rank_device(comm, rank, size, 0); break;
 #endif
     default: break;
     }
@@ -361,7 +420,16 @@ static int rank_main(int rank, int size, void *arg)
 
 static void run(const char *label, int n, int variant)
 {
-    const char *env[] = {"TEMPO_TIMEOUT=30s", NULL};
+    char drv[PATH_MAX + 32] = "TEMPO_TIMEOUT=30s", fake[PATH_MAX];
+    if (variant == V_FAKE) {
+        if (!realpath("tests/gpu/fake/libcuda.so.1", fake)) {
+            TAP_OK(0, "%s: tests/gpu/fake/libcuda.so.1: %s (run from the build directory)", label,
+                   strerror(errno));
+            return;
+        }
+        snprintf(drv, sizeof(drv), "TEMPO_CUDA_DRIVER=%s", fake);
+    }
+    const char *env[] = {"TEMPO_TIMEOUT=30s", drv, NULL};
     arg_t a = {variant};
     job_t job;
     job_start(&job, n, env, rank_main, &a);
@@ -396,6 +464,11 @@ int main(void)
     run("invalid", 2, V_INVALID);
     run("declared", 2, V_DECLARED);
     run("one rank", 3, V_ONE_RANK);
+#if TEMPO_HAVE_CUDA
+    for (int n = 2; n <= 4; n++) {
+        run("fake", n, V_FAKE);
+    }
+#endif
     char why[200];
     /* Asked in a child: the CUDA runtime must not be initialized in the parent that forks the
      * ranks (a CUDA context does not survive fork). */

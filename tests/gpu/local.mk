@@ -1,11 +1,22 @@
 # tests/gpu/local.mk — CUDA device buffers in the library (gpu_coll: gpu/cuda.c's staging, multi-rank;
 # its device part runs where a CUDA device answers), and the CUDA kernels (gpu/kernels.cu) against
 # the host's element math.
+check_DATA =
 check_PROGRAMS += %reldir%/gpu_coll
 TESTS += %reldir%/gpu_coll
 %canon_reldir%_gpu_coll_SOURCES = %reldir%/gpu_coll.c
 %canon_reldir%_gpu_coll_LDADD = libtempo.la $(CUDA_LDFLAGS) $(CUDA_LIBS)
 %canon_reldir%_gpu_coll_LDFLAGS = $(CUDA_RPATH)
+# gpu_coll's stand-in CUDA driver (fake_cuda.c), for its device cases on machines without a GPU.
+EXTRA_DIST += %reldir%/fake_cuda.c
+if HAVE_CUDA
+check_DATA += %reldir%/fake/libcuda.so.1
+CLEANFILES += %reldir%/fake/libcuda.so.1
+%reldir%/fake/libcuda.so.1: $(top_srcdir)/%reldir%/fake_cuda.c
+	@$(MKDIR_P) %reldir%/fake
+	$(AM_V_CC)$(CC) -shared -fPIC -O1 -Wall $(CUDA_CPPFLAGS) -o $@ \
+		$(top_srcdir)/%reldir%/fake_cuda.c $(PTHREAD_LIBS)
+endif
 #
 # nvcc builds tests/gpu/gpu_kernels (kernels and test in one program, for every architecture of
 # --with-cuda-archs) when configure finds the CUDA toolkit with nvcc; gpu_kernels.sh runs it, which
@@ -22,7 +33,7 @@ EXTRA_DIST += gpu/kernels.cu gpu/kernels.h %reldir%/gpu_kernels.cu %reldir%/gpu_
 TESTS += %reldir%/gpu_kernels.sh
 
 if TEMPO_HAVE_NVCC
-check_DATA = %reldir%/gpu_kernels
+check_DATA += %reldir%/gpu_kernels
 CLEANFILES += %reldir%/gpu_kernels
 %reldir%/gpu_kernels: $(top_srcdir)/%reldir%/gpu_kernels.cu $(TEMPO_GPU_KERNEL_DEPS)
 	@$(MKDIR_P) %reldir%

@@ -336,6 +336,8 @@ static const knob_t knobs[] = {
     {"TEMPO_SHM_CMA", K_OTHER, O(shm_cma), {"2", "maybe", ""}, {"no", "ON"}, {0}, {"0", "1"}},
     {"TEMPO_SHM_DIRECT", K_OTHER, O(shm_direct), {"2", "maybe", ""}, {"no", "ON"}, {0},
      {"0", "1"}},
+    {"TEMPO_CUDA_DRIVER", K_STR, O(cuda_driver), {NULL}, {"/opt/cuda/libcuda.so.1"}, {0},
+     {"/opt/cuda/libcuda.so.1"}},
     {"TEMPO_IB_HCA", K_STR, O(ib_hca), {":1", "mlx5_0:0", "mlx5_0:256", "mlx5_0:x", "mlx5_0:"},
      {"mlx5_0", "rxe0:1"}, {0}, {"mlx5_0", "rxe0:1"}},
     {"TEMPO_IB_GID_INDEX", K_INT, O(ib_gid_index), {"-1", "65536", "x", "1.5", HUGE_INT},
