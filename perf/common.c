@@ -19,6 +19,7 @@
  * JSON file.
  */
 #include "perf/common.h"
+#include "perf/devmem.h"
 #include "perf/util.h"
 #include "tools/version.h"
 
@@ -45,6 +46,7 @@ typedef struct perf_params {
     const char *json_path;
     const char *algorithm;
     int registered;           /* -R 1: buffers from the backend's shared allocation */
+    int cuda;                 /* -M cuda: buffers in CUDA device memory (perf/devmem.c) */
 } perf_params_t;
 
 typedef struct perf_group {
@@ -131,6 +133,10 @@ static void usage(FILE *out, const char *prog)
             "  -R, --local_register <0|1> 1: buffers from tempo_mem_alloc (memory the ranks of\n"
             "                            a host map: single-copy shared-memory all-reduce, as\n"
             "                            nccl-tests' -R registers buffers); tempo programs only\n"
+            "  -M, --memory <host|cuda>  cuda: buffers in CUDA device memory (the CUDA driver\n"
+            "                            of TEMPO_CUDA_DRIVER, default libcuda.so.1; device:\n"
+            "                            local rank mod devices), filled and checked through\n"
+            "                            host copies; tempo programs only\n"
             "  -t, -g, -m <1>            nccl-tests threads, GPUs, aggregation: accepted, 1 only\n"
             "  -h, --help                this text\n"
             "      --version             the package version\n"
@@ -139,13 +145,25 @@ static void usage(FILE *out, const char *prog)
             prog);
 }
 
-/* Free a buffer from the backend's shared allocation (-R 1) or from aligned_alloc. */
-static void release(const perf_backend_t *be, int registered, void *p)
+/* Free the buffers: from the backend's shared allocation (-R 1), the device (-M cuda, with their
+ * host copies) or aligned_alloc. */
+static void release_bufs(const perf_backend_t *be, const perf_params_t *p, void *send, void *recv,
+                         void *sendhost, void *recvhost)
 {
-    if (registered && p != NULL)
-        be->mem_free(p);
-    else
-        free(p);
+    if (p->registered) {
+        if (send != NULL)
+            be->mem_free(send);
+        if (recv != NULL)
+            be->mem_free(recv);
+    } else if (p->cuda) {
+        perf_dev_free(send);
+        perf_dev_free(recv);
+        free(sendhost);
+        free(recvhost);
+    } else {
+        free(send);
+        free(recv);
+    }
 }
 
 /* The rank a launcher gave this process before the job exists: -1 without a launcher. */
@@ -189,12 +207,13 @@ static int parse_args(int argc, char **argv, perf_params_t *p, char *msg, size_t
         {"output_file", required_argument, NULL, 'J'},
         {"algorithm", required_argument, NULL, 'A'},   {"help", no_argument, NULL, 'h'},
         {"local_register", required_argument, NULL, 'R'},
+        {"memory", required_argument, NULL, 'M'},
         {"version", no_argument, NULL, 'V'}, {NULL, 0, NULL, 0}};
     long v = 0;
 
     opterr = 0;
     for (;;) {
-        int c = getopt_long(argc, argv, ":t:g:b:e:i:f:n:m:w:c:d:o:r:z:a:J:A:R:h", longopts, NULL);
+        int c = getopt_long(argc, argv, ":t:g:b:e:i:f:n:m:w:c:d:o:r:z:a:J:A:R:M:h", longopts, NULL);
         if (c == -1)
             break;
         switch (c) {
@@ -272,6 +291,12 @@ static int parse_args(int argc, char **argv, perf_params_t *p, char *msg, size_t
             if (parse_int(optarg, 0, 1, &v) != 0)
                 snprintf(msg, msglen, "-R %s: 0 (malloc) or 1 (tempo_mem_alloc)", optarg);
             p->registered = (int)v;
+            break;
+        case 'M':
+            if (strcmp(optarg, "host") == 0 || strcmp(optarg, "cuda") == 0)
+                p->cuda = strcmp(optarg, "cuda") == 0;
+            else
+                snprintf(msg, msglen, "-M %s: host or cuda", optarg);
             break;
         case 'h':
             return 0;
@@ -387,20 +412,28 @@ static int write_json(FILE *f, const char *prog, const char *backend, int nranks
 
 /* Fill inputs and poison outputs (every output element gets the complement of its expected bits,
  * so an element the collective never wrote is always counted), call once, count wrong elements. */
+/* send and recv are what the collective gets; sendh and recvh the same layout in host memory
+ * that is filled and read (the same pointers, except with -M cuda: then copied to the device
+ * before the call, the receive side first, as the in-place layouts overlap, and back after). */
 static long long check_once(const perf_coll_t *coll, const perf_ctx_t *ctx, void *send, void *recv,
-                            int nonblocking)
+                            void *sendh, void *recvh, int nonblocking)
 {
     size_t nsend = coll->send_elems(ctx), nrecv = coll->recv_elems(ctx), tsize = ctx->tsize;
     for (size_t j = 0; j < nrecv; j++)
-        perf_store(recv, j, tsize, ~coll->expected(ctx, j));
+        perf_store(recvh, j, tsize, ~coll->expected(ctx, j));
     for (size_t j = 0; j < nsend; j++)
-        perf_store(send, j, tsize, coll->input(ctx, j));
+        perf_store(sendh, j, tsize, coll->input(ctx, j));
+    if (recvh != recv && (perf_dev_copy(recv, recvh, nrecv * tsize) != 0 ||
+                          perf_dev_copy(send, sendh, nsend * tsize) != 0))
+        return (long long)nrecv; /* counted wrong: the data never got there */
     coll->run(ctx, send, recv, nonblocking);
     if (nonblocking)
         ctx->be->waitall();
+    if (recvh != recv && perf_dev_copy(recvh, recv, nrecv * tsize) != 0)
+        return (long long)nrecv;
     long long wrong = 0;
     for (size_t j = 0; j < nrecv; j++)
-        wrong += perf_load(recv, j, tsize) != coll->expected(ctx, j);
+        wrong += perf_load(recvh, j, tsize) != coll->expected(ctx, j);
     return wrong;
 }
 
@@ -470,6 +503,9 @@ static void print_header(const perf_coll_t *coll, const perf_params_t *p, const 
         printf("# Algorithm: %s (forced with -A)\n", p->algorithm);
     if (p->registered)
         printf("# Buffers: tempo_mem_alloc (-R 1)\n");
+    if (p->cuda)
+        printf("# Buffers: CUDA device memory (-M cuda), device %d of each rank\n",
+               perf_dev_index());
     if (coll->has_op && be->avg_note != NULL && (p->all_ops || p->op == TEMPO_AVG))
         printf("# %s\n", be->avg_note);
     if (coll->has_op && be->integer_note != NULL && (p->all_dtypes || p->dtype <= TEMPO_UINT64))
@@ -548,6 +584,11 @@ int perf_main(int argc, char **argv, const perf_coll_t *coll)
         snprintf(msg, sizeof(msg), "-R 1: %s has no shared allocation", be->name);
         rc = 2;
     }
+    if (rc < 0 && p.cuda && (p.registered || be->mem_alloc == NULL)) {
+        snprintf(msg, sizeof(msg), "-M cuda: %s", p.registered ? "not with -R 1"
+                 : "tempo programs only (this MPI takes no device buffers)");
+        rc = 2;
+    }
     if (rc == 2 && launcher_rank() < 0) { /* no job around: just say it */
         fprintf(stderr, "%s: %s\n", prog, msg);
         usage(stderr, prog);
@@ -595,28 +636,44 @@ int perf_main(int argc, char **argv, const perf_coll_t *coll)
     size_t bufbytes = p.maxbytes < 64 ? 64 : (p.maxbytes + 63) / 64 * 64;
     if (p.maxbytes > SIZE_MAX / 4)
         bufbytes = 0; /* no machine has it; avoid the rounding overflow */
-    void *sendbase = NULL, *recvbase = NULL;
+    /* sendbase, recvbase: what the collectives get; with -M cuda, device memory, and
+     * sendhost, recvhost: host copies that the checks fill and read (else the same buffers). */
+    void *sendbase = NULL, *recvbase = NULL, *sendhost = NULL, *recvhost = NULL;
+    char nodev[256] = "";
     if (p.registered) { /* collective: every rank takes part, whatever it got */
         sendbase = bufbytes ? be->mem_alloc(bufbytes) : NULL;
         recvbase = bufbytes ? be->mem_alloc(bufbytes) : NULL;
-    } else {
+    } else if (!p.cuda) {
         sendbase = bufbytes ? aligned_alloc(64, bufbytes) : NULL;
         recvbase = bufbytes ? aligned_alloc(64, bufbytes) : NULL;
+    } else if (perf_dev_init(nodev, sizeof(nodev)) == 0) {
+        sendbase = bufbytes ? perf_dev_alloc(bufbytes) : NULL;
+        recvbase = bufbytes ? perf_dev_alloc(bufbytes) : NULL;
+        sendhost = bufbytes ? aligned_alloc(64, bufbytes) : NULL;
+        recvhost = bufbytes ? aligned_alloc(64, bufbytes) : NULL;
     }
-    ok = sendbase != NULL && recvbase != NULL;
+    if (!p.cuda) {
+        sendhost = sendbase;
+        recvhost = recvbase;
+    }
+    ok = sendbase != NULL && recvbase != NULL && sendhost != NULL && recvhost != NULL;
     if (!ok)
-        fprintf(stderr, "%s: rank %d: cannot allocate 2 x %zu bytes of buffers (lower -e)\n", prog,
-                rank, p.maxbytes);
+        fprintf(stderr, "%s: rank %d: cannot allocate 2 x %zu bytes of %sbuffers%s%s\n", prog,
+                rank, p.maxbytes, p.cuda ? "device " : "", nodev[0] ? ": " : " (lower -e)", nodev);
     if (!all_ranks_ok(be, ok)) {
-        release(be, p.registered, sendbase);
-        release(be, p.registered, recvbase);
+        release_bufs(be, &p, sendbase, recvbase, sendhost, recvhost);
         if (json != NULL)
             fclose(json);
         be->finalize();
         return 1;
     }
-    memset(sendbase, 0, bufbytes); /* touch every page before timing anything */
-    memset(recvbase, 0, bufbytes);
+    memset(sendhost, 0, bufbytes); /* touch every page before timing anything */
+    memset(recvhost, 0, bufbytes);
+    if (p.cuda && (perf_dev_copy(sendbase, sendhost, bufbytes) != 0 ||
+                   perf_dev_copy(recvbase, recvhost, bufbytes) != 0)) {
+        fprintf(stderr, "%s: rank %d: a copy to the device failed\n", prog, rank);
+        be->abort_job(1);
+    }
 
     rank_info_t mine, *ranks = calloc((size_t)nranks, sizeof(*ranks));
     memset(&mine, 0, sizeof(mine));
@@ -700,15 +757,17 @@ int perf_main(int argc, char **argv, const perf_coll_t *coll)
                     perf_group_t *gr = &row.group[g];
                     if (g == 1 && !coll->has_inplace)
                         continue;
-                    void *send = sendbase, *recv = recvbase;
-                    if (g == 1)
+                    void *send = sendbase, *recv = recvbase, *sendh = sendhost, *recvh = recvhost;
+                    if (g == 1) {
                         coll->inplace_layout(ctx, recvbase, &send, &recv);
+                        coll->inplace_layout(ctx, recvhost, &sendh, &recvh);
+                    }
                     long long wrong = 0;
                     for (int c = 0; c < p.check; c++) {
                         ctx->seed = perf_mix(((uint64_t)si << 40) ^ ((uint64_t)c << 8) ^
                                              ((uint64_t)g << 4) ^ ((uint64_t)dtype << 16) ^
                                              ((uint64_t)op << 24) ^ UINT64_C(0x5eed));
-                        wrong += check_once(coll, ctx, send, recv, !p.blocking);
+                        wrong += check_once(coll, ctx, send, recv, sendh, recvh, !p.blocking);
                     }
                     double t = combine_time(be, p.average, nranks,
                                             time_loop(coll, ctx, &p, send, recv));
@@ -762,8 +821,7 @@ int perf_main(int argc, char **argv, const perf_coll_t *coll)
     }
     free(rows);
     free(ctx);
-    release(be, p.registered, sendbase);
-    release(be, p.registered, recvbase);
+    release_bufs(be, &p, sendbase, recvbase, sendhost, recvhost);
     /* Launchers end the whole job when one rank exits non-zero: no rank leaves before rank 0 has
      * printed the footer and written the JSON. */
     be->barrier();

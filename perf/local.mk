@@ -8,9 +8,10 @@
 # holding its descriptor and main(). The perf programs use only include/tempo.h.
 
 noinst_LTLIBRARIES += %reldir%/libperf_common.la %reldir%/libperf_tempo.la
-%canon_reldir%_libperf_common_la_SOURCES = %reldir%/common.c %reldir%/verifiable.c
+%canon_reldir%_libperf_common_la_SOURCES = %reldir%/common.c %reldir%/verifiable.c %reldir%/devmem.c
 %canon_reldir%_libperf_tempo_la_SOURCES = %reldir%/backend_tempo.c
-noinst_HEADERS += %reldir%/common.h %reldir%/backend.h %reldir%/verifiable.h %reldir%/util.h
+noinst_HEADERS += %reldir%/common.h %reldir%/backend.h %reldir%/verifiable.h %reldir%/util.h \
+	%reldir%/devmem.h
 
 TEMPO_PERF_LDADD = %reldir%/libperf_common.la %reldir%/libperf_tempo.la libtempo.la
 TEMPO_PERF_MPI_LDADD = %reldir%/libperf_common.la %reldir%/libperf_mpi.la $(MPI_LIBS)

@@ -9,8 +9,9 @@
 #
 # It prints the device (nvidia-smi), runs the library's device-buffer test (tests/gpu/gpu_coll:
 # 2-4 ranks on the one GPU), the CUDA kernel test (tests/gpu/gpu_kernels.sh: every kernel bit for
-# bit against the host) and the kernel benchmark (perf/gpu_kernels_bench), each under
-# a time limit, and ends with one line "device.sh: N passed, N failed".
+# bit against the host), the kernel benchmark (perf/gpu_kernels_bench) and all_reduce_perf with
+# device buffers (-M cuda) beside host buffers at 2-4 ranks, each under a time limit, and ends
+# with one line "device.sh: N passed, N failed".
 set -u
 B=${top_builddir:-.}
 pass=0 fail=0
@@ -29,5 +30,11 @@ step "device buffers in the collectives (tests/gpu/gpu_coll)" 300 sh -c \
 step "kernels against the host (tests/gpu/gpu_kernels)" 300 sh -c \
     "'$B/tests/gpu/gpu_kernels' | tee /tmp/gpu_kernels.tap; ! grep -q '^not ok\|^Bail out' /tmp/gpu_kernels.tap"
 step "kernel bandwidth (perf/gpu_kernels_bench)" 300 "$B/perf/gpu_kernels_bench"
+for n in 2 3 4; do # device buffers (host-staged) beside host buffers, n ranks sharing the GPU
+    step "all_reduce_perf -M cuda, $n ranks" 200 "$B/tools/tempo-run" -n "$n" --no-prefix \
+        "$B/perf/all_reduce_perf" -M cuda -b 8 -e 256M -f 4
+    step "all_reduce_perf (host buffers), $n ranks" 200 "$B/tools/tempo-run" -n "$n" --no-prefix \
+        "$B/perf/all_reduce_perf" -b 8 -e 256M -f 4
+done
 echo "device.sh: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

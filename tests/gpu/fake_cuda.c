@@ -6,7 +6,7 @@
  * "Device memory" comes from fake_cuda_malloc: whole pages, mapped PROT_NONE except inside
  * cuMemcpy. So any read or write of device memory by the library outside the driver's copy
  * faults (SIGSEGV ends the rank): the test proves the library only ever copies device buffers.
- * Implements the entry points gpu/cuda.c resolves, with the driver's signatures; the test
+ * Implements the entry points gpu/cuda.c and perf/devmem.c resolve, with the driver's signatures; the test
  * allocates and copies through fake_cuda_malloc, fake_cuda_free and cuMemcpy.
  */
 #include <pthread.h>
@@ -176,5 +176,37 @@ CUresult cuCtxPopCurrent_v2(CUcontext *c)
         *c = (CUcontext)&depth;
     }
     __atomic_sub_fetch(&depth, 1, __ATOMIC_SEQ_CST);
+    return CUDA_SUCCESS;
+}
+
+/* What perf/devmem.c (all_reduce_perf -M cuda) uses besides the above. */
+CUresult cuDeviceGet(CUdevice *d, int ordinal)
+{
+    if (ordinal != 0) {
+        return CUDA_ERROR_INVALID_DEVICE;
+    }
+    *d = 0;
+    return CUDA_SUCCESS;
+}
+CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d)
+{
+    (void)d;
+    *c = (CUcontext)&depth;
+    return CUDA_SUCCESS;
+}
+CUresult cuCtxSetCurrent(CUcontext c)
+{
+    (void)c;
+    return CUDA_SUCCESS;
+}
+CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n)
+{
+    void *m = fake_cuda_malloc(n);
+    *p = (CUdeviceptr)(uintptr_t)m;
+    return m ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+CUresult cuMemFree_v2(CUdeviceptr p)
+{
+    fake_cuda_free((void *)(uintptr_t)p);
     return CUDA_SUCCESS;
 }

@@ -7,8 +7,10 @@ TESTS += %reldir%/gpu_coll
 %canon_reldir%_gpu_coll_SOURCES = %reldir%/gpu_coll.c
 %canon_reldir%_gpu_coll_LDADD = libtempo.la $(CUDA_LDFLAGS) $(CUDA_LIBS)
 %canon_reldir%_gpu_coll_LDFLAGS = $(CUDA_RPATH)
-# gpu_coll's stand-in CUDA driver (fake_cuda.c), for its device cases on machines without a GPU.
-EXTRA_DIST += %reldir%/fake_cuda.c
+# gpu_coll's and perf_device.sh's stand-in CUDA driver (fake_cuda.c), for their device cases on
+# machines without a GPU; perf_device.sh: the perf programs' -M cuda on it.
+EXTRA_DIST += %reldir%/fake_cuda.c %reldir%/perf_device.sh
+TESTS += %reldir%/perf_device.sh
 if HAVE_CUDA
 check_DATA += %reldir%/fake/libcuda.so.1
 CLEANFILES += %reldir%/fake/libcuda.so.1
