@@ -142,6 +142,7 @@ struct tempo__cuda_stage {
     size_t rbytes;
     CUcontext ctx;       /* dev_recv's context */
     CUcontext host_ctx;  /* the context host was allocated in (a device buffer's) */
+    size_t host_len;     /* its length (a pooled buffer may be longer than this call needs) */
 };
 
 /* Page-locked memory is allocated and freed in a context: the device buffer's, pushed. */
@@ -167,6 +168,59 @@ static void host_free(CUcontext ctx, void *p)
             cu.ctx_pop(&old);
         }
     }
+}
+
+/* Page-locked buffers kept for the next calls: allocating them is slow (the driver pins every
+ * page: milliseconds for tens of MB), and a training step stages the same sizes again and again.
+ * A call takes the smallest free one of its context that fits (at most twice its size), else a
+ * new one; a finished call puts its buffer back, and the pool keeps at most POOL_MAX buffers and
+ * POOL_BYTES in all (beyond, the buffer is freed). */
+#define POOL_MAX 16
+#define POOL_BYTES ((size_t)1 << 30)
+static struct {
+    void *p;
+    size_t len;
+    CUcontext ctx;
+} pool[POOL_MAX];
+static size_t pool_bytes;
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static CUresult pool_get(CUcontext ctx, size_t n, void **p, size_t *len)
+{
+    pthread_mutex_lock(&pool_lock);
+    int best = -1;
+    for (int i = 0; i < POOL_MAX; i++) {
+        if (pool[i].p && pool[i].ctx == ctx && pool[i].len >= n && pool[i].len / 2 <= n &&
+            (best < 0 || pool[i].len < pool[best].len)) {
+            best = i;
+        }
+    }
+    if (best >= 0) {
+        *p = pool[best].p;
+        *len = pool[best].len;
+        pool_bytes -= pool[best].len;
+        pool[best].p = NULL;
+        pthread_mutex_unlock(&pool_lock);
+        return CUDA_SUCCESS;
+    }
+    pthread_mutex_unlock(&pool_lock);
+    *len = n;
+    return host_alloc(ctx, p, n);
+}
+
+static void pool_put(CUcontext ctx, void *p, size_t len)
+{
+    pthread_mutex_lock(&pool_lock);
+    for (int i = 0; i < POOL_MAX && pool_bytes + len <= POOL_BYTES; i++) {
+        if (!pool[i].p) {
+            pool[i].p = p, pool[i].len = len, pool[i].ctx = ctx;
+            pool_bytes += len;
+            pthread_mutex_unlock(&pool_lock);
+            return;
+        }
+    }
+    pthread_mutex_unlock(&pool_lock);
+    host_free(ctx, p);
 }
 
 static tempo_status_t copy(CUcontext ctx, void *dst, const void *src, size_t n, const char *what)
@@ -240,7 +294,7 @@ tempo_status_t tempo__cuda_stage(tempo_memtype_t memtype, const void **sendbuf_p
         return TEMPO_ERR_NOMEM;
     }
     g->host_ctx = sdev ? sctx : rctx;
-    CUresult r = host_alloc(g->host_ctx, &g->host, total ? total : 1);
+    CUresult r = pool_get(g->host_ctx, total ? total : 1, &g->host, &g->host_len);
     if (r != CUDA_SUCCESS) {
         tempo__free(g);
         return tempo__err(TEMPO_ERR_NOMEM, "CUDA device buffer: %zu bytes of page-locked host "
@@ -254,7 +308,7 @@ tempo_status_t tempo__cuda_stage(tempo_memtype_t memtype, const void **sendbuf_p
         st = copy(sctx, h, s, sbytes, "in");
     }
     if (st != TEMPO_OK) {
-        host_free(g->host_ctx, g->host);
+        pool_put(g->host_ctx, g->host, g->host_len);
         tempo__free(g);
         return st;
     }
@@ -280,7 +334,7 @@ tempo_status_t tempo__cuda_stage_done(tempo__cuda_stage_t *g, tempo_status_t st)
     if (st == TEMPO_OK && g->dev_recv) {
         st = copy(g->ctx, g->dev_recv, (char *)g->host + g->recv_at, g->rbytes, "out");
     }
-    host_free(g->host_ctx, g->host);
+    pool_put(g->host_ctx, g->host, g->host_len);
     tempo__free(g);
     return st;
 }

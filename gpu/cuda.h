@@ -8,7 +8,8 @@
  * This version stages: a call whose buffers are device memory runs on page-locked host copies
  * (copied in before the call is posted, copied out when the caller completes it: tempo_wait,
  * tempo_test or the blocking call), so every algorithm, the scheduled lane and the compressors
- * work on device buffers unchanged, at the cost of the copies.
+ * work on device buffers unchanged, at the cost of the copies. The page-locked buffers are kept
+ * for later calls (a pool per process, up to 16 buffers and 1 GiB).
  */
 #ifndef TEMPO_GPU_CUDA_H
 #define TEMPO_GPU_CUDA_H
