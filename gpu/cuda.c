@@ -255,7 +255,9 @@ tempo_status_t tempo__cuda_stage(tempo_memtype_t memtype, const void **sendbuf_p
         return TEMPO_OK;
     }
     char why[200];
-    if (!tempo__cuda_usable(why, sizeof(why))) {
+    /* (the reason is formatted only for the error: this runs in every call of a host without a
+     * usable driver, where a formatted reason per call measured 0.06 us on an 8-byte all-reduce) */
+    if (!tempo__cuda_usable(memtype == TEMPO_MEMTYPE_CUDA ? why : NULL, sizeof(why))) {
         if (memtype == TEMPO_MEMTYPE_CUDA) {
             return tempo__err(TEMPO_ERR_UNSUPPORTED,
                               "buffers declared CUDA device memory (tempo_attr_t.memtype), but %s",
