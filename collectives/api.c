@@ -461,6 +461,12 @@ static tempo_status_t post_locked(struct tempo_comm *c, const args_t *a, const t
     return tempo__op_launch(op, st, algo);
 }
 
+/* A stream-ordered call completed: its stream goes on (gpu/cuda.h). */
+static void stream_ready(tempo__op_t *op)
+{
+    tempo__cuda_stage_ready(op->cuda);
+}
+
 /* Release a request and its CUDA staging (results not copied out). */
 static void release(tempo__op_t *op)
 {
@@ -507,10 +513,17 @@ static tempo_status_t run(struct tempo_comm *c, const args_t *a, const tempo_att
         st = tempo__err(TEMPO_ERR_INVALID, "%s: unknown memtype %d", tempo__coll_name(a->coll),
                         (int)attr->memtype);
     }
+    int ordered = attr && (attr->field_mask & TEMPO_ATTR_STREAM);
+    if (st == TEMPO_OK && ordered && !w->thread_on) {
+        st = tempo__err(TEMPO_ERR_UNSUPPORTED, "%s: a CUDA stream (TEMPO_ATTR_STREAM) needs the "
+                        "progress thread, which TEMPO_PROGRESS_THREAD=0 turned off",
+                        tempo__coll_name(a->coll));
+    }
     if (st == TEMPO_OK) {
         tempo_memtype_t mt = attr && (attr->field_mask & TEMPO_ATTR_MEMTYPE) ? attr->memtype
                                                                            : TEMPO_MEMTYPE_AUTO;
-        st = tempo__cuda_stage(mt, &staged.sendbuf, sbytes, &staged.recvbuf, rbytes, &cuda);
+        st = tempo__cuda_stage(mt, ordered, ordered ? attr->stream : NULL, &staged.sendbuf,
+                               sbytes, &staged.recvbuf, rbytes, &cuda);
     }
     a = &staged;
     if (st != TEMPO_OK) {
@@ -540,6 +553,14 @@ static tempo_status_t run(struct tempo_comm *c, const args_t *a, const tempo_att
         return comm_err(c, st);
     }
     op->cuda = cuda;
+    if (ordered && st >= 0) {
+        /* its stream waits for it: let the stream go on when it completes (engine), or now */
+        op->on_complete = stream_ready;
+        tempo__cuda_stage_arm(cuda); /* (a failure is the request's: tempo__cuda_stage_done) */
+        if (op->status != TEMPO_INPROGRESS) {
+            tempo__cuda_stage_ready(cuda);
+        }
+    }
     if (req_p) {
         /* Non-blocking: errors found at posting are returned now. */
         if (st < 0) {

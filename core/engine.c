@@ -160,6 +160,9 @@ static void op_complete(tempo__op_t *op, tempo_status_t st)
     tempo__list_remove(&op->link);
     op->status = st;
     tempo__trace_op_end(op->comm->world, op);
+    if (op->on_complete) {
+        op->on_complete(op);
+    }
 }
 
 void tempo__op_park(tempo__op_t *op)

@@ -184,6 +184,7 @@ struct tempo__op {
     int trace_slot;         /* trace track while running, -1 when not traced */
     struct tempo__cuda_stage *cuda; /* CUDA device buffers: the call's host copies (gpu/cuda.h),
                                      * finished with the request (collectives/api.c); NULL: none */
+    void (*on_complete)(tempo__op_t *op); /* called when it completes (engine), NULL: nothing */
     char errmsg[TEMPO_ERRMSG_LEN];
 };
 

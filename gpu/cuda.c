@@ -6,6 +6,16 @@
  * for cudaMalloc). Copies run in the caller's thread (when a call is posted and when it is
  * completed); the pointer's context is pushed for the copy and popped after, so that the calling
  * thread needs no current context and keeps the one it had.
+ *
+ * Stream-ordered calls (TEMPO_ATTR_STREAM): the send side is copied in on the caller's stream,
+ * after the work already there (the caller's thread waits for that copy: the call needs the data
+ * on the host); then the stream is made to wait for a flag in the page-locked buffer
+ * (cuStreamWaitValue32), and to copy the result out after it. The engine sets the flag when the
+ * call completes (tempo__cuda_stage_ready, from whichever thread completes it: the progress
+ * thread, or a waiting caller), so the stream goes on without the caller waiting for the
+ * request. A call that fails or is abandoned sets it too (the stream must not wait forever; the
+ * receive buffer's contents are then undefined, as NCCL's are). The buffer goes back to the pool
+ * once an event recorded after the copy out has passed.
  */
 #include "config.h"
 
@@ -34,12 +44,24 @@ static struct {
     CUresult (*host_free)(void *);
     CUresult (*ctx_push)(CUcontext);
     CUresult (*ctx_pop)(CUcontext *);
+    /* stream-ordered calls (TEMPO_ATTR_STREAM); optional: NULL where the driver lacks one */
+    CUresult (*dtoh_async)(void *, CUdeviceptr, size_t, CUstream);
+    CUresult (*htod_async)(CUdeviceptr, const void *, size_t, CUstream);
+    CUresult (*wait_value)(CUstream, CUdeviceptr, cuuint32_t, unsigned);
+    CUresult (*host_devptr)(CUdeviceptr *, void *, unsigned);
+    CUresult (*stream_ctx)(CUstream, CUcontext *);
+    CUresult (*event_create)(CUevent *, unsigned);
+    CUresult (*event_record)(CUevent, CUstream);
+    CUresult (*event_sync)(CUevent);
+    CUresult (*event_query)(CUevent);
+    CUresult (*event_destroy)(CUevent);
 } cu;
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int usable;
 static char why_not[200];
 static int ndevices, driver_version;
+static const char *no_streams; /* the stream entry point the driver lacks, NULL: it has them all */
 
 static void load(void)
 {
@@ -55,22 +77,36 @@ static void load(void)
     static const struct {
         const char *name;
         void **slot;
+        int streams; /* needed only by stream-ordered calls: their absence disables those */
     } syms[] = {
-        {"cuInit", (void **)&cu.init},
-        {"cuDriverGetVersion", (void **)&cu.driver_version},
-        {"cuDeviceGetCount", (void **)&cu.device_count},
-        {"cuGetErrorString", (void **)&cu.error_string},
-        {"cuPointerGetAttributes", (void **)&cu.pointer_attributes},
-        {"cuMemcpy", (void **)&cu.memcpy},
-        {"cuMemAllocHost_v2", (void **)&cu.host_alloc},
-        {"cuMemFreeHost", (void **)&cu.host_free},
-        {"cuCtxPushCurrent_v2", (void **)&cu.ctx_push},
-        {"cuCtxPopCurrent_v2", (void **)&cu.ctx_pop},
+        {"cuInit", (void **)&cu.init, 0},
+        {"cuDriverGetVersion", (void **)&cu.driver_version, 0},
+        {"cuDeviceGetCount", (void **)&cu.device_count, 0},
+        {"cuGetErrorString", (void **)&cu.error_string, 0},
+        {"cuPointerGetAttributes", (void **)&cu.pointer_attributes, 0},
+        {"cuMemcpy", (void **)&cu.memcpy, 0},
+        {"cuMemAllocHost_v2", (void **)&cu.host_alloc, 0},
+        {"cuMemFreeHost", (void **)&cu.host_free, 0},
+        {"cuCtxPushCurrent_v2", (void **)&cu.ctx_push, 0},
+        {"cuCtxPopCurrent_v2", (void **)&cu.ctx_pop, 0},
+        {"cuMemcpyDtoHAsync_v2", (void **)&cu.dtoh_async, 1},
+        {"cuMemcpyHtoDAsync_v2", (void **)&cu.htod_async, 1},
+        {"cuStreamWaitValue32_v2", (void **)&cu.wait_value, 1},
+        {"cuMemHostGetDevicePointer_v2", (void **)&cu.host_devptr, 1},
+        {"cuStreamGetCtx", (void **)&cu.stream_ctx, 1},
+        {"cuEventCreate", (void **)&cu.event_create, 1},
+        {"cuEventRecord", (void **)&cu.event_record, 1},
+        {"cuEventSynchronize", (void **)&cu.event_sync, 1},
+        {"cuEventQuery", (void **)&cu.event_query, 1},
+        {"cuEventDestroy_v2", (void **)&cu.event_destroy, 1},
     };
     for (size_t i = 0; i < TEMPO_ARRAY_SIZE(syms); i++) {
         if (!(*syms[i].slot = dlsym(h, syms[i].name))) {
-            snprintf(why_not, sizeof(why_not), "the CUDA driver lacks %s", syms[i].name);
-            return;
+            if (!syms[i].streams) {
+                snprintf(why_not, sizeof(why_not), "the CUDA driver lacks %s", syms[i].name);
+                return;
+            }
+            no_streams = no_streams ? no_streams : syms[i].name;
         }
     }
     CUresult r = cu.init(0);
@@ -143,6 +179,13 @@ struct tempo__cuda_stage {
     CUcontext ctx;       /* dev_recv's context */
     CUcontext host_ctx;  /* the context host was allocated in (a device buffer's) */
     size_t host_len;     /* its length (a pooled buffer may be longer than this call needs) */
+    /* Stream-ordered (TEMPO_ATTR_STREAM): the stream waits for *flag to become 1 (set when the
+     * call completes), then copies the result out; event marks when host may be reused. */
+    CUstream stream;
+    uint32_t *flag;      /* in host, NULL: not stream-ordered */
+    CUevent event;
+    tempo_status_t armed; /* tempo__cuda_stage_arm's failure, TEMPO_OK: none */
+    char armed_msg[200];  /* its text */
 };
 
 /* Page-locked memory is allocated and freed in a context: the device buffer's, pushed. */
@@ -174,7 +217,9 @@ static void host_free(CUcontext ctx, void *p)
  * page: milliseconds for tens of MB), and a training step stages the same sizes again and again.
  * A call takes the smallest free one of its context that fits (at most twice its size), else a
  * new one; a finished call puts its buffer back, and the pool keeps at most POOL_MAX buffers and
- * POOL_BYTES in all (beyond, the buffer is freed). */
+ * POOL_BYTES in all (beyond, the buffer is freed). A stream-ordered call's buffer is still read
+ * by its stream after the call completes: it waits on the retired list until its event has
+ * passed. */
 #define POOL_MAX 16
 #define POOL_BYTES ((size_t)1 << 30)
 static struct {
@@ -184,9 +229,67 @@ static struct {
 } pool[POOL_MAX];
 static size_t pool_bytes;
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+typedef struct retired {
+    struct retired *next;
+    void *p;
+    size_t len;
+    CUcontext ctx;
+    CUevent event;
+} retired_t;
+static retired_t *retired;
+
+static void pool_put(CUcontext ctx, void *p, size_t len);
+
+/* Whether a stream has passed event (queried in its context). */
+static int event_passed(CUcontext ctx, CUevent ev)
+{
+    CUcontext old;
+    if (ctx && cu.ctx_push(ctx) != CUDA_SUCCESS) {
+        return 0;
+    }
+    CUresult r = cu.event_query(ev);
+    if (r != CUDA_ERROR_NOT_READY) {
+        cu.event_destroy(ev);
+    }
+    if (ctx) {
+        cu.ctx_pop(&old);
+    }
+    return r != CUDA_ERROR_NOT_READY; /* passed, or failed: the stream will not read it */
+}
+
+/* Retired buffers whose streams have passed their events go back to the pool. */
+static void sweep(void)
+{
+    pthread_mutex_lock(&pool_lock);
+    retired_t *list = retired, *keep = NULL;
+    retired = NULL;
+    pthread_mutex_unlock(&pool_lock);
+    while (list) {
+        retired_t *e = list;
+        list = e->next;
+        if (event_passed(e->ctx, e->event)) {
+            pool_put(e->ctx, e->p, e->len);
+            free(e);
+        } else {
+            e->next = keep;
+            keep = e;
+        }
+    }
+    pthread_mutex_lock(&pool_lock);
+    while (keep) {
+        retired_t *e = keep;
+        keep = e->next;
+        e->next = retired;
+        retired = e;
+    }
+    pthread_mutex_unlock(&pool_lock);
+}
 
 static CUresult pool_get(CUcontext ctx, size_t n, void **p, size_t *len)
 {
+    if (retired) { /* (read unlocked: a hint; sweep takes the lock) */
+        sweep();
+    }
     pthread_mutex_lock(&pool_lock);
     int best = -1;
     for (int i = 0; i < POOL_MAX; i++) {
@@ -223,6 +326,33 @@ static void pool_put(CUcontext ctx, void *p, size_t len)
     host_free(ctx, p);
 }
 
+/* The staging buffer of g goes back: now, or once its stream has passed its event. */
+static void stage_free(tempo__cuda_stage_t *g)
+{
+    if (g->event && !event_passed(g->host_ctx, g->event)) {
+        retired_t *e = malloc(sizeof(*e));
+        if (e) {
+            *e = (retired_t){NULL, g->host, g->host_len, g->host_ctx, g->event};
+            pthread_mutex_lock(&pool_lock);
+            e->next = retired;
+            retired = e;
+            pthread_mutex_unlock(&pool_lock);
+            tempo__free(g);
+            return;
+        }
+        CUcontext old; /* no memory to remember it by: wait for it */
+        if (!g->host_ctx || cu.ctx_push(g->host_ctx) == CUDA_SUCCESS) {
+            cu.event_sync(g->event);
+            cu.event_destroy(g->event);
+            if (g->host_ctx) {
+                cu.ctx_pop(&old);
+            }
+        }
+    }
+    pool_put(g->host_ctx, g->host, g->host_len);
+    tempo__free(g);
+}
+
 static tempo_status_t copy(CUcontext ctx, void *dst, const void *src, size_t n, const char *what)
 {
     if (!n) {
@@ -243,21 +373,87 @@ static tempo_status_t copy(CUcontext ctx, void *dst, const void *src, size_t n, 
     return TEMPO_OK;
 }
 
-tempo_status_t tempo__cuda_stage(tempo_memtype_t memtype, const void **sendbuf_p, size_t sbytes,
-                                 void **recvbuf_p, size_t rbytes, tempo__cuda_stage_t **stage_p)
+/* Run f(args) with ctx pushed (NULL: the current context). */
+#define IN_CTX(ctx, r, call)                                                                       \
+    do {                                                                                           \
+        CUcontext old_;                                                                            \
+        (r) = (ctx) ? cu.ctx_push(ctx) : CUDA_SUCCESS;                                             \
+        if ((r) == CUDA_SUCCESS) {                                                                 \
+            (r) = (call);                                                                          \
+            if (ctx) {                                                                             \
+                cu.ctx_pop(&old_);                                                                 \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+
+static tempo_status_t stream_err(const char *what, CUresult r)
+{
+    return tempo__err(TEMPO_ERR_SYSTEM, "CUDA stream (TEMPO_ATTR_STREAM): %s: %s", what, cu_err(r));
+}
+
+/* A stream-ordered call's send side, copied in after the stream's earlier work; the caller
+ * waits for it here: the call needs the data on the host. */
+static CUresult stream_copy_in(tempo__cuda_stage_t *g, const void *in, size_t in_bytes)
+{
+    CUresult r = cu.event_create(&g->event, CU_EVENT_DISABLE_TIMING);
+    if (r == CUDA_SUCCESS && in_bytes) {
+        r = cu.dtoh_async(g->host, (CUdeviceptr)(uintptr_t)in, in_bytes, g->stream);
+        r = r == CUDA_SUCCESS ? cu.event_record(g->event, g->stream) : r;
+        r = r == CUDA_SUCCESS ? cu.event_sync(g->event) : r;
+    }
+    return r;
+}
+
+/* The stream waits for the flag, copies the result out, and records the event after it. */
+static CUresult stream_arm(tempo__cuda_stage_t *g)
+{
+    CUdeviceptr fp = 0;
+    CUresult r = cu.host_devptr(&fp, g->flag, 0);
+    r = r == CUDA_SUCCESS ? cu.wait_value(g->stream, fp, 1, CU_STREAM_WAIT_VALUE_EQ) : r;
+    if (r == CUDA_SUCCESS && g->dev_recv) {
+        r = cu.htod_async((CUdeviceptr)(uintptr_t)g->dev_recv, (char *)g->host + g->recv_at,
+                          g->rbytes, g->stream);
+    }
+    return r == CUDA_SUCCESS ? cu.event_record(g->event, g->stream) : r;
+}
+
+tempo_status_t tempo__cuda_stage_arm(tempo__cuda_stage_t *g)
+{
+    if (!g || !g->flag) {
+        return TEMPO_OK;
+    }
+    CUresult r;
+    IN_CTX(g->host_ctx, r, stream_arm(g));
+    if (r != CUDA_SUCCESS) {
+        tempo__cuda_stage_ready(g); /* (a wait already enqueued must not hold the stream) */
+        g->armed = stream_err("making it wait for the call", r);
+        snprintf(g->armed_msg, sizeof(g->armed_msg), "%s", tempo__errmsg());
+        return g->armed;
+    }
+    return TEMPO_OK;
+}
+
+tempo_status_t tempo__cuda_stage(tempo_memtype_t memtype, int ordered, void *stream,
+                                 const void **sendbuf_p, size_t sbytes, void **recvbuf_p,
+                                 size_t rbytes, tempo__cuda_stage_t **stage_p)
 {
     *stage_p = NULL;
     const char *s = *sendbuf_p;
     char *rv = *recvbuf_p;
     s = sbytes ? s : NULL;
     rv = rbytes ? rv : NULL;
-    if (memtype == TEMPO_MEMTYPE_HOST || (!s && !rv)) {
+    if (!ordered && (memtype == TEMPO_MEMTYPE_HOST || (!s && !rv))) {
         return TEMPO_OK;
     }
     char why[200];
     /* (the reason is formatted only for the error: this runs in every call of a host without a
      * usable driver, where a formatted reason per call measured 0.06 us on an 8-byte all-reduce) */
-    if (!tempo__cuda_usable(memtype == TEMPO_MEMTYPE_CUDA ? why : NULL, sizeof(why))) {
+    int need = memtype == TEMPO_MEMTYPE_CUDA || ordered;
+    if (!tempo__cuda_usable(need ? why : NULL, sizeof(why))) {
+        if (ordered) {
+            return tempo__err(TEMPO_ERR_UNSUPPORTED,
+                              "a CUDA stream (TEMPO_ATTR_STREAM), but %s", why);
+        }
         if (memtype == TEMPO_MEMTYPE_CUDA) {
             return tempo__err(TEMPO_ERR_UNSUPPORTED,
                               "buffers declared CUDA device memory (tempo_attr_t.memtype), but %s",
@@ -265,21 +461,34 @@ tempo_status_t tempo__cuda_stage(tempo_memtype_t memtype, const void **sendbuf_p
         }
         return TEMPO_OK;
     }
+    if (ordered && no_streams) {
+        return tempo__err(TEMPO_ERR_UNSUPPORTED, "a CUDA stream (TEMPO_ATTR_STREAM), but the "
+                          "CUDA driver lacks %s", no_streams);
+    }
     CUcontext sctx = NULL, rctx = NULL;
-    int sdev = s && query(s, &sctx) == CU_MEMORYTYPE_DEVICE;
-    int rdev = rv && query(rv, &rctx) == CU_MEMORYTYPE_DEVICE;
-    if (memtype == TEMPO_MEMTYPE_CUDA && ((s && !sdev) || (rv && !rdev))) {
+    int sdev = s && memtype != TEMPO_MEMTYPE_HOST && query(s, &sctx) == CU_MEMORYTYPE_DEVICE;
+    int rdev = rv && memtype != TEMPO_MEMTYPE_HOST && query(rv, &rctx) == CU_MEMORYTYPE_DEVICE;
+    if ((memtype == TEMPO_MEMTYPE_CUDA || ordered) && ((s && !sdev) || (rv && !rdev))) {
         return tempo__err(TEMPO_ERR_INVALID,
-                          "buffers declared CUDA device memory (tempo_attr_t.memtype), but the "
-                          "%s buffer is not",
+                          "%s, but the %s buffer is not CUDA device memory",
+                          ordered ? "a CUDA stream orders device buffers (TEMPO_ATTR_STREAM)"
+                                  : "buffers declared CUDA device memory (tempo_attr_t.memtype)",
                           s && !sdev ? "send" : "receive");
     }
+    CUcontext octx = NULL; /* a call without buffers (a barrier): the stream's context */
     if (!sdev && !rdev) {
-        return TEMPO_OK;
+        if (!ordered) {
+            return TEMPO_OK;
+        }
+        CUresult r = cu.stream_ctx((CUstream)stream, &octx);
+        if (r != CUDA_SUCCESS) {
+            return tempo__err(TEMPO_ERR_INVALID, "CUDA stream (TEMPO_ATTR_STREAM): its context: %s",
+                              cu_err(r));
+        }
     }
     /* One host region. Where one buffer lies inside the other (in place, and the in-place layouts
      * of reduce-scatter and all-gather), the inner one is the same offset into the outer one's
-     * copy, and the outer one is copied in whole. */
+     * copy, and the outer one is copied in whole. A stream-ordered call's flag follows. */
     size_t send_at = 0, recv_at = 0, total;
     int nested = sdev && rdev && rv >= s && rv + rbytes <= s + sbytes;
     int nested_r = sdev && rdev && !nested && s >= rv && s + sbytes <= rv + rbytes;
@@ -291,11 +500,13 @@ tempo_status_t tempo__cuda_stage(tempo_memtype_t memtype, const void **sendbuf_p
         recv_at = sdev ? TEMPO_ALIGN_UP(sbytes, 64) : 0;
         total = recv_at + (rdev ? rbytes : 0);
     }
+    size_t flag_at = TEMPO_ALIGN_UP(total, 64);
+    total = ordered ? flag_at + sizeof(uint32_t) : total;
     tempo__cuda_stage_t *g = tempo__calloc(1, sizeof(*g), "CUDA staging");
     if (!g) {
         return TEMPO_ERR_NOMEM;
     }
-    g->host_ctx = sdev ? sctx : rctx;
+    g->host_ctx = sdev ? sctx : rdev ? rctx : octx;
     CUresult r = pool_get(g->host_ctx, total ? total : 1, &g->host, &g->host_len);
     if (r != CUDA_SUCCESS) {
         tempo__free(g);
@@ -303,15 +514,29 @@ tempo_status_t tempo__cuda_stage(tempo_memtype_t memtype, const void **sendbuf_p
                           "memory for its copy: %s", total, cu_err(r));
     }
     char *h = g->host;
+    if (rdev) {
+        g->dev_recv = rv;
+        g->recv_at = recv_at;
+        g->rbytes = rbytes;
+        g->ctx = rctx;
+    }
     tempo_status_t st = TEMPO_OK;
-    if (nested_r) { /* the send data is inside the receive buffer: copy that in whole */
-        st = copy(rctx, h, rv, rbytes, "in");
-    } else if (sdev) {
-        st = copy(sctx, h, s, sbytes, "in");
+    const char *in = nested_r ? rv : sdev ? s : NULL; /* the send data, or the buffer around it */
+    size_t in_bytes = nested_r ? rbytes : sdev ? sbytes : 0;
+    if (ordered) {
+        g->stream = (CUstream)stream;
+        g->flag = (uint32_t *)(void *)(h + flag_at);
+        __atomic_store_n(g->flag, 0, __ATOMIC_RELEASE);
+        CUresult r2;
+        IN_CTX(g->host_ctx, r2, stream_copy_in(g, in, in_bytes));
+        if (r2 != CUDA_SUCCESS) {
+            st = stream_err("copying the send buffer in", r2);
+        }
+    } else if (in) {
+        st = copy(nested_r ? rctx : sctx, h, in, in_bytes, "in");
     }
     if (st != TEMPO_OK) {
-        pool_put(g->host_ctx, g->host, g->host_len);
-        tempo__free(g);
+        stage_free(g);
         return st;
     }
     if (sdev) {
@@ -319,13 +544,16 @@ tempo_status_t tempo__cuda_stage(tempo_memtype_t memtype, const void **sendbuf_p
     }
     if (rdev) {
         *recvbuf_p = h + recv_at;
-        g->dev_recv = rv;
-        g->recv_at = recv_at;
-        g->rbytes = rbytes;
-        g->ctx = rctx;
     }
     *stage_p = g;
     return TEMPO_OK;
+}
+
+void tempo__cuda_stage_ready(tempo__cuda_stage_t *g)
+{
+    if (g && g->flag) {
+        __atomic_store_n(g->flag, 1, __ATOMIC_RELEASE); /* the result is in host: the stream goes on */
+    }
 }
 
 tempo_status_t tempo__cuda_stage_done(tempo__cuda_stage_t *g, tempo_status_t st)
@@ -333,11 +561,15 @@ tempo_status_t tempo__cuda_stage_done(tempo__cuda_stage_t *g, tempo_status_t st)
     if (!g) {
         return st;
     }
-    if (st == TEMPO_OK && g->dev_recv) {
+    if (g->flag) {
+        tempo__cuda_stage_ready(g); /* (already, unless the call was abandoned) */
+        if (st == TEMPO_OK && g->armed != TEMPO_OK) {
+            st = tempo__err(g->armed, "%s", g->armed_msg); /* the result never reached the stream */
+        }
+    } else if (st == TEMPO_OK && g->dev_recv) {
         st = copy(g->ctx, g->dev_recv, (char *)g->host + g->recv_at, g->rbytes, "out");
     }
-    pool_put(g->host_ctx, g->host, g->host_len);
-    tempo__free(g);
+    stage_free(g);
     return st;
 }
 
@@ -348,8 +580,14 @@ void tempo__cuda_describe(char *buf, size_t len)
         snprintf(buf, len, "device buffers unusable here: %s", why);
         return;
     }
-    snprintf(buf, len, "driver %d.%d, %d device%s; device buffers staged through host memory",
-             driver_version / 1000, driver_version % 1000 / 10, ndevices, ndevices == 1 ? "" : "s");
+    char streams[120] = "stream-ordered calls";
+    if (no_streams) {
+        snprintf(streams, sizeof(streams), "no stream-ordered calls (the driver lacks %s)",
+                 no_streams);
+    }
+    snprintf(buf, len, "driver %d.%d, %d device%s; device buffers staged through host memory; %s",
+             driver_version / 1000, driver_version % 1000 / 10, ndevices, ndevices == 1 ? "" : "s",
+             streams);
 }
 
 #else /* !TEMPO_HAVE_CUDA */
@@ -368,15 +606,31 @@ tempo_memtype_t tempo__cuda_memtype(const void *p)
     return TEMPO_MEMTYPE_HOST;
 }
 
-tempo_status_t tempo__cuda_stage(tempo_memtype_t memtype, const void **sendbuf_p, size_t sbytes,
-                                 void **recvbuf_p, size_t rbytes, tempo__cuda_stage_t **stage_p)
+tempo_status_t tempo__cuda_stage(tempo_memtype_t memtype, int ordered, void *stream,
+                                 const void **sendbuf_p, size_t sbytes, void **recvbuf_p,
+                                 size_t rbytes, tempo__cuda_stage_t **stage_p)
 {
-    (void)sendbuf_p, (void)sbytes, (void)recvbuf_p, (void)rbytes;
+    (void)sendbuf_p, (void)sbytes, (void)recvbuf_p, (void)rbytes, (void)stream;
     *stage_p = NULL;
+    if (ordered) {
+        return tempo__err(TEMPO_ERR_UNSUPPORTED, "a CUDA stream (TEMPO_ATTR_STREAM), but this "
+                          "build has no CUDA");
+    }
     if (memtype == TEMPO_MEMTYPE_CUDA) {
         return tempo__err(TEMPO_ERR_UNSUPPORTED, "buffers declared CUDA device memory "
                           "(tempo_attr_t.memtype), but this build has no CUDA");
     }
+    return TEMPO_OK;
+}
+
+void tempo__cuda_stage_ready(tempo__cuda_stage_t *g)
+{
+    (void)g;
+}
+
+tempo_status_t tempo__cuda_stage_arm(tempo__cuda_stage_t *g)
+{
+    (void)g;
     return TEMPO_OK;
 }
 

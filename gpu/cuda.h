@@ -10,6 +10,9 @@
  * tempo_test or the blocking call), so every algorithm, the scheduled lane and the compressors
  * work on device buffers unchanged, at the cost of the copies. The page-locked buffers are kept
  * for later calls (a pool per process, up to 16 buffers and 1 GiB).
+ *
+ * With a CUDA stream (TEMPO_ATTR_STREAM) the copies are stream-ordered: in after the stream's
+ * earlier work, out when the call completes, before the stream's later work (gpu/cuda.c).
  */
 #ifndef TEMPO_GPU_CUDA_H
 #define TEMPO_GPU_CUDA_H
@@ -33,13 +36,31 @@ typedef struct tempo__cuda_stage tempo__cuda_stage_t;
 /** Stage the buffers of a call: *sendbuf_p (sbytes, NULL or not needed: 0) and *recvbuf_p
  *  (rbytes) are replaced by host copies where they are device memory (declared: memtype; or
  *  found, TEMPO_MEMTYPE_AUTO), the send side copied in now. *stage_p is NULL when nothing is
- *  device memory. Errors: TEMPO_ERR_UNSUPPORTED (declared CUDA memory where the driver is not
- *  usable), TEMPO_ERR_NOMEM, TEMPO_ERR_SYSTEM (a failed copy), with a message. */
-tempo_status_t tempo__cuda_stage(tempo_memtype_t memtype, const void **sendbuf_p, size_t sbytes,
-                                 void **recvbuf_p, size_t rbytes, tempo__cuda_stage_t **stage_p);
+ *  device memory. ordered: the call is ordered on the CUDA stream `stream` (every non-empty
+ *  buffer must be device memory; a call without buffers makes the stream wait for it; the send
+ *  side is copied in on the stream, after its earlier work), and the caller must call
+ *  tempo__cuda_stage_arm once the call is posted and tempo__cuda_stage_ready when it
+ *  completes. Errors: TEMPO_ERR_UNSUPPORTED
+ *  (declared CUDA memory, or a stream, where the driver is not usable), TEMPO_ERR_INVALID (a
+ *  declared or stream-ordered buffer that is not device memory), TEMPO_ERR_NOMEM,
+ *  TEMPO_ERR_SYSTEM (a failed copy), with a message. */
+tempo_status_t tempo__cuda_stage(tempo_memtype_t memtype, int ordered, void *stream,
+                                 const void **sendbuf_p, size_t sbytes, void **recvbuf_p,
+                                 size_t rbytes, tempo__cuda_stage_t **stage_p);
 
-/** The call completed with status st: copy the result out where it succeeded, free the staging.
- *  Returns st, or the copy's error. */
+/** The call of a stream-ordered stage was posted: make its stream wait for the call and copy
+ *  the result out after it (before the call is posted, a call that fails at posting would leave
+ *  the stream a copy of nothing into the receive buffer). NULL or not stream-ordered: nothing.
+ *  Error: TEMPO_ERR_SYSTEM with the message (the call then runs, and completes with that error:
+ *  its result never reaches the stream). */
+tempo_status_t tempo__cuda_stage_arm(tempo__cuda_stage_t *g);
+
+/** The call of a stream-ordered stage completed (whatever its status): its stream goes on.
+ *  Cheap (one store), for any thread; NULL or a stage without a stream: nothing. */
+void tempo__cuda_stage_ready(tempo__cuda_stage_t *g);
+
+/** The call completed with status st: copy the result out where it succeeded (a stream-ordered
+ *  stage: its stream does), free the staging. Returns st, or the copy's error. */
 tempo_status_t tempo__cuda_stage_done(tempo__cuda_stage_t *g, tempo_status_t st);
 
 /** One line for tempo-info -b: the driver, its version and the devices, or why not. */

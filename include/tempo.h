@@ -260,7 +260,8 @@ enum {
     TEMPO_ATTR_NAME = 1u << 3,       /**< name */
     TEMPO_ATTR_CHUNK_BYTES = 1u << 4, /**< chunk_bytes */
     TEMPO_ATTR_COMPRESSOR = 1u << 5,  /**< compressor */
-    TEMPO_ATTR_MEMTYPE = 1u << 6      /**< memtype */
+    TEMPO_ATTR_MEMTYPE = 1u << 6,     /**< memtype */
+    TEMPO_ATTR_STREAM = 1u << 7       /**< stream */
 };
 
 /**
@@ -355,6 +356,19 @@ typedef struct tempo_attr {
      *  CUDA driver where one is loaded (libcuda.so.1, at run time; libtempo does not link CUDA);
      *  TEMPO_MEMTYPE_HOST skips the lookup. The ranks of a call need not agree on it. */
     tempo_memtype_t memtype;
+    /** A CUDA stream (cudaStream_t or CUstream; NULL with the bit set: the legacy default stream)
+     *  that orders the call, as NCCL's calls are ordered: it reads its input after the work
+     *  already on the stream, and the stream's later work sees its result, without the caller
+     *  waiting for the request. Every non-empty buffer must be CUDA device memory
+     *  (TEMPO_ERR_INVALID otherwise); a call without buffers (a barrier) makes the stream wait
+     *  for it. In this version (host staging) the posting call waits on the host for the
+     *  stream's earlier work (its input is copied to the host), and the progress thread lets the
+     *  stream go on when the call completes: TEMPO_PROGRESS_THREAD=0 refuses the attribute. The
+     *  request must still be completed (tempo_wait or tempo_test): that is where its status is;
+     *  if the call fails, the stream still goes on and the receive buffer's contents are
+     *  undefined. TEMPO_ERR_UNSUPPORTED where the CUDA driver is not usable. The ranks of a call
+     *  need not agree on it. */
+    void *stream;
 } tempo_attr_t;
 
 /* ============================================================================================== */

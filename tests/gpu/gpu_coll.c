@@ -19,7 +19,11 @@
  *              place and in place), reduce-scatter, all-gather (and in place), broadcast, reduce,
  *              all-to-all, send/recv around a ring, non-blocking scheduled all-reduces with
  *              priorities, and an all-reduce with rank 0's buffers on the device and the others'
- *              on the host; every element of every result exact, read back from the device
+ *              on the host; every element of every result exact, read back from the device;
+ *              then stream-ordered calls (TEMPO_ATTR_STREAM, rank_stream below)
+ *   no progress thread   TEMPO_PROGRESS_THREAD=0 refuses a stream (fake driver), device buffers
+ *              without one still work
+ * (invalid also checks that a stream without a usable driver is TEMPO_ERR_UNSUPPORTED.)
  */
 #include "config.h"
 
@@ -35,7 +39,7 @@
 #include <cuda_runtime_api.h>
 #endif
 
-enum { V_INVALID, V_DECLARED, V_ONE_RANK, V_FAKE, V_DEVICE };
+enum { V_INVALID, V_DECLARED, V_ONE_RANK, V_FAKE, V_NOTHREAD, V_DEVICE };
 
 typedef struct {
     int variant;
@@ -74,6 +78,11 @@ static int rank_invalid(tempo_comm_t comm, int rank, int size)
     int ok = rk_check(st == TEMPO_ERR_INVALID && strstr(tempo_last_error(comm), "memtype"),
                       "invalid: rank %d: memtype 7 is TEMPO_ERR_INVALID (%s)", rank,
                       tempo_last_error(comm));
+    tempo_attr_t sa = {.field_mask = TEMPO_ATTR_STREAM};
+    host_allreduce(comm, rank, size, &sa, &st);
+    ok &= rk_check(st == TEMPO_ERR_UNSUPPORTED && strstr(tempo_last_error(comm), "CUDA stream"),
+                   "invalid: rank %d: a CUDA stream without a usable driver: %s (%s)", rank,
+                   tempo_status_name(st), tempo_last_error(comm));
     at.memtype = TEMPO_MEMTYPE_HOST;
     long bad = host_allreduce(comm, rank, size, &at, &st);
     ok &= rk_check(st == TEMPO_OK && bad == 0, "invalid: rank %d: then an all-reduce declared "
@@ -212,6 +221,153 @@ static double want_ring(size_t i, void *c)
 {
     const want_t *w = c; /* from the previous rank */
     return val((w->rank + w->n - 1) % w->n, i, TEMPO_SUM);
+}
+
+/* The driver's stream entry points (the stand-in's, or libcuda's), for the stream cases. */
+static struct {
+    int (*create)(void **, unsigned);
+    int (*destroy)(void *);
+    int (*fill)(unsigned long long, unsigned, size_t, void *);
+    int (*dtoh)(void *, unsigned long long, size_t, void *);
+    int (*query)(void *);
+} sd;
+
+/* Whether stream passes all its work within 30 s (polled: a stream left waiting forever fails
+ * the point instead of hanging the test). */
+static int stream_passes(void *stream)
+{
+    double t0 = rk_now();
+    while (sd.query(stream) != 0) {
+        if (rk_now() - t0 > 30) {
+            return 0;
+        }
+        usleep(200);
+    }
+    return 1;
+}
+
+/* Stream-ordered calls (TEMPO_ATTR_STREAM) on a non-blocking stream: the input is written by a
+ * memset enqueued just before the call (on the stand-in driver it takes 30 ms:
+ * FAKE_CUDA_MEMSET_MS), the result read back by a copy enqueued just after it, and the stream
+ * synchronized before the request is waited for: a call that read its input without waiting for
+ * the stream reads -99, and one that copied its result out only in tempo_wait leaves -99 in the
+ * copy. Every element exact; then a barrier on the stream, host buffers (TEMPO_ERR_INVALID on
+ * every rank), and last disagreeing counts: the call fails on every rank and the stream still
+ * goes on (its receive buffer undefined). */
+static int rank_stream(tempo_comm_t comm, int rank, int n, int fake)
+{
+    const char *path = fake ? getenv("TEMPO_CUDA_DRIVER") : "libcuda.so.1";
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    sd.create = lib ? (int (*)(void **, unsigned))dlsym(lib, "cuStreamCreate") : NULL;
+    sd.destroy = lib ? (int (*)(void *))dlsym(lib, "cuStreamDestroy_v2") : NULL;
+    sd.fill = lib ? (int (*)(unsigned long long, unsigned, size_t, void *))dlsym(
+                        lib, "cuMemsetD32Async") : NULL;
+    sd.dtoh = lib ? (int (*)(void *, unsigned long long, size_t, void *))dlsym(
+                        lib, "cuMemcpyDtoHAsync_v2") : NULL;
+    sd.query = lib ? (int (*)(void *))dlsym(lib, "cuStreamQuery") : NULL;
+    void *stream = NULL;
+    int ok = rk_check(sd.create && sd.destroy && sd.fill && sd.dtoh && sd.query &&
+                      sd.create(&stream, 1 /* CU_STREAM_NON_BLOCKING */) == 0,
+                      "stream: rank %d: a stream from %s", rank, path);
+    if (!ok) {
+        return 0;
+    }
+    const size_t count = 100003;
+    float *h = malloc(count * sizeof(float));
+    for (size_t i = 0; i < count; i++) {
+        h[i] = -99;
+    }
+    float mine = (float)(rank + 1), want = (float)(n * (n + 1) / 2);
+    unsigned bits;
+    memcpy(&bits, &mine, 4);
+    for (int sched = 0; sched < 2; sched++) {
+        void *s = dev_from(TEMPO_FLOAT32, count, h), *r = sched ? s : dev_from(TEMPO_FLOAT32, count, h);
+        tempo_attr_t at = {.field_mask = TEMPO_ATTR_STREAM | (sched ? TEMPO_ATTR_PRIORITY : 0),
+                           .stream = stream, .priority = 1};
+        sd.fill((unsigned long long)(uintptr_t)s, bits, count, stream);
+        tempo_request_t q;
+        tempo_status_t st = tempo_iallreduce(comm, s, r, count, TEMPO_FLOAT32, TEMPO_SUM, &at, &q);
+        float *out = malloc(count * sizeof(float));
+        for (size_t i = 0; i < count; i++) {
+            out[i] = -1;
+        }
+        if (st == TEMPO_OK) {
+            sd.dtoh(out, (unsigned long long)(uintptr_t)r, count * sizeof(float), stream);
+        }
+        int passed = st == TEMPO_OK && stream_passes(stream);
+        long bad = 0;
+        for (size_t i = 0; i < count; i++) {
+            bad += out[i] != want;
+        }
+        tempo_status_t ws = st == TEMPO_OK ? tempo_wait(&q) : st; /* (a stuck stream goes on) */
+        ok &= rk_check(passed && bad == 0 && ws == TEMPO_OK,
+                       "stream: rank %d: %s all-reduce ordered on a stream, the stream "
+                       "synchronized before tempo_wait: %s, stream %s, %ld wrong (first %g), "
+                       "then tempo_wait %s", rank, sched ? "scheduled in-place" : "out-of-place",
+                       tempo_status_name(st), passed ? "passed" : "stuck", bad, out[0],
+                       tempo_status_name(ws));
+        free(out);
+        dev.free(s);
+        if (!sched) {
+            dev.free(r);
+        }
+    }
+    tempo_attr_t at = {.field_mask = TEMPO_ATTR_STREAM, .stream = stream};
+    tempo_request_t q;
+    tempo_status_t st = tempo_ibarrier(comm, &at, &q);
+    int passed = st == TEMPO_OK && stream_passes(stream);
+    st = st == TEMPO_OK ? tempo_wait(&q) : st;
+    ok &= rk_check(passed && st == TEMPO_OK, "stream: rank %d: a barrier ordered on the stream: "
+                   "stream %s, %s", rank, passed ? "passed" : "stuck", tempo_status_name(st));
+    float hb[16] = {0};
+    st = tempo_iallreduce(comm, hb, hb, 16, TEMPO_FLOAT32, TEMPO_SUM, &at, &q);
+    ok &= rk_check(st == TEMPO_ERR_INVALID && strstr(tempo_last_error(comm), "not CUDA device"),
+                   "stream: rank %d: host buffers on a stream: %s (%s)", rank,
+                   tempo_status_name(st), tempo_last_error(comm));
+    /* last: the communicator fails */
+    size_t c2 = rank == 0 ? 1001 : 1000;
+    void *s = dev_from(TEMPO_FLOAT32, c2, h);
+    st = tempo_iallreduce(comm, s, s, c2, TEMPO_FLOAT32, TEMPO_SUM, &at, &q);
+    passed = stream_passes(stream); /* (also where the call failed when it was posted) */
+    st = st == TEMPO_OK ? tempo_wait(&q) : st;
+    ok &= rk_check(st != TEMPO_OK && passed, "stream: rank %d: disagreeing counts on a stream: "
+                   "%s (%s), the stream %s", rank, tempo_status_name(st), tempo_last_error(comm),
+                   passed ? "went on" : "is stuck");
+    dev.free(s);
+    free(h);
+    sd.destroy(stream);
+    return ok;
+}
+
+/* TEMPO_PROGRESS_THREAD=0: nothing would let a stream go on while its caller does not wait, so a
+ * stream is refused, saying so; device buffers without one still work. */
+static int rank_nothread(tempo_comm_t comm, int rank, int n)
+{
+    int ok = use_fake();
+    float h[64];
+    for (int i = 0; i < 64; i++) {
+        h[i] = (float)(rank + 1);
+    }
+    void *d = dev_from(TEMPO_FLOAT32, 64, h);
+    tempo_attr_t at = {.field_mask = TEMPO_ATTR_STREAM};
+    tempo_request_t q;
+    tempo_status_t st = tempo_iallreduce(comm, d, d, 64, TEMPO_FLOAT32, TEMPO_SUM, &at, &q);
+    ok &= rk_check(st == TEMPO_ERR_UNSUPPORTED &&
+                   strstr(tempo_last_error(comm), "TEMPO_PROGRESS_THREAD=0"),
+                   "no thread: rank %d: a stream: %s (%s)", rank, tempo_status_name(st),
+                   tempo_last_error(comm));
+    st = tempo_allreduce(comm, d, d, 64, TEMPO_FLOAT32, TEMPO_SUM);
+    long bad = -1;
+    if (st == TEMPO_OK && dev.copy(h, d, sizeof(h)) == 0) {
+        bad = 0;
+        for (int i = 0; i < 64; i++) {
+            bad += h[i] != (float)(n * (n + 1) / 2);
+        }
+    }
+    ok &= rk_check(bad == 0, "no thread: rank %d: then a device all-reduce without one: %s, %ld "
+                   "wrong", rank, tempo_status_name(st), bad);
+    dev.free(d);
+    return ok ? 0 : 1;
 }
 
 static int rank_device(tempo_comm_t comm, int rank, int n, int fake)
@@ -382,6 +538,7 @@ static int rank_device(tempo_comm_t comm, int rank, int n, int fake)
     ok &= rk_check(bad == 0, "device: rank %d: all-reduce, rank 0 on the device, the others on "
                    "the host: %s, %ld wrong", rank, tempo_status_name(st), bad);
     free(h);
+    ok &= rank_stream(comm, rank, n, fake);
     if (fake) {
         const char *path = getenv("TEMPO_CUDA_DRIVER");
         void *fh = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -409,6 +566,7 @@ static int rank_main(int rank, int size, void *arg)
     case V_ONE_RANK: rc = rank_declared(comm, rank, size, rank == 0); break;
 #if TEMPO_HAVE_CUDA
     case V_FAKE: rc = rank_device(comm, rank, size, 1); break;
+    case V_NOTHREAD: rc = rank_nothread(comm, rank, size); break;
     case V_DEVICE: rc = rank_device(comm, rank, size, 0); break;
 #endif
     default: break;
@@ -421,7 +579,7 @@ static int rank_main(int rank, int size, void *arg)
 static void run(const char *label, int n, int variant)
 {
     char drv[PATH_MAX + 32] = "TEMPO_TIMEOUT=30s", fake[PATH_MAX];
-    if (variant == V_FAKE) {
+    if (variant == V_FAKE || variant == V_NOTHREAD) {
         if (!realpath("tests/gpu/fake/libcuda.so.1", fake)) {
             TAP_OK(0, "%s: tests/gpu/fake/libcuda.so.1: %s (run from the build directory)", label,
                    strerror(errno));
@@ -429,13 +587,15 @@ static void run(const char *label, int n, int variant)
         }
         snprintf(drv, sizeof(drv), "TEMPO_CUDA_DRIVER=%s", fake);
     }
-    const char *env[] = {"TEMPO_TIMEOUT=30s", drv, NULL};
+    const char *env[] = {"TEMPO_TIMEOUT=30s", drv, "FAKE_CUDA_MEMSET_MS=30",
+                         variant == V_NOTHREAD ? "TEMPO_PROGRESS_THREAD=0" : NULL, NULL};
     arg_t a = {variant};
     job_t job;
     job_start(&job, n, env, rank_main, &a);
     for (int r = 0; r < n; r++) {
         const char *d = job_wait_key(&job, r, "done", 300);
-        TAP_OK(d && !strcmp(d, "1"), "%s, %d ranks: rank %d done", label, n, r);
+        TAP_OK(d && !strcmp(d, "1"), "%s, %d ranks: rank %d done (%s)", label, n, r,
+               !d ? "no report" : !strcmp(d, "1") ? "passed" : "a check failed");
     }
     job_finish(&job, 60);
     job_free(&job);
@@ -468,6 +628,7 @@ int main(void)
     for (int n = 2; n <= 4; n++) {
         run("fake", n, V_FAKE);
     }
+    run("no progress thread", 2, V_NOTHREAD);
 #endif
     char why[200];
     /* Asked in a child: the CUDA runtime must not be initialized in the parent that forks the
