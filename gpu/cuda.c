@@ -40,6 +40,7 @@ static struct {
     CUresult (*error_string)(CUresult, const char **);
     CUresult (*pointer_attributes)(unsigned, CUpointer_attribute *, void **, CUdeviceptr);
     CUresult (*memcpy)(CUdeviceptr, CUdeviceptr, size_t);
+    CUresult (*memset)(CUdeviceptr, unsigned char, size_t);
     CUresult (*host_alloc)(void **, size_t);
     CUresult (*host_free)(void *);
     CUresult (*ctx_push)(CUcontext);
@@ -85,6 +86,7 @@ static void load(void)
         {"cuGetErrorString", (void **)&cu.error_string, 0},
         {"cuPointerGetAttributes", (void **)&cu.pointer_attributes, 0},
         {"cuMemcpy", (void **)&cu.memcpy, 0},
+        {"cuMemsetD8_v2", (void **)&cu.memset, 0},
         {"cuMemAllocHost_v2", (void **)&cu.host_alloc, 0},
         {"cuMemFreeHost", (void **)&cu.host_free, 0},
         {"cuCtxPushCurrent_v2", (void **)&cu.ctx_push, 0},
@@ -573,6 +575,58 @@ tempo_status_t tempo__cuda_stage_done(tempo__cuda_stage_t *g, tempo_status_t st)
     return st;
 }
 
+tempo_status_t tempo__cuda_copy(void *dst, const void *src, size_t n, const char *what)
+{
+    CUcontext dctx = NULL, sctx = NULL;
+    int ddev = tempo__cuda_usable(NULL, 0) && query(dst, &dctx) == CU_MEMORYTYPE_DEVICE;
+    int sdev = ddev || (tempo__cuda_usable(NULL, 0) && query(src, &sctx) == CU_MEMORYTYPE_DEVICE);
+    if (!ddev && !sdev) {
+        memcpy(dst, src, n);
+        return TEMPO_OK;
+    }
+    return copy(ddev ? dctx : sctx, dst, src, n, what);
+}
+
+tempo_status_t tempo__cuda_zero(void *p, size_t n)
+{
+    CUcontext ctx = NULL;
+    if (!tempo__cuda_usable(NULL, 0) || query(p, &ctx) != CU_MEMORYTYPE_DEVICE) {
+        memset(p, 0, n);
+        return TEMPO_OK;
+    }
+    CUresult r;
+    IN_CTX(ctx, r, cu.memset((CUdeviceptr)(uintptr_t)p, 0, n));
+    if (r != CUDA_SUCCESS) {
+        return tempo__err(TEMPO_ERR_SYSTEM, "CUDA device buffer: zeroing %zu bytes: %s", n,
+                          cu_err(r));
+    }
+    return TEMPO_OK;
+}
+
+/* (ctx_p: the context, or &host_marker for ordinary memory) */
+static char host_marker;
+
+void *tempo__cuda_host_alloc(const void *like, size_t n, void **ctx_p)
+{
+    CUcontext ctx = NULL;
+    void *p = NULL;
+    if (tempo__cuda_usable(NULL, 0) && query(like, &ctx) == CU_MEMORYTYPE_DEVICE) {
+        *ctx_p = ctx;
+        return host_alloc(ctx, &p, n ? n : 1) == CUDA_SUCCESS ? p : NULL;
+    }
+    *ctx_p = &host_marker;
+    return tempo__malloc_aligned(n, "host buffer");
+}
+
+void tempo__cuda_host_free(void *p, void *ctx)
+{
+    if (ctx == &host_marker) {
+        tempo__free_aligned(p);
+    } else if (p) {
+        host_free(ctx, p);
+    }
+}
+
 void tempo__cuda_describe(char *buf, size_t len)
 {
     char why[200];
@@ -638,6 +692,32 @@ tempo_status_t tempo__cuda_stage_done(tempo__cuda_stage_t *g, tempo_status_t st)
 {
     (void)g;
     return st;
+}
+
+tempo_status_t tempo__cuda_copy(void *dst, const void *src, size_t n, const char *what)
+{
+    (void)what;
+    memcpy(dst, src, n);
+    return TEMPO_OK;
+}
+
+tempo_status_t tempo__cuda_zero(void *p, size_t n)
+{
+    memset(p, 0, n);
+    return TEMPO_OK;
+}
+
+void *tempo__cuda_host_alloc(const void *like, size_t n, void **ctx_p)
+{
+    (void)like;
+    *ctx_p = NULL;
+    return tempo__malloc_aligned(n, "host buffer");
+}
+
+void tempo__cuda_host_free(void *p, void *ctx)
+{
+    (void)ctx;
+    tempo__free_aligned(p);
 }
 
 void tempo__cuda_describe(char *buf, size_t len)

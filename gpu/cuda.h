@@ -63,6 +63,20 @@ void tempo__cuda_stage_ready(tempo__cuda_stage_t *g);
  *  stage: its stream does), free the staging. Returns st, or the copy's error. */
 tempo_status_t tempo__cuda_stage_done(tempo__cuda_stage_t *g, tempo_status_t st);
 
+/** Copy n bytes from src to dst, either of which may be device memory (the driver's copy, in the
+ *  device pointer's context; memcpy where neither is). Error: TEMPO_ERR_SYSTEM with the message,
+ *  what naming the copy in it. */
+tempo_status_t tempo__cuda_copy(void *dst, const void *src, size_t n, const char *what);
+
+/** Zero n bytes at p, device memory (the driver's memset) or not. Error as tempo__cuda_copy. */
+tempo_status_t tempo__cuda_zero(void *p, size_t n);
+
+/** n bytes of page-locked host memory in the context of the device buffer like (for a buffer that
+ *  device memory is copied to and from), or of ordinary aligned memory where like is not device
+ *  memory; *ctx_p says which, for tempo__cuda_host_free. NULL: no memory. */
+void *tempo__cuda_host_alloc(const void *like, size_t n, void **ctx_p);
+void tempo__cuda_host_free(void *p, void *ctx);
+
 /** One line for tempo-info -b: the driver, its version and the devices, or why not. */
 void tempo__cuda_describe(char *buf, size_t len);
 

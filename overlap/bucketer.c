@@ -41,6 +41,7 @@
 #include "collectives/coll.h"
 #include "core/cfg.h"
 #include "core/trace.h"
+#include "gpu/cuda.h"
 #include "overlap/tictac.h"
 
 typedef struct {
@@ -53,6 +54,8 @@ typedef struct {
     int bucket;
     size_t off;  /* byte offset in the bucket's fusion buffer */
     long mark;   /* iteration in which it was last marked */
+    int dev;     /* grad is CUDA device memory (copied to and from the fusion buffer by the
+                  * driver; a bucket of its own runs staged, gpu/cuda.h) */
 } tensor_t;
 
 typedef struct {
@@ -65,6 +68,8 @@ typedef struct {
     int nready;
     int in_place;
     void *base; /* the tensors' own memory (in place) or the fusion buffer */
+    void *base_ctx; /* the fusion buffer's allocation (page-locked where a tensor is device
+                     * memory: tempo__cuda_host_alloc) */
     tempo_request_t req;
     uint64_t tag;
     char name[64];
@@ -246,7 +251,11 @@ static tempo_status_t layout(tempo_bucketer_t b)
         if (tiled) {
             bk->base = by[0]->grad;
         } else {
-            bk->base = tempo__malloc_aligned(bk->bytes, "fusion buffer");
+            const void *like = NULL; /* a device tensor: page-locked, in its context */
+            for (int m = 0; m < bk->n && !like; m++) {
+                like = by[m]->dev ? by[m]->grad : NULL;
+            }
+            bk->base = tempo__cuda_host_alloc(like, bk->bytes, &bk->base_ctx);
             size_t off = 0;
             for (int m = 0; m < bk->n; m++) {
                 b->t[bk->tensors[m]].off = off;
@@ -460,6 +469,7 @@ static tempo_status_t read_tensors(tempo_bucketer_t b, const tempo_tensor_desc_t
         tensor_t *t = &b->t[i];
         t->id = d[i].id;
         t->grad = d[i].grad;
+        t->dev = tempo__cuda_memtype(t->grad) == TEMPO_MEMTYPE_CUDA;
         t->count = d[i].count;
         t->dtype = d[i].dtype;
         t->layer = d[i].layer;
@@ -783,7 +793,14 @@ static tempo_status_t wait_bucket(tempo_bucketer_t b, bucket_t *bk)
     if (!bk->in_place) {
         for (int m = 0; m < bk->n; m++) {
             tensor_t *t = &b->t[bk->tensors[m]];
-            memcpy(t->grad, (char *)bk->base + t->off, t->bytes);
+            if (!t->dev) {
+                memcpy(t->grad, (char *)bk->base + t->off, t->bytes);
+            } else if ((st = tempo__cuda_copy(t->grad, (char *)bk->base + t->off, t->bytes,
+                                              "out of the fusion buffer")) != TEMPO_OK) {
+                char why[TEMPO_ERRMSG_LEN];
+                snprintf(why, sizeof(why), "%s", tempo__errmsg());
+                return berr(b, st, "%s: tensor '%s': %s", bk->name, t->name, why);
+            }
         }
     }
     return TEMPO_OK;
@@ -794,7 +811,17 @@ static tempo_status_t post_bucket(tempo_bucketer_t b, bucket_t *bk)
     if (!bk->in_place) {
         for (int m = 0; m < bk->n; m++) {
             tensor_t *t = &b->t[bk->tensors[m]];
-            memcpy((char *)bk->base + t->off, t->grad, t->bytes);
+            if (!t->dev) {
+                memcpy((char *)bk->base + t->off, t->grad, t->bytes);
+            } else {
+                tempo_status_t st = tempo__cuda_copy((char *)bk->base + t->off, t->grad,
+                                                     t->bytes, "into the fusion buffer");
+                if (st != TEMPO_OK) {
+                    char why[TEMPO_ERRMSG_LEN];
+                    snprintf(why, sizeof(why), "%s", tempo__errmsg());
+                    return berr(b, st, "%s: tensor '%s': %s", bk->name, t->name, why);
+                }
+            }
         }
     }
     tempo_attr_t a = {0};
@@ -909,7 +936,16 @@ static tempo_status_t mark(tempo_bucketer_t b, uint64_t id, int skip)
     if (skip) {
         /* Its buffer may still be in flight from the previous iteration. */
         TEMPO_CHECK(wait_bucket(b, bk));
-        memset(t->grad, 0, t->bytes);
+        if (!t->dev) {
+            memset(t->grad, 0, t->bytes);
+        } else {
+            tempo_status_t st = tempo__cuda_zero(t->grad, t->bytes);
+            if (st != TEMPO_OK) {
+                char why[TEMPO_ERRMSG_LEN], nm[96];
+                snprintf(why, sizeof(why), "%s", tempo__errmsg());
+                return berr(b, st, "%s: tensor %s: %s", fn, tname(t, nm, sizeof(nm)), why);
+            }
+        }
     }
     if (!b->sync) {
         return TEMPO_OK;
@@ -1120,7 +1156,7 @@ tempo_status_t tempo_bucketer_destroy(tempo_bucketer_t b)
             }
         }
         if (!bk->in_place) {
-            tempo__free_aligned(bk->base);
+            tempo__cuda_host_free(bk->base, bk->base_ctx);
         }
         tempo__free(bk->tensors);
     }

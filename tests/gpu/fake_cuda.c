@@ -159,6 +159,26 @@ static CUresult dev_access(char *d, const char *s, size_t n, uint32_t fill)
     return CUDA_SUCCESS;
 }
 
+CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char v, size_t n)
+{
+    pthread_mutex_lock(&lock);
+    char *d = (char *)(uintptr_t)dst;
+    int di = find(d, n);
+    if (find(d, 1) >= 0 && di < 0) {
+        pthread_mutex_unlock(&lock);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (di >= 0) {
+        mprotect(regs[di].base, regs[di].len, PROT_READ | PROT_WRITE);
+    }
+    memset(d, v, n);
+    if (di >= 0) {
+        mprotect(regs[di].base, regs[di].len, PROT_NONE);
+    }
+    pthread_mutex_unlock(&lock);
+    return CUDA_SUCCESS;
+}
+
 CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n)
 {
     return dev_access((char *)(uintptr_t)dst, (const char *)(uintptr_t)src, n, 0);

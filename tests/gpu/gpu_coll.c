@@ -20,7 +20,8 @@
  *              all-to-all, send/recv around a ring, non-blocking scheduled all-reduces with
  *              priorities, and an all-reduce with rank 0's buffers on the device and the others'
  *              on the host; every element of every result exact, read back from the device;
- *              then stream-ordered calls (TEMPO_ATTR_STREAM, rank_stream below)
+ *              then the bucketer over device tensors (rank_bucketer) and stream-ordered calls
+ *              (TEMPO_ATTR_STREAM, rank_stream)
  *   no progress thread   TEMPO_PROGRESS_THREAD=0 refuses a stream (fake driver), device buffers
  *              without one still work
  * (invalid also checks that a stream without a usable driver is TEMPO_ERR_UNSUPPORTED.)
@@ -112,6 +113,7 @@ static int rank_declared(tempo_comm_t comm, int rank, int size, int me_too)
     return ok ? 0 : 1;
 }
 
+#if TEMPO_HAVE_CUDA
 /* Device memory for the device cases: the CUDA runtime's (cudaMalloc) or the stand-in driver's. */
 static struct {
     void *(*alloc)(size_t);
@@ -119,7 +121,6 @@ static struct {
     int (*copy)(void *dst, const void *src, size_t n); /* 0: done */
 } dev;
 
-#if TEMPO_HAVE_CUDA
 static void *rt_alloc(size_t n)
 {
     void *d = NULL;
@@ -339,6 +340,99 @@ static int rank_stream(tempo_comm_t comm, int rank, int n, int fake)
     return ok;
 }
 
+/* The bucketer over device tensors (and one host tensor among them), the tic policy and 64 KB
+ * buckets: fused buckets copy device tensors in and out through the driver, a tensor alone in its
+ * bucket runs staged in place. Two iterations (tensors marked in reverse layer order; in the
+ * second, re-filled, two device tensors are skipped: zeroed by the driver, their result 0), every
+ * element exact, read back from the device. */
+static int rank_bucketer(tempo_comm_t comm, int rank, int n)
+{
+    enum { NT = 6 };
+    static const size_t cnt[NT] = {1000, 20000, 3, 70000, 512, 777};
+    void *g[NT];
+    float *hb[NT];
+    tempo_tensor_desc_t d[NT];
+    for (int k = 0; k < NT; k++) {
+        hb[k] = malloc(cnt[k] * sizeof(float));
+        g[k] = NULL;
+        d[k] = (tempo_tensor_desc_t){.id = (uint64_t)k + 1, .count = cnt[k],
+                                     .dtype = TEMPO_FLOAT32, .layer = k};
+    }
+    tempo_bucketer_config_t cfg = {.field_mask = TEMPO_BUCKETER_OP | TEMPO_BUCKETER_BUCKET_BYTES |
+                                                 TEMPO_BUCKETER_SCHED | TEMPO_BUCKETER_COMPRESSOR,
+                                   .op = TEMPO_SUM, .bucket_bytes = 64 << 10,
+                                   .sched = TEMPO_SCHED_TIC, .compressor = NULL};
+    int ok = 1;
+    tempo_bucketer_t b = NULL;
+    for (int it = 0; it < 2 && ok; it++) {
+        for (int k = 0; k < NT; k++) {
+            for (size_t i = 0; i < cnt[k]; i++) {
+                hb[k][i] = (float)val(rank, i + (size_t)(k + it), TEMPO_SUM);
+            }
+            if (k == 4) { /* a host tensor */
+                if (!g[k]) {
+                    g[k] = malloc(cnt[k] * sizeof(float));
+                }
+                memcpy(g[k], hb[k], cnt[k] * sizeof(float));
+            } else if (!g[k]) {
+                g[k] = dev_from(TEMPO_FLOAT32, cnt[k], hb[k]);
+            } else {
+                dev.copy(g[k], hb[k], cnt[k] * sizeof(float));
+            }
+            d[k].grad = g[k];
+        }
+        tempo_status_t st = b ? TEMPO_OK : tempo_bucketer_create(comm, d, NT, &cfg, &b);
+        st = st == TEMPO_OK ? tempo_bucketer_begin(b, 1) : st;
+        for (int k = NT - 1; k >= 0 && st == TEMPO_OK; k--) {
+            int skip = it == 1 && (k == 1 || k == 5); /* zeroed on the device, reduced: 0 */
+            st = skip ? tempo_bucketer_skip(b, (uint64_t)k + 1)
+                      : tempo_bucketer_ready(b, (uint64_t)k + 1);
+        }
+        st = st == TEMPO_OK ? tempo_bucketer_wait_all(b) : st;
+        long bad = st == TEMPO_OK ? 0 : -1;
+        for (int k = 0; k < NT && bad >= 0; k++) {
+            if (k == 4) {
+                memcpy(hb[k], g[k], cnt[k] * sizeof(float));
+            } else if (dev.copy(hb[k], g[k], cnt[k] * sizeof(float)) != 0) {
+                bad = -1;
+                break;
+            }
+            for (size_t i = 0; i < cnt[k]; i++) {
+                int skip = it == 1 && (k == 1 || k == 5);
+                bad += hb[k][i] != (skip ? 0.0f : (float)expect(n, i + (size_t)(k + it), TEMPO_SUM));
+            }
+        }
+        ok &= rk_check(bad == 0, "bucketer: rank %d: iteration %d over 5 device tensors and a "
+                       "host one (64 KB buckets, tic)%s: %s, %ld wrong (%s)", rank, it,
+                       it ? ", two device tensors skipped (one fused, one alone)" : "",
+                       tempo_status_name(st), bad, st == TEMPO_OK ? "" : tempo_last_error(comm));
+    }
+    /* the layout the cases above claim: fused buckets holding device tensors, and device tensors
+     * alone in place (layers 1 and 3: 80000 and 280000 bytes) */
+    size_t fused = 0, alone = 0, nb = b ? tempo_bucketer_nbuckets(b) : 0;
+    for (size_t i = 0; i < nb; i++) {
+        tempo_bucket_info_t bi;
+        if (tempo_bucketer_bucket_info(b, i, &bi) == TEMPO_OK) {
+            fused += !bi.in_place && bi.ntensors > 1 && bi.max_layer == 5; /* with skipped 5 */
+            alone += bi.in_place && bi.ntensors == 1 && (bi.min_layer == 1 || bi.min_layer == 3);
+        }
+    }
+    ok &= rk_check(fused >= 1 && alone == 2, "bucketer: rank %d: %zu buckets, %zu fused, %zu device "
+                   "tensors alone in place", rank, nb, fused, alone);
+    if (b) {
+        tempo_bucketer_destroy(b);
+    }
+    for (int k = 0; k < NT; k++) {
+        if (k == 4) {
+            free(g[k]);
+        } else if (g[k]) {
+            dev.free(g[k]);
+        }
+        free(hb[k]);
+    }
+    return ok;
+}
+
 /* TEMPO_PROGRESS_THREAD=0: nothing would let a stream go on while its caller does not wait, so a
  * stream is refused, saying so; device buffers without one still work. */
 static int rank_nothread(tempo_comm_t comm, int rank, int n)
@@ -538,6 +632,7 @@ static int rank_device(tempo_comm_t comm, int rank, int n, int fake)
     ok &= rk_check(bad == 0, "device: rank %d: all-reduce, rank 0 on the device, the others on "
                    "the host: %s, %ld wrong", rank, tempo_status_name(st), bad);
     free(h);
+    ok &= rank_bucketer(comm, rank, n);
     ok &= rank_stream(comm, rank, n, fake);
     if (fake) {
         const char *path = getenv("TEMPO_CUDA_DRIVER");
