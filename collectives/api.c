@@ -18,6 +18,7 @@
 
 #include "collectives/coll.h"
 #include "gpu/cuda.h"
+#include "gpu/nccl.h"
 #include "core/bootstrap.h"
 #include "core/cfg.h"
 #include "core/trace.h"
@@ -67,6 +68,7 @@ int tempo_comm_size(tempo_comm_t comm)
 static void coll_free(struct tempo_comm *c)
 {
     tempo__coll_comm_t *cc = c->coll;
+    tempo__nccl_comm_free(c);
     if (cc) {
         tempo__mem_free_all(c);
         tempo__sq_destroy(cc->sq);
@@ -366,8 +368,9 @@ static int scheduled(const args_t *a, const tempo_attr_t *attr)
 
 /* Post an operation; *op_p receives it (already complete when the return value is not
  * TEMPO_INPROGRESS). Called with the lock held. */
+/* nccl: it runs on NCCL (gpu/nccl.h), its device buffers not staged */
 static tempo_status_t post_locked(struct tempo_comm *c, const args_t *a, const tempo_attr_t *attr,
-                                  tempo__op_t **op_p)
+                                  int nccl, tempo__op_t **op_p)
 {
     tempo__op_t *op = tempo__op_new(c, a->coll);
     if (!op) {
@@ -380,6 +383,7 @@ static tempo_status_t post_locked(struct tempo_comm *c, const args_t *a, const t
     op->redop = a->redop;
     op->root = a->root;
     op->ptag = a->ptag;
+    op->nccl = nccl;
     const char *forced = NULL, *name = NULL;
     size_t chunk_bytes = 0;
     int sched = scheduled(a, attr);
@@ -407,6 +411,9 @@ static tempo_status_t post_locked(struct tempo_comm *c, const args_t *a, const t
                         (a->coll == TEMPO__COLL_REDUCE_SCATTER ? (size_t)c->size : 1);
             op->qc = in >= q->min_bytes ? q : NULL;
         }
+    }
+    if (op->nccl && a->coll != TEMPO__COLL_ALLREDUCE) {
+        chunk_bytes = SIZE_MAX; /* NCCL cannot run a block-strided chunk */
     }
     if (sched) {
         op->lane = 1;
@@ -513,13 +520,24 @@ static tempo_status_t run(struct tempo_comm *c, const args_t *a, const tempo_att
         st = tempo__err(TEMPO_ERR_INVALID, "%s: unknown memtype %d", tempo__coll_name(a->coll),
                         (int)attr->memtype);
     }
-    int ordered = attr && (attr->field_mask & TEMPO_ATTR_STREAM);
+    int ordered = attr && (attr->field_mask & TEMPO_ATTR_STREAM), nccl = 0;
     if (st == TEMPO_OK && ordered && !w->thread_on) {
         st = tempo__err(TEMPO_ERR_UNSUPPORTED, "%s: a CUDA stream (TEMPO_ATTR_STREAM) needs the "
                         "progress thread, which TEMPO_PROGRESS_THREAD=0 turned off",
                         tempo__coll_name(a->coll));
     }
-    if (st == TEMPO_OK) {
+    /* NCCL (TEMPO_GPU_BACKEND=nccl) runs device buffers as they are; stream-ordered calls stay
+     * host-staged in this version. */
+    if (st == TEMPO_OK && !ordered && (!attr || !(attr->field_mask & TEMPO_ATTR_MEMTYPE) ||
+                                       attr->memtype != TEMPO_MEMTYPE_HOST)) {
+        int compressed = attr && (attr->field_mask & TEMPO_ATTR_COMPRESSOR) && attr->compressor;
+        nccl = tempo__nccl_takes(a->coll, a->redop, a->dtype, compressed, a->sendbuf, sbytes,
+                                 a->recvbuf, rbytes);
+        if (nccl) {
+            st = tempo__nccl_comm_ready(c); /* (collective, at the first one) */
+        }
+    }
+    if (st == TEMPO_OK && !nccl) {
         tempo_memtype_t mt = attr && (attr->field_mask & TEMPO_ATTR_MEMTYPE) ? attr->memtype
                                                                            : TEMPO_MEMTYPE_AUTO;
         st = tempo__cuda_stage(mt, ordered, ordered ? attr->stream : NULL, &staged.sendbuf,
@@ -546,7 +564,7 @@ static tempo_status_t run(struct tempo_comm *c, const args_t *a, const tempo_att
     }
     pthread_mutex_lock(&w->lock);
     tempo__op_t *op = NULL;
-    st = post_locked(c, a, attr, &op);
+    st = post_locked(c, a, attr, nccl, &op);
     if (st == TEMPO_ERR_NOMEM && !op) {
         pthread_mutex_unlock(&w->lock);
         tempo__cuda_stage_done(cuda, st);
@@ -1197,7 +1215,7 @@ tempo_status_t tempo_comm_abort(tempo_comm_t comm)
 /* The reduction kernels' item: the level in use (the best this CPU runs, or TEMPO_REDUCE_ISA's)
  * and the levels this CPU runs; written once, at the first tempo_build_info(). */
 static char reduction_text[160];
-static char transports_text[64], cuda_text[240];
+static char transports_text[64], cuda_text[240], nccl_text[300];
 
 static void reduction_info(void)
 {
@@ -1215,6 +1233,7 @@ static void reduction_info(void)
     }
     tempo__tl_compiled(transports_text, sizeof(transports_text));
     tempo__cuda_describe(cuda_text, sizeof(cuda_text));
+    tempo__nccl_describe(nccl_text, sizeof(nccl_text));
 }
 
 size_t tempo_build_info(const tempo_build_item_t **items_p)
@@ -1233,7 +1252,7 @@ size_t tempo_build_info(const tempo_build_item_t **items_p)
 #endif
         {"sanitizers", TEMPO_BUILD_SANITIZERS},
         {"transports", transports_text},  {"reduction", reduction_text},
-        {"cuda device", cuda_text},
+        {"cuda device", cuda_text},       {"nccl library", nccl_text},
     };
     if (items_p) {
         *items_p = items;

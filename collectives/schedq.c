@@ -762,6 +762,7 @@ static tempo_status_t start_local(tempo__sq_t *sq, const start_ent_t *se)
     k->priority = se->prio;
     k->user_tag = req->user_tag;
     k->qc = req->qc;
+    k->nccl = req->nccl;
     k->occ = req->occ;
     k->chunk = se->chunk;
     k->nchunks = se->nchunks;

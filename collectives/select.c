@@ -15,6 +15,7 @@
 #include <strings.h>
 
 #include "collectives/coll.h"
+#include "gpu/nccl.h"
 #include "core/cfg.h"
 
 tempo_status_t tempo__allreduce_ring_start(tempo__op_t *op);
@@ -138,6 +139,11 @@ const tempo__algo_t tempo__algos[] = {
 
 const size_t tempo__nalgos = TEMPO_ARRAY_SIZE(tempo__algos);
 
+/* Device buffers under TEMPO_GPU_BACKEND=nccl run as one NCCL call (gpu/nccl.h). Not in the
+ * table either: only such calls run it, and they run nothing else. */
+static const tempo__algo_t nccl_algo = {-1, "nccl", "one NCCL call on the device buffers", NULL,
+                                        NULL, tempo__nccl_start};
+
 /* A request that carries a compressor runs the compressor's own schedule (quant/qcoll.c), reached
  * through the hook the compressor carries, so collectives never include quant/. It is not in the
  * table: it cannot be forced, and algorithm sweeps over the table do not see it. */
@@ -256,6 +262,19 @@ tempo_status_t tempo__algo_select(tempo__op_t *op, const char *forced_name,
     tempo__coll_comm_t *cc = tempo__cc(op->comm);
     const tempo__algo_t *a = NULL;
     const char *source = "attribute";
+    if (op->nccl) { /* device buffers under TEMPO_GPU_BACKEND=nccl: one NCCL call */
+        if (forced_name && strcmp(forced_name, "nccl") != 0) {
+            return tempo__err(TEMPO_ERR_UNSUPPORTED, "%s: device buffers run on NCCL "
+                              "(TEMPO_GPU_BACKEND=nccl); algorithm '%s' cannot be forced on them",
+                              tempo__coll_name(op->coll), forced_name);
+        }
+        if (op->stride && op->stride != op->count) {
+            return tempo__err(TEMPO_ERR_INTERNAL, "%s: NCCL cannot run a block-strided chunk",
+                              tempo__coll_name(op->coll));
+        }
+        *algo_p = &nccl_algo;
+        return TEMPO_OK;
+    }
     if (op->qc) {
         if (forced_name) {
             return tempo__err(TEMPO_ERR_INVALID,
@@ -354,11 +373,17 @@ static uint32_t how_of(const tempo__op_t *op, const tempo__algo_t *algo)
     if (algo == &compressed_algo) {
         return op->qc->id;
     }
+    if (algo == &nccl_algo) {
+        return TEMPO__HOW_NCCL;
+    }
     return (uint32_t)(algo - tempo__algos) + 1;
 }
 
 const char *tempo__algo_name_of(uint32_t how)
 {
+    if (how == TEMPO__HOW_NCCL) {
+        return nccl_algo.name;
+    }
     return how >= 1 && how <= tempo__nalgos ? tempo__algos[how - 1].name : NULL;
 }
 

@@ -65,6 +65,23 @@ typedef struct {
 #define NOLIMIT 1.8446744073709552e19 /* 2^64: any size the parser reads */
 #define MAXRANKS 1073741824.0         /* 2^30 */
 
+/* TEMPO_GPU_BACKEND: native, or nccl where the build has NCCL. */
+static tempo_status_t gpu_backend_check(const char *text)
+{
+    if (!strcmp(text, "native")) {
+        return TEMPO_OK;
+    }
+    if (strcmp(text, "nccl") != 0) {
+        return tempo__err(TEMPO_ERR_INVALID, "TEMPO_GPU_BACKEND=%s: expected native or nccl", text);
+    }
+#if !(TEMPO_HAVE_CUDA && TEMPO_HAVE_NCCL)
+    return tempo__err(TEMPO_ERR_UNSUPPORTED, "TEMPO_GPU_BACKEND=nccl, but this build has no "
+                      "NCCL (configure found none)");
+#else
+    return TEMPO_OK;
+#endif
+}
+
 /* TEMPO_IB_HCA: a device name, optionally ":port" with a port number 1-255. */
 static tempo_status_t ib_hca_check(const char *text)
 {
@@ -170,6 +187,13 @@ static const field_t fields[] = {
     F("TEMPO_CUDA_DRIVER", "libcuda.so.1", T_STRING, cuda_driver, 0, 0, 0, NULL,
       "CUDA device buffers: the CUDA driver library to load (dlopen at the first call that "
       "looks a buffer up), by name or path"),
+    F("TEMPO_GPU_BACKEND", "native", T_STRING, gpu_backend, 0, 0, 0, gpu_backend_check,
+      "CUDA device buffers: native (tempo's collectives, host-staged) or nccl (a collective whose "
+      "buffers are all device memory runs as one NCCL call, ordered by tempo's engine and "
+      "scheduler; every rank must set the same)"),
+    F("TEMPO_NCCL_LIBRARY", "libnccl.so.2", T_STRING, nccl_library, 0, 0, 0, NULL,
+      "TEMPO_GPU_BACKEND=nccl: the NCCL library to load (dlopen at the first NCCL call), by name "
+      "or path"),
     F("TEMPO_IB_HCA", "", T_STRING, ib_hca, 0, 0, 0, ib_hca_check,
       "verbs transport: the RDMA device to use, optionally with its port (mlx5_0, rxe0:1; "
       "ibv_devices lists them); unset: the first device with an ACTIVE port"),

@@ -40,6 +40,8 @@ typedef struct tempo__config {
     size_t ucx_zcopy_bytes; /* TEMPO_UCX_ZCOPY_BYTES: ucx zero-copy payloads from; 0: off */
     int ucx_zcopy_always;   /* TEMPO_UCX_ZCOPY_ALWAYS: zero copy without peer-failure handling */
     char cuda_driver[256]; /* TEMPO_CUDA_DRIVER: the CUDA driver library (gpu/cuda.c) */
+    char gpu_backend[16];  /* TEMPO_GPU_BACKEND: native or nccl (gpu/nccl.h) */
+    char nccl_library[256]; /* TEMPO_NCCL_LIBRARY: the NCCL library (gpu/nccl.c) */
     char ib_hca[64];       /* TEMPO_IB_HCA: verbs device[:port], "" = first with an ACTIVE port */
     int ib_gid_index;      /* TEMPO_IB_GID_INDEX, -1 when unset (automatic) */
     size_t ib_ring_bytes;  /* TEMPO_IB_RING_BYTES: verbs receive ring per peer */

@@ -323,6 +323,11 @@ static void disagree(struct tempo_comm *c, uint32_t seq, const tempo__sig_t *min
     comm_fail(c, TEMPO_ERR_INVALID, msg, 1);
 }
 
+void tempo__comm_fail_found(struct tempo_comm *c, tempo_status_t st, const char *msg)
+{
+    comm_fail(c, st, msg, 1);
+}
+
 tempo_status_t tempo__op_mismatch(tempo__op_t *op, int peer, const tempo__sig_t *theirs)
 {
     disagree(op->comm, op->seq, &op->sig, peer, theirs);

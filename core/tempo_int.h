@@ -101,6 +101,19 @@ char *tempo__strdup(const char *s, const char *name);
 void *tempo__malloc_aligned(size_t size, const char *name);
 void tempo__free_aligned(void *p);
 
+/** One entry point of a library loaded at run time (dlopen): its exported name, where its address
+ *  goes, and whether tempo does without it. */
+typedef struct {
+    const char *name;
+    void **slot;
+    int optional;
+} tempo__dlsym_t;
+/** Resolve syms[0..n) in the library handle h (dlopen's). Returns the name of the first required
+ *  one missing (slots after it unset), or NULL; *opt_missing_p (may be NULL) gets the first
+ *  optional one missing, or NULL. */
+const char *tempo__dl_resolve(void *h, const tempo__dlsym_t *syms, size_t n,
+                              const char **opt_missing_p);
+
 /* ---------------------------------------------------------------------------------------------- */
 /* Clocks                                                                                         */
 /* ---------------------------------------------------------------------------------------------- */

@@ -4,6 +4,8 @@
  */
 #include "config.h"
 
+#include <dlfcn.h>
+
 #include "core/tempo_int.h"
 
 #include <stdio.h>
@@ -144,4 +146,22 @@ int tempo__expand_path_unique(const char *pattern, int rank, int size, char *out
     snprintf(with, sizeof(with), "%.*s.%%r%s", (int)cut, pattern, pattern + cut);
     tempo__expand_path(with, rank, out, len);
     return 1;
+}
+
+const char *tempo__dl_resolve(void *h, const tempo__dlsym_t *syms, size_t n,
+                              const char **opt_missing_p)
+{
+    const char *opt = NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (!(*syms[i].slot = dlsym(h, syms[i].name))) {
+            if (!syms[i].optional) {
+                return syms[i].name;
+            }
+            opt = opt ? opt : syms[i].name;
+        }
+    }
+    if (opt_missing_p) {
+        *opt_missing_p = opt;
+    }
+    return NULL;
 }

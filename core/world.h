@@ -185,6 +185,9 @@ struct tempo__op {
     struct tempo__cuda_stage *cuda; /* CUDA device buffers: the call's host copies (gpu/cuda.h),
                                      * finished with the request (collectives/api.c); NULL: none */
     void (*on_complete)(tempo__op_t *op); /* called when it completes (engine), NULL: nothing */
+    int nccl;          /* its buffers are device memory and it runs on NCCL (gpu/nccl.h) */
+    int has_gpu_stream; /* gpu_stream was given (TEMPO_ATTR_STREAM; NULL: the legacy stream) */
+    void *gpu_stream;
     char errmsg[TEMPO_ERRMSG_LEN];
 };
 
@@ -347,6 +350,7 @@ struct tempo_comm {
 
     char last_error[TEMPO_ERRMSG_LEN];
     void *coll; /* collectives layer state (owned by collectives/) */
+    void *gpu;  /* its NCCL communicator, NULL: none yet (gpu/nccl.c) */
     void (*coll_free)(struct tempo_comm *comm);
     /* The name of the algorithm whose tempo__sig_t.how is how (not compressed), or NULL. */
     const char *(*algo_name)(uint32_t how);
@@ -506,6 +510,9 @@ void tempo__op_sign_how(tempo__op_t *op, uint32_t how);
 /** Fail c for good (not the job): every running and later operation on it fails with st and msg.
  *  The caller tells the other members itself. Lock held. */
 void tempo__comm_fail(struct tempo_comm *c, tempo_status_t st, const char *msg);
+/** As tempo__comm_fail, and tell every other member (the failure found here: "found by" this
+ *  rank is added to what they see). Lock held. */
+void tempo__comm_fail_found(struct tempo_comm *c, tempo_status_t st, const char *msg);
 /** "count 999 on rank 3, count 1000 on rank 0": what differs between comm rank a's call sa and
  *  comm rank b's call sb (the words of every disagreement message). */
 void tempo__sig_diff(const struct tempo_comm *c, int a, const tempo__sig_t *sa, int b,

@@ -45,6 +45,9 @@ static struct {
     CUresult (*host_free)(void *);
     CUresult (*ctx_push)(CUcontext);
     CUresult (*ctx_pop)(CUcontext *);
+    CUresult (*ctx_current)(CUcontext *);
+    CUresult (*stream_create)(CUstream *, unsigned);
+    CUresult (*stream_destroy)(CUstream);
     /* stream-ordered calls (TEMPO_ATTR_STREAM); optional: NULL where the driver lacks one */
     CUresult (*dtoh_async)(void *, CUdeviceptr, size_t, CUstream);
     CUresult (*htod_async)(CUdeviceptr, const void *, size_t, CUstream);
@@ -75,11 +78,8 @@ static void load(void)
         snprintf(why_not, sizeof(why_not), "no CUDA driver (%s)", dlerror());
         return;
     }
-    static const struct {
-        const char *name;
-        void **slot;
-        int streams; /* needed only by stream-ordered calls: their absence disables those */
-    } syms[] = {
+    /* (optional: needed only by stream-ordered calls, whose absence disables those) */
+    static const tempo__dlsym_t syms[] = {
         {"cuInit", (void **)&cu.init, 0},
         {"cuDriverGetVersion", (void **)&cu.driver_version, 0},
         {"cuDeviceGetCount", (void **)&cu.device_count, 0},
@@ -101,15 +101,14 @@ static void load(void)
         {"cuEventSynchronize", (void **)&cu.event_sync, 1},
         {"cuEventQuery", (void **)&cu.event_query, 1},
         {"cuEventDestroy_v2", (void **)&cu.event_destroy, 1},
+        {"cuCtxGetCurrent", (void **)&cu.ctx_current, 1},
+        {"cuStreamCreate", (void **)&cu.stream_create, 1},
+        {"cuStreamDestroy_v2", (void **)&cu.stream_destroy, 1},
     };
-    for (size_t i = 0; i < TEMPO_ARRAY_SIZE(syms); i++) {
-        if (!(*syms[i].slot = dlsym(h, syms[i].name))) {
-            if (!syms[i].streams) {
-                snprintf(why_not, sizeof(why_not), "the CUDA driver lacks %s", syms[i].name);
-                return;
-            }
-            no_streams = no_streams ? no_streams : syms[i].name;
-        }
+    const char *missing = tempo__dl_resolve(h, syms, TEMPO_ARRAY_SIZE(syms), &no_streams);
+    if (missing) {
+        snprintf(why_not, sizeof(why_not), "the CUDA driver lacks %s", missing);
+        return;
     }
     CUresult r = cu.init(0);
     if (r == CUDA_SUCCESS) {
@@ -603,6 +602,95 @@ tempo_status_t tempo__cuda_zero(void *p, size_t n)
     return TEMPO_OK;
 }
 
+static tempo_status_t drv_err(const char *what, CUresult r)
+{
+    return tempo__err(TEMPO_ERR_SYSTEM, "CUDA: %s: %s", what, cu_err(r));
+}
+
+tempo_status_t tempo__cuda_stream_new(void **ctx_p, void **stream_p)
+{
+    char why[200];
+    if (!tempo__cuda_usable(why, sizeof(why)) || no_streams) {
+        return tempo__err(TEMPO_ERR_UNSUPPORTED, "CUDA streams: %s",
+                          no_streams ? "the driver lacks one of their entry points" : why);
+    }
+    CUcontext ctx = NULL;
+    CUresult r = cu.ctx_current(&ctx);
+    if (r == CUDA_SUCCESS && !ctx) {
+        return tempo__err(TEMPO_ERR_INVALID, "CUDA: no current context in this thread (set the "
+                          "device first: cudaSetDevice)");
+    }
+    CUstream st = NULL;
+    r = r == CUDA_SUCCESS ? cu.stream_create(&st, CU_STREAM_NON_BLOCKING) : r;
+    if (r != CUDA_SUCCESS) {
+        return drv_err("creating a stream", r);
+    }
+    *ctx_p = ctx;
+    *stream_p = st;
+    return TEMPO_OK;
+}
+
+void tempo__cuda_stream_free(void *ctx, void *stream)
+{
+    CUresult r;
+    IN_CTX((CUcontext)ctx, r, cu.stream_destroy((CUstream)stream));
+    (void)r;
+}
+
+tempo_status_t tempo__cuda_event_after(void *ctx, void *stream, void **ev_p)
+{
+    CUevent ev = NULL;
+    CUresult r;
+    IN_CTX((CUcontext)ctx, r, cu.event_create(&ev, CU_EVENT_DISABLE_TIMING));
+    if (r == CUDA_SUCCESS) {
+        IN_CTX((CUcontext)ctx, r, cu.event_record(ev, (CUstream)stream));
+        if (r != CUDA_SUCCESS) {
+            tempo__cuda_event_free(ctx, ev);
+        }
+    }
+    if (r != CUDA_SUCCESS) {
+        return drv_err("recording an event", r);
+    }
+    *ev_p = ev;
+    return TEMPO_OK;
+}
+
+int tempo__cuda_event_passed(void *ctx, void *ev)
+{
+    CUresult r;
+    IN_CTX((CUcontext)ctx, r, cu.event_query((CUevent)ev));
+    if (r == CUDA_ERROR_NOT_READY) {
+        return 0;
+    }
+    return r == CUDA_SUCCESS ? 1 : (drv_err("querying an event", r), -1);
+}
+
+int tempo__cuda_event_wait(void *ctx, void *ev)
+{
+    CUresult r;
+    IN_CTX((CUcontext)ctx, r, cu.event_sync((CUevent)ev));
+    return r == CUDA_SUCCESS ? 0 : (drv_err("waiting for an event", r), -1);
+}
+
+void tempo__cuda_event_free(void *ctx, void *ev)
+{
+    CUresult r;
+    IN_CTX((CUcontext)ctx, r, cu.event_destroy((CUevent)ev));
+    (void)r;
+}
+
+int tempo__cuda_ctx_push(void *ctx)
+{
+    CUresult r = cu.ctx_push((CUcontext)ctx);
+    return r == CUDA_SUCCESS ? 0 : (drv_err("making the context current", r), -1);
+}
+
+void tempo__cuda_ctx_pop(void)
+{
+    CUcontext old;
+    cu.ctx_pop(&old);
+}
+
 /* (ctx_p: the context, or &host_marker for ordinary memory) */
 static char host_marker;
 
@@ -705,6 +793,43 @@ tempo_status_t tempo__cuda_zero(void *p, size_t n)
 {
     memset(p, 0, n);
     return TEMPO_OK;
+}
+
+tempo_status_t tempo__cuda_stream_new(void **ctx_p, void **stream_p)
+{
+    (void)ctx_p, (void)stream_p;
+    return tempo__err(TEMPO_ERR_UNSUPPORTED, "CUDA streams: this build has no CUDA");
+}
+void tempo__cuda_stream_free(void *ctx, void *stream)
+{
+    (void)ctx, (void)stream;
+}
+tempo_status_t tempo__cuda_event_after(void *ctx, void *stream, void **ev_p)
+{
+    (void)ctx, (void)stream, (void)ev_p;
+    return tempo__err(TEMPO_ERR_UNSUPPORTED, "CUDA events: this build has no CUDA");
+}
+int tempo__cuda_event_passed(void *ctx, void *ev)
+{
+    (void)ctx, (void)ev;
+    return 1;
+}
+int tempo__cuda_event_wait(void *ctx, void *ev)
+{
+    (void)ctx, (void)ev;
+    return 0;
+}
+void tempo__cuda_event_free(void *ctx, void *ev)
+{
+    (void)ctx, (void)ev;
+}
+int tempo__cuda_ctx_push(void *ctx)
+{
+    (void)ctx;
+    return 0;
+}
+void tempo__cuda_ctx_pop(void)
+{
 }
 
 void *tempo__cuda_host_alloc(const void *like, size_t n, void **ctx_p)

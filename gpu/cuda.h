@@ -77,6 +77,23 @@ tempo_status_t tempo__cuda_zero(void *p, size_t n);
 void *tempo__cuda_host_alloc(const void *like, size_t n, void **ctx_p);
 void tempo__cuda_host_free(void *p, void *ctx);
 
+/* Streams and events for gpu/nccl.c (contexts and handles as void *: CUcontext, CUstream,
+ * CUevent). Each runs in ctx, pushed; errors set the message. */
+/** A new non-blocking stream in the calling thread's current context (*ctx_p). */
+tempo_status_t tempo__cuda_stream_new(void **ctx_p, void **stream_p);
+void tempo__cuda_stream_free(void *ctx, void *stream);
+/** An event recorded on stream now. */
+tempo_status_t tempo__cuda_event_after(void *ctx, void *stream, void **ev_p);
+/** Whether stream has passed ev: 1, 0 (not yet), or -1 with the message. */
+int tempo__cuda_event_passed(void *ctx, void *ev);
+/** Wait until stream has passed ev (0), or -1 with the message. */
+int tempo__cuda_event_wait(void *ctx, void *ev);
+void tempo__cuda_event_free(void *ctx, void *ev);
+/** Make ctx current in the calling thread (tempo__cuda_ctx_pop undoes it): for calls into
+ *  libraries that run in the current context (NCCL). 0, or -1 with the message. */
+int tempo__cuda_ctx_push(void *ctx);
+void tempo__cuda_ctx_pop(void);
+
 /** One line for tempo-info -b: the driver, its version and the devices, or why not. */
 void tempo__cuda_describe(char *buf, size_t len);
 

@@ -249,7 +249,7 @@ CUresult cuMemFree_v2(CUdeviceptr p)
 
 /* ---- streams and events ---- */
 
-enum { OP_COPY, OP_FILL, OP_WAIT, OP_EVENT };
+enum { OP_COPY, OP_FILL, OP_WAIT, OP_EVENT, OP_HOST };
 typedef struct sop {
     struct sop *next;
     int kind;
@@ -259,6 +259,8 @@ typedef struct sop {
     uint32_t value;
     volatile uint32_t *addr;
     unsigned long long seq;
+    void (*fn)(void *); /* OP_HOST */
+    void *arg;
 } sop_t;
 
 struct CUstream_st {
@@ -301,6 +303,7 @@ static void *stream_main(void *arg)
                 usleep(100);
             }
             break;
+        case OP_HOST: o->fn(o->arg); break;
         default: break;
         }
         pthread_mutex_lock(&s->m);
@@ -347,13 +350,9 @@ static struct CUstream_st *stream_of(CUstream s)
     return s;
 }
 
-static unsigned long long enqueue(CUstream st, int kind, void *dst, const void *src, size_t n,
-                                  uint32_t value)
+static unsigned long long push(CUstream st, sop_t *o)
 {
     struct CUstream_st *s = stream_of(st);
-    sop_t *o = calloc(1, sizeof(*o));
-    o->kind = kind, o->dst = dst, o->src = src, o->n = n, o->value = value;
-    o->addr = dst;
     pthread_mutex_lock(&s->m);
     o->seq = ++s->enqueued;
     if (s->tail) {
@@ -365,6 +364,15 @@ static unsigned long long enqueue(CUstream st, int kind, void *dst, const void *
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->m);
     return o->seq;
+}
+
+static unsigned long long enqueue(CUstream st, int kind, void *dst, const void *src, size_t n,
+                                  uint32_t value)
+{
+    sop_t *o = calloc(1, sizeof(*o));
+    o->kind = kind, o->dst = dst, o->src = src, o->n = n, o->value = value;
+    o->addr = dst;
+    return push(st, o);
 }
 
 static void wait_for(struct CUstream_st *s, unsigned long long seq)
@@ -478,5 +486,19 @@ CUresult cuEventSynchronize(CUevent e)
 CUresult cuEventDestroy_v2(CUevent e)
 {
     free(e);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuLaunchHostFunc(CUstream s, CUhostFn fn, void *arg)
+{
+    sop_t *o = calloc(1, sizeof(*o));
+    o->kind = OP_HOST, o->fn = fn, o->arg = arg;
+    push(s, o);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetCurrent(CUcontext *c)
+{
+    *c = (CUcontext)&depth; /* (one fake context, always current) */
     return CUDA_SUCCESS;
 }

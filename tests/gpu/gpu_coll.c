@@ -24,6 +24,12 @@
  *              (TEMPO_ATTR_STREAM, rank_stream)
  *   no progress thread   TEMPO_PROGRESS_THREAD=0 refuses a stream (fake driver), device buffers
  *              without one still work
+ *   nccl       TEMPO_GPU_BACKEND=nccl on the stand-in NCCL (fake/libnccl.so.2, fake_nccl.c) and
+ *              driver, 1-3 ranks: the device cases (NCCL's collectives counted as NCCL calls);
+ *              mixed host and device ranks (as the first call, and later) fail on every rank;
+ *              a forced NCCL failure on rank 1 (returned by the call, or asynchronous) fails the
+ *              call on every rank naming NCCL and rank 1, and every later call
+ *   device nccl  where a device answers: the device cases at 1 rank on the real NCCL
  * (invalid also checks that a stream without a usable driver is TEMPO_ERR_UNSUPPORTED.)
  */
 #include "config.h"
@@ -40,7 +46,8 @@
 #include <cuda_runtime_api.h>
 #endif
 
-enum { V_INVALID, V_DECLARED, V_ONE_RANK, V_FAKE, V_NOTHREAD, V_DEVICE };
+enum { V_INVALID, V_DECLARED, V_ONE_RANK, V_FAKE, V_NOTHREAD, V_NCCL, V_NCCL_MIXED, V_NCCL_MIXED0,
+       V_NCCL_SYNC, V_NCCL_ASYNC, V_DEVICE, V_DEVICE_NCCL };
 
 typedef struct {
     int variant;
@@ -325,15 +332,17 @@ static int rank_stream(tempo_comm_t comm, int rank, int n, int fake)
     ok &= rk_check(st == TEMPO_ERR_INVALID && strstr(tempo_last_error(comm), "not CUDA device"),
                    "stream: rank %d: host buffers on a stream: %s (%s)", rank,
                    tempo_status_name(st), tempo_last_error(comm));
-    /* last: the communicator fails */
-    size_t c2 = rank == 0 ? 1001 : 1000;
+    /* last: the communicator fails (with more than one rank) */
+    size_t c2 = rank == 0 && n > 1 ? 1001 : 1000;
     void *s = dev_from(TEMPO_FLOAT32, c2, h);
     st = tempo_iallreduce(comm, s, s, c2, TEMPO_FLOAT32, TEMPO_SUM, &at, &q);
     passed = stream_passes(stream); /* (also where the call failed when it was posted) */
     st = st == TEMPO_OK ? tempo_wait(&q) : st;
-    ok &= rk_check(st != TEMPO_OK && passed, "stream: rank %d: disagreeing counts on a stream: "
-                   "%s (%s), the stream %s", rank, tempo_status_name(st), tempo_last_error(comm),
-                   passed ? "went on" : "is stuck");
+    if (n > 1) {
+        ok &= rk_check(st != TEMPO_OK && passed, "stream: rank %d: disagreeing counts on a "
+                       "stream: %s (%s), the stream %s", rank, tempo_status_name(st),
+                       tempo_last_error(comm), passed ? "went on" : "is stuck");
+    }
     dev.free(s);
     free(h);
     sd.destroy(stream);
@@ -432,6 +441,111 @@ static int rank_bucketer(tempo_comm_t comm, int rank, int n)
     }
     return ok;
 }
+
+static int rank_device(tempo_comm_t comm, int rank, int n, int fake);
+
+#if TEMPO_HAVE_NCCL
+/* NCCL calls made so far by the stand-in NCCL of this process. */
+static unsigned long long nccl_calls(void)
+{
+    void *h = dlopen(getenv("TEMPO_NCCL_LIBRARY"), RTLD_NOW | RTLD_LOCAL);
+    unsigned long long (*f)(void) = h ? (unsigned long long (*)(void))dlsym(h, "fake_nccl_calls")
+                                      : NULL;
+    return f ? f() : 0;
+}
+
+/* An all-reduce of count float32 sums, every rank's input val(rank, i), on the device (dev) or
+ * not; the wrong elements' count, or -1 when the call failed (*st). */
+static long nccl_allreduce(tempo_comm_t comm, int rank, int n, size_t count, int on_dev,
+                           tempo_status_t *st)
+{
+    float *h = malloc(count * sizeof(float));
+    for (size_t i = 0; i < count; i++) {
+        h[i] = (float)val(rank, i, TEMPO_SUM);
+    }
+    void *d = on_dev ? dev_from(TEMPO_FLOAT32, count, h) : h;
+    *st = tempo_allreduce(comm, d, d, count, TEMPO_FLOAT32, TEMPO_SUM);
+    long bad = -1;
+    if (*st == TEMPO_OK && (!on_dev || dev.copy(h, d, count * sizeof(float)) == 0)) {
+        bad = 0;
+        for (size_t i = 0; i < count; i++) {
+            bad += h[i] != (float)expect(n, i, TEMPO_SUM);
+        }
+    }
+    if (on_dev) {
+        dev.free(d);
+    }
+    free(h);
+    return bad;
+}
+
+/* TEMPO_GPU_BACKEND=nccl on the stand-in NCCL: the device cases of rank_device (every collective
+ * NCCL has runs as NCCL calls, counted; all-to-all and send/recv stay host-staged), then the
+ * bucketer, whose fused buckets are host memory and run tempo's own collectives. */
+static int rank_nccl(tempo_comm_t comm, int rank, int n)
+{
+    unsigned long long c0 = nccl_calls();
+    int ok = rank_device(comm, rank, n, 1) == 0;
+    unsigned long long c1 = nccl_calls();
+    /* all-reduce 4 dtypes x 2 (but bfloat16: the stand-in lacks it, host-staged), reduce-scatter,
+     * all-gather x 2, broadcast, reduce, 4 scheduled all-reduces (one chunk or more each), rank
+     * 0's device all-reduce in the mixed case (the others' host buffers: nccl needs all ranks on
+     * the device, so this one mixed case fails on NCCL's side... see rank_nccl_mixed) */
+    ok &= rk_check(c1 - c0 >= 14, "nccl: rank %d: %llu NCCL calls", rank, c1 - c0);
+    return ok ? 0 : 1;
+}
+
+/* NCCL needs every rank's buffers on the device: rank 0 passes device buffers, the others host
+ * ones. As the first call (first: NCCL's unique id still to be sent, by a broadcast the others
+ * do not make) or after an all-device call, it fails on every rank within 10 s, saying how the
+ * ranks differ. */
+static int rank_nccl_mixed(tempo_comm_t comm, int rank, int n, int first)
+{
+    int ok = use_fake();
+    tempo_status_t st;
+    long bad;
+    if (!first) {
+        bad = nccl_allreduce(comm, rank, n, 1000, 1, &st); /* all on the device: fine */
+        ok &= rk_check(bad == 0, "nccl mixed: rank %d: an all-device all-reduce first: %s, %ld "
+                       "wrong", rank, tempo_status_name(st), bad);
+    }
+    double t0 = rk_now();
+    bad = nccl_allreduce(comm, rank, n, 1000, rank == 0, &st);
+    double took = rk_now() - t0;
+    ok &= rk_check(st != TEMPO_OK && took < 10,
+                   "nccl mixed: rank %d: %s rank 0 on the device, the others on the host: fails "
+                   "in %.2f s (%s: %s)", rank, first ? "first," : "then", took,
+                   tempo_status_name(st), tempo_last_error(comm));
+    return ok ? 0 : 1;
+}
+
+/* A forced NCCL failure on rank 1 (FAKE_NCCL_FAIL=sync or async, its second NCCL call): every
+ * rank's call fails within 10 s (TEMPO_TIMEOUT 30 s), naming NCCL and rank 1, none TEMPO_OK; the
+ * communicator stays failed (a third call fails at once). */
+static int rank_nccl_fail(tempo_comm_t comm, int rank, int n, const char *how)
+{
+    int ok = use_fake();
+    tempo_status_t st;
+    long bad = nccl_allreduce(comm, rank, n, 1000, 1, &st);
+    /* (exact; or, on a rank still waiting for it when rank 1's second call failed the
+     * communicator, failed with that: a call in flight when its communicator fails, fails too) */
+    const char *e1 = tempo_last_error(comm);
+    ok &= rk_check(bad == 0 || (st != TEMPO_OK && strstr(e1, "NCCL") && strstr(e1, "on rank 1")),
+                   "nccl %s: rank %d: the first call: %s, %ld wrong (%s)", how, rank,
+                   tempo_status_name(st), bad, st == TEMPO_OK ? "" : e1);
+    double t0 = rk_now();
+    bad = nccl_allreduce(comm, rank, n, 1000, 1, &st);
+    double took = rk_now() - t0;
+    const char *e = tempo_last_error(comm);
+    ok &= rk_check(st != TEMPO_OK && took < 10 && strstr(e, "NCCL") && strstr(e, "on rank 1"),
+                   "nccl %s: rank %d: the second, failing on rank 1: fails in %.2f s (%s: %s)",
+                   how, rank, took, tempo_status_name(st), e);
+    bad = nccl_allreduce(comm, rank, n, 1000, 1, &st);
+    ok &= rk_check(st != TEMPO_OK, "nccl %s: rank %d: a third call: %s (%s)", how, rank,
+                   tempo_status_name(st), tempo_last_error(comm));
+    return ok ? 0 : 1;
+}
+#endif
 
 /* TEMPO_PROGRESS_THREAD=0: nothing would let a stream go on while its caller does not wait, so a
  * stream is refused, saying so; device buffers without one still work. */
@@ -578,14 +692,15 @@ static int rank_device(tempo_comm_t comm, int rank, int n, int fake)
     s = dev_from(TEMPO_FLOAT32, count, h);
     r = dev_from(TEMPO_FLOAT32, count, h);
     tempo_request_t rq[2];
-    st = tempo_irecv(comm, r, count, TEMPO_FLOAT32, (rank + n - 1) % n, 5, NULL, &rq[0]);
+    st = n == 1 ? TEMPO_ERR_INVALID /* (no peer) */
+                : tempo_irecv(comm, r, count, TEMPO_FLOAT32, (rank + n - 1) % n, 5, NULL, &rq[0]);
     if (st == TEMPO_OK) {
         st = tempo_isend(comm, s, count, TEMPO_FLOAT32, (rank + 1) % n, 5, NULL, &rq[1]);
     }
     st = st == TEMPO_OK ? tempo_waitall(2, rq, NULL) : st;
     bad = st == TEMPO_OK ? dev_check(TEMPO_FLOAT32, r, count, want_ring, &w) : -1;
-    ok &= rk_check(bad == 0, "device: rank %d: send/recv ring: %s, %ld wrong", rank,
-                   tempo_status_name(st), bad);
+    ok &= rk_check(bad == 0 || n == 1, "device: rank %d: send/recv ring: %s, %ld wrong%s", rank,
+                   tempo_status_name(st), bad, n == 1 ? " (one rank: no ring)" : "");
     dev.free(s);
     dev.free(r);
     /* scheduled all-reduces, posted in reverse priority, in place */
@@ -613,11 +728,16 @@ static int rank_device(tempo_comm_t comm, int rank, int n, int fake)
     }
     ok &= rk_check(bad == 0, "device: rank %d: 4 scheduled all-reduces with priorities: %s, %ld "
                    "wrong", rank, tempo_status_name(st), bad);
-    /* mixed: rank 0 on the device, the others on the host */
-    for (size_t i = 0; i < count; i++) {
+    /* mixed: rank 0 on the device, the others on the host (not under TEMPO_GPU_BACKEND=nccl,
+     * where it must fail: rank_nccl_mixed) */
+    const char *backend = getenv("TEMPO_GPU_BACKEND");
+    int nccl = backend && !strcmp(backend, "nccl");
+    for (size_t i = 0; i < count && !nccl; i++) {
         put(TEMPO_FLOAT32, h, i, val(rank, i, TEMPO_SUM));
     }
-    if (rank == 0) {
+    if (nccl) {
+        st = TEMPO_OK, bad = 0;
+    } else if (rank == 0) {
         void *d = dev_from(TEMPO_FLOAT32, count, h);
         st = tempo_allreduce(comm, d, d, count, TEMPO_FLOAT32, TEMPO_SUM);
         bad = st == TEMPO_OK ? dev_check(TEMPO_FLOAT32, d, count, want_reduce, &w) : -1;
@@ -629,8 +749,10 @@ static int rank_device(tempo_comm_t comm, int rank, int n, int fake)
             bad += get(TEMPO_FLOAT32, h, i) != expect(n, i, TEMPO_SUM);
         }
     }
-    ok &= rk_check(bad == 0, "device: rank %d: all-reduce, rank 0 on the device, the others on "
-                   "the host: %s, %ld wrong", rank, tempo_status_name(st), bad);
+    if (!nccl) {
+        ok &= rk_check(bad == 0, "device: rank %d: all-reduce, rank 0 on the device, the others "
+                       "on the host: %s, %ld wrong", rank, tempo_status_name(st), bad);
+    }
     free(h);
     ok &= rank_bucketer(comm, rank, n);
     ok &= rank_stream(comm, rank, n, fake);
@@ -662,7 +784,15 @@ static int rank_main(int rank, int size, void *arg)
 #if TEMPO_HAVE_CUDA
     case V_FAKE: rc = rank_device(comm, rank, size, 1); break;
     case V_NOTHREAD: rc = rank_nothread(comm, rank, size); break;
-    case V_DEVICE: rc = rank_device(comm, rank, size, 0); break;
+#if TEMPO_HAVE_NCCL
+    case V_NCCL: rc = rank_nccl(comm, rank, size); break;
+    case V_NCCL_MIXED: rc = rank_nccl_mixed(comm, rank, size, 0); break;
+    case V_NCCL_MIXED0: rc = rank_nccl_mixed(comm, rank, size, 1); break;
+    case V_NCCL_SYNC: rc = rank_nccl_fail(comm, rank, size, "sync"); break;
+    case V_NCCL_ASYNC: rc = rank_nccl_fail(comm, rank, size, "async"); break;
+#endif
+    case V_DEVICE:
+    case V_DEVICE_NCCL: rc = rank_device(comm, rank, size, 0); break;
 #endif
     default: break;
     }
@@ -673,8 +803,10 @@ static int rank_main(int rank, int size, void *arg)
 
 static void run(const char *label, int n, int variant)
 {
-    char drv[PATH_MAX + 32] = "TEMPO_TIMEOUT=30s", fake[PATH_MAX];
-    if (variant == V_FAKE || variant == V_NOTHREAD) {
+    char drv[PATH_MAX + 32] = "TEMPO_TIMEOUT=30s", lib[PATH_MAX + 32] = "TEMPO_TIMEOUT=30s";
+    char fake[PATH_MAX];
+    int nccl = variant >= V_NCCL && variant <= V_NCCL_ASYNC;
+    if (variant == V_FAKE || variant == V_NOTHREAD || nccl) {
         if (!realpath("tests/gpu/fake/libcuda.so.1", fake)) {
             TAP_OK(0, "%s: tests/gpu/fake/libcuda.so.1: %s (run from the build directory)", label,
                    strerror(errno));
@@ -682,7 +814,20 @@ static void run(const char *label, int n, int variant)
         }
         snprintf(drv, sizeof(drv), "TEMPO_CUDA_DRIVER=%s", fake);
     }
-    const char *env[] = {"TEMPO_TIMEOUT=30s", drv, "FAKE_CUDA_MEMSET_MS=30",
+    if (nccl) {
+        if (!realpath("tests/gpu/fake/libnccl.so.2", fake)) {
+            TAP_OK(0, "%s: tests/gpu/fake/libnccl.so.2: %s (run from the build directory)", label,
+                   strerror(errno));
+            return;
+        }
+        snprintf(lib, sizeof(lib), "TEMPO_NCCL_LIBRARY=%s", fake);
+    }
+    const char *fail = variant == V_NCCL_SYNC ? "FAKE_NCCL_FAIL=sync"
+                       : variant == V_NCCL_ASYNC ? "FAKE_NCCL_FAIL=async" : "FAKE_NCCL_FAIL=";
+    const char *env[] = {"TEMPO_TIMEOUT=30s", drv, lib, "FAKE_CUDA_MEMSET_MS=30",
+                         nccl || variant == V_DEVICE_NCCL ? "TEMPO_GPU_BACKEND=nccl"
+                                                          : "TEMPO_GPU_BACKEND=native",
+                         fail, "FAKE_NCCL_FAIL_RANK=1", "FAKE_NCCL_FAIL_CALL=2",
                          variant == V_NOTHREAD ? "TEMPO_PROGRESS_THREAD=0" : NULL, NULL};
     arg_t a = {variant};
     job_t job;
@@ -724,6 +869,15 @@ int main(void)
         run("fake", n, V_FAKE);
     }
     run("no progress thread", 2, V_NOTHREAD);
+#if TEMPO_HAVE_NCCL
+    for (int n = 1; n <= 3; n++) {
+        run("nccl", n, V_NCCL);
+    }
+    run("nccl mixed", 2, V_NCCL_MIXED);
+    run("nccl mixed first", 2, V_NCCL_MIXED0);
+    run("nccl sync failure", 3, V_NCCL_SYNC);
+    run("nccl async failure", 3, V_NCCL_ASYNC);
+#endif
 #endif
     char why[200];
     /* Asked in a child: the CUDA runtime must not be initialized in the parent that forks the
@@ -738,6 +892,10 @@ int main(void)
         for (int n = 2; n <= 4; n++) {
             run("device", n, V_DEVICE);
         }
+#if TEMPO_HAVE_NCCL
+        /* NCCL itself: one rank (NCCL refuses two ranks on one GPU) */
+        run("device nccl", 1, V_DEVICE_NCCL);
+#endif
     } else {
         have_device(why, sizeof(why));
         TAP_OK(1, "device # SKIP %s", why);

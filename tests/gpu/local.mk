@@ -9,7 +9,7 @@ TESTS += %reldir%/gpu_coll
 %canon_reldir%_gpu_coll_LDFLAGS = $(CUDA_RPATH)
 # gpu_coll's and perf_device.sh's stand-in CUDA driver (fake_cuda.c), for their device cases on
 # machines without a GPU; perf_device.sh: the perf programs' -M cuda on it.
-EXTRA_DIST += %reldir%/fake_cuda.c %reldir%/perf_device.sh
+EXTRA_DIST += %reldir%/fake_cuda.c %reldir%/fake_nccl.c %reldir%/perf_device.sh
 TESTS += %reldir%/perf_device.sh
 if HAVE_CUDA
 check_DATA += %reldir%/fake/libcuda.so.1
@@ -18,6 +18,15 @@ CLEANFILES += %reldir%/fake/libcuda.so.1
 	@$(MKDIR_P) %reldir%/fake
 	$(AM_V_CC)$(CC) -shared -fPIC -O1 -Wall $(CUDA_CPPFLAGS) -o $@ \
 		$(top_srcdir)/%reldir%/fake_cuda.c $(PTHREAD_LIBS)
+endif
+# gpu_coll's stand-in NCCL (fake_nccl.c), for its TEMPO_GPU_BACKEND=nccl jobs.
+if HAVE_NCCL
+check_DATA += %reldir%/fake/libnccl.so.2
+CLEANFILES += %reldir%/fake/libnccl.so.2
+%reldir%/fake/libnccl.so.2: $(top_srcdir)/%reldir%/fake_nccl.c
+	@$(MKDIR_P) %reldir%/fake
+	$(AM_V_CC)$(CC) -shared -fPIC -O1 -Wall $(CUDA_CPPFLAGS) $(NCCL_CPPFLAGS) -o $@ \
+		$(top_srcdir)/%reldir%/fake_nccl.c $(PTHREAD_LIBS) -ldl -lrt
 endif
 #
 # nvcc builds tests/gpu/gpu_kernels (kernels and test in one program, for every architecture of

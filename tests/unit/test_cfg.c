@@ -338,6 +338,15 @@ static const knob_t knobs[] = {
      {"0", "1"}},
     {"TEMPO_CUDA_DRIVER", K_STR, O(cuda_driver), {NULL}, {"/opt/cuda/libcuda.so.1"}, {0},
      {"/opt/cuda/libcuda.so.1"}},
+#if TEMPO_HAVE_CUDA && TEMPO_HAVE_NCCL
+    {"TEMPO_GPU_BACKEND", K_STR, O(gpu_backend), {"NCCL", "gloo"}, {"native", "nccl"}, {0},
+     {"native", "nccl"}},
+#else
+    {"TEMPO_GPU_BACKEND", K_STR, O(gpu_backend), {"NCCL", "gloo", "nccl"}, {"native"}, {0},
+     {"native"}},
+#endif
+    {"TEMPO_NCCL_LIBRARY", K_STR, O(nccl_library), {NULL}, {"/opt/nccl/lib/libnccl.so.2"}, {0},
+     {"/opt/nccl/lib/libnccl.so.2"}},
     {"TEMPO_IB_HCA", K_STR, O(ib_hca), {":1", "mlx5_0:0", "mlx5_0:256", "mlx5_0:x", "mlx5_0:"},
      {"mlx5_0", "rxe0:1"}, {0}, {"mlx5_0", "rxe0:1"}},
     {"TEMPO_IB_GID_INDEX", K_INT, O(ib_gid_index), {"-1", "65536", "x", "1.5", HUGE_INT},
