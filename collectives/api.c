@@ -384,6 +384,10 @@ static tempo_status_t post_locked(struct tempo_comm *c, const args_t *a, const t
     op->root = a->root;
     op->ptag = a->ptag;
     op->nccl = nccl;
+    if (nccl && attr && (attr->field_mask & TEMPO_ATTR_STREAM)) {
+        op->has_gpu_stream = 1; /* the NCCL call goes on the caller's stream */
+        op->gpu_stream = attr->stream;
+    }
     const char *forced = NULL, *name = NULL;
     size_t chunk_bytes = 0;
     int sched = scheduled(a, attr);
@@ -526,10 +530,12 @@ static tempo_status_t run(struct tempo_comm *c, const args_t *a, const tempo_att
                         "progress thread, which TEMPO_PROGRESS_THREAD=0 turned off",
                         tempo__coll_name(a->coll));
     }
-    /* NCCL (TEMPO_GPU_BACKEND=nccl) runs device buffers as they are; stream-ordered calls stay
-     * host-staged in this version. */
-    if (st == TEMPO_OK && !ordered && (!attr || !(attr->field_mask & TEMPO_ATTR_MEMTYPE) ||
-                                       attr->memtype != TEMPO_MEMTYPE_HOST)) {
+    /* NCCL (TEMPO_GPU_BACKEND=nccl) runs device buffers as they are; a stream-ordered call is
+     * enqueued on the caller's stream when it is posted, which the scheduled lane does not do
+     * (its chunks start when the scheduler says): those stay host-staged. */
+    if (st == TEMPO_OK && (!ordered || !scheduled(a, attr)) &&
+        (!attr || !(attr->field_mask & TEMPO_ATTR_MEMTYPE) ||
+         attr->memtype != TEMPO_MEMTYPE_HOST)) {
         int compressed = attr && (attr->field_mask & TEMPO_ATTR_COMPRESSOR) && attr->compressor;
         nccl = tempo__nccl_takes(a->coll, a->redop, a->dtype, compressed, a->sendbuf, sbytes,
                                  a->recvbuf, rbytes);
@@ -571,7 +577,7 @@ static tempo_status_t run(struct tempo_comm *c, const args_t *a, const tempo_att
         return comm_err(c, st);
     }
     op->cuda = cuda;
-    if (ordered && st >= 0) {
+    if (ordered && st >= 0 && !nccl) {
         /* its stream waits for it: let the stream go on when it completes (engine), or now */
         op->on_complete = stream_ready;
         tempo__cuda_stage_arm(cuda); /* (a failure is the request's: tempo__cuda_stage_done) */

@@ -1,10 +1,11 @@
 /*
  * gpu/nccl.c — NCCL as the backend of CUDA device buffers (gpu/nccl.h), loaded at run time.
  *
- * A call runs in three steps: tempo__nccl_start prepares it; its first progress enqueues the NCCL
- * call on the stream and records an event after it (in the communicator's CUDA context, pushed:
- * the engine's thread has no current context); later passes poll the event, and NCCL's
- * asynchronous error. A call that fails after it was enqueued (an NCCL error, a peer's failure, a
+ * A call is a schedule of tempo's (collectives/sched.c): its first step enqueues the NCCL call on
+ * the stream and records an event after it (in the communicator's CUDA context, pushed: the
+ * engine's thread has no current context); then the rounds of a dissemination barrier carry the
+ * call's signature between the ranks on tempo's own connections, while the GPU works; the last
+ * step polls the event, and NCCL's asynchronous error. A call that fails after it was enqueued (an NCCL error, a peer's failure, a
  * timeout) leaves a kernel that may never finish: the NCCL communicator is aborted
  * (ncclCommAbort), which ends it, and every later NCCL call on this tempo communicator fails.
  */
@@ -12,6 +13,7 @@
 
 #include "gpu/nccl.h"
 
+#include "collectives/coll.h"
 #include "core/cfg.h"
 #include "gpu/cuda.h"
 
@@ -256,10 +258,11 @@ void tempo__nccl_comm_free(struct tempo_comm *comm)
     comm->gpu = NULL;
 }
 
-/* One call's state (op->priv). */
+/* One call's state (the schedule's ext). */
 typedef struct {
     void *event;        /* recorded after the call; NULL: not enqueued yet */
     uint64_t remote_ns; /* when NCCL first said a peer failed (ncclRemoteError), 0: not */
+    void (*sched_cleanup)(tempo__op_t *op);
 } call_t;
 
 /* How long a call that NCCL says a peer broke waits for that peer's own word (the failure it
@@ -286,41 +289,51 @@ static ncclResult_t enqueue(tempo__op_t *op, gcomm_t *g, cudaStream_t s)
 }
 
 /* A call failed here (st, what): end NCCL's work on every rank (this one's abort; the others
- * learn of the failure, which fails their calls, whose cleanup aborts theirs), fail the
- * communicator for good, and the call. */
+ * learn of the failure, which fails their calls, whose cleanup aborts theirs) and fail the
+ * communicator for good. Returns st with the message (the schedule fails the call with it). */
 static tempo_status_t call_failed(tempo__op_t *op, gcomm_t *g, tempo_status_t st, const char *what)
 {
     char msg[TEMPO_ERRMSG_LEN - 64];
     snprintf(msg, sizeof(msg), "NCCL: %s on rank %d", what, op->comm->rank);
     comm_break(g, msg);
     tempo__comm_fail_found(op->comm, st, msg);
-    return tempo__op_fail(op, st, "%s", msg);
+    return tempo__err_quiet(st, "%s", msg);
 }
 
-static tempo_status_t call_progress(tempo__op_t *op)
+/* The schedule's first step: enqueue the NCCL call and an event after it. */
+static tempo_status_t call_enqueue(tempo__sched_t *s, void *arg)
 {
+    tempo__op_t *op = s->op;
     gcomm_t *g = op->comm->gpu;
-    call_t *k = op->priv;
+    call_t *k = arg;
     char what[200];
-    if (!k->event) {
-        if (g->broken) {
-            return tempo__op_fail(op, TEMPO_ERR_SYSTEM, "NCCL: the NCCL communicator was aborted "
-                                  "after an earlier failure (%s)", g->why);
-        }
-        cudaStream_t s = (cudaStream_t)(op->has_gpu_stream ? op->gpu_stream : g->stream);
-        if (tempo__cuda_ctx_push(g->ctx) != 0) {
-            return call_failed(op, g, TEMPO_ERR_SYSTEM, tempo__errmsg());
-        }
-        ncclResult_t r = enqueue(op, g, s);
-        tempo__cuda_ctx_pop();
-        if (r != ncclSuccess) {
-            snprintf(what, sizeof(what), "the call failed (%s)", nc.error_string(r));
-            return call_failed(op, g, nccl_status(r), what);
-        }
-        if (tempo__cuda_event_after(g->ctx, s, &k->event) != TEMPO_OK) {
-            return call_failed(op, g, TEMPO_ERR_SYSTEM, tempo__errmsg());
-        }
+    if (g->broken) {
+        return tempo__err_quiet(TEMPO_ERR_SYSTEM, "NCCL: the NCCL communicator was aborted after "
+                                "an earlier failure (%s)", g->why);
     }
+    cudaStream_t st = (cudaStream_t)(op->has_gpu_stream ? op->gpu_stream : g->stream);
+    if (tempo__cuda_ctx_push(g->ctx) != 0) {
+        return call_failed(op, g, TEMPO_ERR_SYSTEM, tempo__errmsg());
+    }
+    ncclResult_t r = enqueue(op, g, st);
+    tempo__cuda_ctx_pop();
+    if (r != ncclSuccess) {
+        snprintf(what, sizeof(what), "the call failed (%s)", nc.error_string(r));
+        return call_failed(op, g, nccl_status(r), what);
+    }
+    if (tempo__cuda_event_after(g->ctx, st, &k->event) != TEMPO_OK) {
+        return call_failed(op, g, TEMPO_ERR_SYSTEM, tempo__errmsg());
+    }
+    return TEMPO_OK;
+}
+
+/* The schedule's last step: TEMPO_INPROGRESS until the stream has passed the call. */
+static tempo_status_t call_wait(tempo__sched_t *s, void *arg)
+{
+    tempo__op_t *op = s->op;
+    gcomm_t *g = op->comm->gpu;
+    call_t *k = arg;
+    char what[200];
     int passed = tempo__cuda_event_passed(g->ctx, k->event);
     if (passed < 0) {
         return call_failed(op, g, TEMPO_ERR_SYSTEM, tempo__errmsg());
@@ -341,38 +354,62 @@ static tempo_status_t call_progress(tempo__op_t *op)
                  nc.error_string(q != ncclSuccess ? q : ar));
         return call_failed(op, g, nccl_status(q != ncclSuccess ? q : ar), what);
     }
+    /* (not passed: polled again; past TEMPO_SPIN without events the engine polls between
+     * sleeps of up to 1 ms, its policy for any wait) */
     return passed ? TEMPO_OK : TEMPO_INPROGRESS;
 }
 
 static void call_cleanup(tempo__op_t *op)
 {
+    tempo__sched_t *s = op->priv;
+    if (!s) {
+        return;
+    }
     gcomm_t *g = op->comm->gpu;
-    call_t *k = op->priv;
+    call_t *k = s->ext;
     if (k->event) {
         if (op->status != TEMPO_OK && tempo__cuda_event_passed(g->ctx, k->event) == 0) {
-            /* Failed (a peer's failure, a deadline) while NCCL still runs it: end it. */
+            /* Failed (a peer's failure, a disagreement, a deadline) while NCCL still runs it:
+             * end it. */
             comm_break(g, op->errmsg[0] ? op->errmsg : "a call failed");
             tempo__cuda_event_wait(g->ctx, k->event);
         }
         tempo__cuda_event_free(g->ctx, k->event);
     }
+    void (*inner)(tempo__op_t *) = k->sched_cleanup;
     tempo__free(k);
-    op->priv = NULL;
+    s->ext = NULL;
+    inner(op);
 }
 
+/* The call as a schedule: enqueue it; meanwhile, the rounds of a dissemination barrier whose
+ * messages carry the call's signature (NCCL checks nothing: a rank that made another call, or
+ * none, is found here, and every rank fails instead of returning NCCL's garbage, core/check.c);
+ * then wait for the stream. */
 tempo_status_t tempo__nccl_start(tempo__op_t *op)
 {
     if (!op->comm->gpu) {
         return tempo__err(TEMPO_ERR_INTERNAL, "NCCL: no NCCL communicator");
     }
+    if (op->has_gpu_stream && op->lane) {
+        /* (api.c keeps stream-ordered scheduled requests host-staged: their chunks start later
+         * than the caller's later work on the stream) */
+        return tempo__err(TEMPO_ERR_INTERNAL, "NCCL: a stream-ordered chunk");
+    }
+    tempo__sched_t *s;
+    TEMPO_CHECK(tempo__sched_create(op, 0, TEMPO_UINT8, TEMPO_SUM, &s));
     call_t *k = tempo__calloc(1, sizeof(*k), "NCCL call");
     if (!k) {
-        return TEMPO_ERR_NOMEM;
+        return TEMPO_ERR_NOMEM; /* (op->cleanup frees the schedule) */
     }
-    op->priv = k;
-    op->progress = call_progress;
+    s->ext = k;
+    k->sched_cleanup = op->cleanup;
     op->cleanup = call_cleanup;
-    return TEMPO_OK;
+    tempo__sched_call(s, call_enqueue, k);
+    tempo__sched_close(s);
+    tempo__sched_round(s);
+    tempo__sched_call(s, call_wait, k);
+    return tempo__sched_ready(s);
 }
 
 void tempo__nccl_describe(char *buf, size_t len)

@@ -28,7 +28,8 @@
  *              driver, 1-3 ranks: the device cases (NCCL's collectives counted as NCCL calls);
  *              mixed host and device ranks (as the first call, and later) fail on every rank;
  *              a forced NCCL failure on rank 1 (returned by the call, or asynchronous) fails the
- *              call on every rank naming NCCL and rank 1, and every later call
+ *              call on every rank naming NCCL and rank 1, and every later call; disagreeing
+ *              counts (rank_stream) and broadcast roots fail on every rank with what differs
  *   device nccl  where a device answers: the device cases at 1 rank on the real NCCL
  * (invalid also checks that a stream without a usable driver is TEMPO_ERR_UNSUPPORTED.)
  */
@@ -47,7 +48,7 @@
 #endif
 
 enum { V_INVALID, V_DECLARED, V_ONE_RANK, V_FAKE, V_NOTHREAD, V_NCCL, V_NCCL_MIXED, V_NCCL_MIXED0,
-       V_NCCL_SYNC, V_NCCL_ASYNC, V_DEVICE, V_DEVICE_NCCL };
+       V_NCCL_SYNC, V_NCCL_ASYNC, V_NCCL_ROOTS, V_DEVICE, V_DEVICE_NCCL };
 
 typedef struct {
     int variant;
@@ -160,6 +161,23 @@ static int use_fake(void)
     dev.copy = fake_copy;
     return rk_check(dev.alloc && dev.free && fake_memcpy, "fake: the stand-in driver %s: %s",
                     path ? path : "(TEMPO_CUDA_DRIVER unset)", h ? "loaded" : dlerror());
+}
+
+/* NCCL calls made so far by the stand-in NCCL of this process (0 without it). */
+static unsigned long long nccl_calls(void)
+{
+    const char *path = getenv("TEMPO_NCCL_LIBRARY");
+    void *h = path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
+    unsigned long long (*f)(void) = h ? (unsigned long long (*)(void))dlsym(h, "fake_nccl_calls")
+                                      : NULL;
+    return f ? f() : 0;
+}
+
+/* Whether this job runs TEMPO_GPU_BACKEND=nccl. */
+static int backend_nccl(void)
+{
+    const char *b = getenv("TEMPO_GPU_BACKEND");
+    return b && !strcmp(b, "nccl");
 }
 
 /* n elements of dtype dt on the device, from a host array filled by put(). */
@@ -294,7 +312,14 @@ static int rank_stream(tempo_comm_t comm, int rank, int n, int fake)
                            .stream = stream, .priority = 1};
         sd.fill((unsigned long long)(uintptr_t)s, bits, count, stream);
         tempo_request_t q;
+        unsigned long long calls0 = nccl_calls();
         tempo_status_t st = tempo_iallreduce(comm, s, r, count, TEMPO_FLOAT32, TEMPO_SUM, &at, &q);
+        if (fake && backend_nccl()) { /* the plain one: an NCCL call on the stream; the other
+                                       * host-staged */
+            unsigned long long k = nccl_calls() - calls0;
+            ok &= rk_check(k == (sched ? 0u : 1u), "stream: rank %d: under nccl, the %s one made "
+                           "%llu NCCL calls", rank, sched ? "scheduled" : "plain", k);
+        }
         float *out = malloc(count * sizeof(float));
         for (size_t i = 0; i < count; i++) {
             out[i] = -1;
@@ -445,14 +470,6 @@ static int rank_bucketer(tempo_comm_t comm, int rank, int n)
 static int rank_device(tempo_comm_t comm, int rank, int n, int fake);
 
 #if TEMPO_HAVE_NCCL
-/* NCCL calls made so far by the stand-in NCCL of this process. */
-static unsigned long long nccl_calls(void)
-{
-    void *h = dlopen(getenv("TEMPO_NCCL_LIBRARY"), RTLD_NOW | RTLD_LOCAL);
-    unsigned long long (*f)(void) = h ? (unsigned long long (*)(void))dlsym(h, "fake_nccl_calls")
-                                      : NULL;
-    return f ? f() : 0;
-}
 
 /* An all-reduce of count float32 sums, every rank's input val(rank, i), on the device (dev) or
  * not; the wrong elements' count, or -1 when the call failed (*st). */
@@ -516,6 +533,25 @@ static int rank_nccl_mixed(tempo_comm_t comm, int rank, int n, int first)
                    "nccl mixed: rank %d: %s rank 0 on the device, the others on the host: fails "
                    "in %.2f s (%s: %s)", rank, first ? "first," : "then", took,
                    tempo_status_name(st), tempo_last_error(comm));
+    return ok ? 0 : 1;
+}
+
+/* NCCL checks nothing: a broadcast whose root disagrees (rank 0 names root 0, the others root 1)
+ * must fail on every rank with TEMPO_ERR_INVALID naming the roots, not return NCCL's result. */
+static int rank_nccl_roots(tempo_comm_t comm, int rank, int n)
+{
+    int ok = use_fake();
+    float h[1000];
+    for (int i = 0; i < 1000; i++) {
+        h[i] = (float)(rank + 1);
+    }
+    void *d = dev_from(TEMPO_FLOAT32, 1000, h);
+    tempo_status_t st = tempo_broadcast(comm, d, d, 1000, TEMPO_FLOAT32, rank == 0 ? 0 : 1);
+    const char *e = tempo_last_error(comm);
+    ok &= rk_check(st == TEMPO_ERR_INVALID && strstr(e, "root"), "nccl roots: rank %d of %d: a "
+                   "broadcast from root %d: %s (%s)", rank, n, rank == 0 ? 0 : 1,
+                   tempo_status_name(st), e);
+    dev.free(d);
     return ok ? 0 : 1;
 }
 
@@ -730,8 +766,7 @@ static int rank_device(tempo_comm_t comm, int rank, int n, int fake)
                    "wrong", rank, tempo_status_name(st), bad);
     /* mixed: rank 0 on the device, the others on the host (not under TEMPO_GPU_BACKEND=nccl,
      * where it must fail: rank_nccl_mixed) */
-    const char *backend = getenv("TEMPO_GPU_BACKEND");
-    int nccl = backend && !strcmp(backend, "nccl");
+    int nccl = backend_nccl();
     for (size_t i = 0; i < count && !nccl; i++) {
         put(TEMPO_FLOAT32, h, i, val(rank, i, TEMPO_SUM));
     }
@@ -790,6 +825,7 @@ static int rank_main(int rank, int size, void *arg)
     case V_NCCL_MIXED0: rc = rank_nccl_mixed(comm, rank, size, 1); break;
     case V_NCCL_SYNC: rc = rank_nccl_fail(comm, rank, size, "sync"); break;
     case V_NCCL_ASYNC: rc = rank_nccl_fail(comm, rank, size, "async"); break;
+    case V_NCCL_ROOTS: rc = rank_nccl_roots(comm, rank, size); break;
 #endif
     case V_DEVICE:
     case V_DEVICE_NCCL: rc = rank_device(comm, rank, size, 0); break;
@@ -805,7 +841,7 @@ static void run(const char *label, int n, int variant)
 {
     char drv[PATH_MAX + 32] = "TEMPO_TIMEOUT=30s", lib[PATH_MAX + 32] = "TEMPO_TIMEOUT=30s";
     char fake[PATH_MAX];
-    int nccl = variant >= V_NCCL && variant <= V_NCCL_ASYNC;
+    int nccl = variant >= V_NCCL && variant <= V_NCCL_ROOTS;
     if (variant == V_FAKE || variant == V_NOTHREAD || nccl) {
         if (!realpath("tests/gpu/fake/libcuda.so.1", fake)) {
             TAP_OK(0, "%s: tests/gpu/fake/libcuda.so.1: %s (run from the build directory)", label,
@@ -877,6 +913,7 @@ int main(void)
     run("nccl mixed first", 2, V_NCCL_MIXED0);
     run("nccl sync failure", 3, V_NCCL_SYNC);
     run("nccl async failure", 3, V_NCCL_ASYNC);
+    run("nccl roots", 3, V_NCCL_ROOTS);
 #endif
 #endif
     char why[200];
