@@ -298,6 +298,48 @@ extern "C" int tempo__gpu_qscale(const float *x, size_t count, size_t bucket, in
     return cudaGetLastError();
 }
 
+/* One warp per bucket: the level fitters' statistics, tempo__qstats_bucket's bits. */
+__global__ void k_qstats(const float *x, size_t count, size_t bucket, size_t nb, int linf,
+                         double *out)
+{
+    const int lane = threadIdx.x % 32;
+    const size_t warps = (size_t)gridDim.x * (blockDim.x / 32);
+    for (size_t b = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) / 32; b < nb; b += warps) {
+        const float *xb = x + b * bucket;
+        size_t n = count - b * bucket < bucket ? count - b * bucket : bucket;
+        double s = 0.0, s2 = 0.0;
+        float m = 0.0f;
+        for (size_t i = lane; i < n; i += 32) {
+            double v = xb[i], sq = v * v;
+            float a = fabsf(xb[i]);
+            s += v;
+            s2 += sq;
+            m = a > m ? a : m;
+        }
+        s = warp_fold_f64(s);
+        s2 = warp_fold_f64(s2);
+        m = warp_max(m);
+        if (lane == 0) {
+            tempo__qstats_finish(s, s2, (double)m, n, linf, out + 3 * b);
+        }
+    }
+}
+
+extern "C" int tempo__gpu_qstats(const float *x, size_t count, size_t bucket, int linf,
+                                 double *out, void *stream)
+{
+    if (bucket == 0) {
+        return cudaErrorInvalidValue;
+    }
+    size_t nb = (count + bucket - 1) / bucket;
+    if (nb) {
+        size_t warps_per_block = kThreads / 32, blocks = (nb + warps_per_block - 1) / warps_per_block;
+        k_qstats<<<(unsigned)(blocks > 65535 ? 65535 : blocks), kThreads, 0,
+                   (cudaStream_t)stream>>>(x, count, bucket, nb, linf, out);
+    }
+    return cudaGetLastError();
+}
+
 extern "C" int tempo__gpu_qencode(const float *x, size_t count, size_t bucket, const float *scales,
                                   const float *lv, int nl, int bits, uint64_t seed, uint8_t *packed,
                                   void *stream)

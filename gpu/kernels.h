@@ -42,6 +42,11 @@ int tempo__gpu_f32_to_half(tempo_dtype_t dtype, const float *src, uint16_t *dst,
 int tempo__gpu_qscale(const float *x, size_t count, size_t bucket, int linf, int clip,
                       float *scales, void *stream);
 
+/** The level fitters' statistics of each bucket: out[3b..3b+2] = tempo__qstats_bucket's triple
+ *  for bucket b (quant/qmath.h), bit for bit; quant/quant.h's tempo__qstats_init/_add fold them
+ *  on the host. */
+int tempo__gpu_qstats(const float *x, size_t count, size_t bucket, int linf, double *out,
+                      void *stream);
 /* The packed level indices of x (count coordinates, bucket per scale) on the table lv[nl]
  * (device memory; nl <= 2^bits <= 256), rounded with the call's seed: bytes
  * ceil(count * bits / 8) of packed. */

@@ -132,6 +132,10 @@ int main(int argc, char **argv)
         median_us([&] { CK(tempo__gpu_f32_to_half(TEMPO_BFLOAT16, a[0], h[2], count, 0)); }));
     row("qscale L2 (bucket 8192)", n4 + nb * 4,
         median_us([&] { CK(tempo__gpu_qscale(a[0], count, bucket, 0, 0, scales, 0)); }));
+    double *st;
+    CK(cudaMalloc(&st, nb * 3 * sizeof(double)));
+    row("qstats L2 (bucket 8192)", n4 + nb * 24,
+        median_us([&] { CK(tempo__gpu_qstats(a[0], count, bucket, 0, st, 0)); }));
     for (int bits = 2; bits <= 4; bits += 2) {
         char name[64];
         double pb = (double)(count * bits + 7) / 8;

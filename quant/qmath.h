@@ -13,7 +13,8 @@
  * index's high word with the seed's high word: distinct indices of one call never share their
  * pre-image. The uniform is its top 24 bits, exact in fp32.
  *
- * Bucket norms (L2; clipped TernGrad's mean and variance): 32 partial sums, coordinate i of the
+ * Bucket norms (L2; clipped TernGrad's mean and variance; the level fitters' statistics): 32
+ * partial sums, coordinate i of the
  * bucket into partial i % 32 in increasing i, then folded pairwise (k += k + 16 for k < 16, then
  * 8, 4, 2, 1): the order of a warp's 32 lanes and its shuffle tree, and of four 8-wide vectors on
  * the host.
@@ -146,6 +147,50 @@ TEMPO_HD float tempo__qscale(const float *x, size_t n, int linf, int clip)
         s[k] += sq;
     }
     return sqrtf(tempo__qfold_f32(s));
+}
+
+/*
+ * A bucket's fitting statistics (quant.c's tempo__qstats_compute folds them over the buckets), from
+ * its sum s, sum of squares s2 (double, in the shared order) and largest magnitude mx:
+ * out[0] its norm (L2, or linf: mx), -1 where the bucket is skipped (zero, or not finite);
+ * out[1] the sum of its normalized coordinates (s / norm); out[2] their unbiased variance (>= 0).
+ */
+TEMPO_HD void tempo__qstats_finish(double s, double s2, double mx, size_t n, int linf,
+                                   double *out)
+{
+    double norm = linf ? mx : sqrt(s2);
+    if (!(norm > 0) || !isfinite(norm) || !isfinite(s2)) {
+        out[0] = -1.0;
+        out[1] = out[2] = 0.0;
+        return;
+    }
+    double rsum = s / norm, mean = rsum / (double)n;
+    double r2 = linf ? s2 / (norm * norm) : 1.0; /* sum r^2 (1 for L2) */
+    double var = n > 1 ? (r2 - (double)n * mean * mean) / (double)(n - 1) : 0.0;
+    out[0] = norm;
+    out[1] = rsum;
+    out[2] = var > 0 ? var : 0.0;
+}
+
+TEMPO_HD void tempo__qstats_bucket(const float *x, size_t n, int linf, double *out)
+{
+    double s[TEMPO__QLANES], s2[TEMPO__QLANES];
+    float m = 0.0f;
+    for (int k = 0; k < TEMPO__QLANES; k++) {
+        s[k] = s2[k] = 0.0;
+    }
+    for (size_t i = 0; i < n; i += TEMPO__QLANES) {
+        int m32 = n - i < TEMPO__QLANES ? (int)(n - i) : TEMPO__QLANES;
+        for (int k = 0; k < m32; k++) {
+            double v = x[i + k], sq = v * v;
+            float a = fabsf(x[i + k]);
+            s[k] += v;
+            s2[k] += sq;
+            m = a > m ? a : m; /* NaNs never win (a NaN's s2 skips the bucket anyway) */
+        }
+    }
+    double sum = tempo__qfold_f64(s), sum2 = tempo__qfold_f64(s2);
+    tempo__qstats_finish(sum, sum2, (double)m, n, linf, out);
 }
 
 #endif /* TEMPO_QUANT_QMATH_H */

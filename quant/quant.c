@@ -17,6 +17,7 @@
 #include <stdlib.h>
 
 #include "core/cfg.h"
+#include "quant/qmath.h"
 #include "quant/quant.h"
 
 /* Kind functions (one file per family). */
@@ -600,46 +601,48 @@ size_t tempo__qstats_bytes(const tempo__qparams_t *p)
 
 void tempo__qstats_compute(const tempo__qparams_t *p, const float *x, size_t count, void *out)
 {
+    tempo__qstats_init(p, out);
+    size_t d = p->bucket;
+    int linf = p->norm == TEMPO__QNORM_LINF;
+    for (size_t b0 = 0; b0 < count; b0 += d) {
+        size_t n = TEMPO_MIN(d, count - b0);
+        double st[3];
+        tempo__qstats_bucket(x + b0, n, linf, st);
+        tempo__qstats_add(p, out, n, st);
+    }
+}
+
+void tempo__qstats_init(const tempo__qparams_t *p, void *out)
+{
     double *o = out;
-    int K = p->dist_num;
     memset(o, 0, 4 * sizeof(double));
     double *top = o + 4; /* kept sorted by norm, descending */
-    for (int i = 0; i < K; i++) {
+    for (int i = 0; i < p->dist_num; i++) {
         top[3 * i] = -1;
         top[3 * i + 1] = top[3 * i + 2] = 0;
     }
-    size_t d = p->bucket;
-    for (size_t b0 = 0; b0 < count; b0 += d) {
-        size_t n = TEMPO_MIN(d, count - b0);
-        double s2 = 0, s = 0, mx = 0;
-        for (size_t i = 0; i < n; i++) {
-            s += x[b0 + i];
-            s2 += (double)x[b0 + i] * x[b0 + i];
-            mx = TEMPO_MAX(mx, fabs((double)x[b0 + i]));
+}
+
+void tempo__qstats_add(const tempo__qparams_t *p, void *out, size_t n, const double *st)
+{
+    double *o = out, *top = o + 4, norm = st[0], var = st[2];
+    int K = p->dist_num;
+    if (norm < 0) {
+        return; /* skipped */
+    }
+    o[0] += (double)n;
+    o[1] += st[1];
+    o[2] += (double)(n - 1) * var;
+    o[3] += (double)(n - 1);
+    if (norm > top[3 * (K - 1)]) { /* insert (ties: earlier buckets stay first) */
+        int j = K - 1;
+        while (j > 0 && top[3 * (j - 1)] < norm) {
+            memcpy(&top[3 * j], &top[3 * (j - 1)], 3 * sizeof(double));
+            j--;
         }
-        double norm = p->norm == TEMPO__QNORM_LINF ? mx : sqrt(s2);
-        if (!(norm > 0) || !isfinite(norm) || !isfinite(s2)) {
-            continue;
-        }
-        /* normalized coordinates: sum r = s / norm, sum r^2 = s2 / norm^2 (1 for L2) */
-        double mean = s / norm / (double)n;
-        double r2 = p->norm == TEMPO__QNORM_LINF ? s2 / (norm * norm) : 1.0;
-        double var = n > 1 ? (r2 - (double)n * mean * mean) / (double)(n - 1) : 0;
-        var = var > 0 ? var : 0;
-        o[0] += (double)n;
-        o[1] += s / norm;
-        o[2] += (double)(n - 1) * var;
-        o[3] += (double)(n - 1);
-        if (norm > top[3 * (K - 1)]) { /* insert (ties: earlier buckets stay first) */
-            int j = K - 1;
-            while (j > 0 && top[3 * (j - 1)] < norm) {
-                memcpy(&top[3 * j], &top[3 * (j - 1)], 3 * sizeof(double));
-                j--;
-            }
-            top[3 * j] = norm;
-            top[3 * j + 1] = mean;
-            top[3 * j + 2] = sqrt(var);
-        }
+        top[3 * j] = norm;
+        top[3 * j + 1] = st[1] / (double)n;
+        top[3 * j + 2] = sqrt(var);
     }
 }
 

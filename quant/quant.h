@@ -352,6 +352,11 @@ uint64_t tempo__qseed(const tempo__qparams_t *p, uint64_t key, uint64_t call, in
  *  for the normal model and the dist_num largest-norm buckets for the mixture. */
 size_t tempo__qstats_bytes(const tempo__qparams_t *p);
 void tempo__qstats_compute(const tempo__qparams_t *p, const float *x, size_t count, void *out);
+/** The same in two steps, for statistics computed per bucket elsewhere (the CUDA kernel
+ *  tempo__gpu_qstats): start out, then add each bucket of n coordinates in order, from its
+ *  tempo__qstats_bucket triple (quant/qmath.h). */
+void tempo__qstats_init(const tempo__qparams_t *p, void *out);
+void tempo__qstats_add(const tempo__qparams_t *p, void *out, size_t n, const double *st);
 /** Merge the statistics of n ranks (in rank order) and fit key's levels: identical inputs give
  *  identical levels on every rank. */
 tempo_status_t tempo__qfit_key(struct tempo_compressor *qc, tempo__qkey_t *k,

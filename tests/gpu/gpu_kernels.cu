@@ -8,6 +8,7 @@
  *   convert   all 65536 fp16 and bf16 values to fp32, and fp32 values (specials, rounding ties)
  *             to both
  *   qscale    L2, L-inf and clipped bucket scales, bucket sizes 1 to 10000: against tempo__qscale
+ *   qstats    the level fitters' per-bucket statistics (L2, L-inf): against tempo__qstats_bucket
  *   qencode   packed indices at 1-8 bits (tables of 2-256 levels, zero and NaN buckets): against
  *             tempo__qlevel with tempo__sr_unit and the level kinds' packing (tests/unit/test_qmath
  *             checks quant/levels.c against the same)
@@ -284,7 +285,7 @@ static void make_table(int nl, float *lv)
 static void test_quant(void)
 {
     static const size_t buckets[] = {1, 7, 64, 100, 8192, 10000};
-    int bad_s = 0, bad_e = 0, bad_d = 0, cases = 0;
+    int bad_s = 0, bad_t = 0, bad_e = 0, bad_d = 0, cases = 0;
     for (size_t bi = 0; bi < sizeof(buckets) / sizeof(buckets[0]); bi++) {
         for (int norm = 0; norm < 3; norm++) {
             for (int bits = 1; bits <= 8; bits++) {
@@ -343,6 +344,18 @@ static void test_quant(void)
                 std::vector<float> gs(nb);
                 CK(cudaMemcpy(gs.data(), ds, nb * 4, cudaMemcpyDeviceToHost));
                 bad_s += memcmp(gs.data(), hs.data(), nb * 4) != 0;
+                /* the fitters' statistics per bucket (L2 and L-inf) */
+                double *dst;
+                CK(cudaMalloc(&dst, nb * 3 * sizeof(double)));
+                CK(tempo__gpu_qstats(dx, count, d, linf, dst, NULL));
+                std::vector<double> gst(nb * 3), hst(nb * 3);
+                CK(cudaMemcpy(gst.data(), dst, nb * 3 * sizeof(double), cudaMemcpyDeviceToHost));
+                for (size_t b = 0; b < nb; b++) {
+                    size_t n = count - b * d < d ? count - b * d : d;
+                    tempo__qstats_bucket(&x[b * d], n, linf, &hst[3 * b]);
+                }
+                bad_t += memcmp(gst.data(), hst.data(), nb * 3 * sizeof(double)) != 0;
+                CK(cudaFree(dst));
                 CK(tempo__gpu_qencode(dx, count, d, ds, dlv, nl, bits, seed, dp, NULL));
                 std::vector<uint8_t> gp(packed);
                 CK(cudaMemcpy(gp.data(), dp, packed, cudaMemcpyDeviceToHost));
@@ -369,6 +382,8 @@ static void test_quant(void)
     }
     ok(bad_s == 0, "qscale: L2, L-inf and clipped scales are tempo__qscale's (%d cases, %d differ)",
        cases, bad_s);
+    ok(bad_t == 0, "qstats: the fitters' per-bucket statistics are tempo__qstats_bucket's "
+       "(%d cases, %d differ)", cases, bad_t);
     ok(bad_e == 0, "qencode: packed indices are the host's, 1-8 bits (%d cases, %d differ)", cases,
        bad_e);
     ok(bad_d == 0, "qdecode: decoded and accumulated values are the host's (%d differ)", bad_d);

@@ -294,6 +294,56 @@ static void check_nan(void)
                      "NaN for invalid operations, as core/elem.h's GPU versions write out");
 }
 
+/* The level fitters' per-bucket statistics in the shared order (tempo__qstats_bucket, which the
+ * CUDA kernel matches bit for bit): against long-double sums in index order, to 1e-12 relative;
+ * zero and non-finite buckets skipped. */
+static void check_stats(void)
+{
+    int bad = 0, cases = 0;
+    static float x[5000];
+    for (int rep = 0; rep < 200; rep++) {
+        size_t n = 1 + (size_t)(urand() * 4999);
+        float mag = 0.001f + 1000.0f * urand();
+        for (size_t i = 0; i < n; i++) {
+            x[i] = mag * (2.0f * urand() - 1.0f) + (rep % 3 == 0 ? 0.3f * mag : 0.0f);
+        }
+        if (rep % 50 == 7) {
+            memset(x, 0, n * sizeof(float));
+        }
+        if (rep % 50 == 8) {
+            x[n / 2] = rep % 2 ? NAN : INFINITY;
+        }
+        for (int linf = 0; linf < 2; linf++) {
+            double st[3];
+            tempo__qstats_bucket(x, n, linf, st);
+            long double s = 0, s2 = 0, mx = 0;
+            int finite = 1;
+            for (size_t i = 0; i < n; i++) {
+                s += x[i];
+                s2 += (long double)x[i] * x[i];
+                mx = fabsl(x[i]) > mx ? fabsl(x[i]) : mx;
+                finite &= isfinite(x[i]) != 0;
+            }
+            long double norm = linf ? mx : sqrtl(s2);
+            if (!finite || norm == 0) {
+                bad += st[0] != -1.0;
+                cases++;
+                continue;
+            }
+            long double rsum = s / norm, mean = rsum / n;
+            long double r2 = linf ? s2 / (norm * norm) : 1.0L;
+            long double var = n > 1 ? (r2 - n * mean * mean) / (n - 1) : 0;
+            var = var > 0 ? var : 0;
+            bad += fabsl(st[0] - norm) > 1e-12L * norm;
+            bad += fabsl(st[1] - rsum) > 1e-12L * (fabsl(rsum) + sqrtl((long double)n));
+            bad += fabsl(st[2] - var) > 1e-9L * (var + 1e-12L);
+            cases++;
+        }
+    }
+    TAP_OK(bad == 0, "stats: tempo__qstats_bucket's norms, normalized sums and variances agree "
+                     "with long-double sums (%d cases, %d off)", cases, bad);
+}
+
 int main(void)
 {
     uint64_t seed = tu_seed();
@@ -302,6 +352,7 @@ int main(void)
     check_indices();
     check_encode();
     check_scale();
+    check_stats();
     check_random();
 #if defined(__x86_64__) || defined(__i386__)
     check_nan();
