@@ -503,9 +503,13 @@ static void print_header(const perf_coll_t *coll, const perf_params_t *p, const 
         printf("# Algorithm: %s (forced with -A)\n", p->algorithm);
     if (p->registered)
         printf("# Buffers: tempo_mem_alloc (-R 1)\n");
-    if (p->cuda)
-        printf("# Buffers: CUDA device memory (-M cuda), device %d of each rank\n",
-               perf_dev_index());
+    if (p->cuda) {
+        const char *gb = getenv("TEMPO_GPU_BACKEND");
+        printf("# Buffers: CUDA device memory (-M cuda), device %d of each rank; %s\n",
+               perf_dev_index(),
+               gb && !strcmp(gb, "nccl") ? "NCCL calls (TEMPO_GPU_BACKEND=nccl)"
+                                         : "staged through host memory (TEMPO_GPU_BACKEND=native)");
+    }
     if (coll->has_op && be->avg_note != NULL && (p->all_ops || p->op == TEMPO_AVG))
         printf("# %s\n", be->avg_note);
     if (coll->has_op && be->integer_note != NULL && (p->all_dtypes || p->dtype <= TEMPO_UINT64))

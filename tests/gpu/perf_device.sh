@@ -2,7 +2,8 @@
 # tests/gpu/perf_device.sh — the benchmarks' -M cuda (perf/devmem.c: buffers in CUDA device
 # memory, filled and checked through host copies) on the stand-in driver of tests/gpu/fake_cuda.c,
 # whose device memory faults outside its copies: every perf program at 2 and 3 ranks, in and out
-# of place, all dtypes of all-reduce at 2 ranks; each must exit 0 (no wrong element), print
+# of place, all dtypes of all-reduce at 2 ranks, and NCCL's five collectives at 1-3 ranks over the
+# stand-in NCCL (TEMPO_GPU_BACKEND=nccl); each must exit 0 (no wrong element), print
 # "Buffers: CUDA device memory" and "Out of bounds values : 0 OK". Skipped in a build without CUDA.
 # TAP. Run from the build directory (make check does).
 B=${top_builddir:-.}
@@ -39,5 +40,22 @@ run "all_reduce_perf -M cuda, 2 ranks, every dtype and op" 2 all_reduce_perf -b 
     -d all -o all -n 1 -w 0
 run "all_reduce_perf -M cuda -z 0 (non-blocking), 2 ranks" 2 all_reduce_perf -b 8 -e 1M -f 32 \
     -z 0 -n 4 -w 1
+# TEMPO_GPU_BACKEND=nccl on the stand-in NCCL (tests/gpu/fake_nccl.c): the header says so, and
+# every result is checked as above
+nccl="$B/tests/gpu/fake/libnccl.so.2"
+if [ -f "$nccl" ]; then
+    nccl=$(cd "$(dirname "$nccl")" && pwd)/libnccl.so.2
+    for r in 1 2 3; do
+        for p in all_reduce reduce_scatter all_gather broadcast reduce; do
+            TEMPO_GPU_BACKEND=nccl TEMPO_NCCL_LIBRARY=$nccl \
+                run "${p}_perf -M cuda over NCCL, $r ranks" "$r" "${p}_perf" -b 8 -e 1M -f 16 \
+                -n 2 -w 1
+            case "$out" in *"NCCL calls (TEMPO_GPU_BACKEND=nccl)"*) ;; *)
+                echo "not ok $n - ${p}_perf over NCCL, $r ranks: the header does not say NCCL"
+                failed=$((failed + 1)) ;;
+            esac
+        done
+    done
+fi
 echo "1..$n"
 [ "$failed" -eq 0 ]
