@@ -29,7 +29,9 @@
  *              mixed host and device ranks (as the first call, and later) fail on every rank;
  *              a forced NCCL failure on rank 1 (returned by the call, or asynchronous) fails the
  *              call on every rank naming NCCL and rank 1, and every later call; disagreeing
- *              counts (rank_stream) and broadcast roots fail on every rank with what differs
+ *              counts (rank_stream) and broadcast roots fail on every rank with what differs;
+ *              a peer 8 s late (TEMPO_TIMEOUT 3 s) or dead in the middle of a call: rank 0's
+ *              NCCL call fails within 10 s naming rank 1 (its NCCL work aborted)
  *   device nccl  where a device answers: the device cases at 1 rank on the real NCCL
  * (invalid also checks that a stream without a usable driver is TEMPO_ERR_UNSUPPORTED.)
  */
@@ -48,7 +50,8 @@
 #endif
 
 enum { V_INVALID, V_DECLARED, V_ONE_RANK, V_FAKE, V_NOTHREAD, V_NCCL, V_NCCL_MIXED, V_NCCL_MIXED0,
-       V_NCCL_SYNC, V_NCCL_ASYNC, V_NCCL_ROOTS, V_DEVICE, V_DEVICE_NCCL };
+       V_NCCL_SYNC, V_NCCL_ASYNC, V_NCCL_ROOTS, V_NCCL_LATE, V_NCCL_DEATH, V_DEVICE,
+       V_DEVICE_NCCL };
 
 typedef struct {
     int variant;
@@ -555,6 +558,41 @@ static int rank_nccl_roots(tempo_comm_t comm, int rank, int n)
     return ok ? 0 : 1;
 }
 
+/* Deadlines and deaths hold on NCCL calls too (TEMPO_TIMEOUT=3s here): rank 1 makes its second
+ * call 8 s late (late) or dies 0.5 s into rank 0's (death, SIGKILL); rank 0's NCCL call, which
+ * NCCL alone would leave waiting forever, fails within 10 s naming rank 1 (TEMPO_ERR_TIMEOUT, or
+ * the peer's death), and its NCCL work is aborted (the call returns at all). */
+static int rank_nccl_peer(tempo_comm_t comm, int rank, int n, int death)
+{
+    int ok = use_fake();
+    tempo_status_t st;
+    long bad = nccl_allreduce(comm, rank, n, 1000, 1, &st);
+    ok &= rk_check(bad == 0, "nccl %s: rank %d: the first call: %s, %ld wrong",
+                   death ? "death" : "late", rank, tempo_status_name(st), bad);
+    if (rank == 1) {
+        if (death) { /* (before its call: one it had made might have done its part first) */
+            rk_put("done", "%d", ok);
+            usleep(500000);
+            raise(SIGKILL);
+        }
+        sleep(8);
+    }
+    double t0 = rk_now();
+    bad = nccl_allreduce(comm, rank, n, 1000, 1, &st);
+    double took = rk_now() - t0;
+    const char *e = tempo_last_error(comm);
+    if (rank == 0) {
+        ok &= rk_check(st != TEMPO_OK && took < 10 && strstr(e, "rank 1"),
+                       "nccl %s: rank 0: the second call, rank 1 %s: fails in %.1f s (%s: %s)",
+                       death ? "death" : "late", death ? "dead" : "8 s late", took,
+                       tempo_status_name(st), e);
+    } else {
+        ok &= rk_check(st != TEMPO_OK, "nccl late: rank 1: its late call: %s (%s)",
+                       tempo_status_name(st), e);
+    }
+    return ok ? 0 : 1;
+}
+
 /* A forced NCCL failure on rank 1 (FAKE_NCCL_FAIL=sync or async, its second NCCL call): every
  * rank's call fails within 10 s (TEMPO_TIMEOUT 30 s), naming NCCL and rank 1, none TEMPO_OK; the
  * communicator stays failed (a third call fails at once). */
@@ -826,6 +864,8 @@ static int rank_main(int rank, int size, void *arg)
     case V_NCCL_SYNC: rc = rank_nccl_fail(comm, rank, size, "sync"); break;
     case V_NCCL_ASYNC: rc = rank_nccl_fail(comm, rank, size, "async"); break;
     case V_NCCL_ROOTS: rc = rank_nccl_roots(comm, rank, size); break;
+    case V_NCCL_LATE: rc = rank_nccl_peer(comm, rank, size, 0); break;
+    case V_NCCL_DEATH: rc = rank_nccl_peer(comm, rank, size, 1); break;
 #endif
     case V_DEVICE:
     case V_DEVICE_NCCL: rc = rank_device(comm, rank, size, 0); break;
@@ -841,7 +881,7 @@ static void run(const char *label, int n, int variant)
 {
     char drv[PATH_MAX + 32] = "TEMPO_TIMEOUT=30s", lib[PATH_MAX + 32] = "TEMPO_TIMEOUT=30s";
     char fake[PATH_MAX];
-    int nccl = variant >= V_NCCL && variant <= V_NCCL_ROOTS;
+    int nccl = variant >= V_NCCL && variant <= V_NCCL_DEATH;
     if (variant == V_FAKE || variant == V_NOTHREAD || nccl) {
         if (!realpath("tests/gpu/fake/libcuda.so.1", fake)) {
             TAP_OK(0, "%s: tests/gpu/fake/libcuda.so.1: %s (run from the build directory)", label,
@@ -860,7 +900,9 @@ static void run(const char *label, int n, int variant)
     }
     const char *fail = variant == V_NCCL_SYNC ? "FAKE_NCCL_FAIL=sync"
                        : variant == V_NCCL_ASYNC ? "FAKE_NCCL_FAIL=async" : "FAKE_NCCL_FAIL=";
-    const char *env[] = {"TEMPO_TIMEOUT=30s", drv, lib, "FAKE_CUDA_MEMSET_MS=30",
+    int peer = variant == V_NCCL_LATE || variant == V_NCCL_DEATH;
+    const char *env[] = {peer ? "TEMPO_TIMEOUT=3s" : "TEMPO_TIMEOUT=30s", drv, lib,
+                         "FAKE_CUDA_MEMSET_MS=30",
                          nccl || variant == V_DEVICE_NCCL ? "TEMPO_GPU_BACKEND=nccl"
                                                           : "TEMPO_GPU_BACKEND=native",
                          fail, "FAKE_NCCL_FAIL_RANK=1", "FAKE_NCCL_FAIL_CALL=2",
@@ -914,6 +956,8 @@ int main(void)
     run("nccl sync failure", 3, V_NCCL_SYNC);
     run("nccl async failure", 3, V_NCCL_ASYNC);
     run("nccl roots", 3, V_NCCL_ROOTS);
+    run("nccl late peer", 2, V_NCCL_LATE);
+    run("nccl dead peer", 2, V_NCCL_DEATH);
 #endif
 #endif
     char why[200];
