@@ -368,13 +368,30 @@ static int scheduled(const args_t *a, const tempo_attr_t *attr)
 
 /* Post an operation; *op_p receives it (already complete when the return value is not
  * TEMPO_INPROGRESS). Called with the lock held. */
-/* nccl: it runs on NCCL (gpu/nccl.h), its device buffers not staged */
+/* The engine's gate of an operation on staged device buffers (gpu/cuda.h): it runs once its input
+ * has landed in the staging; a chunk of a scheduled request once its own part has (a
+ * reduce-scatter chunk's blocks are spread over the whole input: all of it). */
+int tempo__coll_staged_gate(tempo__op_t *op)
+{
+    tempo__op_t *req = op->parent ? op->parent : op;
+    if (!op->parent || !op->sendbuf || (op->stride && op->stride != op->count)) {
+        return tempo__cuda_stage_landed(req->cuda, NULL, 0);
+    }
+    return tempo__cuda_stage_landed(req->cuda, op->sendbuf,
+                                    op->count * tempo_dtype_size(op->dtype));
+}
+
+/* nccl: it runs on NCCL (gpu/nccl.h), its device buffers not staged; cuda: its staging, or NULL */
 static tempo_status_t post_locked(struct tempo_comm *c, const args_t *a, const tempo_attr_t *attr,
-                                  int nccl, tempo__op_t **op_p)
+                                  int nccl, tempo__cuda_stage_t *cuda, tempo__op_t **op_p)
 {
     tempo__op_t *op = tempo__op_new(c, a->coll);
     if (!op) {
         return TEMPO_ERR_NOMEM;
+    }
+    op->cuda = cuda;
+    if (cuda && !scheduled(a, attr) && tempo__cuda_stage_landed(cuda, NULL, 0) != 1) {
+        op->gate = tempo__coll_staged_gate; /* (a scheduled request's chunks get it: schedq.c) */
     }
     op->sendbuf = a->sendbuf;
     op->recvbuf = a->recvbuf;
@@ -570,13 +587,12 @@ static tempo_status_t run(struct tempo_comm *c, const args_t *a, const tempo_att
     }
     pthread_mutex_lock(&w->lock);
     tempo__op_t *op = NULL;
-    st = post_locked(c, a, attr, nccl, &op);
+    st = post_locked(c, a, attr, nccl, cuda, &op);
     if (st == TEMPO_ERR_NOMEM && !op) {
         pthread_mutex_unlock(&w->lock);
         tempo__cuda_stage_done(cuda, st);
         return comm_err(c, st);
     }
-    op->cuda = cuda;
     if (ordered && st >= 0 && !nccl) {
         /* its stream waits for it: let the stream go on when it completes (engine), or now */
         op->on_complete = stream_ready;

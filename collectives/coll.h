@@ -275,6 +275,10 @@ typedef struct tempo__algo {
 extern const tempo__algo_t tempo__algos[];
 extern const size_t tempo__nalgos;
 
+/** The engine gate (core/world.h) of an operation on staged device buffers, or of a chunk of a
+ *  scheduled request on them (collectives/api.c). */
+int tempo__coll_staged_gate(tempo__op_t *op);
+
 /** The algorithm of coll named name, or NULL. */
 const tempo__algo_t *tempo__algo_find(int coll, const char *name);
 /** The name of the algorithm whose signature how (core/world.h) is how, or NULL (compressed, or

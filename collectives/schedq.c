@@ -763,6 +763,9 @@ static tempo_status_t start_local(tempo__sq_t *sq, const start_ent_t *se)
     k->user_tag = req->user_tag;
     k->qc = req->qc;
     k->nccl = req->nccl;
+    if (req->cuda) {
+        k->gate = tempo__coll_staged_gate; /* (its input may still be being copied in) */
+    }
     k->occ = req->occ;
     k->chunk = se->chunk;
     k->nchunks = se->nchunks;

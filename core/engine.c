@@ -155,6 +155,22 @@ tempo_status_t tempo__op_fail(tempo__op_t *op, tempo_status_t st, const char *fm
     return st;
 }
 
+/* op's progress, once its gate (if any) lets it run. */
+static tempo_status_t gated_progress(tempo__op_t *op)
+{
+    if (TEMPO_UNLIKELY(op->gate != NULL)) {
+        int open = op->gate(op);
+        if (open < 0) {
+            return tempo__op_fail(op, TEMPO_ERR_SYSTEM, "%s", tempo__errmsg());
+        }
+        if (!open) {
+            return TEMPO_INPROGRESS;
+        }
+        op->gate = NULL;
+    }
+    return op->progress(op);
+}
+
 static void op_complete(tempo__op_t *op, tempo_status_t st)
 {
     tempo__list_remove(&op->link);
@@ -242,7 +258,7 @@ int tempo__engine_progress(tempo__world_t *w)
         } else if (TEMPO_UNLIKELY(op->comm->failed != TEMPO_OK)) {
             st = tempo__op_fail(op, op->comm->failed, "%s", op->comm->failmsg);
         } else {
-            st = op->progress(op);
+            st = gated_progress(op);
         }
         if (st != TEMPO_INPROGRESS) {
             op_complete(op, st);
@@ -291,7 +307,7 @@ tempo_status_t tempo__op_start(tempo__op_t *op)
     op->deadline = tempo__deadline_after(w->timeout_s);
     tempo__list_push_back(&w->active, &op->link);
     tempo__trace_op_start(w, op);
-    tempo_status_t st = op->progress(op);
+    tempo_status_t st = gated_progress(op);
     if (st != TEMPO_INPROGRESS) {
         op_complete(op, st);
     }

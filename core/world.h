@@ -185,6 +185,9 @@ struct tempo__op {
     struct tempo__cuda_stage *cuda; /* CUDA device buffers: the call's host copies (gpu/cuda.h),
                                      * finished with the request (collectives/api.c); NULL: none */
     void (*on_complete)(tempo__op_t *op); /* called when it completes (engine), NULL: nothing */
+    /* Called before its progress while set: 1 lets it run (and clears it), 0 holds it back (its
+     * input is still being copied: gpu/cuda.h), < 0 fails it (the message set). NULL: none. */
+    int (*gate)(tempo__op_t *op);
     int nccl;          /* its buffers are device memory and it runs on NCCL (gpu/nccl.h) */
     int has_gpu_stream; /* gpu_stream was given (TEMPO_ATTR_STREAM; NULL: the legacy stream) */
     void *gpu_stream;

@@ -48,6 +48,7 @@ static struct {
     CUresult (*ctx_current)(CUcontext *);
     CUresult (*stream_create)(CUstream *, unsigned);
     CUresult (*stream_destroy)(CUstream);
+    CUresult (*stream_sync)(CUstream);
     /* stream-ordered calls (TEMPO_ATTR_STREAM); optional: NULL where the driver lacks one */
     CUresult (*dtoh_async)(void *, CUdeviceptr, size_t, CUstream);
     CUresult (*htod_async)(CUdeviceptr, const void *, size_t, CUstream);
@@ -104,6 +105,7 @@ static void load(void)
         {"cuCtxGetCurrent", (void **)&cu.ctx_current, 1},
         {"cuStreamCreate", (void **)&cu.stream_create, 1},
         {"cuStreamDestroy_v2", (void **)&cu.stream_destroy, 1},
+        {"cuStreamSynchronize", (void **)&cu.stream_sync, 1},
     };
     const char *missing = tempo__dl_resolve(h, syms, TEMPO_ARRAY_SIZE(syms), &no_streams);
     if (missing) {
@@ -187,7 +189,19 @@ struct tempo__cuda_stage {
     CUevent event;
     tempo_status_t armed; /* tempo__cuda_stage_arm's failure, TEMPO_OK: none */
     char armed_msg[200];  /* its text */
+    /* Pipelined copy in (not stream-ordered): segments of seg bytes of host, copied in order on
+     * the context's copy stream, each followed by its event; the first landed have landed. */
+    CUevent *segs;
+    int nseg, landed;
+    size_t seg;
 };
+
+/* Copies in of at least PIPE_MIN bytes run asynchronously, in segments of at least SEG_MIN bytes
+ * and at most SEG_MAX of them: an operation (a chunk of a scheduled request) starts when the
+ * segments under its input have landed, while later ones are still being copied. */
+#define PIPE_MIN ((size_t)1 << 20)
+#define SEG_MIN ((size_t)1 << 20)
+#define SEG_MAX 256
 
 /* Page-locked memory is allocated and freed in a context: the device buffer's, pushed. */
 static CUresult host_alloc(CUcontext ctx, void **p, size_t n)
@@ -327,9 +341,33 @@ static void pool_put(CUcontext ctx, void *p, size_t len)
     host_free(ctx, p);
 }
 
+/* The pipelined copy in of g, finished (waited for, if the call ended before it) and freed. */
+static void segs_free(tempo__cuda_stage_t *g)
+{
+    if (!g->nseg) {
+        return;
+    }
+    CUcontext old;
+    if (!g->host_ctx || cu.ctx_push(g->host_ctx) == CUDA_SUCCESS) {
+        if (g->landed < g->nseg) {
+            cu.event_sync(g->segs[g->nseg - 1]); /* (the copies must not outlive the buffer) */
+        }
+        for (int i = 0; i < g->nseg; i++) {
+            cu.event_destroy(g->segs[i]);
+        }
+        if (g->host_ctx) {
+            cu.ctx_pop(&old);
+        }
+    }
+    tempo__free(g->segs);
+    g->segs = NULL;
+    g->nseg = 0;
+}
+
 /* The staging buffer of g goes back: now, or once its stream has passed its event. */
 static void stage_free(tempo__cuda_stage_t *g)
 {
+    segs_free(g);
     if (g->event && !event_passed(g->host_ctx, g->event)) {
         retired_t *e = malloc(sizeof(*e));
         if (e) {
@@ -390,6 +428,114 @@ static tempo_status_t copy(CUcontext ctx, void *dst, const void *src, size_t n, 
 static tempo_status_t stream_err(const char *what, CUresult r)
 {
     return tempo__err(TEMPO_ERR_SYSTEM, "CUDA stream (TEMPO_ATTR_STREAM): %s: %s", what, cu_err(r));
+}
+
+/* A non-blocking stream per context for pipelined copies in (made at the first one). */
+static struct {
+    CUcontext ctx;
+    CUstream stream;
+} copy_streams[8];
+static pthread_mutex_t copy_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static CUstream copy_stream(CUcontext ctx)
+{
+    CUstream s = NULL;
+    pthread_mutex_lock(&copy_lock);
+    for (size_t i = 0; i < TEMPO_ARRAY_SIZE(copy_streams) && !s; i++) {
+        if (copy_streams[i].stream && copy_streams[i].ctx == ctx) {
+            s = copy_streams[i].stream;
+        } else if (!copy_streams[i].stream) {
+            CUresult r;
+            IN_CTX(ctx, r, cu.stream_create(&copy_streams[i].stream, CU_STREAM_NON_BLOCKING));
+            if (r != CUDA_SUCCESS) {
+                copy_streams[i].stream = NULL;
+                break;
+            }
+            copy_streams[i].ctx = ctx;
+            s = copy_streams[i].stream;
+        }
+    }
+    pthread_mutex_unlock(&copy_lock);
+    return s; /* NULL: none (a failure, or more contexts than slots): copy synchronously */
+}
+
+/* Copy n bytes of the device buffer in to host asynchronously, in segments with an event each;
+ * 0, or -1 where that could not start (nothing is left running: copy synchronously). */
+static int copy_in_async(tempo__cuda_stage_t *g, CUcontext ctx, char *host, const char *in,
+                         size_t n)
+{
+    CUstream cs = no_streams ? NULL : copy_stream(ctx);
+    if (!cs) {
+        return -1;
+    }
+    size_t seg = TEMPO_MAX(SEG_MIN, (n + SEG_MAX - 1) / SEG_MAX);
+    int nseg = (int)((n + seg - 1) / seg);
+    g->segs = tempo__calloc((size_t)nseg, sizeof(CUevent), "copy events");
+    if (!g->segs) {
+        return -1;
+    }
+    CUresult r = ctx ? cu.ctx_push(ctx) : CUDA_SUCCESS;
+    int i = 0;
+    for (; r == CUDA_SUCCESS && i < nseg; i++) {
+        size_t at = (size_t)i * seg, len = TEMPO_MIN(seg, n - at);
+        r = cu.event_create(&g->segs[i], CU_EVENT_DISABLE_TIMING);
+        if (r != CUDA_SUCCESS) {
+            break;
+        }
+        r = cu.dtoh_async(host + at, (CUdeviceptr)(uintptr_t)(in + at), len, cs);
+        r = r == CUDA_SUCCESS ? cu.event_record(g->segs[i], cs) : r;
+        if (r != CUDA_SUCCESS) {
+            i++; /* (its event exists) */
+            break;
+        }
+    }
+    if (r != CUDA_SUCCESS) { /* undo: wait for what was enqueued, free the events */
+        cu.stream_sync(cs);
+        for (int j = 0; j < i; j++) {
+            cu.event_destroy(g->segs[j]);
+        }
+        tempo__free(g->segs);
+        g->segs = NULL;
+    }
+    CUcontext old;
+    if (ctx) {
+        cu.ctx_pop(&old);
+    }
+    if (r != CUDA_SUCCESS) {
+        return -1;
+    }
+    g->nseg = nseg;
+    g->seg = seg;
+    g->landed = 0;
+    return 0;
+}
+
+int tempo__cuda_stage_landed(tempo__cuda_stage_t *g, const void *p, size_t len)
+{
+    if (!g || !g->nseg || g->landed == g->nseg) {
+        return 1;
+    }
+    int last = g->nseg - 1;
+    if (p && len) {
+        size_t at = (size_t)((const char *)p - (const char *)g->host);
+        last = (int)TEMPO_MIN((size_t)last, (at + len - 1) / g->seg);
+    }
+    CUresult r = CUDA_SUCCESS;
+    CUcontext old;
+    if (g->host_ctx && cu.ctx_push(g->host_ctx) != CUDA_SUCCESS) {
+        return 0; /* (asked again) */
+    }
+    while (g->landed <= last && (r = cu.event_query(g->segs[g->landed])) == CUDA_SUCCESS) {
+        g->landed++;
+    }
+    if (g->host_ctx) {
+        cu.ctx_pop(&old);
+    }
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY) {
+        tempo__err(TEMPO_ERR_SYSTEM, "CUDA device buffer: copying it in: %s", cu_err(r));
+        return -1;
+    }
+    return g->landed > last;
 }
 
 /* A stream-ordered call's send side, copied in after the stream's earlier work; the caller
@@ -533,7 +679,8 @@ tempo_status_t tempo__cuda_stage(tempo_memtype_t memtype, int ordered, void *str
         if (r2 != CUDA_SUCCESS) {
             st = stream_err("copying the send buffer in", r2);
         }
-    } else if (in) {
+    } else if (in && (in_bytes < PIPE_MIN ||
+                      copy_in_async(g, nested_r ? rctx : sctx, h, in, in_bytes) != 0)) {
         st = copy(nested_r ? rctx : sctx, h, in, in_bytes, "in");
     }
     if (st != TEMPO_OK) {
@@ -774,6 +921,12 @@ tempo_status_t tempo__cuda_stage_arm(tempo__cuda_stage_t *g)
 {
     (void)g;
     return TEMPO_OK;
+}
+
+int tempo__cuda_stage_landed(tempo__cuda_stage_t *g, const void *p, size_t len)
+{
+    (void)g, (void)p, (void)len;
+    return 1;
 }
 
 tempo_status_t tempo__cuda_stage_done(tempo__cuda_stage_t *g, tempo_status_t st)

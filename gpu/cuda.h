@@ -9,7 +9,8 @@
  * (copied in before the call is posted, copied out when the caller completes it: tempo_wait,
  * tempo_test or the blocking call), so every algorithm, the scheduled lane and the compressors
  * work on device buffers unchanged, at the cost of the copies. The page-locked buffers are kept
- * for later calls (a pool per process, up to 16 buffers and 1 GiB).
+ * for later calls (a pool per process, up to 16 buffers and 1 GiB). Copies in of 1 MB or more
+ * are pipelined: asynchronous, in segments, and an operation starts when its part has landed.
  *
  * With a CUDA stream (TEMPO_ATTR_STREAM) the copies are stream-ordered: in after the stream's
  * earlier work, out when the call completes, before the stream's later work (gpu/cuda.c).
@@ -35,7 +36,8 @@ typedef struct tempo__cuda_stage tempo__cuda_stage_t;
 
 /** Stage the buffers of a call: *sendbuf_p (sbytes, NULL or not needed: 0) and *recvbuf_p
  *  (rbytes) are replaced by host copies where they are device memory (declared: memtype; or
- *  found, TEMPO_MEMTYPE_AUTO), the send side copied in now. *stage_p is NULL when nothing is
+ *  found, TEMPO_MEMTYPE_AUTO), the send side copied in now (1 MB or more: started now, see
+ *  tempo__cuda_stage_landed). *stage_p is NULL when nothing is
  *  device memory. ordered: the call is ordered on the CUDA stream `stream` (every non-empty
  *  buffer must be device memory; a call without buffers makes the stream wait for it; the send
  *  side is copied in on the stream, after its earlier work), and the caller must call
@@ -54,6 +56,13 @@ tempo_status_t tempo__cuda_stage(tempo_memtype_t memtype, int ordered, void *str
  *  Error: TEMPO_ERR_SYSTEM with the message (the call then runs, and completes with that error:
  *  its result never reaches the stream). */
 tempo_status_t tempo__cuda_stage_arm(tempo__cuda_stage_t *g);
+
+/** Whether the host copy of the send side of g has landed under [p, p + len) (host pointers in
+ *  the staging; p NULL: all of it): 1, 0 (not yet), or -1 with the message. A copy in of 1 MB
+ *  or more runs asynchronously, in segments (not for stream-ordered calls): the call, or each
+ *  chunk of a scheduled request, starts once its part has landed (an engine gate, api.c), while
+ *  later parts are still being copied. NULL or nothing pending: 1. Lock held (not thread-safe). */
+int tempo__cuda_stage_landed(tempo__cuda_stage_t *g, const void *p, size_t len);
 
 /** The call of a stream-ordered stage completed (whatever its status): its stream goes on.
  *  Cheap (one store), for any thread; NULL or a stage without a stream: nothing. */

@@ -12,7 +12,8 @@
  * Streams are real queues: each has a thread that runs its operations in order (copies, 32-bit
  * memsets, waits on a 32-bit value, events), so that work on a stream happens after the caller
  * enqueued it, not at once. FAKE_CUDA_MEMSET_MS=N makes every memset take N ms first (a slow
- * kernel): a library that read a buffer without waiting for the stream would read it stale.
+ * kernel): a library that read a buffer without waiting for the stream would read it stale;
+ * FAKE_CUDA_COPY_MS_PER_MB=N makes a stream's copies take N ms per MB (a slow bus).
  */
 #include <pthread.h>
 #include <stddef.h>
@@ -279,7 +280,7 @@ struct CUevent_st {
 static void *stream_main(void *arg)
 {
     struct CUstream_st *s = arg;
-    const char *ms = getenv("FAKE_CUDA_MEMSET_MS");
+    const char *ms = getenv("FAKE_CUDA_MEMSET_MS"), *copy_ms = getenv("FAKE_CUDA_COPY_MS_PER_MB");
     pthread_mutex_lock(&s->m);
     for (;;) {
         while (!s->head && !s->stop) {
@@ -291,7 +292,12 @@ static void *stream_main(void *arg)
         sop_t *o = s->head;
         pthread_mutex_unlock(&s->m);
         switch (o->kind) {
-        case OP_COPY: dev_access(o->dst, o->src, o->n, 0); break;
+        case OP_COPY:
+            if (copy_ms) { /* a slow link: FAKE_CUDA_COPY_MS_PER_MB */
+                usleep((useconds_t)(atof(copy_ms) * 1000.0 * (double)o->n / 1048576.0));
+            }
+            dev_access(o->dst, o->src, o->n, 0);
+            break;
         case OP_FILL:
             if (ms) {
                 usleep((useconds_t)atoi(ms) * 1000);

@@ -621,6 +621,47 @@ static int rank_nccl_fail(tempo_comm_t comm, int rank, int n, const char *how)
 }
 #endif
 
+/* Pipelined copies in (gpu/cuda.c: 1 MB or more, asynchronous in segments, each operation or
+ * chunk starting once its part has landed), with copies slowed to 2 ms per MB on the stand-in
+ * driver (FAKE_CUDA_COPY_MS_PER_MB): a 16 MB all-reduce, plain and scheduled in 1 MB chunks, out
+ * of place and in place, and a reduce-scatter in 1 MB chunks; every element exact. */
+static int rank_pipelined(tempo_comm_t comm, int rank, int n)
+{
+    int ok = 1;
+    const size_t count = (size_t)4 << 20;
+    float *h = malloc(count * sizeof(float));
+    for (int k = 0; k < 5; k++) {
+        int sched = k >= 2, inplace = k % 2, rs = k == 4;
+        size_t rc = count / (size_t)n, out = rs ? rc : count;
+        for (size_t i = 0; i < count; i++) {
+            h[i] = (float)val(rank, i, TEMPO_SUM);
+        }
+        void *s = dev_from(TEMPO_FLOAT32, count, h);
+        void *r = inplace && !rs ? s : dev_from(TEMPO_FLOAT32, out, h);
+        tempo_attr_t at = {.field_mask = TEMPO_ATTR_PRIORITY | TEMPO_ATTR_CHUNK_BYTES,
+                           .priority = 1, .chunk_bytes = 1 << 20};
+        tempo_request_t q;
+        tempo_status_t st = rs ? tempo_ireduce_scatter(comm, s, r, rc, TEMPO_FLOAT32, TEMPO_SUM,
+                                                       &at, &q)
+                               : tempo_iallreduce(comm, s, r, count, TEMPO_FLOAT32, TEMPO_SUM,
+                                                  sched ? &at : NULL, &q);
+        st = st == TEMPO_OK ? tempo_wait(&q) : st;
+        want_t w = {n, rank, TEMPO_SUM, rc, 0};
+        long bad = st == TEMPO_OK ? dev_check(TEMPO_FLOAT32, r, out,
+                                              rs ? want_rs : want_reduce, &w)
+                                  : -1;
+        ok &= rk_check(bad == 0, "pipelined: rank %d: 16 MB %s%s%s: %s, %ld wrong", rank,
+                       rs ? "reduce-scatter" : "all-reduce", sched ? " in 1 MB chunks" : "",
+                       inplace && !rs ? ", in place" : "", tempo_status_name(st), bad);
+        dev.free(s);
+        if (r != s) {
+            dev.free(r);
+        }
+    }
+    free(h);
+    return ok;
+}
+
 /* TEMPO_PROGRESS_THREAD=0: nothing would let a stream go on while its caller does not wait, so a
  * stream is refused, saying so; device buffers without one still work. */
 static int rank_nothread(tempo_comm_t comm, int rank, int n)
@@ -828,6 +869,9 @@ static int rank_device(tempo_comm_t comm, int rank, int n, int fake)
     }
     free(h);
     ok &= rank_bucketer(comm, rank, n);
+    if (fake && !backend_nccl()) { /* (staging only; the stand-in NCCL takes 8 MB at most) */
+        ok &= rank_pipelined(comm, rank, n);
+    }
     ok &= rank_stream(comm, rank, n, fake);
     if (fake) {
         const char *path = getenv("TEMPO_CUDA_DRIVER");
@@ -902,7 +946,7 @@ static void run(const char *label, int n, int variant)
                        : variant == V_NCCL_ASYNC ? "FAKE_NCCL_FAIL=async" : "FAKE_NCCL_FAIL=";
     int peer = variant == V_NCCL_LATE || variant == V_NCCL_DEATH;
     const char *env[] = {peer ? "TEMPO_TIMEOUT=3s" : "TEMPO_TIMEOUT=30s", drv, lib,
-                         "FAKE_CUDA_MEMSET_MS=30",
+                         "FAKE_CUDA_MEMSET_MS=30", "FAKE_CUDA_COPY_MS_PER_MB=2",
                          nccl || variant == V_DEVICE_NCCL ? "TEMPO_GPU_BACKEND=nccl"
                                                           : "TEMPO_GPU_BACKEND=native",
                          fail, "FAKE_NCCL_FAIL_RANK=1", "FAKE_NCCL_FAIL_CALL=2",
