@@ -381,6 +381,25 @@ int tempo__coll_staged_gate(tempo__op_t *op)
                                     op->count * tempo_dtype_size(op->dtype));
 }
 
+/* A chunk of a scheduled request on staged device buffers completed: its part of the result is
+ * copied out now (an all-gather chunk's part is one piece per rank block). */
+void tempo__coll_staged_out(tempo__op_t *op)
+{
+    tempo__op_t *req = op->parent;
+    if (!req || !req->cuda || op->status != TEMPO_OK || !op->recvbuf) {
+        return;
+    }
+    size_t es = tempo_dtype_size(op->dtype), len = op->count * es;
+    if (op->coll == TEMPO__COLL_ALLGATHER) {
+        for (int q = 0; q < op->comm->size; q++) {
+            tempo__cuda_stage_out(req->cuda, (char *)op->recvbuf + (size_t)q * op->stride * es,
+                                  len);
+        }
+    } else {
+        tempo__cuda_stage_out(req->cuda, op->recvbuf, len);
+    }
+}
+
 /* nccl: it runs on NCCL (gpu/nccl.h), its device buffers not staged; cuda: its staging, or NULL */
 static tempo_status_t post_locked(struct tempo_comm *c, const args_t *a, const tempo_attr_t *attr,
                                   int nccl, tempo__cuda_stage_t *cuda, tempo__op_t **op_p)

@@ -278,6 +278,9 @@ extern const size_t tempo__nalgos;
 /** The engine gate (core/world.h) of an operation on staged device buffers, or of a chunk of a
  *  scheduled request on them (collectives/api.c). */
 int tempo__coll_staged_gate(tempo__op_t *op);
+/** A chunk of a scheduled request on staged device buffers completed: copy its part of the
+ *  result out (its on_complete hook, collectives/api.c). */
+void tempo__coll_staged_out(tempo__op_t *op);
 
 /** The algorithm of coll named name, or NULL. */
 const tempo__algo_t *tempo__algo_find(int coll, const char *name);

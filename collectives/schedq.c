@@ -765,6 +765,7 @@ static tempo_status_t start_local(tempo__sq_t *sq, const start_ent_t *se)
     k->nccl = req->nccl;
     if (req->cuda) {
         k->gate = tempo__coll_staged_gate; /* (its input may still be being copied in) */
+        k->on_complete = tempo__coll_staged_out; /* (its part of the result, copied out) */
     }
     k->occ = req->occ;
     k->chunk = se->chunk;

@@ -147,6 +147,19 @@ static const char *cu_err(CUresult r)
     return s ? s : "unknown CUDA error";
 }
 
+/* Run f(args) with ctx pushed (NULL: the current context). */
+#define IN_CTX(ctx, r, call)                                                                       \
+    do {                                                                                           \
+        CUcontext old_;                                                                            \
+        (r) = (ctx) ? cu.ctx_push(ctx) : CUDA_SUCCESS;                                             \
+        if ((r) == CUDA_SUCCESS) {                                                                 \
+            (r) = (call);                                                                          \
+            if (ctx) {                                                                             \
+                cu.ctx_pop(&old_);                                                                 \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+
 /* p's memory type and context; CU_MEMORYTYPE_HOST for memory the driver does not know. */
 static CUmemorytype query(const void *p, CUcontext *ctx)
 {
@@ -194,6 +207,10 @@ struct tempo__cuda_stage {
     CUevent *segs;
     int nseg, landed;
     size_t seg;
+    /* Pipelined copy out (tempo__cuda_stage_out): bytes of the result already enqueued on the
+     * copy stream, and an event after the last of them. */
+    size_t out_bytes;
+    CUevent out_event;
 };
 
 /* Copies in of at least PIPE_MIN bytes run asynchronously, in segments of at least SEG_MIN bytes
@@ -364,10 +381,27 @@ static void segs_free(tempo__cuda_stage_t *g)
     g->nseg = 0;
 }
 
+/* The pipelined copy out of g finished (waited for) and its event freed; 0, or -1 (the copies
+ * failed: copy synchronously). */
+static int out_finish(tempo__cuda_stage_t *g)
+{
+    if (!g->out_event) {
+        return 0;
+    }
+    CUresult r;
+    IN_CTX(g->ctx, r, cu.event_sync(g->out_event));
+    CUresult r2;
+    IN_CTX(g->ctx, r2, cu.event_destroy(g->out_event));
+    (void)r2;
+    g->out_event = NULL;
+    return r == CUDA_SUCCESS ? 0 : -1;
+}
+
 /* The staging buffer of g goes back: now, or once its stream has passed its event. */
 static void stage_free(tempo__cuda_stage_t *g)
 {
     segs_free(g);
+    out_finish(g);
     if (g->event && !event_passed(g->host_ctx, g->event)) {
         retired_t *e = malloc(sizeof(*e));
         if (e) {
@@ -411,19 +445,6 @@ static tempo_status_t copy(CUcontext ctx, void *dst, const void *src, size_t n, 
     }
     return TEMPO_OK;
 }
-
-/* Run f(args) with ctx pushed (NULL: the current context). */
-#define IN_CTX(ctx, r, call)                                                                       \
-    do {                                                                                           \
-        CUcontext old_;                                                                            \
-        (r) = (ctx) ? cu.ctx_push(ctx) : CUDA_SUCCESS;                                             \
-        if ((r) == CUDA_SUCCESS) {                                                                 \
-            (r) = (call);                                                                          \
-            if (ctx) {                                                                             \
-                cu.ctx_pop(&old_);                                                                 \
-            }                                                                                      \
-        }                                                                                          \
-    } while (0)
 
 static tempo_status_t stream_err(const char *what, CUresult r)
 {
@@ -508,6 +529,41 @@ static int copy_in_async(tempo__cuda_stage_t *g, CUcontext ctx, char *host, cons
     g->seg = seg;
     g->landed = 0;
     return 0;
+}
+
+void tempo__cuda_stage_out(tempo__cuda_stage_t *g, const void *p, size_t len)
+{
+    if (!g || !g->dev_recv || g->flag || !len || no_streams) {
+        return; /* (copied out when the call completes) */
+    }
+    const char *base = (const char *)g->host + g->recv_at;
+    size_t at = (size_t)((const char *)p - base);
+    if ((const char *)p < base || at + len > g->rbytes) {
+        return; /* (not the result's: left to the copy at completion) */
+    }
+    CUstream cs = copy_stream(g->ctx);
+    if (!cs) {
+        return;
+    }
+    CUresult r = g->ctx ? cu.ctx_push(g->ctx) : CUDA_SUCCESS;
+    if (r != CUDA_SUCCESS) {
+        return;
+    }
+    if (!g->out_event) {
+        r = cu.event_create(&g->out_event, CU_EVENT_DISABLE_TIMING);
+        g->out_event = r == CUDA_SUCCESS ? g->out_event : NULL;
+    }
+    if (r == CUDA_SUCCESS) {
+        r = cu.htod_async((CUdeviceptr)(uintptr_t)((char *)g->dev_recv + at), p, len, cs);
+        r = r == CUDA_SUCCESS ? cu.event_record(g->out_event, cs) : r;
+    }
+    CUcontext old;
+    if (g->ctx) {
+        cu.ctx_pop(&old);
+    }
+    if (r == CUDA_SUCCESS) {
+        g->out_bytes += len; /* (a failure leaves the count short: the whole is copied at the end) */
+    }
 }
 
 int tempo__cuda_stage_landed(tempo__cuda_stage_t *g, const void *p, size_t len)
@@ -715,7 +771,12 @@ tempo_status_t tempo__cuda_stage_done(tempo__cuda_stage_t *g, tempo_status_t st)
             st = tempo__err(g->armed, "%s", g->armed_msg); /* the result never reached the stream */
         }
     } else if (st == TEMPO_OK && g->dev_recv) {
-        st = copy(g->ctx, g->dev_recv, (char *)g->host + g->recv_at, g->rbytes, "out");
+        /* Copied out piece by piece as chunks completed (tempo__cuda_stage_out): wait for that;
+         * otherwise, or where a piece is missing or failed, copy the whole result now. */
+        int piecewise = g->out_bytes == g->rbytes && out_finish(g) == 0;
+        if (!piecewise) {
+            st = copy(g->ctx, g->dev_recv, (char *)g->host + g->recv_at, g->rbytes, "out");
+        }
     }
     stage_free(g);
     return st;
@@ -927,6 +988,11 @@ int tempo__cuda_stage_landed(tempo__cuda_stage_t *g, const void *p, size_t len)
 {
     (void)g, (void)p, (void)len;
     return 1;
+}
+
+void tempo__cuda_stage_out(tempo__cuda_stage_t *g, const void *p, size_t len)
+{
+    (void)g, (void)p, (void)len;
 }
 
 tempo_status_t tempo__cuda_stage_done(tempo__cuda_stage_t *g, tempo_status_t st)

@@ -64,6 +64,12 @@ tempo_status_t tempo__cuda_stage_arm(tempo__cuda_stage_t *g);
  *  later parts are still being copied. NULL or nothing pending: 1. Lock held (not thread-safe). */
 int tempo__cuda_stage_landed(tempo__cuda_stage_t *g, const void *p, size_t len);
 
+/** Part [p, p + len) of the result (host pointers in the staging) is final: copy it out now,
+ *  asynchronously (a chunk of a scheduled request completed, while the others still run);
+ *  tempo__cuda_stage_done then only waits for these copies where they cover the whole result,
+ *  and copies it all otherwise. Not for stream-ordered stages (nothing is done). Lock held. */
+void tempo__cuda_stage_out(tempo__cuda_stage_t *g, const void *p, size_t len);
+
 /** The call of a stream-ordered stage completed (whatever its status): its stream goes on.
  *  Cheap (one store), for any thread; NULL or a stage without a stream: nothing. */
 void tempo__cuda_stage_ready(tempo__cuda_stage_t *g);
