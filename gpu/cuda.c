@@ -451,7 +451,7 @@ static tempo_status_t stream_err(const char *what, CUresult r)
     return tempo__err(TEMPO_ERR_SYSTEM, "CUDA stream (TEMPO_ATTR_STREAM): %s: %s", what, cu_err(r));
 }
 
-/* A non-blocking stream per context for pipelined copies in (made at the first one). */
+/* A stream per context for pipelined copies (made at the first one). */
 static struct {
     CUcontext ctx;
     CUstream stream;
@@ -467,7 +467,9 @@ static CUstream copy_stream(CUcontext ctx)
             s = copy_streams[i].stream;
         } else if (!copy_streams[i].stream) {
             CUresult r;
-            IN_CTX(ctx, r, cu.stream_create(&copy_streams[i].stream, CU_STREAM_NON_BLOCKING));
+            /* (a blocking stream: like cuMemcpy, its copies wait for the work already on the
+             * legacy default stream, where a caller's kernel that made the buffer may run) */
+            IN_CTX(ctx, r, cu.stream_create(&copy_streams[i].stream, CU_STREAM_DEFAULT));
             if (r != CUDA_SUCCESS) {
                 copy_streams[i].stream = NULL;
                 break;
@@ -829,7 +831,8 @@ tempo_status_t tempo__cuda_stream_new(void **ctx_p, void **stream_p)
                           "device first: cudaSetDevice)");
     }
     CUstream st = NULL;
-    r = r == CUDA_SUCCESS ? cu.stream_create(&st, CU_STREAM_NON_BLOCKING) : r;
+    /* (a blocking stream: its work waits for the legacy default stream's, as cuMemcpy does) */
+    r = r == CUDA_SUCCESS ? cu.stream_create(&st, CU_STREAM_DEFAULT) : r;
     if (r != CUDA_SUCCESS) {
         return drv_err("creating a stream", r);
     }

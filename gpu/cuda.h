@@ -94,7 +94,8 @@ void tempo__cuda_host_free(void *p, void *ctx);
 
 /* Streams and events for gpu/nccl.c (contexts and handles as void *: CUcontext, CUstream,
  * CUevent). Each runs in ctx, pushed; errors set the message. */
-/** A new non-blocking stream in the calling thread's current context (*ctx_p). */
+/** A new stream in the calling thread's current context (*ctx_p); a blocking one (its work
+ *  waits for the legacy default stream's, as cuMemcpy's does). */
 tempo_status_t tempo__cuda_stream_new(void **ctx_p, void **stream_p);
 void tempo__cuda_stream_free(void *ctx, void *stream);
 /** An event recorded on stream now. */

@@ -3,7 +3,9 @@
  *
  * With the backend on, a collective whose buffers are all CUDA device memory is not staged
  * through the host: it runs as one NCCL call on the device buffers, on the communicator's own
- * stream (or the caller's, TEMPO_ATTR_STREAM), and completes when an event recorded after it has
+ * stream (a blocking one: it waits for the legacy default stream's work, as cuMemcpy would; a
+ * caller that computes on streams of its own synchronizes them first, or passes its stream:
+ * TEMPO_ATTR_STREAM), and completes when an event recorded after it has
  * passed. The calls go through tempo's engine like every algorithm's: program order on the
  * plain lane, the scheduler's order (priorities, chunks) on the scheduled lane, the same on every
  * rank, which is the order NCCL needs. NCCL's communicator is made at the first such call on a
