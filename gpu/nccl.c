@@ -215,9 +215,27 @@ tempo_status_t tempo__nccl_comm_ready(struct tempo_comm *comm)
         return TEMPO_ERR_NOMEM;
     }
     st = tempo__cuda_stream_new(&g->ctx, &g->stream);
-    if (st != TEMPO_OK) {
+    char prep[TEMPO_ERRMSG_LEN - 200];
+    snprintf(prep, sizeof(prep), "%s", st == TEMPO_OK ? "" : tempo__errmsg());
+    /* ncclCommInitRank waits for every rank: all go on, or none (a rank that could not make its
+     * stream must not leave the others waiting in it) */
+    int32_t mine = st == TEMPO_OK, all = 0;
+    tempo_status_t ast = tempo_allreduce(comm, &mine, &all, 1, TEMPO_INT32, TEMPO_MIN);
+    if (st != TEMPO_OK || ast != TEMPO_OK || !all) {
+        if (st == TEMPO_OK) {
+            tempo__cuda_stream_free(g->ctx, g->stream);
+        }
         tempo__free(g);
-        return st;
+        if (st != TEMPO_OK) {
+            return tempo__err(st, "NCCL: preparing its communicator: %s", prep);
+        }
+        if (ast != TEMPO_OK) {
+            char aw[TEMPO_ERRMSG_LEN - 200];
+            snprintf(aw, sizeof(aw), "%s", tempo_last_error(comm));
+            return tempo__err(ast, "NCCL: preparing its communicator: %s", aw);
+        }
+        return tempo__err(TEMPO_ERR_REMOTE, "NCCL: another rank could not prepare its NCCL "
+                          "communicator (its error says why)");
     }
     r = nc.init_rank(&g->comm, comm->size, id, comm->rank);
     if (r != ncclSuccess) {
@@ -359,6 +377,19 @@ static tempo_status_t call_wait(tempo__sched_t *s, void *arg)
     return passed ? TEMPO_OK : TEMPO_INPROGRESS;
 }
 
+/* The call completed (engine): if it failed while NCCL still runs it, end that now, so that the
+ * stream it is on (perhaps the caller's) goes on before the caller collects the error (the cleanup
+ * waits for it later). */
+static void call_done(tempo__op_t *op)
+{
+    tempo__sched_t *s = op->priv;
+    call_t *k = s ? s->ext : NULL;
+    gcomm_t *g = op->comm->gpu;
+    if (k && k->event && op->status != TEMPO_OK && tempo__cuda_event_passed(g->ctx, k->event) == 0) {
+        comm_break(g, op->errmsg[0] ? op->errmsg : "a call failed");
+    }
+}
+
 static void call_cleanup(tempo__op_t *op)
 {
     tempo__sched_t *s = op->priv;
@@ -405,6 +436,7 @@ tempo_status_t tempo__nccl_start(tempo__op_t *op)
     s->ext = k;
     k->sched_cleanup = op->cleanup;
     op->cleanup = call_cleanup;
+    op->on_complete = call_done;
     tempo__sched_call(s, call_enqueue, k);
     tempo__sched_close(s);
     tempo__sched_round(s);

@@ -351,9 +351,14 @@ static int rank_stream(tempo_comm_t comm, int rank, int n, int fake)
     tempo_attr_t at = {.field_mask = TEMPO_ATTR_STREAM, .stream = stream};
     tempo_request_t q;
     tempo_status_t st = tempo_ibarrier(comm, &at, &q);
-    int passed = st == TEMPO_OK && stream_passes(stream);
+    int passed = stream_passes(stream);
     st = st == TEMPO_OK ? tempo_wait(&q) : st;
-    ok &= rk_check(passed && st == TEMPO_OK, "stream: rank %d: a barrier ordered on the stream: "
+    /* (OK; or, on a rank whose barrier was still in flight when a peer found the disagreement
+     * made on purpose below, failed with it: a call in flight when its communicator fails,
+     * fails too) */
+    const char *be = tempo_last_error(comm);
+    ok &= rk_check(passed && (st == TEMPO_OK || (n > 1 && strstr(be, "count 1001"))),
+                   "stream: rank %d: a barrier ordered on the stream: "
                    "stream %s, %s", rank, passed ? "passed" : "stuck", tempo_status_name(st));
     float hb[16] = {0};
     st = tempo_iallreduce(comm, hb, hb, 16, TEMPO_FLOAT32, TEMPO_SUM, &at, &q);
