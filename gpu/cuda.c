@@ -223,26 +223,16 @@ struct tempo__cuda_stage {
 /* Page-locked memory is allocated and freed in a context: the device buffer's, pushed. */
 static CUresult host_alloc(CUcontext ctx, void **p, size_t n)
 {
-    CUresult r = ctx ? cu.ctx_push(ctx) : CUDA_SUCCESS;
-    if (r == CUDA_SUCCESS) {
-        r = cu.host_alloc(p, n);
-        CUcontext old;
-        if (ctx) {
-            cu.ctx_pop(&old);
-        }
-    }
+    CUresult r;
+    IN_CTX(ctx, r, cu.host_alloc(p, n));
     return r;
 }
 
 static void host_free(CUcontext ctx, void *p)
 {
-    CUcontext old;
-    if (!ctx || cu.ctx_push(ctx) == CUDA_SUCCESS) {
-        cu.host_free(p);
-        if (ctx) {
-            cu.ctx_pop(&old);
-        }
-    }
+    CUresult r;
+    IN_CTX(ctx, r, cu.host_free(p));
+    (void)r;
 }
 
 /* Page-locked buffers kept for the next calls: allocating them is slow (the driver pins every
@@ -275,18 +265,11 @@ static void pool_put(CUcontext ctx, void *p, size_t len);
 /* Whether a stream has passed event (queried in its context). */
 static int event_passed(CUcontext ctx, CUevent ev)
 {
-    CUcontext old;
-    if (ctx && cu.ctx_push(ctx) != CUDA_SUCCESS) {
-        return 0;
+    int passed = tempo__cuda_event_passed(ctx, ev) != 0; /* (failed: the stream will not read it) */
+    if (passed) {
+        tempo__cuda_event_free(ctx, ev);
     }
-    CUresult r = cu.event_query(ev);
-    if (r != CUDA_ERROR_NOT_READY) {
-        cu.event_destroy(ev);
-    }
-    if (ctx) {
-        cu.ctx_pop(&old);
-    }
-    return r != CUDA_ERROR_NOT_READY; /* passed, or failed: the stream will not read it */
+    return passed;
 }
 
 /* Retired buffers whose streams have passed their events go back to the pool. */
@@ -431,14 +414,8 @@ static tempo_status_t copy(CUcontext ctx, void *dst, const void *src, size_t n, 
     if (!n) {
         return TEMPO_OK;
     }
-    CUresult r = ctx ? cu.ctx_push(ctx) : CUDA_SUCCESS;
-    if (r == CUDA_SUCCESS) {
-        r = cu.memcpy((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, n);
-        CUcontext old;
-        if (ctx) {
-            cu.ctx_pop(&old);
-        }
-    }
+    CUresult r;
+    IN_CTX(ctx, r, cu.memcpy((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, n));
     if (r != CUDA_SUCCESS) {
         return tempo__err(TEMPO_ERR_SYSTEM, "CUDA device buffer: copying %zu bytes %s: %s", n, what,
                           cu_err(r));
@@ -446,9 +423,9 @@ static tempo_status_t copy(CUcontext ctx, void *dst, const void *src, size_t n, 
     return TEMPO_OK;
 }
 
-static tempo_status_t stream_err(const char *what, CUresult r)
+static tempo_status_t drv_err(const char *what, CUresult r)
 {
-    return tempo__err(TEMPO_ERR_SYSTEM, "CUDA stream (TEMPO_ATTR_STREAM): %s: %s", what, cu_err(r));
+    return tempo__err(TEMPO_ERR_SYSTEM, "CUDA: %s: %s", what, cu_err(r));
 }
 
 /* A stream per context for pipelined copies (made at the first one). */
@@ -631,7 +608,7 @@ tempo_status_t tempo__cuda_stage_arm(tempo__cuda_stage_t *g)
     IN_CTX(g->host_ctx, r, stream_arm(g));
     if (r != CUDA_SUCCESS) {
         tempo__cuda_stage_ready(g); /* (a wait already enqueued must not hold the stream) */
-        g->armed = stream_err("making it wait for the call", r);
+        g->armed = drv_err("a stream-ordered call (TEMPO_ATTR_STREAM): making its stream wait for it", r);
         snprintf(g->armed_msg, sizeof(g->armed_msg), "%s", tempo__errmsg());
         return g->armed;
     }
@@ -735,7 +712,7 @@ tempo_status_t tempo__cuda_stage(tempo_memtype_t memtype, int ordered, void *str
         CUresult r2;
         IN_CTX(g->host_ctx, r2, stream_copy_in(g, in, in_bytes));
         if (r2 != CUDA_SUCCESS) {
-            st = stream_err("copying the send buffer in", r2);
+            st = drv_err("a stream-ordered call (TEMPO_ATTR_STREAM): copying its send buffer in", r2);
         }
     } else if (in && (in_bytes < PIPE_MIN ||
                       copy_in_async(g, nested_r ? rctx : sctx, h, in, in_bytes) != 0)) {
@@ -810,11 +787,6 @@ tempo_status_t tempo__cuda_zero(void *p, size_t n)
                           cu_err(r));
     }
     return TEMPO_OK;
-}
-
-static tempo_status_t drv_err(const char *what, CUresult r)
-{
-    return tempo__err(TEMPO_ERR_SYSTEM, "CUDA: %s: %s", what, cu_err(r));
 }
 
 tempo_status_t tempo__cuda_stream_new(void **ctx_p, void **stream_p)
