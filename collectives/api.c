@@ -18,6 +18,7 @@
 
 #include "collectives/coll.h"
 #include "gpu/cuda.h"
+#include "gpu/ipc.h"
 #include "gpu/nccl.h"
 #include "core/bootstrap.h"
 #include "core/cfg.h"
@@ -69,6 +70,7 @@ static void coll_free(struct tempo_comm *c)
 {
     tempo__coll_comm_t *cc = c->coll;
     tempo__nccl_comm_free(c);
+    tempo__ipc_comm_free(c);
     if (cc) {
         tempo__mem_free_all(c);
         tempo__sq_destroy(cc->sq);
@@ -577,6 +579,16 @@ static tempo_status_t run(struct tempo_comm *c, const args_t *a, const tempo_att
                                  a->recvbuf, rbytes);
         if (nccl) {
             st = tempo__nccl_comm_ready(c); /* (collective, at the first one) */
+        }
+    }
+    /* CUDA IPC (TEMPO_GPU_IPC=1): a blocking all-reduce between the ranks of one host runs on
+     * the device buffers themselves where every rank's allow it (gpu/ipc.h). */
+    if (st == TEMPO_OK && !attr && !req_p && tempo__ipc_joins(c, a->coll)) {
+        int taken = 0;
+        st = tempo__ipc_allreduce(c, a->sendbuf, a->recvbuf, a->count, a->dtype, a->redop,
+                                  &taken);
+        if (taken || st != TEMPO_OK) {
+            return st < 0 ? comm_err(c, st) : st;
         }
     }
     if (st == TEMPO_OK && !nccl) {

@@ -191,6 +191,11 @@ static const field_t fields[] = {
       "CUDA device buffers: native (tempo's collectives, host-staged) or nccl (a collective whose "
       "buffers are all device memory runs as one NCCL call, ordered by tempo's engine and "
       "scheduler; every rank must set the same)"),
+    F("TEMPO_GPU_IPC", "0", T_BOOL, gpu_ipc, 0, 0, 0, NULL,
+      "CUDA device buffers: a blocking all-reduce between 2-8 ranks of one host runs on the device "
+      "buffers themselves, mapped into each other through CUDA IPC, with tempo's kernels (1), not "
+      "host-staged (0); it first exchanges a small record, and stays host-staged where a rank's "
+      "buffers are host memory or cannot be exported; every rank must set the same"),
     F("TEMPO_NCCL_LIBRARY", "libnccl.so.2", T_STRING, nccl_library, 0, 0, 0, NULL,
       "TEMPO_GPU_BACKEND=nccl: the NCCL library to load (dlopen at the first NCCL call), by name "
       "or path"),

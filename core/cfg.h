@@ -41,6 +41,7 @@ typedef struct tempo__config {
     int ucx_zcopy_always;   /* TEMPO_UCX_ZCOPY_ALWAYS: zero copy without peer-failure handling */
     char cuda_driver[256]; /* TEMPO_CUDA_DRIVER: the CUDA driver library (gpu/cuda.c) */
     char gpu_backend[16];  /* TEMPO_GPU_BACKEND: native or nccl (gpu/nccl.h) */
+    int gpu_ipc;           /* TEMPO_GPU_IPC: all-reduce of device buffers through CUDA IPC */
     char nccl_library[256]; /* TEMPO_NCCL_LIBRARY: the NCCL library (gpu/nccl.c) */
     char ib_hca[64];       /* TEMPO_IB_HCA: verbs device[:port], "" = first with an ACTIVE port */
     int ib_gid_index;      /* TEMPO_IB_GID_INDEX, -1 when unset (automatic) */

@@ -354,6 +354,7 @@ struct tempo_comm {
     char last_error[TEMPO_ERRMSG_LEN];
     void *coll; /* collectives layer state (owned by collectives/) */
     void *gpu;  /* its NCCL communicator, NULL: none yet (gpu/nccl.c) */
+    void *ipc;  /* peers' device buffers mapped through CUDA IPC, NULL: none (gpu/ipc.c) */
     void (*coll_free)(struct tempo_comm *comm);
     /* The name of the algorithm whose tempo__sig_t.how is how (not compressed), or NULL. */
     const char *(*algo_name)(uint32_t how);

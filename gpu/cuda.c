@@ -22,6 +22,7 @@
 #include "gpu/cuda.h"
 
 #include "core/cfg.h"
+#include "gpu/kernels.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -60,6 +61,17 @@ static struct {
     CUresult (*event_sync)(CUevent);
     CUresult (*event_query)(CUevent);
     CUresult (*event_destroy)(CUevent);
+    /* CUDA IPC and the library's kernels (gpu/ipc.c); optional, as the stream entry points */
+    CUresult (*ipc_get)(CUipcMemHandle *, CUdeviceptr);
+    CUresult (*ipc_open)(CUdeviceptr *, CUipcMemHandle, unsigned);
+    CUresult (*ipc_close)(CUdeviceptr);
+    CUresult (*address_range)(CUdeviceptr *, size_t *, CUdeviceptr);
+    CUresult (*ctx_device)(CUdevice *);
+    CUresult (*device_uuid)(CUuuid *, CUdevice);
+    CUresult (*module_load)(CUmodule *, const void *);
+    CUresult (*module_function)(CUfunction *, CUmodule, const char *);
+    CUresult (*launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                       unsigned, CUstream, void **, void **);
 } cu;
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -67,6 +79,7 @@ static int usable;
 static char why_not[200];
 static int ndevices, driver_version;
 static const char *no_streams; /* the stream entry point the driver lacks, NULL: it has them all */
+static const char *no_ipc;     /* likewise for CUDA IPC and kernel launches */
 
 static void load(void)
 {
@@ -107,7 +120,21 @@ static void load(void)
         {"cuStreamDestroy_v2", (void **)&cu.stream_destroy, 1},
         {"cuStreamSynchronize", (void **)&cu.stream_sync, 1},
     };
+    static const tempo__dlsym_t ipc_syms[] = {
+        {"cuIpcGetMemHandle", (void **)&cu.ipc_get, 1},
+        {"cuIpcOpenMemHandle_v2", (void **)&cu.ipc_open, 1},
+        {"cuIpcCloseMemHandle", (void **)&cu.ipc_close, 1},
+        {"cuMemGetAddressRange_v2", (void **)&cu.address_range, 1},
+        {"cuCtxGetDevice", (void **)&cu.ctx_device, 1},
+        {"cuDeviceGetUuid_v2", (void **)&cu.device_uuid, 1},
+        {"cuModuleLoadData", (void **)&cu.module_load, 1},
+        {"cuModuleGetFunction", (void **)&cu.module_function, 1},
+        {"cuLaunchKernel", (void **)&cu.launch, 1},
+    };
     const char *missing = tempo__dl_resolve(h, syms, TEMPO_ARRAY_SIZE(syms), &no_streams);
+    if (!missing) {
+        tempo__dl_resolve(h, ipc_syms, TEMPO_ARRAY_SIZE(ipc_syms), &no_ipc);
+    }
     if (missing) {
         snprintf(why_not, sizeof(why_not), "the CUDA driver lacks %s", missing);
         return;
@@ -789,6 +816,187 @@ tempo_status_t tempo__cuda_zero(void *p, size_t n)
     return TEMPO_OK;
 }
 
+/* ---- CUDA IPC and the library's kernels (gpu/ipc.c) ---------------------------------------- */
+
+#if TEMPO_HAVE_FATBIN
+/* gpu/fatbin.c: gpu/kernels.cu compiled by nvcc -fatbin (gpu/local.mk) */
+extern const unsigned char tempo__gpu_fatbin[];
+extern const size_t tempo__gpu_fatbin_len;
+#endif
+
+/* The reduction kernel, loaded once per context (at its first use). */
+static struct {
+    CUcontext ctx;
+    CUfunction reduce;
+} kernels[8];
+static pthread_mutex_t kernel_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int tempo__cuda_ipc_usable(char *why, size_t len)
+{
+    char w[200];
+    if (!tempo__cuda_usable(w, sizeof(w))) {
+        snprintf(why, len, "%s", w);
+        return 0;
+    }
+#if TEMPO_HAVE_FATBIN
+    if (no_ipc || no_streams) {
+        snprintf(why, len, "the CUDA driver lacks %s", no_ipc ? no_ipc : no_streams);
+        return 0;
+    }
+    return 1;
+#else
+    snprintf(why, len, "this build has no CUDA kernels (configure found no nvcc)");
+    return 0;
+#endif
+}
+
+/* The reduction kernel in ctx, NULL with the message. */
+static CUfunction reduce_kernel(CUcontext ctx)
+{
+    CUfunction f = NULL;
+#if TEMPO_HAVE_FATBIN
+    int failed = 0;
+    pthread_mutex_lock(&kernel_lock);
+    for (size_t i = 0; i < TEMPO_ARRAY_SIZE(kernels) && !f; i++) {
+        if (kernels[i].reduce && kernels[i].ctx == ctx) {
+            f = kernels[i].reduce;
+        } else if (!kernels[i].reduce) {
+            CUmodule m = NULL;
+            CUresult r;
+            IN_CTX(ctx, r, cu.module_load(&m, tempo__gpu_fatbin));
+            if (r == CUDA_SUCCESS) {
+                r = cu.module_function(&f, m, "tempo_k_reduce");
+            }
+            if (r != CUDA_SUCCESS) {
+                drv_err("loading tempo's kernels (gpu/kernels.cu) into the context", r);
+                f = NULL;
+                failed = 1;
+                break;
+            }
+            kernels[i].ctx = ctx;
+            kernels[i].reduce = f;
+        }
+    }
+    if (!f && !failed) {
+        tempo__err(TEMPO_ERR_UNSUPPORTED, "CUDA: tempo's kernels are loaded in at most %zu "
+                   "contexts", TEMPO_ARRAY_SIZE(kernels));
+    }
+    pthread_mutex_unlock(&kernel_lock);
+#else
+    (void)ctx;
+    tempo__err(TEMPO_ERR_UNSUPPORTED, "this build has no CUDA kernels (configure found no nvcc)");
+#endif
+    return f;
+}
+
+int tempo__cuda_ipc_export(const void *p, tempo__cuda_ipc_t *out)
+{
+    CUcontext ctx = NULL;
+    memset(out, 0, sizeof(*out));
+    if (query(p, &ctx) != CU_MEMORYTYPE_DEVICE) {
+        tempo__err(TEMPO_ERR_INVALID, "CUDA IPC: %p is not device memory", p);
+        return -1;
+    }
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    CUipcMemHandle h;
+    CUdevice dev = 0;
+    CUuuid uuid;
+    CUresult r;
+    IN_CTX(ctx, r, cu.address_range(&base, &size, (CUdeviceptr)(uintptr_t)p));
+    if (r == CUDA_SUCCESS) {
+        IN_CTX(ctx, r, cu.ipc_get(&h, base));
+    }
+    if (r == CUDA_SUCCESS) {
+        IN_CTX(ctx, r, cu.ctx_device(&dev));
+    }
+    if (r == CUDA_SUCCESS) {
+        r = cu.device_uuid(&uuid, dev);
+    }
+    if (r != CUDA_SUCCESS) {
+        drv_err("exporting a device buffer (cuIpcGetMemHandle: memory from cudaMalloc can be "
+                "exported, pool and virtual-memory allocations cannot)", r);
+        return -1;
+    }
+    memcpy(out->handle, h.reserved, sizeof(out->handle));
+    memcpy(out->uuid, uuid.bytes, sizeof(out->uuid));
+    out->offset = (uint64_t)((CUdeviceptr)(uintptr_t)p - base);
+    out->size = size;
+    return 0;
+}
+
+int tempo__cuda_ipc_open(const void *like, const tempo__cuda_ipc_t *h, void **base_p,
+                         void **ctx_p)
+{
+    CUcontext ctx = NULL;
+    query(like, &ctx);
+    *ctx_p = ctx;
+    CUipcMemHandle mh;
+    memcpy(mh.reserved, h->handle, sizeof(mh.reserved));
+    CUdeviceptr d = 0;
+    CUresult r;
+    IN_CTX(ctx, r, cu.ipc_open(&d, mh, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
+    if (r != CUDA_SUCCESS) {
+        drv_err("opening a peer's device buffer (cuIpcOpenMemHandle)", r);
+        return -1;
+    }
+    *base_p = (void *)(uintptr_t)d;
+    return 0;
+}
+
+void tempo__cuda_ipc_close(void *ctx, void *base)
+{
+    CUresult r;
+    IN_CTX((CUcontext)ctx, r, cu.ipc_close((CUdeviceptr)(uintptr_t)base));
+    (void)r;
+}
+
+tempo_status_t tempo__cuda_sync(const void *p)
+{
+    CUcontext ctx = NULL;
+    if (query(p, &ctx) != CU_MEMORYTYPE_DEVICE) {
+        return TEMPO_OK;
+    }
+    CUresult r;
+    IN_CTX(ctx, r, cu.stream_sync(NULL));
+    return r == CUDA_SUCCESS ? TEMPO_OK : drv_err("waiting for the default stream", r);
+}
+
+tempo_status_t tempo__cuda_reduce(void *dst, const void *const *src, int n, size_t count,
+                                  tempo_dtype_t dtype, tempo_op_t op)
+{
+    CUcontext ctx = NULL;
+    if (n < 1 || n > TEMPO__GPU_MAX_OPERANDS || query(dst, &ctx) != CU_MEMORYTYPE_DEVICE) {
+        return tempo__err(TEMPO_ERR_INVALID, "CUDA reduction: %d operands into %p", n, dst);
+    }
+    if (!count) {
+        return TEMPO_OK;
+    }
+    CUfunction f = reduce_kernel(ctx);
+    CUstream s = f ? copy_stream(ctx) : NULL;
+    if (!f) {
+        return TEMPO_ERR_UNSUPPORTED; /* (the message is set) */
+    }
+    if (!s) {
+        return tempo__err(TEMPO_ERR_SYSTEM, "CUDA reduction: no stream in the buffer's context");
+    }
+    tempo__gpu_operands_t o;
+    memset(&o, 0, sizeof(o));
+    for (int k = 0; k < n; k++) {
+        o.p[k] = src[k];
+    }
+    int dt = (int)dtype, opi = (int)op;
+    void *params[] = {&dst, &o, &n, &count, &dt, &opi};
+    size_t blocks = (count + 255) / 256;
+    blocks = blocks > 65535 ? 65535 : blocks;
+    CUresult r;
+    IN_CTX(ctx, r, cu.launch(f, (unsigned)blocks, 1, 1, 256, 1, 1, 0, s, params, NULL));
+    if (r == CUDA_SUCCESS) {
+        IN_CTX(ctx, r, cu.stream_sync(s));
+    }
+    return r == CUDA_SUCCESS ? TEMPO_OK : drv_err("the reduction kernel", r);
+}
+
 tempo_status_t tempo__cuda_stream_new(void **ctx_p, void **stream_p)
 {
     char why[200];
@@ -910,9 +1118,19 @@ void tempo__cuda_describe(char *buf, size_t len)
         snprintf(streams, sizeof(streams), "no stream-ordered calls (the driver lacks %s)",
                  no_streams);
     }
-    snprintf(buf, len, "driver %d.%d, %d device%s; device buffers staged through host memory; %s",
+    char ipc[160];
+    if (tempo__cuda_ipc_usable(ipc, sizeof(ipc))) {
+        snprintf(ipc, sizeof(ipc), "all-reduce through CUDA IPC with TEMPO_GPU_IPC=1 (%s)",
+                 tempo__cfg.gpu_ipc ? "on" : "off");
+    } else {
+        char reason[140];
+        snprintf(reason, sizeof(reason), "%s", ipc);
+        snprintf(ipc, sizeof(ipc), "no CUDA IPC: %s", reason);
+    }
+    snprintf(buf, len,
+             "driver %d.%d, %d device%s; device buffers staged through host memory; %s; %s",
              driver_version / 1000, driver_version % 1000 / 10, ndevices, ndevices == 1 ? "" : "s",
-             streams);
+             streams, ipc);
 }
 
 #else /* !TEMPO_HAVE_CUDA */
@@ -1042,6 +1260,38 @@ void tempo__cuda_host_free(void *p, void *ctx)
 void tempo__cuda_describe(char *buf, size_t len)
 {
     snprintf(buf, len, "this build has no CUDA");
+}
+
+int tempo__cuda_ipc_usable(char *why, size_t len)
+{
+    return tempo__cuda_usable(why, len);
+}
+int tempo__cuda_ipc_export(const void *p, tempo__cuda_ipc_t *out)
+{
+    (void)p;
+    memset(out, 0, sizeof(*out));
+    return tempo__err(TEMPO_ERR_UNSUPPORTED, "this build has no CUDA"), -1;
+}
+int tempo__cuda_ipc_open(const void *like, const tempo__cuda_ipc_t *h, void **base_p,
+                         void **ctx_p)
+{
+    (void)like, (void)h, (void)base_p, (void)ctx_p;
+    return tempo__err(TEMPO_ERR_UNSUPPORTED, "this build has no CUDA"), -1;
+}
+void tempo__cuda_ipc_close(void *ctx, void *base)
+{
+    (void)ctx, (void)base;
+}
+tempo_status_t tempo__cuda_sync(const void *p)
+{
+    (void)p;
+    return TEMPO_OK;
+}
+tempo_status_t tempo__cuda_reduce(void *dst, const void *const *src, int n, size_t count,
+                                  tempo_dtype_t dtype, tempo_op_t op)
+{
+    (void)dst, (void)src, (void)n, (void)count, (void)dtype, (void)op;
+    return tempo__err(TEMPO_ERR_UNSUPPORTED, "this build has no CUDA");
 }
 
 #endif

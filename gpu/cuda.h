@@ -19,6 +19,7 @@
 #define TEMPO_GPU_CUDA_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/tempo_int.h"
 
@@ -109,6 +110,36 @@ void tempo__cuda_event_free(void *ctx, void *ev);
  *  libraries that run in the current context (NCCL). 0, or -1 with the message. */
 int tempo__cuda_ctx_push(void *ctx);
 void tempo__cuda_ctx_pop(void);
+
+/* CUDA IPC (gpu/ipc.c): device buffers of the ranks of one host, mapped into each other. */
+/** A device buffer as another process opens it: its allocation's IPC handle, the buffer's
+ *  offset in that allocation, and the device's UUID. */
+typedef struct {
+    unsigned char handle[64];
+    unsigned char uuid[16];
+    uint64_t offset;
+    uint64_t size; /* of the allocation */
+} tempo__cuda_ipc_t;
+/** Whether CUDA IPC and tempo's kernels work here: 1, or 0 with why (no driver, a driver without
+ *  the entry points, a build without nvcc). */
+int tempo__cuda_ipc_usable(char *why, size_t len);
+/** Export device buffer p (memory from cuMemAlloc/cudaMalloc): 0, or -1 with the message. */
+int tempo__cuda_ipc_export(const void *p, tempo__cuda_ipc_t *out);
+/** Map a peer's exported allocation into like's context (like: a device buffer of this process):
+ *  *base_p is its base here (add the offset), *ctx_p that context; 0, or -1 with the message.
+ *  tempo__cuda_ipc_close(ctx, base) unmaps it. */
+int tempo__cuda_ipc_open(const void *like, const tempo__cuda_ipc_t *h, void **base_p,
+                         void **ctx_p);
+void tempo__cuda_ipc_close(void *ctx, void *base);
+/** Wait for the work on the legacy default stream of device buffer p's context (host memory:
+ *  nothing). */
+tempo_status_t tempo__cuda_sync(const void *p);
+/** dst[i] = src[0][i] op ... op src[n-1][i] (gpu/kernels.h's tempo__gpu_reduce_n, n <= 8), by
+ *  tempo's kernel in dst's context, after that context's default-stream work, waited for. Any
+ *  src may be a peer's buffer opened with tempo__cuda_ipc_open. Errors as tempo__cuda_copy, and
+ *  TEMPO_ERR_UNSUPPORTED where the kernels cannot be loaded. */
+tempo_status_t tempo__cuda_reduce(void *dst, const void *const *src, int n, size_t count,
+                                  tempo_dtype_t dtype, tempo_op_t op);
 
 /** One line for tempo-info -b: the driver, its version and the devices, or why not. */
 void tempo__cuda_describe(char *buf, size_t len);

@@ -24,9 +24,7 @@ unsigned blocks_for(size_t count)
     return (unsigned)(b < 1 ? 1 : b > 65535 ? 65535 : b);
 }
 
-struct operands {
-    const void *p[TEMPO__GPU_MAX_OPERANDS];
-};
+typedef tempo__gpu_operands_t operands;
 
 /* One op on one element type: the host kernels' functions (collectives/reduce.c). */
 #define TEMPO__GPU_OPS(T, S)                                                                     \
@@ -53,7 +51,8 @@ TEMPO__GPU_OPS(float, f32)
 TEMPO__GPU_OPS(double, f64)
 
 template <class O>
-__global__ void k_reduce(typename O::type *dst, operands src, int n, size_t count, tempo_op_t op)
+__device__ void reduce_body(typename O::type *dst, const operands &src, int n, size_t count,
+                            tempo_op_t op)
 {
     typedef typename O::type T;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
@@ -71,8 +70,8 @@ __global__ void k_reduce(typename O::type *dst, operands src, int n, size_t coun
 }
 
 /* fp16/bf16: accumulate in fp32 through the host's conversions, round once. */
-__global__ void k_reduce_half(uint16_t *dst, operands src, int n, size_t count, tempo_op_t op,
-                              int bf16)
+__device__ void reduce_half_body(uint16_t *dst, const operands &src, int n, size_t count,
+                                 tempo_op_t op, int bf16)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
          i += (size_t)gridDim.x * blockDim.x) {
@@ -87,6 +86,18 @@ __global__ void k_reduce_half(uint16_t *dst, operands src, int n, size_t count, 
         }
         dst[i] = bf16 ? tempo__f32_to_bf16(acc) : tempo__f32_to_f16(acc);
     }
+}
+
+template <class O>
+__global__ void k_reduce(typename O::type *dst, operands src, int n, size_t count, tempo_op_t op)
+{
+    reduce_body<O>(dst, src, n, count, op);
+}
+
+__global__ void k_reduce_half(uint16_t *dst, operands src, int n, size_t count, tempo_op_t op,
+                              int bf16)
+{
+    reduce_half_body(dst, src, n, count, op, bf16);
 }
 
 template <class O>
@@ -231,6 +242,27 @@ __global__ void k_qdecode(const uint8_t *packed, const float *scales, size_t cou
 }
 
 } // namespace
+
+/* The reduction for the library's driver-API launches (gpu/cuda.c, from the fatbin built into
+ * libtempo): tempo__gpu_reduce_n's work, one kernel for every dtype and op. */
+extern "C" __global__ void tempo_k_reduce(void *dst, tempo__gpu_operands_t src, int n,
+                                          size_t count, int dtype, int op)
+{
+    tempo_op_t o = (tempo_op_t)op;
+    switch (dtype) {
+    case TEMPO_INT8: reduce_body<ops_i8>((int8_t *)dst, src, n, count, o); break;
+    case TEMPO_UINT8: reduce_body<ops_u8>((uint8_t *)dst, src, n, count, o); break;
+    case TEMPO_INT32: reduce_body<ops_i32>((int32_t *)dst, src, n, count, o); break;
+    case TEMPO_UINT32: reduce_body<ops_u32>((uint32_t *)dst, src, n, count, o); break;
+    case TEMPO_INT64: reduce_body<ops_i64>((int64_t *)dst, src, n, count, o); break;
+    case TEMPO_UINT64: reduce_body<ops_u64>((uint64_t *)dst, src, n, count, o); break;
+    case TEMPO_FLOAT32: reduce_body<ops_f32>((float *)dst, src, n, count, o); break;
+    case TEMPO_FLOAT64: reduce_body<ops_f64>((double *)dst, src, n, count, o); break;
+    default:
+        reduce_half_body((uint16_t *)dst, src, n, count, o, dtype == TEMPO_BFLOAT16);
+        break;
+    }
+}
 
 extern "C" int tempo__gpu_reduce_n(void *dst, const void *const *src, int n, size_t count,
                                    tempo_dtype_t dtype, tempo_op_t op, void *stream)

@@ -25,6 +25,13 @@ extern "C" {
 /* The most operands of one tempo__gpu_reduce_n call. */
 #define TEMPO__GPU_MAX_OPERANDS 8
 
+/* The operands of a reduction kernel, passed by value (the driver-API kernel tempo_k_reduce:
+ * (void *dst, tempo__gpu_operands_t src, int n, size_t count, int dtype, int op), which
+ * gpu/cuda.c launches from the fatbin built into the library). */
+typedef struct {
+    const void *p[TEMPO__GPU_MAX_OPERANDS];
+} tempo__gpu_operands_t;
+
 /* dst[i] = src[0][i] op src[1][i] op ... op src[n-1][i] in that order (avg: the sum, divided once
  * by n), fp16/bf16 accumulated in fp32 and rounded once; n from 1 to TEMPO__GPU_MAX_OPERANDS;
  * dst may be src[0]. src is a host array of device pointers. */

@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -504,11 +505,20 @@ static void print_header(const perf_coll_t *coll, const perf_params_t *p, const 
     if (p->registered)
         printf("# Buffers: tempo_mem_alloc (-R 1)\n");
     if (p->cuda) {
-        const char *gb = getenv("TEMPO_GPU_BACKEND");
-        printf("# Buffers: CUDA device memory (-M cuda), device %d of each rank; %s\n",
+        const char *gb = getenv("TEMPO_GPU_BACKEND"), *ipc = getenv("TEMPO_GPU_IPC");
+        int nccl = gb && !strcmp(gb, "nccl");
+        printf("# Buffers: CUDA device memory (-M cuda), device %d of each rank; %s%s\n",
                perf_dev_index(),
-               gb && !strcmp(gb, "nccl") ? "NCCL calls (TEMPO_GPU_BACKEND=nccl)"
-                                         : "staged through host memory (TEMPO_GPU_BACKEND=native)");
+               nccl ? "NCCL calls (TEMPO_GPU_BACKEND=nccl)"
+                    : "staged through host memory (TEMPO_GPU_BACKEND=native)",
+               !nccl && ipc &&
+                       (!strcmp(ipc, "1") || !strcasecmp(ipc, "yes") || !strcasecmp(ipc, "on") ||
+                        !strcasecmp(ipc, "true")) &&
+                       !strcmp(coll->tempo_name, "allreduce") &&
+                       p->blocking
+                   ? "; blocking all-reduces between the ranks of one host through CUDA IPC "
+                     "(TEMPO_GPU_IPC=1)"
+                   : "");
     }
     if (coll->has_op && be->avg_note != NULL && (p->all_ops || p->op == TEMPO_AVG))
         printf("# %s\n", be->avg_note);

@@ -39,6 +39,8 @@ else for n in 2 3 4; do # device buffers (host-staged) beside host buffers, n ra
         "$B/perf/all_reduce_perf" -M cuda -b 8 -e 256M -f 4
     step "all_reduce_perf (host buffers), $n ranks" 200 "$B/tools/tempo-run" -n "$n" --no-prefix \
         "$B/perf/all_reduce_perf" -b 8 -e 256M -f 4
+    step "all_reduce_perf -M cuda through CUDA IPC, $n ranks" 200 env TEMPO_GPU_IPC=1 \
+        "$B/tools/tempo-run" -n "$n" --no-prefix "$B/perf/all_reduce_perf" -M cuda -b 8 -e 256M -f 4
 done
 # NCCL (one rank: NCCL refuses two ranks on one GPU) beside tempo's staged path at one rank
 for p in all_reduce reduce_scatter all_gather broadcast; do

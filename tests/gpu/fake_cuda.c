@@ -14,9 +14,20 @@
  * enqueued it, not at once. FAKE_CUDA_MEMSET_MS=N makes every memset take N ms first (a slow
  * kernel): a library that read a buffer without waiting for the stream would read it stale;
  * FAKE_CUDA_COPY_MS_PER_MB=N makes a stream's copies take N ms per MB (a slow bus).
+ *
+ * CUDA IPC and kernels (gpu/ipc.c): device memory is a memfd, so that another process can map it
+ * (cuIpcOpenMemHandle opens /proc/PID/fd/FD; the handle carries the pid, the fd, the length and
+ * a serial number per allocation), its pages PROT_NONE in that process too. cuModuleLoadData
+ * takes only a fatbin (its magic number checked), cuModuleGetFunction knows tempo_k_reduce, and
+ * cuLaunchKernel runs it on the stream as the CPU does the same element math (core/elem.h), the
+ * buffers readable and writable only meanwhile. fake_cuda_launches() and fake_cuda_ipc_opens()
+ * count them.
  */
+#define _GNU_SOURCE
+#include <fcntl.h>
 #include <pthread.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,12 +36,19 @@
 
 #include <cuda.h>
 
+#include "core/elem.h"
+#include "tempo.h"
+
 #define MAXREG 256
 
 static struct {
     char *base;
     size_t len;
+    int fd;            /* the memfd of an allocation of ours, -1: a peer's, mapped */
+    unsigned serial;   /* of an allocation of ours */
 } regs[MAXREG];
+static unsigned serials;
+static unsigned long long launches, ipc_opens;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int depth; /* contexts pushed (one fake context) */
 static unsigned long long copies;
@@ -50,8 +68,16 @@ void *fake_cuda_malloc(size_t n)
 {
     size_t pg = (size_t)sysconf(_SC_PAGESIZE), len = (n + pg - 1) / pg * pg;
     len = len ? len : pg;
-    void *p = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    int fd = memfd_create("fake_cuda", MFD_CLOEXEC);
+    if (fd < 0 || ftruncate(fd, (off_t)len) != 0) {
+        if (fd >= 0) {
+            close(fd);
+        }
+        return NULL;
+    }
+    void *p = mmap(NULL, len, PROT_NONE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) {
+        close(fd);
         return NULL;
     }
     pthread_mutex_lock(&lock);
@@ -59,12 +85,15 @@ void *fake_cuda_malloc(size_t n)
         if (!regs[i].base) {
             regs[i].base = p;
             regs[i].len = len;
+            regs[i].fd = fd;
+            regs[i].serial = ++serials;
             pthread_mutex_unlock(&lock);
             return p;
         }
     }
     pthread_mutex_unlock(&lock);
     munmap(p, len);
+    close(fd);
     return NULL;
 }
 
@@ -75,6 +104,9 @@ void fake_cuda_free(void *p)
     int i = find(p, 1);
     if (i >= 0) {
         munmap(regs[i].base, regs[i].len);
+        if (regs[i].fd >= 0) {
+            close(regs[i].fd);
+        }
         regs[i].base = NULL;
     }
     pthread_mutex_unlock(&lock);
@@ -84,6 +116,16 @@ unsigned long long fake_cuda_copies(void);
 unsigned long long fake_cuda_copies(void)
 {
     return copies;
+}
+unsigned long long fake_cuda_launches(void);
+unsigned long long fake_cuda_launches(void)
+{
+    return launches;
+}
+unsigned long long fake_cuda_ipc_opens(void);
+unsigned long long fake_cuda_ipc_opens(void)
+{
+    return ipc_opens;
 }
 
 CUresult cuInit(unsigned int flags)
@@ -507,4 +549,236 @@ CUresult cuCtxGetCurrent(CUcontext *c)
 {
     *c = (CUcontext)&depth; /* (one fake context, always current) */
     return CUDA_SUCCESS;
+}
+
+/* ---- CUDA IPC ---- */
+
+typedef struct {
+    uint32_t magic; /* "FKIP" */
+    int32_t pid, fd;
+    uint32_t serial;
+    uint64_t len;
+} fake_ipc_t;
+#define FAKE_IPC_MAGIC 0x50494b46u
+
+CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr p)
+{
+    pthread_mutex_lock(&lock);
+    int i = find((const char *)(uintptr_t)p, 1);
+    if (i >= 0) {
+        *base = (CUdeviceptr)(uintptr_t)regs[i].base;
+        *size = regs[i].len;
+    }
+    pthread_mutex_unlock(&lock);
+    return i >= 0 ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+
+CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr p)
+{
+    pthread_mutex_lock(&lock);
+    int i = find((const char *)(uintptr_t)p, 1);
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    if (i >= 0 && regs[i].fd >= 0 && regs[i].base == (char *)(uintptr_t)p) { /* a base of ours */
+        fake_ipc_t f = {FAKE_IPC_MAGIC, (int32_t)getpid(), regs[i].fd, regs[i].serial,
+                        regs[i].len};
+        memset(h, 0, sizeof(*h));
+        memcpy(h->reserved, &f, sizeof(f));
+        r = CUDA_SUCCESS;
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *p, CUipcMemHandle h, unsigned flags)
+{
+    (void)flags;
+    fake_ipc_t f;
+    memcpy(&f, h.reserved, sizeof(f));
+    if (f.magic != FAKE_IPC_MAGIC) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (f.pid == (int32_t)getpid()) {
+        return CUDA_ERROR_INVALID_CONTEXT; /* as the driver: not in the exporting process */
+    }
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)f.pid, (int)f.fd);
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    void *m = mmap(NULL, f.len, PROT_NONE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < MAXREG; i++) {
+        if (!regs[i].base) {
+            regs[i].base = m;
+            regs[i].len = f.len;
+            regs[i].fd = -1;
+            ipc_opens++;
+            pthread_mutex_unlock(&lock);
+            *p = (CUdeviceptr)(uintptr_t)m;
+            return CUDA_SUCCESS;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    munmap(m, f.len);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+CUresult cuIpcCloseMemHandle(CUdeviceptr p)
+{
+    pthread_mutex_lock(&lock);
+    int i = find((const char *)(uintptr_t)p, 1);
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    if (i >= 0 && regs[i].fd < 0 && regs[i].base == (char *)(uintptr_t)p) {
+        munmap(regs[i].base, regs[i].len);
+        regs[i].base = NULL;
+        r = CUDA_SUCCESS;
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+CUresult cuCtxGetDevice(CUdevice *d)
+{
+    *d = 0;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetUuid_v2(CUuuid *u, CUdevice d)
+{
+    memset(u->bytes, 0x5a, sizeof(u->bytes));
+    u->bytes[0] = (char)d;
+    return CUDA_SUCCESS;
+}
+
+/* ---- kernels: tempo_k_reduce, run by the CPU ---- */
+
+static int module_dummy, reduce_dummy;
+
+CUresult cuModuleLoadData(CUmodule *m, const void *image)
+{
+    static const unsigned char magic[4] = {0x50, 0xed, 0x55, 0xba}; /* a fatbin's */
+    if (memcmp(image, magic, 4) != 0) {
+        return CUDA_ERROR_INVALID_IMAGE;
+    }
+    *m = (CUmodule)&module_dummy;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
+{
+    if (m != (CUmodule)&module_dummy || strcmp(name, "tempo_k_reduce") != 0) {
+        return CUDA_ERROR_NOT_FOUND;
+    }
+    *f = (CUfunction)&reduce_dummy;
+    return CUDA_SUCCESS;
+}
+
+typedef struct {
+    char *dst;
+    const char *src[8];
+    int n, dtype, op;
+    size_t count;
+} kreduce_t;
+
+#define FAKE_REDUCE(T, S)                                                                         \
+    for (size_t i = 0; i < k->count; i++) {                                                      \
+        T acc = ((const T *)k->src[0])[i];                                                       \
+        for (int j = 1; j < k->n; j++) {                                                         \
+            T v = ((const T *)k->src[j])[i];                                                     \
+            acc = k->op == TEMPO_PROD  ? tempo__prod_##S(acc, v)                                 \
+                  : k->op == TEMPO_MIN ? tempo__min_##S(acc, v)                                  \
+                  : k->op == TEMPO_MAX ? tempo__max_##S(acc, v)                                  \
+                                       : tempo__sum_##S(acc, v);                                 \
+        }                                                                                        \
+        ((T *)k->dst)[i] = k->op == TEMPO_AVG && k->n > 1 ? tempo__div_##S(acc, k->n) : acc;     \
+    }
+
+static void run_reduce(void *arg)
+{
+    kreduce_t *k = arg;
+    pthread_mutex_lock(&lock);
+    int ri[9], nr = 0;
+    const char *ptrs[9];
+    for (int j = 0; j <= k->n; j++) {
+        ptrs[j] = j < k->n ? k->src[j] : k->dst;
+    }
+    for (int j = 0; j <= k->n; j++) { /* (a kernel on memory that is not the device's faults) */
+        int i = find(ptrs[j], 1), dup = 0;
+        for (int q = 0; q < nr; q++) {
+            dup |= ri[q] == i;
+        }
+        if (i >= 0 && !dup) {
+            mprotect(regs[i].base, regs[i].len, PROT_READ | PROT_WRITE);
+            ri[nr++] = i;
+        }
+    }
+    switch (k->dtype) {
+    case TEMPO_INT8: FAKE_REDUCE(int8_t, i8) break;
+    case TEMPO_UINT8: FAKE_REDUCE(uint8_t, u8) break;
+    case TEMPO_INT32: FAKE_REDUCE(int32_t, i32) break;
+    case TEMPO_UINT32: FAKE_REDUCE(uint32_t, u32) break;
+    case TEMPO_INT64: FAKE_REDUCE(int64_t, i64) break;
+    case TEMPO_UINT64: FAKE_REDUCE(uint64_t, u64) break;
+    case TEMPO_FLOAT32: FAKE_REDUCE(float, f32) break;
+    case TEMPO_FLOAT64: FAKE_REDUCE(double, f64) break;
+    default: { /* fp16/bf16, through fp32 */
+        int bf = k->dtype == TEMPO_BFLOAT16;
+        for (size_t i = 0; i < k->count; i++) {
+            uint16_t h0 = ((const uint16_t *)k->src[0])[i];
+            float acc = bf ? tempo__bf16_to_f32(h0) : tempo__f16_to_f32(h0);
+            for (int j = 1; j < k->n; j++) {
+                uint16_t h = ((const uint16_t *)k->src[j])[i];
+                float v = bf ? tempo__bf16_to_f32(h) : tempo__f16_to_f32(h);
+                acc = k->op == TEMPO_PROD  ? tempo__prod_f32(acc, v)
+                      : k->op == TEMPO_MIN ? tempo__min_f32(acc, v)
+                      : k->op == TEMPO_MAX ? tempo__max_f32(acc, v)
+                                           : tempo__sum_f32(acc, v);
+            }
+            if (k->op == TEMPO_AVG && k->n > 1) {
+                acc = tempo__div_f32(acc, k->n);
+            }
+            ((uint16_t *)k->dst)[i] = bf ? tempo__f32_to_bf16(acc) : tempo__f32_to_f16(acc);
+        }
+    }
+    }
+    for (int q = 0; q < nr; q++) {
+        mprotect(regs[ri[q]].base, regs[ri[q]].len, PROT_NONE);
+    }
+    launches++;
+    pthread_mutex_unlock(&lock);
+    free(k);
+}
+
+CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                        unsigned by, unsigned bz, unsigned shmem, CUstream s, void **params,
+                        void **extra)
+{
+    (void)shmem, (void)extra;
+    if (f != (CUfunction)&reduce_dummy || !params || !gx || !gy || !gz || !bx || !by || !bz ||
+        (unsigned long long)bx * by * bz > 1024 || gx > 2147483647u || gy > 65535 || gz > 65535) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    kreduce_t *k = calloc(1, sizeof(*k));
+    struct {
+        const void *p[8];
+    } o;
+    k->dst = *(char **)params[0];
+    memcpy(&o, params[1], sizeof(o));
+    k->n = *(int *)params[2];
+    k->count = *(size_t *)params[3];
+    k->dtype = *(int *)params[4];
+    k->op = *(int *)params[5];
+    if (k->n < 1 || k->n > 8) {
+        free(k);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    for (int j = 0; j < k->n; j++) {
+        k->src[j] = o.p[j];
+    }
+    return cuLaunchHostFunc(s, run_reduce, k);
 }

@@ -50,8 +50,8 @@
 #endif
 
 enum { V_INVALID, V_DECLARED, V_ONE_RANK, V_FAKE, V_NOTHREAD, V_NCCL, V_NCCL_MIXED, V_NCCL_MIXED0,
-       V_NCCL_SYNC, V_NCCL_ASYNC, V_NCCL_ROOTS, V_NCCL_LATE, V_NCCL_DEATH, V_DEVICE,
-       V_DEVICE_NCCL };
+       V_NCCL_SYNC, V_NCCL_ASYNC, V_NCCL_ROOTS, V_NCCL_LATE, V_NCCL_DEATH, V_IPC, V_DEVICE,
+       V_DEVICE_NCCL, V_DEVICE_IPC };
 
 typedef struct {
     int variant;
@@ -698,6 +698,108 @@ static int rank_nothread(tempo_comm_t comm, int rank, int n)
     return ok ? 0 : 1;
 }
 
+/* A counter of the stand-in driver (fake_cuda_launches, fake_cuda_ipc_opens); 0 on a GPU. */
+static unsigned long long fake_count(const char *name)
+{
+    const char *path = getenv("TEMPO_CUDA_DRIVER");
+    void *h = path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
+    unsigned long long (*f)(void) = h ? (unsigned long long (*)(void))dlsym(h, name) : NULL;
+    return f ? f() : 0;
+}
+
+/* TEMPO_GPU_IPC=1: blocking all-reduces of device buffers through CUDA IPC (gpu/ipc.c), every
+ * element exact; on the stand-in driver, that tempo's kernel ran (launches) and that a second
+ * call on the same buffers maps nothing again; a rank with host buffers (every rank host-staged,
+ * still exact, no kernel); disagreeing counts fail on every rank. */
+static int rank_ipc(tempo_comm_t comm, int rank, int n, int fake)
+{
+    int ok = 1;
+    static const struct {
+        tempo_dtype_t dt;
+        tempo_op_t op;
+    } ar[] = {{TEMPO_FLOAT32, TEMPO_SUM}, {TEMPO_FLOAT32, TEMPO_AVG}, {TEMPO_INT32, TEMPO_MAX},
+              {TEMPO_FLOAT64, TEMPO_PROD}, {TEMPO_BFLOAT16, TEMPO_AVG}, {TEMPO_INT8, TEMPO_MAX}};
+    static const size_t counts[] = {100003, 1, 3};
+    char *h = malloc(100003 * 8);
+    for (size_t c = 0; ok && c < sizeof(counts) / sizeof(counts[0]); c++) {
+        size_t count = counts[c];
+        for (size_t k = 0; ok && k < sizeof(ar) / sizeof(ar[0]); k++) {
+            for (int inplace = 0; inplace < 2; inplace++) {
+                for (size_t i = 0; i < count; i++) {
+                    put(ar[k].dt, h, i, val(rank, i, ar[k].op));
+                }
+                void *s = dev_from(ar[k].dt, count, h);
+                void *r = inplace ? s : dev_from(ar[k].dt, count, h);
+                unsigned long long l0 = fake_count("fake_cuda_launches");
+                tempo_status_t st = tempo_allreduce(comm, s, r, count, ar[k].dt, ar[k].op);
+                unsigned long long l1 = fake_count("fake_cuda_launches");
+                want_t w = {n, rank, ar[k].op, count, ar[k].dt == TEMPO_BFLOAT16};
+                long bad = st == TEMPO_OK ? dev_check(ar[k].dt, r, count, want_reduce, &w) : -1;
+                /* (a rank whose share is empty launches nothing: count 1 or 3 at 4 ranks) */
+                int share = count / (size_t)n + ((size_t)rank < count % (size_t)n) > 0;
+                ok &= rk_check(bad == 0 && (!fake || !share || l1 > l0),
+                               "ipc: rank %d: all-reduce of %zu %s %s %s: %s, %ld wrong, %llu "
+                               "kernel launches",
+                               rank, count, tempo_dtype_name(ar[k].dt), tempo_op_name(ar[k].op),
+                               inplace ? "in place" : "out of place", tempo_status_name(st), bad,
+                               l1 - l0);
+                if (c == 0 && k == 0 && !inplace) { /* the same buffers again: mapped already */
+                    unsigned long long o0 = fake_count("fake_cuda_ipc_opens");
+                    for (size_t i = 0; i < count; i++) {
+                        put(ar[k].dt, h, i, val(rank, i, ar[k].op));
+                    }
+                    dev.copy(s, h, count * tempo_dtype_size(ar[k].dt));
+                    st = tempo_allreduce(comm, s, r, count, ar[k].dt, ar[k].op);
+                    bad = st == TEMPO_OK ? dev_check(ar[k].dt, r, count, want_reduce, &w) : -1;
+                    unsigned long long o1 = fake_count("fake_cuda_ipc_opens");
+                    ok &= rk_check(bad == 0 && (!fake || (o0 >= (unsigned)(2 * (n - 1)) &&
+                                                          o1 == o0)),
+                                   "ipc: rank %d: the same buffers again: %s, %ld wrong, %llu "
+                                   "peer buffers mapped before, %llu more now",
+                                   rank, tempo_status_name(st), bad, o0, o1 - o0);
+                }
+                dev.free(s);
+                if (!inplace) {
+                    dev.free(r);
+                }
+            }
+        }
+    }
+    /* rank 1 on host buffers: every rank host-staged, exact, no kernel */
+    const size_t count = 100003;
+    for (size_t i = 0; i < count; i++) {
+        put(TEMPO_FLOAT32, h, i, val(rank, i, TEMPO_SUM));
+    }
+    void *d = rank == 1 ? h : dev_from(TEMPO_FLOAT32, count, h);
+    unsigned long long l0 = fake_count("fake_cuda_launches");
+    tempo_status_t st = tempo_allreduce(comm, d, d, count, TEMPO_FLOAT32, TEMPO_SUM);
+    unsigned long long l1 = fake_count("fake_cuda_launches");
+    want_t w = {n, rank, TEMPO_SUM, count, 0};
+    long bad = -1;
+    if (st == TEMPO_OK && rank == 1) {
+        bad = 0;
+        for (size_t i = 0; i < count; i++) {
+            bad += get(TEMPO_FLOAT32, h, i) != expect(n, i, TEMPO_SUM);
+        }
+    } else if (st == TEMPO_OK) {
+        bad = dev_check(TEMPO_FLOAT32, d, count, want_reduce, &w);
+    }
+    ok &= rk_check(bad == 0 && l1 == l0, "ipc: rank %d: rank 1 on host buffers: %s, %ld wrong, "
+                   "%llu kernel launches", rank, tempo_status_name(st), bad, l1 - l0);
+    if (rank != 1) {
+        dev.free(d);
+    }
+    /* disagreeing counts (last: the communicator fails with them) */
+    void *s = dev_from(TEMPO_FLOAT32, count, h), *r = dev_from(TEMPO_FLOAT32, count, h);
+    st = tempo_allreduce(comm, s, r, rank == 0 ? count - 1 : count, TEMPO_FLOAT32, TEMPO_SUM);
+    ok &= rk_check(st != TEMPO_OK, "ipc: rank %d: rank 0 passes %zu elements, the others %zu: "
+                   "%s (%s)", rank, count - 1, count, tempo_status_name(st), tempo_last_error(comm));
+    dev.free(s);
+    dev.free(r);
+    free(h);
+    return ok;
+}
+
 static int rank_device(tempo_comm_t comm, int rank, int n, int fake)
 {
     int ok;
@@ -708,6 +810,14 @@ static int rank_device(tempo_comm_t comm, int rank, int n, int fake)
         ok = rk_check(e == cudaSuccess, "device: rank %d: cudaSetDevice(0): %s", rank,
                       cudaGetErrorString(e));
         dev.alloc = rt_alloc, dev.free = rt_free, dev.copy = rt_copy;
+    }
+    if (ok && getenv("TEMPO_GPU_IPC")) {
+        /* on a communicator of its own: it ends with a disagreement, which fails it */
+        tempo_comm_t sub = NULL;
+        tempo_status_t st = tempo_comm_split(comm, 0, rank, &sub);
+        ok = rk_check(st == TEMPO_OK, "ipc: rank %d: split: %s", rank, tempo_status_name(st)) &&
+             rank_ipc(sub, rank, n, fake);
+        tempo_comm_destroy(sub);
     }
     const size_t count = 100003;
     char *h = malloc(count * 8 * (size_t)n);
@@ -904,7 +1014,8 @@ static int rank_main(int rank, int size, void *arg)
     case V_DECLARED: rc = rank_declared(comm, rank, size, 1); break;
     case V_ONE_RANK: rc = rank_declared(comm, rank, size, rank == 0); break;
 #if TEMPO_HAVE_CUDA
-    case V_FAKE: rc = rank_device(comm, rank, size, 1); break;
+    case V_FAKE:
+    case V_IPC: rc = rank_device(comm, rank, size, 1); break;
     case V_NOTHREAD: rc = rank_nothread(comm, rank, size); break;
 #if TEMPO_HAVE_NCCL
     case V_NCCL: rc = rank_nccl(comm, rank, size); break;
@@ -917,7 +1028,8 @@ static int rank_main(int rank, int size, void *arg)
     case V_NCCL_DEATH: rc = rank_nccl_peer(comm, rank, size, 1); break;
 #endif
     case V_DEVICE:
-    case V_DEVICE_NCCL: rc = rank_device(comm, rank, size, 0); break;
+    case V_DEVICE_NCCL:
+    case V_DEVICE_IPC: rc = rank_device(comm, rank, size, 0); break;
 #endif
     default: break;
     }
@@ -931,7 +1043,7 @@ static void run(const char *label, int n, int variant)
     char drv[PATH_MAX + 32] = "TEMPO_TIMEOUT=30s", lib[PATH_MAX + 32] = "TEMPO_TIMEOUT=30s";
     char fake[PATH_MAX];
     int nccl = variant >= V_NCCL && variant <= V_NCCL_DEATH;
-    if (variant == V_FAKE || variant == V_NOTHREAD || nccl) {
+    if (variant == V_FAKE || variant == V_IPC || variant == V_NOTHREAD || nccl) {
         if (!realpath("tests/gpu/fake/libcuda.so.1", fake)) {
             TAP_OK(0, "%s: tests/gpu/fake/libcuda.so.1: %s (run from the build directory)", label,
                    strerror(errno));
@@ -955,6 +1067,8 @@ static void run(const char *label, int n, int variant)
                          nccl || variant == V_DEVICE_NCCL ? "TEMPO_GPU_BACKEND=nccl"
                                                           : "TEMPO_GPU_BACKEND=native",
                          fail, "FAKE_NCCL_FAIL_RANK=1", "FAKE_NCCL_FAIL_CALL=2",
+                         variant == V_IPC || variant == V_DEVICE_IPC ? "TEMPO_GPU_IPC=1"
+                                                                     : "FAKE_NCCL_FAIL_RANK=1",
                          variant == V_NOTHREAD ? "TEMPO_PROGRESS_THREAD=0" : NULL, NULL};
     arg_t a = {variant};
     job_t job;
@@ -995,6 +1109,9 @@ int main(void)
     for (int n = 2; n <= 4; n++) {
         run("fake", n, V_FAKE);
     }
+    for (int n = 2; n <= 4; n++) {
+        run("ipc", n, V_IPC);
+    }
     run("no progress thread", 2, V_NOTHREAD);
 #if TEMPO_HAVE_NCCL
     for (int n = 1; n <= 3; n++) {
@@ -1021,6 +1138,9 @@ int main(void)
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
         for (int n = 2; n <= 4; n++) {
             run("device", n, V_DEVICE);
+        }
+        for (int n = 2; n <= 4; n++) {
+            run("device ipc", n, V_DEVICE_IPC);
         }
 #if TEMPO_HAVE_NCCL
         /* NCCL itself: one rank (NCCL refuses two ranks on one GPU) */

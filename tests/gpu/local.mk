@@ -14,10 +14,11 @@ TESTS += %reldir%/perf_device.sh
 if HAVE_CUDA
 check_DATA += %reldir%/fake/libcuda.so.1
 CLEANFILES += %reldir%/fake/libcuda.so.1
-%reldir%/fake/libcuda.so.1: $(top_srcdir)/%reldir%/fake_cuda.c
+%reldir%/fake/libcuda.so.1: $(top_srcdir)/%reldir%/fake_cuda.c $(top_srcdir)/core/elem.h
 	@$(MKDIR_P) %reldir%/fake
-	$(AM_V_CC)$(CC) -shared -fPIC -O1 -Wall $(CUDA_CPPFLAGS) -o $@ \
-		$(top_srcdir)/%reldir%/fake_cuda.c $(PTHREAD_LIBS)
+	$(AM_V_CC)$(CC) -shared -fPIC -O1 -Wall $(CUDA_CPPFLAGS) -I$(top_srcdir) \
+		-I$(top_srcdir)/include -I$(top_builddir) -o $@ \
+		$(top_srcdir)/%reldir%/fake_cuda.c $(PTHREAD_LIBS) -lm
 endif
 # gpu_coll's stand-in NCCL (fake_nccl.c), for its TEMPO_GPU_BACKEND=nccl jobs.
 if HAVE_NCCL
@@ -33,14 +34,9 @@ endif
 # --with-cuda-archs) when configure finds the CUDA toolkit with nvcc; gpu_kernels.sh runs it, which
 # skips, saying why, where no CUDA device answers, and skips itself in a build without nvcc. The
 # kernels are compiled with -fmad=false and without fast math (core/elem.h: the host's bits).
+# (TEMPO_NVCC_FLAGS, TEMPO_GPU_KERNEL_SRC and _DEPS: gpu/local.mk)
 
-TEMPO_NVCC_FLAGS = -std=c++17 -O3 -fmad=false -Xcompiler -ffp-contract=off $(NVCC_GENCODE) \
-	-I$(top_srcdir) -I$(top_srcdir)/include -I$(top_builddir)
-TEMPO_GPU_KERNEL_SRC = $(top_srcdir)/gpu/kernels.cu
-TEMPO_GPU_KERNEL_DEPS = $(TEMPO_GPU_KERNEL_SRC) $(top_srcdir)/gpu/kernels.h \
-	$(top_srcdir)/core/elem.h $(top_srcdir)/quant/qmath.h $(top_srcdir)/include/tempo.h
-
-EXTRA_DIST += gpu/kernels.cu gpu/kernels.h %reldir%/gpu_kernels.cu %reldir%/gpu_kernels.sh
+EXTRA_DIST += %reldir%/gpu_kernels.cu %reldir%/gpu_kernels.sh
 TESTS += %reldir%/gpu_kernels.sh
 
 if TEMPO_HAVE_NVCC

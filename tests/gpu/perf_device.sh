@@ -42,6 +42,15 @@ run "all_reduce_perf -M cuda -z 0 (non-blocking), 2 ranks" 2 all_reduce_perf -b 
     -z 0 -n 4 -w 1
 # TEMPO_GPU_BACKEND=nccl on the stand-in NCCL (tests/gpu/fake_nccl.c): the header says so, and
 # every result is checked as above
+# CUDA IPC (TEMPO_GPU_IPC=1): blocking all-reduces on the device buffers themselves
+for r in 2 3 4; do
+    TEMPO_GPU_IPC=1 run "all_reduce_perf -M cuda through CUDA IPC, $r ranks, every dtype and op" \
+        "$r" all_reduce_perf -b 8 -e 256K -f 8 -d all -o all -n 2 -w 1
+    case "$out" in *"through CUDA IPC (TEMPO_GPU_IPC=1)"*) ;; *)
+        echo "not ok $n - all_reduce_perf through CUDA IPC, $r ranks: the header does not say IPC"
+        failed=$((failed + 1)) ;;
+    esac
+done
 nccl="$B/tests/gpu/fake/libnccl.so.2"
 if [ -f "$nccl" ]; then
     nccl=$(cd "$(dirname "$nccl")" && pwd)/libnccl.so.2
