@@ -13,6 +13,7 @@
 #include "core/cfg.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -167,14 +168,86 @@ tempo_status_t tempo__launch_detect(const tempo_config_t *cfg, tempo__launch_t *
 
 /* ---------------------------------------------------------------------------------------------- */
 
-static void rendezvous_file(const tempo__launch_t *l, char *buf, size_t len)
+/* The rendezvous directory, $TMPDIR/tempo-<uid> (TMPDIR unset: /tmp): made here with mode 0700
+ * where create is set, and trusted only as a directory of this user that no one else may enter
+ * (lstat: a symbolic link in its place is refused too). In a shared /tmp, another user could
+ * make it first, or plant a file in it or a link in its place, and steer the ranks to their own
+ * address: that is refused with the reason, before anything is read from it. 0 with the path in
+ * buf; 1: it does not exist (yet); or an error with the message. */
+static int rdv_dir(char *buf, size_t len, int create)
 {
     const char *dir = getenv("TMPDIR");
     if (!dir || !*dir) {
         dir = "/tmp";
     }
+    snprintf(buf, len, "%s/tempo-%u", dir, (unsigned)getuid());
+    if (create && mkdir(buf, 0700) != 0 && errno != EEXIST) {
+        return tempo__err(TEMPO_ERR_SYSTEM, "cannot make the rendezvous directory %s: %s", buf,
+                          strerror(errno));
+    }
+    struct stat st;
+    if (lstat(buf, &st) != 0) {
+        if (errno == ENOENT && !create) {
+            return 1;
+        }
+        return tempo__err(TEMPO_ERR_SYSTEM, "the rendezvous directory %s: %s", buf,
+                          strerror(errno));
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        return tempo__err(TEMPO_ERR_BOOTSTRAP, "the rendezvous directory %s is not a directory "
+                          "(a symbolic link or a file someone made in its place?): remove it, or "
+                          "set TMPDIR to a directory of your own", buf);
+    }
+    if (st.st_uid != getuid()) {
+        return tempo__err(TEMPO_ERR_BOOTSTRAP, "the rendezvous directory %s belongs to uid %u, "
+                          "not this user (%u): someone else made it; remove it, or set TMPDIR to a "
+                          "directory of your own", buf, (unsigned)st.st_uid, (unsigned)getuid());
+    }
+    if (st.st_mode & 077) {
+        return tempo__err(TEMPO_ERR_BOOTSTRAP, "the rendezvous directory %s has mode %03o: other "
+                          "users could have changed what is in it; remove it (tempo makes it with "
+                          "mode 700)", buf, (unsigned)(st.st_mode & 0777));
+    }
+    return 0;
+}
+
+/* The rendezvous file of the job in that directory (rdv_dir's status). */
+static int rendezvous_file(const tempo__launch_t *l, char *buf, size_t len, int create)
+{
+    char dir[400];
+    int rc = rdv_dir(dir, sizeof(dir), create);
     uint64_t h = tempo__hash64(l->job_key, strlen(l->job_key), 0);
-    snprintf(buf, len, "%s/tempo-rdv-%u-%016llx", dir, (unsigned)getuid(), (unsigned long long)h);
+    snprintf(buf, len, "%s/rdv-%016llx", dir, (unsigned long long)h);
+    return rc;
+}
+
+/* Read the address in rank 0's rendezvous file: 1 with it in line, 0 not there (yet), or an error
+ * with the message: a file that is not a regular file of this user, private to it (opened without
+ * following a link). */
+static int rendezvous_read(const char *path, char *line, size_t len)
+{
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        if (errno == ENOENT) {
+            return 0;
+        }
+        return tempo__err(TEMPO_ERR_BOOTSTRAP, "the rendezvous file %s cannot be read: %s%s", path,
+                          strerror(errno),
+                          errno == ELOOP ? " (a symbolic link in its place: refused)" : "");
+    }
+    struct stat st = {0};
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != getuid() ||
+        (st.st_mode & 077)) {
+        close(fd);
+        return tempo__err(TEMPO_ERR_BOOTSTRAP, "the rendezvous file %s is not a private file of "
+                          "this user (uid %u, mode %03o): refused", path, (unsigned)st.st_uid,
+                          (unsigned)(st.st_mode & 0777));
+    }
+    ssize_t n = read(fd, line, len - 1);
+    close(fd);
+    line[n > 0 ? n : 0] = '\0';
+    line[strcspn(line, "\n")] = '\0';
+    return line[0] != '\0';
 }
 
 static tempo_status_t root_listen(tempo__bootstrap_t *bs, tempo__addr_t *local_p)
@@ -219,14 +292,27 @@ static tempo_status_t root_listen(tempo__bootstrap_t *bs, tempo__addr_t *local_p
     TEMPO_CHECK(tempo__addr_parse("127.0.0.1:0", &addr));
     TEMPO_CHECK(tempo__sock_listen(&addr, &bs->fd, &bound));
     *local_p = addr;
-    /* Publish the address atomically: write a temporary file, then rename it into place. */
+    /* Publish the address atomically: write a temporary file, then rename it into place, both
+     * in the private directory, the file created anew (never through a link) with mode 600. */
     char tmp[600], abuf[128];
-    rendezvous_file(l, bs->file, sizeof(bs->file));
+    int rc = rendezvous_file(l, bs->file, sizeof(bs->file), 1);
+    if (rc != 0) {
+        bs->file[0] = '\0';
+        return (tempo_status_t)rc; /* (the message is set) */
+    }
     snprintf(tmp, sizeof(tmp), "%s.%d.tmp", bs->file, (int)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f || fprintf(f, "%s\n", tempo__addr_str(&bound, abuf, sizeof(abuf))) < 0 ||
-        fclose(f) != 0) {
+    unlink(tmp);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    tempo__addr_str(&bound, abuf, sizeof(abuf));
+    size_t alen = strlen(abuf);
+    abuf[alen] = '\n';
+    int wrote = fd >= 0 && write(fd, abuf, alen + 1) == (ssize_t)(alen + 1);
+    abuf[alen] = '\0';
+    if (fd < 0 || !wrote || close(fd) != 0) {
         int e = errno;
+        if (fd >= 0 && !wrote) {
+            close(fd);
+        }
         unlink(tmp);
         bs->file[0] = '\0';
         return tempo__err(TEMPO_ERR_SYSTEM, "cannot write the rendezvous file %s: %s", tmp,
@@ -255,18 +341,19 @@ static tempo_status_t peer_connect(tempo__bootstrap_t *bs, uint64_t deadline,
                               l->root_text, tempo__errmsg());
         }
     } else {
-        /* Poll for rank 0's file; reread it after a refused connection (it may be stale). */
+        /* Poll for rank 0's file; reread it after a refused connection (it may be stale). A
+         * directory or file that another user could have made or changed fails at once. */
         char path[512];
-        rendezvous_file(l, path, sizeof(path));
         for (;;) {
             char line[256] = "";
-            FILE *f = fopen(path, "r");
-            if (f) {
-                if (!fgets(line, sizeof(line), f)) {
-                    line[0] = '\0';
-                }
-                fclose(f);
-                line[strcspn(line, "\n")] = '\0';
+            int rc = rendezvous_file(l, path, sizeof(path), 0);
+            if (rc == 0) {
+                rc = rendezvous_read(path, line, sizeof(line));
+            } else if (rc == 1) {
+                rc = 0; /* (no directory yet) */
+            }
+            if (rc < 0) {
+                return (tempo_status_t)rc; /* (the message is set) */
             }
             if (line[0] && tempo__addr_parse(line, &addr) == TEMPO_OK) {
                 uint64_t try_until = TEMPO_MIN(deadline, tempo__now_ns() + 200000000ull);

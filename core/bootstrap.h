@@ -3,8 +3,9 @@
  *
  * tempo__launch_detect() reads rank and size from an explicit config, TEMPO_RANK/TEMPO_SIZE, Open
  * MPI, MPICH/Hydra or Slurm variables (in that order), and decides the rendezvous:
- * TEMPO_ROOT=host:port, or for a job known to sit on one host, a file in $TMPDIR named after the
- * job key. The rendezvous is a TCP star at rank 0 that all-gathers one fixed-size blob per rank and
+ * TEMPO_ROOT=host:port, or for a job known to sit on one host, a file named after the job key in
+ * the private directory $TMPDIR/tempo-<uid> (mode 700, owner and mode checked, the file created
+ * and read without following links: bootstrap.c). The rendezvous is a TCP star at rank 0 that all-gathers one fixed-size blob per rank and
  * then closes. Connections from other jobs (a different job key) are refused and do not disturb the
  * job.
  */

@@ -9,13 +9,23 @@
  *   - TEMPO_RANK/TEMPO_SIZE of a 2-rank job with no TEMPO_ROOT and no local size:
  *     TEMPO_ERR_BOOTSTRAP asking for TEMPO_ROOT, at once;
  *   - a process of another job (different TEMPO_JOB_ID) at the same TEMPO_ROOT is refused with
- *     TEMPO_ERR_BOOTSTRAP, and the job it tried to join still forms and works.
+ *     TEMPO_ERR_BOOTSTRAP, and the job it tried to join still forms and works;
+ *   - the file rendezvous (one host, no TEMPO_ROOT: $TMPDIR/tempo-<uid>/rdv-<job key hash>): a
+ *     job forms through it, leaving the directory with mode 700 and no file; a directory that
+ *     another user made (as root: owned by uid 65534), one open to others (mode 777), a symbolic
+ *     link in its place, and a planted rendezvous file (readable by others; as root, owned by uid
+ *     65534) pointing elsewhere: every rank that meets them fails at once with
+ *     TEMPO_ERR_BOOTSTRAP saying what is wrong, and none connects where they point.
  */
 #include "config.h"
 
 #include <tempo.h>
 
+#include "core/tempo_int.h"
 #include "tests/fault/job.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
 
 #define ANSWER_S 10.0
 
@@ -100,6 +110,140 @@ static void finish(job_t *j, const char *name)
     job_free(j);
 }
 
+/* A fresh directory for TMPDIR, and its tempo-<uid> path. */
+static void fresh_tmpdir(char *dir, size_t len, char *rdv, size_t rlen, char *envvar, size_t elen)
+{
+    const char *base = getenv("TMPDIR");
+    snprintf(dir, len, "%s/fault_bs.XXXXXX", base && *base ? base : "/tmp");
+    if (!mkdtemp(dir)) {
+        printf("Bail out! mkdtemp %s: %s\n", dir, strerror(errno));
+        exit(1);
+    }
+    snprintf(rdv, rlen, "%s/tempo-%u", dir, (unsigned)getuid());
+    snprintf(envvar, elen, "TMPDIR=%s", dir);
+}
+
+/* Remove dir and what is in it, two levels deep (links are removed, not followed). */
+static void remove_tree(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) {
+            continue;
+        }
+        char p[PATH_MAX];
+        snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
+            remove_tree(p);
+        } else {
+            unlink(p);
+        }
+    }
+    if (d) {
+        closedir(d);
+    }
+    rmdir(dir);
+}
+
+/* The file rendezvous: a job forms through it; what another user could have made is refused. */
+static void file_rendezvous(void)
+{
+    static job_t job;
+    char dir[PATH_MAX], rdv[PATH_MAX + 32], tmpdir[PATH_MAX + 16];
+    const char *env[] = {"TEMPO_TIMEOUT=30s", "TEMPO_LOCAL_SIZE=2", tmpdir, NULL};
+    int root = geteuid() == 0;
+    {
+        fresh_tmpdir(dir, sizeof(dir), rdv, sizeof(rdv), tmpdir, sizeof(tmpdir));
+        bs_arg_t a = {{{0, "TEMPO_ROOT"}, {1, "TEMPO_ROOT"}}, -1, 1};
+        job_start(&job, 2, env, bs_rank, &a);
+        expect_ranks(&job, "file rendezvous", 0x3, TEMPO_OK, NULL, NULL);
+        TAP_OK(job_status_of(&job, 0, "sum") == 3 && job_status_of(&job, 1, "sum") == 3,
+               "file rendezvous: an all-reduce across the job works");
+        finish(&job, "file rendezvous");
+        struct stat st;
+        int n = -1;
+        DIR *d = opendir(rdv);
+        for (struct dirent *e; d && (e = readdir(d));) {
+            n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+        }
+        n += d != NULL;
+        if (d) {
+            closedir(d);
+        }
+        memset(&st, 0, sizeof(st));
+        int there = lstat(rdv, &st) == 0;
+        TAP_OK(there && S_ISDIR(st.st_mode) && (st.st_mode & 0777) == 0700 &&
+                   st.st_uid == getuid() && n == 0,
+               "file rendezvous: %s is a directory of this user with mode %03o, %d files left",
+               rdv, (unsigned)(st.st_mode & 0777), n);
+        remove_tree(dir);
+    }
+    static const struct {
+        const char *name, *needle;
+        int kind; /* 0: another user's directory, 1: mode 777, 2: a link in its place */
+    } bad[] = {{"a rendezvous directory another user made", "belongs to uid 65534", 0},
+               {"a rendezvous directory open to others", "has mode 777", 1},
+               {"a symbolic link in place of the rendezvous directory", "not a directory", 2}};
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+        if (bad[k].kind == 0 && !root) {
+            tap_skip("needs root (chown)", "%s", bad[k].name);
+            continue;
+        }
+        fresh_tmpdir(dir, sizeof(dir), rdv, sizeof(rdv), tmpdir, sizeof(tmpdir));
+        char other[PATH_MAX + 16];
+        snprintf(other, sizeof(other), "%s/elsewhere", dir);
+        int made = bad[k].kind == 2 ? mkdir(other, 0700) == 0 && symlink(other, rdv) == 0
+                                    : mkdir(rdv, 0700) == 0;
+        if (bad[k].kind == 0) {
+            made &= chown(rdv, 65534, 65534) == 0;
+        } else if (bad[k].kind == 1) {
+            made &= chmod(rdv, 0777) == 0;
+        }
+        if (!made) {
+            TAP_OK(0, "%s: could not make it: %s", bad[k].name, strerror(errno));
+            remove_tree(dir);
+            continue;
+        }
+        bs_arg_t a = {{{0, "TEMPO_ROOT"}, {1, "TEMPO_ROOT"}}, -1, 0};
+        job_start(&job, 2, env, bs_rank, &a);
+        expect_ranks(&job, bad[k].name, 0x3, TEMPO_ERR_BOOTSTRAP, bad[k].needle, rdv);
+        finish(&job, bad[k].name);
+        remove_tree(dir);
+    }
+    {
+        /* Rank 1 first, with a planted file in the right place; rank 0 only afterwards. */
+        const char *name = "a planted rendezvous file";
+        fresh_tmpdir(dir, sizeof(dir), rdv, sizeof(rdv), tmpdir, sizeof(tmpdir));
+        char file[PATH_MAX + 64];
+        const char *key = "job:planted";
+        snprintf(file, sizeof(file), "%s/rdv-%016llx", rdv,
+                 (unsigned long long)tempo__hash64(key, strlen(key), 0));
+        FILE *f = mkdir(rdv, 0700) == 0 ? fopen(file, "w") : NULL;
+        int made = f && fprintf(f, "127.0.0.1:9\n") > 0;
+        made &= f && fclose(f) == 0 && chmod(file, 0644) == 0;
+        if (made && root) {
+            made &= chown(file, 65534, 65534) == 0;
+        }
+        const char *env3[] = {"TEMPO_TIMEOUT=3s", "TEMPO_LOCAL_SIZE=2", "TEMPO_JOB_ID=planted",
+                              tmpdir, NULL};
+        bs_arg_t a = {{{0, "TEMPO_ROOT"}, {1, "TEMPO_ROOT"}}, 0, 0};
+        if (!made) {
+            TAP_OK(0, "%s: could not plant it: %s", name, strerror(errno));
+        } else {
+            job_start(&job, 2, env3, bs_rank, &a);
+            expect_ranks(&job, name, 0x2, TEMPO_ERR_BOOTSTRAP, "not a private file", file);
+            job_go(&job, 0);
+            job_wait_key(&job, 0, "status", 60);
+            TAP_OK(job_status_of(&job, 0, "status") < 0, "%s: rank 0, started after it, fails "
+                   "without rank 1 (%s)", name, job_get(&job, 0, "msg") ?: "?");
+            finish(&job, name);
+        }
+        remove_tree(dir);
+    }
+}
+
 int main(void)
 {
     static job_t job;
@@ -172,5 +316,6 @@ int main(void)
                "the job it tried to join: an all-reduce across it works");
         finish(&job, "another job at the rendezvous");
     }
+    file_rendezvous();
     return tap_done();
 }
