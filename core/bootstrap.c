@@ -15,6 +15,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -270,14 +272,21 @@ static tempo_status_t root_listen(tempo__bootstrap_t *bs, tempo__addr_t *local_p
                        "TEMPO_ROOT_FD=%d: %s; listening at TEMPO_ROOT=%s instead",
                        tempo__cfg.root_fd, tempo__errmsg(), l->root_text);
         }
-        /* Listen on all interfaces of the root's family, at the given port. */
-        tempo__addr_t any = addr;
-        if (any.ss.ss_family == AF_INET) {
-            ((struct sockaddr_in *)&any.ss)->sin_addr.s_addr = htonl(INADDR_ANY);
-        } else {
-            ((struct sockaddr_in6 *)&any.ss)->sin6_addr = in6addr_any;
+        /* Listen only on the address the job meets at (not on every interface: nothing outside
+         * the job's network should reach the rendezvous); where that address is not one of this
+         * host's (a name behind NAT), on every interface of its family, saying so. */
+        tempo_status_t st = tempo__sock_listen(&addr, &bs->fd, &bound);
+        if (st != TEMPO_OK && st != TEMPO_ERR_BOOTSTRAP && !tempo__addr_is_any(&addr)) {
+            char msg[TEMPO_ERRMSG_LEN];
+            snprintf(msg, sizeof(msg), "%s", tempo__errmsg());
+            tempo__addr_t any = addr;
+            tempo__addr_set_any(&any);
+            st = tempo__sock_listen(&any, &bs->fd, &bound);
+            if (st == TEMPO_OK) {
+                TEMPO_WARN(TEMPO_SUB_INIT, "rendezvous: %s; listening on every interface at port "
+                           "%d instead", msg, tempo__addr_port(&addr));
+            }
         }
-        tempo_status_t st = tempo__sock_listen(&any, &bs->fd, &bound);
         if (st != TEMPO_OK) {
             return tempo__err(st,
                               "rank 0 cannot listen at TEMPO_ROOT=%s: %s (is another job using "
@@ -423,6 +432,32 @@ static void send_reply(int fd, int32_t status, const char *msg, uint64_t deadlin
     }
 }
 
+/* Connections at the rendezvous that have not yet sent a whole hello and blob: each has its own
+ * deadline (HELLO_S), and they are read side by side as their bytes arrive, so that connections
+ * that stay silent or send slowly hold up nothing but themselves. At most PENDING_MAX at once: a
+ * new one closes the oldest (a rank sends its hello at once; what waits longest is not one). */
+#define HELLO_S 5
+#define HELLO_S_TEXT "5"
+#define PENDING_MAX 64
+
+typedef struct {
+    int fd;
+    uint64_t deadline;
+    size_t got; /* bytes of hello, then of hello + blob, read so far */
+    hello_t h;
+    char who[80]; /* the peer's address, for the log */
+} pend_t;
+
+static void pend_drop(pend_t *pd, int *np, int i, const char *why)
+{
+    if (why) {
+        TEMPO_WARN(TEMPO_SUB_INIT, "rendezvous: closed the connection from %s: %s", pd[i].who,
+                   why);
+    }
+    close(pd[i].fd);
+    pd[i] = pd[--*np];
+}
+
 static tempo_status_t root_gather(tempo__bootstrap_t *bs, const void *blob, size_t len,
                                   uint64_t deadline, char *all)
 {
@@ -430,7 +465,12 @@ static tempo_status_t root_gather(tempo__bootstrap_t *bs, const void *blob, size
     uint64_t key_hash = tempo__hash64(l->job_key, strlen(l->job_key), 0);
     int n = l->size;
     int *fds = tempo__malloc(sizeof(int) * (size_t)n, "rendezvous sockets");
-    if (!fds) {
+    pend_t *pd = tempo__calloc(PENDING_MAX, sizeof(*pd), "rendezvous connections");
+    struct pollfd *pf = tempo__calloc(PENDING_MAX + 1, sizeof(*pf), "rendezvous poll set");
+    if (!fds || !pd || !pf) {
+        tempo__free(fds);
+        tempo__free(pd);
+        tempo__free(pf);
         return TEMPO_ERR_NOMEM;
     }
     for (int i = 0; i < n; i++) {
@@ -439,11 +479,21 @@ static tempo_status_t root_gather(tempo__bootstrap_t *bs, const void *blob, size
     memcpy(all, blob, len);
     tempo_status_t st = TEMPO_OK;
     char why[TEMPO_ERRMSG_LEN] = "";
-    int joined = 1;
-    while (joined < n) {
-        int fd;
-        st = tempo__sock_accept(bs->fd, deadline, &fd);
-        if (st == TEMPO_ERR_TIMEOUT) {
+    int joined = 1, np = 0;
+    while (joined < n && st == TEMPO_OK) {
+        uint64_t now = tempo__now_ns(), next = deadline;
+        for (int i = 0; i < np;) { /* past their own deadline: closed */
+            if (now >= pd[i].deadline) {
+                pend_drop(pd, &np, i, pd[i].got < sizeof(hello_t)
+                                          ? "no tempo hello within " HELLO_S_TEXT " s"
+                                          : "its rank's table did not arrive within "
+                                            HELLO_S_TEXT " s");
+            } else {
+                next = TEMPO_MIN(next, pd[i].deadline);
+                i++;
+            }
+        }
+        if (now >= deadline) {
             char missing[256] = "";
             size_t o = 0;
             for (int r = 1; r < n && o < sizeof(missing) - 16; r++) {
@@ -456,68 +506,142 @@ static tempo_status_t root_gather(tempo__bootstrap_t *bs, const void *blob, size
                      "rendezvous timed out after %.0f s: %d of %d ranks joined; "
                      "missing ranks %s",
                      tempo__cfg.timeout_s, joined, n, missing);
+            st = TEMPO_ERR_TIMEOUT;
             break;
         }
-        if (st != TEMPO_OK) {
-            snprintf(why, sizeof(why), "%s", tempo__errmsg());
+        pf[0] = (struct pollfd){.fd = bs->fd, .events = POLLIN};
+        for (int i = 0; i < np; i++) {
+            pf[i + 1] = (struct pollfd){.fd = pd[i].fd, .events = POLLIN};
+        }
+        int ms = (int)TEMPO_MIN((next - now) / 1000000ull + 1, 1000ull);
+        int rc = poll(pf, (nfds_t)np + 1, ms);
+        if (rc < 0 && errno != EINTR) {
+            snprintf(why, sizeof(why), "poll() at the rendezvous: %s", strerror(errno));
+            st = TEMPO_ERR_SYSTEM;
             break;
         }
-        hello_t h;
-        uint64_t hello_deadline = TEMPO_MIN(deadline, tempo__now_ns() + 10000000000ull);
-        if (tempo__sock_recv_all(fd, &h, sizeof(h), hello_deadline, "a connecting rank") !=
-                TEMPO_OK ||
-            h.magic != HELLO_MAGIC || h.version != BS_VERSION) {
-            TEMPO_WARN(TEMPO_SUB_INIT, "ignored a connection at the rendezvous that is not a tempo "
-                                       "rank of this version");
-            close(fd);
+        if (rc <= 0) {
             continue;
         }
-        if (h.key_hash != key_hash) {
-            TEMPO_WARN(TEMPO_SUB_INIT,
-                       "refused rank %d of another job at the rendezvous (job keys "
-                       "differ; this job is '%s')",
-                       (int)h.rank, l->job_key);
-            send_reply(fd, TEMPO_ERR_BOOTSTRAP,
-                       "the rendezvous belongs to another job "
-                       "(job keys differ); use a different TEMPO_ROOT port "
-                       "or TEMPO_JOB_ID",
-                       hello_deadline);
-            close(fd);
-            continue;
-        }
-        if (h.size != n || h.rank <= 0 || h.rank >= n || fds[h.rank] >= 0 || h.blob_len != len) {
-            if (h.size != n) {
-                snprintf(why, sizeof(why),
-                         "rank %d was started with size %d but rank 0 with size %d", (int)h.rank,
-                         (int)h.size, n);
-            } else if (h.rank <= 0 || h.rank >= n) {
-                snprintf(why, sizeof(why), "a rank joined with rank %d, out of range for size %d",
-                         (int)h.rank, n);
-            } else if (fds[h.rank] >= 0) {
-                snprintf(why, sizeof(why), "two processes joined as rank %d", (int)h.rank);
-            } else {
-                snprintf(why, sizeof(why), "rank %d runs a different tempo build (blob %u != %zu)",
-                         (int)h.rank, h.blob_len, len);
+        /* the pending ones first (their slots move when one is dropped: back to front) */
+        for (int i = np - 1; i >= 0 && st == TEMPO_OK; i--) {
+            if (!pf[i + 1].revents) {
+                continue;
             }
-            send_reply(fd, TEMPO_ERR_BOOTSTRAP, why, hello_deadline);
-            close(fd);
-            st = TEMPO_ERR_BOOTSTRAP;
-            break;
+            pend_t *c = &pd[i];
+            size_t want = c->got < sizeof(hello_t) ? sizeof(hello_t) : sizeof(hello_t) + len;
+            char *dst = c->got < sizeof(hello_t) ? (char *)&c->h + c->got
+                                                 : all + (size_t)c->h.rank * len +
+                                                       (c->got - sizeof(hello_t));
+            ssize_t k = recv(c->fd, dst, want - c->got, MSG_DONTWAIT);
+            if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+                continue;
+            }
+            if (k <= 0) {
+                if (c->got >= sizeof(hello_t)) { /* a rank of this job, gone: a broken job */
+                    snprintf(why, sizeof(why), "rank %d disconnected during the rendezvous",
+                             (int)c->h.rank);
+                    st = TEMPO_ERR_BOOTSTRAP;
+                }
+                pend_drop(pd, &np, i, c->got < sizeof(hello_t)
+                                          ? "it closed before sending a whole tempo hello"
+                                          : NULL);
+                continue;
+            }
+            c->got += (size_t)k;
+            if (c->got == sizeof(hello_t)) { /* the hello: check it before reading on */
+                hello_t *h = &c->h;
+                if (h->magic != HELLO_MAGIC || h->version != BS_VERSION) {
+                    pend_drop(pd, &np, i, "not a tempo rank of this version");
+                    continue;
+                }
+                if (h->key_hash != key_hash) {
+                    TEMPO_WARN(TEMPO_SUB_INIT,
+                               "refused rank %d of another job at the rendezvous, from %s (job "
+                               "keys differ; this job is '%s')",
+                               (int)h->rank, c->who, l->job_key);
+                    send_reply(c->fd, TEMPO_ERR_BOOTSTRAP,
+                               "the rendezvous belongs to another job "
+                               "(job keys differ); use a different TEMPO_ROOT port "
+                               "or TEMPO_JOB_ID",
+                               TEMPO_MIN(c->deadline, tempo__now_ns() + 1000000000ull));
+                    pend_drop(pd, &np, i, NULL);
+                    continue;
+                }
+                int dup = h->rank > 0 && h->rank < n && fds[h->rank] >= 0;
+                for (int j = 0; j < np && !dup; j++) {
+                    dup = j != i && pd[j].got >= sizeof(hello_t) && pd[j].h.rank == h->rank;
+                }
+                if (h->size != n || h->rank <= 0 || h->rank >= n || dup || h->blob_len != len) {
+                    if (h->size != n) {
+                        snprintf(why, sizeof(why),
+                                 "rank %d was started with size %d but rank 0 with size %d",
+                                 (int)h->rank, (int)h->size, n);
+                    } else if (h->rank <= 0 || h->rank >= n) {
+                        snprintf(why, sizeof(why),
+                                 "a rank joined with rank %d, out of range for size %d",
+                                 (int)h->rank, n);
+                    } else if (dup) {
+                        snprintf(why, sizeof(why), "two processes joined as rank %d",
+                                 (int)h->rank);
+                    } else {
+                        snprintf(why, sizeof(why),
+                                 "rank %d runs a different tempo build (blob %u != %zu)",
+                                 (int)h->rank, h->blob_len, len);
+                    }
+                    send_reply(c->fd, TEMPO_ERR_BOOTSTRAP, why,
+                               TEMPO_MIN(c->deadline, tempo__now_ns() + 1000000000ull));
+                    pend_drop(pd, &np, i, NULL);
+                    st = TEMPO_ERR_BOOTSTRAP;
+                    continue;
+                }
+            }
+            if (c->got == sizeof(hello_t) + len) { /* a rank of this job, joined */
+                fds[c->h.rank] = c->fd;
+                joined++;
+                pd[i] = pd[--np];
+            }
         }
-        if (tempo__sock_recv_all(fd, all + (size_t)h.rank * len, len, hello_deadline, "a rank") !=
-            TEMPO_OK) {
-            snprintf(why, sizeof(why), "rank %d disconnected during the rendezvous", (int)h.rank);
-            close(fd);
-            st = TEMPO_ERR_BOOTSTRAP;
-            break;
+        if (st == TEMPO_OK && (pf[0].revents & POLLIN)) {
+            int fd = accept4(bs->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+            if (fd >= 0) {
+                if (np == PENDING_MAX) {
+                    int oldest = 0;
+                    for (int i = 1; i < np; i++) {
+                        oldest = pd[i].deadline < pd[oldest].deadline ? i : oldest;
+                    }
+                    pend_drop(pd, &np, oldest, "too many connections waiting at once; this one "
+                                               "waited longest");
+                }
+                tempo__sock_set_nodelay(fd);
+                pend_t *c = &pd[np++];
+                memset(c, 0, sizeof(*c));
+                c->fd = fd;
+                c->deadline = TEMPO_MIN(deadline, tempo__now_ns() + HELLO_S * 1000000000ull);
+                tempo__addr_t a;
+                a.len = sizeof(a.ss);
+                if (getpeername(fd, (struct sockaddr *)&a.ss, &a.len) == 0) {
+                    tempo__addr_str(&a, c->who, sizeof(c->who));
+                } else {
+                    snprintf(c->who, sizeof(c->who), "an unknown address");
+                }
+            } else if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
+                snprintf(why, sizeof(why), "accept() at the rendezvous: %s", strerror(errno));
+                st = TEMPO_ERR_SYSTEM;
+            }
         }
-        fds[h.rank] = fd;
-        joined++;
+    }
+    for (int i = 0; i < np; i++) {
+        if (st != TEMPO_OK && pd[i].got >= sizeof(hello_t)) {
+            send_reply(pd[i].fd, st, why, TEMPO_MIN(deadline, tempo__now_ns() + 1000000000ull));
+        }
+        close(pd[i].fd);
     }
     for (int r = 1; r < n; r++) {
         if (fds[r] < 0) {
             continue;
         }
+        tempo__sock_set_nonblock(fds[r], 0);
         if (st == TEMPO_OK) {
             reply_t rep = {REPLY_MAGIC, 0, 0, 0};
             if (tempo__sock_send_all(fds[r], &rep, sizeof(rep), deadline, "rank") != TEMPO_OK ||
@@ -531,6 +655,8 @@ static tempo_status_t root_gather(tempo__bootstrap_t *bs, const void *blob, size
         close(fds[r]);
     }
     tempo__free(fds);
+    tempo__free(pd);
+    tempo__free(pf);
     if (st != TEMPO_OK) {
         return tempo__err(st, "%s", why);
     }

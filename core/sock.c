@@ -112,6 +112,15 @@ void tempo__addr_set_port(tempo__addr_t *a, int port)
     }
 }
 
+void tempo__addr_set_any(tempo__addr_t *a)
+{
+    if (a->ss.ss_family == AF_INET) {
+        ((struct sockaddr_in *)&a->ss)->sin_addr.s_addr = htonl(INADDR_ANY);
+    } else {
+        ((struct sockaddr_in6 *)&a->ss)->sin6_addr = in6addr_any;
+    }
+}
+
 int tempo__addr_is_any(const tempo__addr_t *a)
 {
     if (a->ss.ss_family == AF_INET) {

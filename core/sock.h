@@ -27,6 +27,8 @@ int tempo__addr_port(const tempo__addr_t *a);
 void tempo__addr_set_port(tempo__addr_t *a, int port);
 /** True for 0.0.0.0 and ::. */
 int tempo__addr_is_any(const tempo__addr_t *a);
+/** Make a the wildcard address of its family (every interface), keeping its port. */
+void tempo__addr_set_any(tempo__addr_t *a);
 
 /** Listen on addr (port 0 = ephemeral); *bound_p receives the bound address. backlog >= 128. */
 tempo_status_t tempo__sock_listen(const tempo__addr_t *addr, int *fd_p, tempo__addr_t *bound_p);

@@ -201,14 +201,20 @@ tempo_status_t tempo__tl_prepare(const tempo__addr_t *local, tempo__peer_info_t 
         return TEMPO_ERR_INVALID;
     }
     order_text(order, n, info->transports, sizeof(info->transports));
-    tempo__addr_t any = *local, bound;
-    if (any.ss.ss_family == AF_INET) {
-        ((struct sockaddr_in *)&any.ss)->sin_addr.s_addr = htonl(INADDR_ANY);
-    } else {
-        ((struct sockaddr_in6 *)&any.ss)->sin6_addr = in6addr_any;
+    /* Listen on the address the peers are told (the one this rank reached the rendezvous from),
+     * not on every interface; where it is not this host's, on every interface, saying so. */
+    tempo__addr_t here = *local, bound;
+    tempo__addr_set_port(&here, 0);
+    if (tempo__sock_listen(&here, listen_fd_p, &bound) != TEMPO_OK) {
+        char msg[TEMPO_ERRMSG_LEN];
+        snprintf(msg, sizeof(msg), "%s", tempo__errmsg());
+        tempo__addr_t any = here;
+        tempo__addr_set_any(&any);
+        TEMPO_CHECK(tempo__sock_listen(&any, listen_fd_p, &bound));
+        if (!tempo__addr_is_any(&here)) {
+            TEMPO_WARN(TEMPO_SUB_TRANSPORT, "%s; listening on every interface instead", msg);
+        }
     }
-    tempo__addr_set_port(&any, 0);
-    TEMPO_CHECK(tempo__sock_listen(&any, listen_fd_p, &bound));
     tempo__addr_t adv = *local;
     tempo__addr_set_port(&adv, tempo__addr_port(&bound));
     memset(info->addr, 0, sizeof(info->addr));

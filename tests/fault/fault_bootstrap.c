@@ -15,7 +15,13 @@
  *     another user made (as root: owned by uid 65534), one open to others (mode 777), a symbolic
  *     link in its place, and a planted rendezvous file (readable by others; as root, owned by uid
  *     65534) pointing elsewhere: every rank that meets them fails at once with
- *     TEMPO_ERR_BOOTSTRAP saying what is wrong, and none connects where they point.
+ *     TEMPO_ERR_BOOTSTRAP saying what is wrong, and none connects where they point;
+ *   - intruders at TEMPO_ROOT before rank 1 joins: 80 connections that stay silent (more than
+ *     the 64 that rank 0 reads side by side), 5 that send a few bytes and stop, 5 that send
+ *     garbage the size of a hello, 5 that close at once: the job (TEMPO_TIMEOUT 30 s; each
+ *     connection has its own 5 s) still forms and an all-reduce across it works, every intruding
+ *     connection is closed by rank 0; rank 0 listens at 127.0.0.1 only (the port on 127.0.0.2 is
+ *     shut), and so does its data transport (every socket it listens on is at 127.0.0.1).
  */
 #include "config.h"
 
@@ -24,7 +30,11 @@
 #include "core/tempo_int.h"
 #include "tests/fault/job.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #define ANSWER_S 10.0
@@ -244,6 +254,143 @@ static void file_rendezvous(void)
     }
 }
 
+/* A TCP connection to addr ("127.0.0.1:port"), retried for up to 10 s (rank 0 may not listen
+ * yet); -1 if none. */
+static int intrude(const char *addr)
+{
+    int port = atoi(strrchr(addr, ':') + 1);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    for (int t = 0; t < 1000; t++) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+            return fd;
+        }
+        if (fd >= 0) {
+            close(fd);
+        }
+        usleep(10000);
+    }
+    return -1;
+}
+
+/* How many TCP sockets process pid listens on (its descriptors' inodes in /proc/net/tcp, state
+ * 0A), and in bad the local addresses of those not at hex address want ("0100007F": 127.0.0.1). */
+static int listeners_off(pid_t pid, const char *want, char *bad, size_t len)
+{
+    unsigned long inodes[256];
+    int ni = 0, n = 0;
+    char dir[64], path[PATH_MAX], link[128];
+    snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d)) && ni < 256;) {
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        ssize_t k = readlink(path, link, sizeof(link) - 1);
+        unsigned long ino;
+        if (k > 0 && (link[k] = 0, sscanf(link, "socket:[%lu]", &ino) == 1)) {
+            inodes[ni++] = ino;
+        }
+    }
+    if (d) {
+        closedir(d);
+    }
+    bad[0] = 0;
+    FILE *f = fopen("/proc/net/tcp", "r");
+    char line[512];
+    while (f && fgets(line, sizeof(line), f)) {
+        char local[64], remote[64];
+        unsigned st;
+        unsigned long ino;
+        if (sscanf(line, " %*d: %63s %63s %x %*s %*s %*s %*s %*s %lu", local, remote, &st, &ino) !=
+                4 ||
+            st != 0x0A) {
+            continue;
+        }
+        for (int i = 0; i < ni; i++) {
+            if (inodes[i] == ino) {
+                n++;
+                if (strncmp(local, want, strlen(want)) != 0) {
+                    size_t o = strlen(bad);
+                    snprintf(bad + o, len - o, "%s%s", o ? ", " : "", local);
+                }
+            }
+        }
+    }
+    if (f) {
+        fclose(f);
+    }
+    return n;
+}
+
+/* Silent, slow and malformed connections at the rendezvous delay nothing beyond their own. */
+static void intruders(void)
+{
+    static job_t job;
+    static const char *const env[] = {"TEMPO_TIMEOUT=30s", "TEMPO_DEBUG=WARN", NULL};
+    enum { SILENT = 80, SLOW = 5, GARBAGE = 5, SHUT = 5, ALL = SILENT + SLOW + GARBAGE + SHUT };
+    int fd[ALL];
+    bs_arg_t a = {{{0, NULL}}, 1, 1};
+    job_start(&job, 2, env, bs_rank, &a);
+    int made = 0;
+    for (int i = 0; i < ALL; i++) {
+        fd[i] = intrude(job.root);
+        made += fd[i] >= 0;
+        if (fd[i] < 0) {
+            continue;
+        }
+        if (i >= SILENT && i < SILENT + SLOW) {
+            (void)!write(fd[i], "TMP", 3); /* the start of a magic, then nothing */
+        } else if (i >= SILENT + SLOW && i < SILENT + SLOW + GARBAGE) {
+            char junk[32];
+            memset(junk, 0xa5 + i, sizeof(junk));
+            (void)!write(fd[i], junk, sizeof(junk));
+        } else if (i >= SILENT + SLOW + GARBAGE) {
+            close(fd[i]);
+            fd[i] = -1;
+        }
+    }
+    TAP_OK(made == ALL, "intruders: %d of %d connections made to rank 0's rendezvous at %s", made,
+           ALL, job.root);
+    /* rank 0 listens at 127.0.0.1 only: the same port on another address of this host is shut */
+    char other[64];
+    snprintf(other, sizeof(other), "127.0.0.2%s", strrchr(job.root, ':'));
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)atoi(strrchr(job.root, ':') + 1))};
+    inet_pton(AF_INET, "127.0.0.2", &sa.sin_addr);
+    int probe = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int reached = probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+    int e = errno;
+    if (probe >= 0) {
+        close(probe);
+    }
+    TAP_OK(!reached, "intruders: the rendezvous port on another address of this host (%s) is "
+           "shut (%s)", other, reached ? "connected" : strerror(e));
+    /* rank 0's listening sockets, while it waits for rank 1: the rendezvous and its data
+     * transport's, both on 127.0.0.1 */
+    char bad[200];
+    int nl = listeners_off(job.pid[0], "0100007F", bad, sizeof(bad));
+    TAP_OK(nl >= 2 && !bad[0], "intruders: rank 0 listens on 127.0.0.1 only (%d listening "
+           "sockets%s%s)", nl, bad[0] ? "; elsewhere: " : "", bad);
+    job_go(&job, 1);
+    expect_ranks(&job, "intruders at the rendezvous", 0x3, TEMPO_OK, NULL, NULL);
+    TAP_OK(job_status_of(&job, 0, "sum") == 3 && job_status_of(&job, 1, "sum") == 3,
+           "intruders at the rendezvous: an all-reduce across the job works");
+    /* every intruder's connection was closed by rank 0 (its end reads EOF, or a reset) */
+    int closed = 0;
+    for (int i = 0; i < ALL; i++) {
+        if (fd[i] < 0) {
+            continue;
+        }
+        struct pollfd p = {.fd = fd[i], .events = POLLIN};
+        char b[64];
+        closed += poll(&p, 1, 10000) == 1 && read(fd[i], b, sizeof(b)) <= 0;
+        close(fd[i]);
+    }
+    TAP_OK(closed == SILENT + SLOW + GARBAGE, "intruders at the rendezvous: %d of %d held "
+           "connections closed by rank 0", closed, SILENT + SLOW + GARBAGE);
+    finish(&job, "intruders at the rendezvous");
+}
+
 int main(void)
 {
     static job_t job;
@@ -317,5 +464,6 @@ int main(void)
         finish(&job, "another job at the rendezvous");
     }
     file_rendezvous();
+    intruders();
     return tap_done();
 }
