@@ -45,7 +45,7 @@ say() { printf '==> %s\n' "$*"; }
 #    that configure detects. CUDA and NCCL are not Debian packages; configure finds them under
 #    /usr/local/cuda when present.
 packages="gcc make autoconf automake libtool pkg-config libc6-dev
-          openmpi-bin libopenmpi-dev libhwloc-dev libzstd-dev libucx-dev libibverbs-dev
+          openmpi-bin libopenmpi-dev libhwloc-dev libzstd-dev libssl-dev libucx-dev libibverbs-dev
           python3 iproute2 fortunes fortunes-min gnuplot-nox strace"
 missing=""
 for p in $packages; do

@@ -1297,6 +1297,7 @@ size_t tempo_build_info(const tempo_build_item_t **items_p)
         {"version", PACKAGE_VERSION},     {"cuda", TEMPO_BUILD_CUDA},
         {"nccl", TEMPO_BUILD_NCCL},       {"ucx", TEMPO_BUILD_UCX},
         {"verbs", TEMPO_BUILD_VERBS},     {"zstd", TEMPO_BUILD_ZSTD},
+        {"crypto", TEMPO_BUILD_CRYPTO},
         {"hwloc", TEMPO_BUILD_HWLOC},     {"mpi", TEMPO_BUILD_MPI " (perf baselines only)"},
 #ifdef TEMPO_ENABLE_ASSERT
         {"debug", "yes (assertions on)"},

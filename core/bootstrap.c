@@ -1,15 +1,23 @@
 /*
  * bootstrap.c — launcher detection and the TCP rendezvous (see bootstrap.h).
  *
- * Protocol: each non-root rank connects to rank 0 and sends a hello (magic, version, hash of the
- * job key, rank, size, blob length) followed by its blob. Rank 0 validates every hello: a wrong
- * magic or job key is a stranger (refused, the job goes on); a rank out of range, a duplicate rank
- * or a different size is a broken job (everyone is told why and fails). Then rank 0 sends each rank
- * a reply header and all blobs. All reads have deadlines, and every length is checked before use.
+ * Protocol: each non-root rank connects to rank 0, which sends a challenge (magic, version,
+ * whether the job authenticates, 32 random bytes); the rank sends a hello (magic, version, hash of
+ * the job key, rank, size, blob length, its own 32 random bytes), its blob and a MAC: with a job
+ * key (core/auth.h), HMAC-SHA-256 over rank 0's challenge, the hello and the blob; zeros without
+ * one. Rank 0 reads every connection side by side, each into a bounded buffer with its own
+ * deadline, and checks the MAC before it trusts a byte: a wrong MAC, magic or job key is a
+ * stranger (refused and logged with its address, the job goes on); then a rank out of range, a
+ * duplicate rank or a different size is a broken job (everyone is told why and fails). Rank 0
+ * answers each rank with a reply header, all blobs (or the error text) and a MAC over the rank's
+ * own random bytes and what it sends, which the rank checks: an impostor at the rendezvous address
+ * without the key cannot steer the ranks. All reads have deadlines, and every length is checked
+ * before use.
  */
 #include "config.h"
 
 #include "core/bootstrap.h"
+#include "core/auth.h"
 #include "core/cfg.h"
 
 #include <errno.h>
@@ -24,8 +32,17 @@
 
 #define HELLO_MAGIC 0x544d5042u /* "TMPB" */
 #define REPLY_MAGIC 0x544d5052u /* "TMPR" */
-#define BS_VERSION 1u
+#define CHAL_MAGIC 0x544d5043u  /* "TMPC" */
+#define BS_VERSION 2u
 #define MAX_BLOB 4096u
+
+typedef struct {
+    uint32_t magic;
+    uint32_t version;
+    uint32_t auth; /* 1: rank 0 has a job key, and checks every hello's MAC */
+    uint32_t pad;
+    uint8_t nonce[TEMPO__AUTH_NONCE];
+} chal_t;
 
 typedef struct {
     uint32_t magic;
@@ -35,6 +52,7 @@ typedef struct {
     int32_t size;
     uint32_t blob_len;
     uint32_t pad;
+    uint8_t nonce[TEMPO__AUTH_NONCE]; /* the rank's challenge to rank 0 */
 } hello_t;
 
 typedef struct {
@@ -400,6 +418,10 @@ tempo_status_t tempo__bootstrap_open(const tempo__launch_t *launch, uint64_t dea
             "port) for a job of %d ranks launched by %s%s",
             launch->size, launch->source, launch->local_size < 0 ? "" : " across several hosts");
     }
+    int key = tempo__auth_key();
+    if (key < 0) {
+        return (tempo_status_t)key; /* (an unusable key: the message says why) */
+    }
     tempo__bootstrap_t *bs = tempo__calloc(1, sizeof(*bs), "bootstrap");
     if (!bs) {
         return TEMPO_ERR_NOMEM;
@@ -424,12 +446,30 @@ tempo_status_t tempo__bootstrap_open(const tempo__launch_t *launch, uint64_t dea
 
 /* ---------------------------------------------------------------------------------------------- */
 
-static void send_reply(int fd, int32_t status, const char *msg, uint64_t deadline)
+/* A reply to a rank: its header, payload (the table, or the error text) and MAC over the rank's
+ * challenge (nonce), the header and the payload. */
+static tempo_status_t send_reply_mac(int fd, const reply_t *r, const void *payload, size_t n,
+                                     const uint8_t *nonce, uint64_t deadline)
+{
+    uint8_t mac[TEMPO__AUTH_MAC];
+    const void *parts[] = {nonce, r, payload};
+    size_t lens[] = {TEMPO__AUTH_NONCE, sizeof(*r), n};
+    tempo__auth_mac("tempo rendezvous reply", 3, parts, lens, mac);
+    tempo_status_t st = tempo__sock_send_all(fd, r, sizeof(*r), deadline, "peer");
+    if (st == TEMPO_OK) {
+        st = tempo__sock_send_all(fd, payload, n, deadline, "peer");
+    }
+    if (st == TEMPO_OK) {
+        st = tempo__sock_send_all(fd, mac, sizeof(mac), deadline, "peer");
+    }
+    return st;
+}
+
+static void send_reply(int fd, int32_t status, const char *msg, const uint8_t *nonce,
+                       uint64_t deadline)
 {
     reply_t r = {REPLY_MAGIC, status, (uint32_t)strlen(msg), 0};
-    if (tempo__sock_send_all(fd, &r, sizeof(r), deadline, "peer") == TEMPO_OK) {
-        (void)tempo__sock_send_all(fd, msg, r.msg_len, deadline, "peer");
-    }
+    (void)send_reply_mac(fd, &r, msg, r.msg_len, nonce, deadline);
 }
 
 /* Connections at the rendezvous that have not yet sent a whole hello and blob: each has its own
@@ -443,9 +483,12 @@ static void send_reply(int fd, int32_t status, const char *msg, uint64_t deadlin
 typedef struct {
     int fd;
     uint64_t deadline;
-    size_t got; /* bytes of hello, then of hello + blob, read so far */
+    size_t got; /* bytes of hello, blob and MAC read so far */
     hello_t h;
-    char who[80]; /* the peer's address, for the log */
+    char *blob;                      /* (the rendezvous's blob length) */
+    uint8_t mac[TEMPO__AUTH_MAC];    /* the hello's */
+    uint8_t nonce[TEMPO__AUTH_NONCE]; /* the challenge sent to it */
+    char who[80];                    /* the peer's address, for the log */
 } pend_t;
 
 static void pend_drop(pend_t *pd, int *np, int i, const char *why)
@@ -455,6 +498,7 @@ static void pend_drop(pend_t *pd, int *np, int i, const char *why)
                    why);
     }
     close(pd[i].fd);
+    tempo__free(pd[i].blob);
     pd[i] = pd[--*np];
 }
 
@@ -464,13 +508,16 @@ static tempo_status_t root_gather(tempo__bootstrap_t *bs, const void *blob, size
     const tempo__launch_t *l = bs->launch;
     uint64_t key_hash = tempo__hash64(l->job_key, strlen(l->job_key), 0);
     int n = l->size;
+    int auth = tempo__auth_key() == 1;
     int *fds = tempo__malloc(sizeof(int) * (size_t)n, "rendezvous sockets");
     pend_t *pd = tempo__calloc(PENDING_MAX, sizeof(*pd), "rendezvous connections");
     struct pollfd *pf = tempo__calloc(PENDING_MAX + 1, sizeof(*pf), "rendezvous poll set");
-    if (!fds || !pd || !pf) {
+    uint8_t *nonces = tempo__calloc((size_t)n, TEMPO__AUTH_NONCE, "rendezvous challenges");
+    if (!fds || !pd || !pf || !nonces) {
         tempo__free(fds);
         tempo__free(pd);
         tempo__free(pf);
+        tempo__free(nonces);
         return TEMPO_ERR_NOMEM;
     }
     for (int i = 0; i < n; i++) {
@@ -524,83 +571,98 @@ static tempo_status_t root_gather(tempo__bootstrap_t *bs, const void *blob, size
             continue;
         }
         /* the pending ones first (their slots move when one is dropped: back to front) */
+        const size_t total = sizeof(hello_t) + len + TEMPO__AUTH_MAC;
         for (int i = np - 1; i >= 0 && st == TEMPO_OK; i--) {
             if (!pf[i + 1].revents) {
                 continue;
             }
             pend_t *c = &pd[i];
-            size_t want = c->got < sizeof(hello_t) ? sizeof(hello_t) : sizeof(hello_t) + len;
-            char *dst = c->got < sizeof(hello_t) ? (char *)&c->h + c->got
-                                                 : all + (size_t)c->h.rank * len +
-                                                       (c->got - sizeof(hello_t));
-            ssize_t k = recv(c->fd, dst, want - c->got, MSG_DONTWAIT);
+            char *dst;
+            size_t want;
+            if (c->got < sizeof(hello_t)) {
+                dst = (char *)&c->h + c->got, want = sizeof(hello_t) - c->got;
+            } else if (c->got < sizeof(hello_t) + len) {
+                dst = c->blob + (c->got - sizeof(hello_t)), want = sizeof(hello_t) + len - c->got;
+            } else {
+                dst = (char *)c->mac + (c->got - sizeof(hello_t) - len), want = total - c->got;
+            }
+            ssize_t k = recv(c->fd, dst, want, MSG_DONTWAIT);
             if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
                 continue;
             }
             if (k <= 0) {
-                if (c->got >= sizeof(hello_t)) { /* a rank of this job, gone: a broken job */
-                    snprintf(why, sizeof(why), "rank %d disconnected during the rendezvous",
-                             (int)c->h.rank);
-                    st = TEMPO_ERR_BOOTSTRAP;
-                }
-                pend_drop(pd, &np, i, c->got < sizeof(hello_t)
-                                          ? "it closed before sending a whole tempo hello"
-                                          : NULL);
+                pend_drop(pd, &np, i, "it closed before sending a whole tempo hello");
                 continue;
             }
             c->got += (size_t)k;
-            if (c->got == sizeof(hello_t)) { /* the hello: check it before reading on */
-                hello_t *h = &c->h;
-                if (h->magic != HELLO_MAGIC || h->version != BS_VERSION) {
-                    pend_drop(pd, &np, i, "not a tempo rank of this version");
-                    continue;
-                }
-                if (h->key_hash != key_hash) {
-                    TEMPO_WARN(TEMPO_SUB_INIT,
-                               "refused rank %d of another job at the rendezvous, from %s (job "
-                               "keys differ; this job is '%s')",
-                               (int)h->rank, c->who, l->job_key);
+            if (c->got == sizeof(hello_t) &&
+                (c->h.magic != HELLO_MAGIC || c->h.version != BS_VERSION)) {
+                pend_drop(pd, &np, i, "not a tempo rank of this version");
+                continue;
+            }
+            if (c->got < total) {
+                continue;
+            }
+            /* the whole hello: authenticated first (with a job key), then checked */
+            hello_t *h = &c->h;
+            if (auth) {
+                uint8_t mac[TEMPO__AUTH_MAC];
+                const void *parts[] = {c->nonce, h, c->blob};
+                size_t lens[] = {TEMPO__AUTH_NONCE, sizeof(*h), len};
+                tempo__auth_mac("tempo rendezvous hello", 3, parts, lens, mac);
+                if (!tempo__auth_equal(mac, c->mac)) {
                     send_reply(c->fd, TEMPO_ERR_BOOTSTRAP,
-                               "the rendezvous belongs to another job "
-                               "(job keys differ); use a different TEMPO_ROOT port "
-                               "or TEMPO_JOB_ID",
-                               TEMPO_MIN(c->deadline, tempo__now_ns() + 1000000000ull));
-                    pend_drop(pd, &np, i, NULL);
-                    continue;
-                }
-                int dup = h->rank > 0 && h->rank < n && fds[h->rank] >= 0;
-                for (int j = 0; j < np && !dup; j++) {
-                    dup = j != i && pd[j].got >= sizeof(hello_t) && pd[j].h.rank == h->rank;
-                }
-                if (h->size != n || h->rank <= 0 || h->rank >= n || dup || h->blob_len != len) {
-                    if (h->size != n) {
-                        snprintf(why, sizeof(why),
-                                 "rank %d was started with size %d but rank 0 with size %d",
-                                 (int)h->rank, (int)h->size, n);
-                    } else if (h->rank <= 0 || h->rank >= n) {
-                        snprintf(why, sizeof(why),
-                                 "a rank joined with rank %d, out of range for size %d",
-                                 (int)h->rank, n);
-                    } else if (dup) {
-                        snprintf(why, sizeof(why), "two processes joined as rank %d",
-                                 (int)h->rank);
-                    } else {
-                        snprintf(why, sizeof(why),
-                                 "rank %d runs a different tempo build (blob %u != %zu)",
-                                 (int)h->rank, h->blob_len, len);
-                    }
-                    send_reply(c->fd, TEMPO_ERR_BOOTSTRAP, why,
-                               TEMPO_MIN(c->deadline, tempo__now_ns() + 1000000000ull));
-                    pend_drop(pd, &np, i, NULL);
-                    st = TEMPO_ERR_BOOTSTRAP;
+                               "not authenticated: the rendezvous checks every rank's hello with "
+                               "its job's key (TEMPO_AUTH_KEY), and this one's does not match",
+                               h->nonce, TEMPO_MIN(c->deadline, tempo__now_ns() + 1000000000ull));
+                    pend_drop(pd, &np, i, "its hello is not authenticated with this job's key "
+                                          "(refused)");
                     continue;
                 }
             }
-            if (c->got == sizeof(hello_t) + len) { /* a rank of this job, joined */
-                fds[c->h.rank] = c->fd;
-                joined++;
-                pd[i] = pd[--np];
+            if (h->key_hash != key_hash) {
+                TEMPO_WARN(TEMPO_SUB_INIT,
+                           "refused rank %d of another job at the rendezvous, from %s (job "
+                           "keys differ; this job is '%s')",
+                           (int)h->rank, c->who, l->job_key);
+                send_reply(c->fd, TEMPO_ERR_BOOTSTRAP,
+                           "the rendezvous belongs to another job "
+                           "(job keys differ); use a different TEMPO_ROOT port "
+                           "or TEMPO_JOB_ID",
+                           h->nonce, TEMPO_MIN(c->deadline, tempo__now_ns() + 1000000000ull));
+                pend_drop(pd, &np, i, NULL);
+                continue;
             }
+            int dup = h->rank > 0 && h->rank < n && fds[h->rank] >= 0;
+            if (h->size != n || h->rank <= 0 || h->rank >= n || dup || h->blob_len != len) {
+                if (h->size != n) {
+                    snprintf(why, sizeof(why),
+                             "rank %d was started with size %d but rank 0 with size %d",
+                             (int)h->rank, (int)h->size, n);
+                } else if (h->rank <= 0 || h->rank >= n) {
+                    snprintf(why, sizeof(why),
+                             "a rank joined with rank %d, out of range for size %d", (int)h->rank,
+                             n);
+                } else if (dup) {
+                    snprintf(why, sizeof(why), "two processes joined as rank %d", (int)h->rank);
+                } else {
+                    snprintf(why, sizeof(why),
+                             "rank %d runs a different tempo build (blob %u != %zu)",
+                             (int)h->rank, h->blob_len, len);
+                }
+                send_reply(c->fd, TEMPO_ERR_BOOTSTRAP, why, h->nonce,
+                           TEMPO_MIN(c->deadline, tempo__now_ns() + 1000000000ull));
+                pend_drop(pd, &np, i, NULL);
+                st = TEMPO_ERR_BOOTSTRAP;
+                continue;
+            }
+            /* a rank of this job, joined */
+            memcpy(all + (size_t)h->rank * len, c->blob, len);
+            memcpy(nonces + (size_t)h->rank * TEMPO__AUTH_NONCE, h->nonce, TEMPO__AUTH_NONCE);
+            fds[h->rank] = c->fd;
+            joined++;
+            tempo__free(c->blob);
+            pd[i] = pd[--np];
         }
         if (st == TEMPO_OK && (pf[0].revents & POLLIN)) {
             int fd = accept4(bs->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
@@ -614,10 +676,27 @@ static tempo_status_t root_gather(tempo__bootstrap_t *bs, const void *blob, size
                                                "waited longest");
                 }
                 tempo__sock_set_nodelay(fd);
-                pend_t *c = &pd[np++];
+                pend_t *c = &pd[np];
                 memset(c, 0, sizeof(*c));
                 c->fd = fd;
                 c->deadline = TEMPO_MIN(deadline, tempo__now_ns() + HELLO_S * 1000000000ull);
+                chal_t ch = {CHAL_MAGIC, BS_VERSION, (uint32_t)auth, 0, {0}};
+                if (!(c->blob = tempo__malloc(len, "rendezvous hello")) ||
+                    tempo__auth_random(c->nonce, sizeof(c->nonce)) != 0) {
+                    tempo__free(c->blob);
+                    close(fd);
+                    snprintf(why, sizeof(why), "%s", tempo__errmsg());
+                    st = TEMPO_ERR_SYSTEM;
+                    continue;
+                }
+                memcpy(ch.nonce, c->nonce, sizeof(ch.nonce));
+                /* (a fresh connection's send buffer takes the 48 bytes at once) */
+                if (send(fd, &ch, sizeof(ch), MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof(ch)) {
+                    tempo__free(c->blob);
+                    close(fd);
+                    continue;
+                }
+                np++;
                 tempo__addr_t a;
                 a.len = sizeof(a.ss);
                 if (getpeername(fd, (struct sockaddr *)&a.ss, &a.len) == 0) {
@@ -631,32 +710,31 @@ static tempo_status_t root_gather(tempo__bootstrap_t *bs, const void *blob, size
             }
         }
     }
-    for (int i = 0; i < np; i++) {
-        if (st != TEMPO_OK && pd[i].got >= sizeof(hello_t)) {
-            send_reply(pd[i].fd, st, why, TEMPO_MIN(deadline, tempo__now_ns() + 1000000000ull));
-        }
+    for (int i = 0; i < np; i++) { /* (not yet a rank of this job: nothing is said) */
         close(pd[i].fd);
+        tempo__free(pd[i].blob);
     }
     for (int r = 1; r < n; r++) {
         if (fds[r] < 0) {
             continue;
         }
         tempo__sock_set_nonblock(fds[r], 0);
+        const uint8_t *nonce = nonces + (size_t)r * TEMPO__AUTH_NONCE;
         if (st == TEMPO_OK) {
             reply_t rep = {REPLY_MAGIC, 0, 0, 0};
-            if (tempo__sock_send_all(fds[r], &rep, sizeof(rep), deadline, "rank") != TEMPO_OK ||
-                tempo__sock_send_all(fds[r], all, len * (size_t)n, deadline, "rank") != TEMPO_OK) {
+            if (send_reply_mac(fds[r], &rep, all, len * (size_t)n, nonce, deadline) != TEMPO_OK) {
                 snprintf(why, sizeof(why), "rank %d disconnected during the rendezvous", r);
                 st = TEMPO_ERR_BOOTSTRAP;
             }
         } else {
-            send_reply(fds[r], st, why, deadline);
+            send_reply(fds[r], st, why, nonce, deadline);
         }
         close(fds[r]);
     }
     tempo__free(fds);
     tempo__free(pd);
     tempo__free(pf);
+    tempo__free(nonces);
     if (st != TEMPO_OK) {
         return tempo__err(st, "%s", why);
     }
@@ -667,38 +745,77 @@ static tempo_status_t peer_gather(tempo__bootstrap_t *bs, const void *blob, size
                                   uint64_t deadline, char *all)
 {
     const tempo__launch_t *l = bs->launch;
+    const char *who = "rank 0 (rendezvous)";
+    int auth = tempo__auth_key() == 1;
+    chal_t ch;
+    tempo_status_t st = tempo__sock_recv_all(bs->fd, &ch, sizeof(ch), deadline, who);
+    if (st != TEMPO_OK) {
+        return tempo__err(st, "rendezvous failed: %s", tempo__errmsg());
+    }
+    if (ch.magic != CHAL_MAGIC || ch.version != BS_VERSION) {
+        return tempo__err(TEMPO_ERR_BOOTSTRAP, "the rendezvous did not answer as a tempo rank 0 "
+                          "of this version (another program, or another tempo build)");
+    }
+    if (ch.auth != (uint32_t)auth) {
+        return tempo__err(TEMPO_ERR_BOOTSTRAP, "%s",
+                          auth ? "this rank has a job key (TEMPO_AUTH_KEY) but rank 0 does not "
+                                 "authenticate: every rank needs the same key"
+                               : "rank 0 authenticates its peers with a job key (TEMPO_AUTH_KEY, "
+                                 "TEMPO_AUTH_KEY_FILE) and this rank has none: every rank needs "
+                                 "the same key");
+    }
     hello_t h = {HELLO_MAGIC,
                  BS_VERSION,
                  tempo__hash64(l->job_key, strlen(l->job_key), 0),
                  l->rank,
                  l->size,
                  (uint32_t)len,
-                 0};
-    const char *who = "rank 0 (rendezvous)";
+                 0,
+                 {0}};
+    if (tempo__auth_random(h.nonce, sizeof(h.nonce)) != 0) {
+        return TEMPO_ERR_SYSTEM;
+    }
+    uint8_t mac[TEMPO__AUTH_MAC];
+    const void *parts[] = {ch.nonce, &h, blob};
+    size_t lens[] = {TEMPO__AUTH_NONCE, sizeof(h), len};
+    tempo__auth_mac("tempo rendezvous hello", 3, parts, lens, mac);
     TEMPO_CHECK(tempo__sock_send_all(bs->fd, &h, sizeof(h), deadline, who));
     TEMPO_CHECK(tempo__sock_send_all(bs->fd, blob, len, deadline, who));
+    TEMPO_CHECK(tempo__sock_send_all(bs->fd, mac, sizeof(mac), deadline, who));
     reply_t r;
-    tempo_status_t st = tempo__sock_recv_all(bs->fd, &r, sizeof(r), deadline, who);
+    st = tempo__sock_recv_all(bs->fd, &r, sizeof(r), deadline, who);
     if (st != TEMPO_OK) {
         return tempo__err(st, "rendezvous failed: %s", tempo__errmsg());
     }
-    if (r.magic != REPLY_MAGIC) {
+    size_t n = r.status == 0 ? len * (size_t)l->size : r.msg_len;
+    if (r.magic != REPLY_MAGIC || (r.status != 0 && r.msg_len >= TEMPO_ERRMSG_LEN)) {
         return tempo__err(TEMPO_ERR_BOOTSTRAP, "malformed reply from the rendezvous");
     }
-    if (r.status != 0) {
-        char msg[TEMPO_ERRMSG_LEN];
-        uint32_t n = TEMPO_MIN(r.msg_len, (uint32_t)sizeof(msg) - 1);
-        if (tempo__sock_recv_all(bs->fd, msg, n, deadline, who) != TEMPO_OK) {
-            n = 0;
+    char msg[TEMPO_ERRMSG_LEN];
+    char *payload = r.status == 0 ? all : msg;
+    uint8_t got[TEMPO__AUTH_MAC];
+    st = tempo__sock_recv_all(bs->fd, payload, n, deadline, who);
+    if (st == TEMPO_OK) {
+        st = tempo__sock_recv_all(bs->fd, got, sizeof(got), deadline, who);
+    }
+    if (st != TEMPO_OK) {
+        return tempo__err(st, "rendezvous failed: %s", tempo__errmsg());
+    }
+    if (auth) {
+        const void *rparts[] = {h.nonce, &r, payload};
+        size_t rlens[] = {TEMPO__AUTH_NONCE, sizeof(r), n};
+        tempo__auth_mac("tempo rendezvous reply", 3, rparts, rlens, mac);
+        if (!tempo__auth_equal(mac, got)) {
+            return tempo__err(TEMPO_ERR_BOOTSTRAP, "the rendezvous's reply is not authenticated "
+                              "with this job's key: whoever answered at the rendezvous address "
+                              "does not hold it (another job's rank 0, or an impostor)");
         }
+    }
+    if (r.status != 0) {
         msg[n] = '\0';
         tempo_status_t rs = (r.status < 0 && r.status > TEMPO_ERR_LAST) ? (tempo_status_t)r.status
                                                                         : TEMPO_ERR_BOOTSTRAP;
         return tempo__err(rs, "rendezvous refused rank %d: %s", l->rank, msg);
-    }
-    st = tempo__sock_recv_all(bs->fd, all, len * (size_t)l->size, deadline, who);
-    if (st != TEMPO_OK) {
-        return tempo__err(st, "rendezvous failed: %s", tempo__errmsg());
     }
     return TEMPO_OK;
 }

@@ -38,7 +38,8 @@ typedef enum {
 enum {
     F_POW2 = 1u << 0,  /* a power of two */
     F_ALIGN = 1u << 1, /* a multiple of a cache line (TEMPO_CACHELINE) */
-    F_ZERO = 1u << 2   /* 0 is also valid (a size meaning "no limit") */
+    F_ZERO = 1u << 2,  /* 0 is also valid (a size meaning "no limit") */
+    F_SECRET = 1u << 3 /* never shown: tempo_env_var reports "(set, N bytes)" */
 };
 
 typedef struct {
@@ -187,6 +188,13 @@ static const field_t fields[] = {
     F("TEMPO_CUDA_DRIVER", "libcuda.so.1", T_STRING, cuda_driver, 0, 0, 0, NULL,
       "CUDA device buffers: the CUDA driver library to load (dlopen at the first call that "
       "looks a buffer up), by name or path"),
+    F("TEMPO_AUTH_KEY", "", T_STRING, auth_key, 0, 0, F_SECRET, NULL,
+      "the job's secret (any text, every rank the same; tempo-run makes one per job): every "
+      "connection at the rendezvous is authenticated with it (HMAC-SHA-256, a challenge each way); "
+      "never shown by tempo-info"),
+    F("TEMPO_AUTH_KEY_FILE", "", T_STRING, auth_key_file, 0, 0, 0, NULL,
+      "a file holding the job's secret instead (its bytes, up to 4096; a regular file of this "
+      "user, mode 600)"),
     F("TEMPO_GPU_BACKEND", "native", T_STRING, gpu_backend, 0, 0, 0, gpu_backend_check,
       "CUDA device buffers: native (tempo's collectives, host-staged) or nccl (a collective whose "
       "buffers are all device memory runs as one NCCL call, ordered by tempo's engine and "
@@ -704,6 +712,12 @@ static void format_field(const field_t *f, const tempo__config_t *cfg, char *buf
         }
         return;
     case T_STRING:
+        if ((f->flags & F_SECRET) && *(const char *)p) {
+            snprintf(buf, len, "(set, %zu bytes)", strlen((const char *)p));
+            return;
+        }
+        snprintf(buf, len, "%s", (const char *)p);
+        return;
     case T_ROOT: snprintf(buf, len, "%s", (const char *)p); return;
     case T_TIME: format_time(*(const double *)p, buf, len); return;
     case T_SIZE:
@@ -742,6 +756,9 @@ tempo_status_t tempo_env_var(size_t index, tempo_env_var_t *var_p)
     var_p->name = f->name;
     var_p->default_value = f->default_value;
     var_p->value = getenv(f->name);
+    if ((f->flags & F_SECRET) && var_p->value && var_p->value[0]) {
+        var_p->value = "(secret)";
+    }
     var_p->type = type_name(f->type);
     var_p->doc = f->doc;
     var_p->used = refused ? NULL : used;

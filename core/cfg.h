@@ -40,6 +40,8 @@ typedef struct tempo__config {
     size_t ucx_zcopy_bytes; /* TEMPO_UCX_ZCOPY_BYTES: ucx zero-copy payloads from; 0: off */
     int ucx_zcopy_always;   /* TEMPO_UCX_ZCOPY_ALWAYS: zero copy without peer-failure handling */
     char cuda_driver[256]; /* TEMPO_CUDA_DRIVER: the CUDA driver library (gpu/cuda.c) */
+    char auth_key[1024];      /* TEMPO_AUTH_KEY: the job's secret (core/auth.h) */
+    char auth_key_file[512];  /* TEMPO_AUTH_KEY_FILE: a file holding it */
     char gpu_backend[16];  /* TEMPO_GPU_BACKEND: native or nccl (gpu/nccl.h) */
     int gpu_ipc;           /* TEMPO_GPU_IPC: all-reduce of device buffers through CUDA IPC */
     char nccl_library[256]; /* TEMPO_NCCL_LIBRARY: the NCCL library (gpu/nccl.c) */

@@ -6,6 +6,7 @@ libtempo_core_la_SOURCES += \
 	%reldir%/cfg.c \
 	%reldir%/dtype.c \
 	%reldir%/sock.c \
+	%reldir%/auth.c \
 	%reldir%/bootstrap.c \
 	%reldir%/world.c \
 	%reldir%/engine.c \
@@ -14,6 +15,7 @@ libtempo_core_la_SOURCES += \
 	%reldir%/trace.c
 noinst_HEADERS += \
 	%reldir%/tempo_int.h \
+	%reldir%/auth.h \
 	%reldir%/log.h \
 	%reldir%/cfg.h \
 	%reldir%/dtype.h \

@@ -43,6 +43,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -160,6 +161,9 @@ static void usage_full(void)
         "  TEMPO_ROOT=127.0.0.1:PORT  (tempo-run listens there and hands the socket\n"
         "                             to rank 0 as TEMPO_ROOT_FD; a non-empty\n"
         "                             TEMPO_ROOT already set is kept)\n"
+        "  TEMPO_AUTH_KEY=<64 random hex digits>, the job's own key (in a build with\n"
+        "                             libcrypto; a TEMPO_AUTH_KEY or TEMPO_AUTH_KEY_FILE\n"
+        "                             already set is kept)\n"
         "\n"
         "Options:\n"
         "  -n, -np, --np N      number of ranks, 1 to 4096 (required)\n"
@@ -1093,6 +1097,28 @@ static void setup_env(void)
     if (setenv("TEMPO_SIZE", num, 1) != 0 || setenv("TEMPO_LOCAL_SIZE", num, 1) != 0 ||
         unsetenv("TEMPO_ROOT_FD") != 0) /* an outer job's socket is not this job's */
         goto fail;
+#if TEMPO_HAVE_CRYPTO
+    /* A job key of its own (256 random bits), unless the user set one: strangers on this host
+       cannot join the job at its rendezvous (core/auth.h). */
+    const char *key = getenv("TEMPO_AUTH_KEY"), *key_file = getenv("TEMPO_AUTH_KEY_FILE");
+    if ((key == NULL || key[0] == '\0') && (key_file == NULL || key_file[0] == '\0')) {
+        unsigned char r[32];
+        char hex[2 * sizeof r + 1];
+        size_t got = 0;
+        while (got < sizeof r) {
+            ssize_t k = getrandom(r + got, sizeof r - got, 0);
+            if (k < 0 && errno == EINTR)
+                continue;
+            if (k <= 0)
+                goto fail;
+            got += (size_t)k;
+        }
+        for (size_t i = 0; i < sizeof r; i++)
+            snprintf(hex + 2 * i, 3, "%02x", r[i]);
+        if (setenv("TEMPO_AUTH_KEY", hex, 1) != 0)
+            goto fail;
+    }
+#endif
     const char *root = getenv("TEMPO_ROOT");
     if (root != NULL && root[0] != '\0')
         return; /* the user's rendezvous address (maybe from -x) wins */

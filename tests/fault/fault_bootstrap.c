@@ -18,10 +18,18 @@
  *     TEMPO_ERR_BOOTSTRAP saying what is wrong, and none connects where they point;
  *   - intruders at TEMPO_ROOT before rank 1 joins: 80 connections that stay silent (more than
  *     the 64 that rank 0 reads side by side), 5 that send a few bytes and stop, 5 that send
- *     garbage the size of a hello, 5 that close at once: the job (TEMPO_TIMEOUT 30 s; each
+ *     32 bytes of garbage, 5 that close at once: the job (TEMPO_TIMEOUT 30 s; each
  *     connection has its own 5 s) still forms and an all-reduce across it works, every intruding
  *     connection is closed by rank 0; rank 0 listens at 127.0.0.1 only (the port on 127.0.0.2 is
- *     shut), and so does its data transport (every socket it listens on is at 127.0.0.1).
+ *     shut), and so does its data transport (every socket it listens on is at 127.0.0.1);
+ *   - a job key (TEMPO_AUTH_KEY, TEMPO_AUTH_KEY_FILE): a job whose ranks share one forms and works;
+ *     a process that knows the job (its TEMPO_ROOT and job id: the old "computable key") but
+ *     holds another key, or none, is refused at once (TEMPO_ERR_BOOTSTRAP), and the job it tried
+ *     to join still forms and works with the real rank; a rank whose rank 0 holds another key
+ *     refuses its reply (an impostor at the rendezvous); a key file readable by others is refused
+ *     at once on every rank, a private one works; without a key, a job across hosts
+ *     (TEMPO_HOST_ID=%r) says once, on rank 0, that it is not authenticated, and with one it
+ *     does not.
  */
 #include "config.h"
 
@@ -383,12 +391,115 @@ static void intruders(void)
         }
         struct pollfd p = {.fd = fd[i], .events = POLLIN};
         char b[64];
-        closed += poll(&p, 1, 10000) == 1 && read(fd[i], b, sizeof(b)) <= 0;
+        ssize_t k = 1;
+        while (k > 0 && poll(&p, 1, 10000) == 1) { /* (rank 0's challenge, then the end) */
+            k = read(fd[i], b, sizeof(b));
+        }
+        closed += k <= 0;
         close(fd[i]);
     }
     TAP_OK(closed == SILENT + SLOW + GARBAGE, "intruders at the rendezvous: %d of %d held "
            "connections closed by rank 0", closed, SILENT + SLOW + GARBAGE);
     finish(&job, "intruders at the rendezvous");
+}
+
+/* A job key: shared, wrong, missing, impostor, key files. */
+static void job_key(void)
+{
+    static job_t job;
+    {
+        static const char *const env[] = {"TEMPO_TIMEOUT=30s", "TEMPO_AUTH_KEY=k1-shared", NULL};
+        bs_arg_t a = {{{0, NULL}}, -1, 1};
+        job_start(&job, 2, env, bs_rank, &a);
+        expect_ranks(&job, "a job key shared by every rank", 0x3, TEMPO_OK, NULL, NULL);
+        TAP_OK(job_status_of(&job, 0, "sum") == 3 && job_status_of(&job, 1, "sum") == 3,
+               "a job key shared by every rank: an all-reduce across the job works");
+        finish(&job, "a job key shared by every rank");
+    }
+    static const struct {
+        const char *name, *set, *needle;
+    } intruder[] = {{"an intruder with another key", "TEMPO_AUTH_KEY=guess", "not authenticated"},
+                    {"an intruder without a key", "TEMPO_AUTH_KEY=", "has none"}};
+    for (size_t k = 0; k < sizeof(intruder) / sizeof(intruder[0]); k++) {
+        /* process 1 knows the job (TEMPO_ROOT, TEMPO_JOB_ID, rank 1 of 2) but not its key;
+         * process 2 is the real rank 1, started once process 1 was refused */
+        static const char *const env[] = {"TEMPO_TIMEOUT=30s", "TEMPO_SIZE=2", "TEMPO_JOB_ID=j",
+                                          "TEMPO_AUTH_KEY=k1-shared", NULL};
+        bs_arg_t a = {{{1, intruder[k].set}, {2, "TEMPO_RANK=1"}}, 2, 1};
+        job_start(&job, 3, env, bs_rank, &a);
+        expect_ranks(&job, intruder[k].name, 0x2, TEMPO_ERR_BOOTSTRAP, intruder[k].needle, NULL);
+        job_go(&job, 2);
+        expect_ranks(&job, "the job it tried to join", 0x5, TEMPO_OK, NULL, NULL);
+        TAP_OK(job_status_of(&job, 0, "sum") == 3 && job_status_of(&job, 2, "sum") == 3,
+               "%s: the job it tried to join forms and an all-reduce across it works",
+               intruder[k].name);
+        finish(&job, intruder[k].name);
+    }
+    {
+        static const char *const env[] = {"TEMPO_TIMEOUT=3s", "TEMPO_AUTH_KEY=k1-shared", NULL};
+        bs_arg_t a = {{{0, "TEMPO_AUTH_KEY=k2-impostor"}}, -1, 0};
+        job_start(&job, 2, env, bs_rank, &a);
+        expect_ranks(&job, "a rank 0 with another key", 0x2, TEMPO_ERR_BOOTSTRAP,
+                     "reply is not authenticated", "does not hold it");
+        finish(&job, "a rank 0 with another key");
+    }
+    for (int keyed = 0; keyed < 2; keyed++) {
+        char dir[] = "/tmp/fault_bs_log.XXXXXX", setv[80], path[80];
+        if (!mkdtemp(dir)) {
+            TAP_OK(0, "a job across hosts: mkdtemp: %s", strerror(errno));
+            break;
+        }
+        snprintf(setv, sizeof(setv), "TEMPO_DEBUG_FILE=%s/log.%%r", dir);
+        const char *env[] = {"TEMPO_TIMEOUT=30s", "TEMPO_HOST_ID=%r", setv,
+                             keyed ? "TEMPO_AUTH_KEY=k4" : NULL, NULL};
+        const char *name =
+            keyed ? "a job across hosts with a key" : "a job across hosts without a key";
+        bs_arg_t a = {{{0, NULL}}, -1, 1};
+        job_start(&job, 2, env, bs_rank, &a);
+        expect_ranks(&job, name, 0x3, TEMPO_OK, NULL, NULL);
+        finish(&job, name);
+        int says[2] = {0, 0};
+        for (int r = 0; r < 2; r++) {
+            snprintf(path, sizeof(path), "%s/log.%d", dir, r);
+            FILE *f = fopen(path, "r");
+            char line[1024];
+            while (f && fgets(line, sizeof(line), f)) {
+                says[r] += strstr(line, "THIS JOB IS NOT AUTHENTICATED") != NULL;
+            }
+            if (f) {
+                fclose(f);
+            }
+            unlink(path);
+        }
+        rmdir(dir);
+        TAP_OK(says[0] == !keyed && says[1] == 0, "%s: rank 0 says it is not authenticated %d "
+               "times, rank 1 %d times", name, says[0], says[1]);
+    }
+    for (int priv = 0; priv < 2; priv++) {
+        char path[] = "/tmp/fault_bs_key.XXXXXX", setv[64];
+        int fd = mkstemp(path);
+        int made = fd >= 0 && write(fd, "k3-from-a-file\n", 15) == 15 &&
+                   fchmod(fd, priv ? 0600 : 0644) == 0;
+        if (fd >= 0) {
+            close(fd);
+        }
+        snprintf(setv, sizeof(setv), "TEMPO_AUTH_KEY_FILE=%s", path);
+        const char *env[] = {"TEMPO_TIMEOUT=30s", setv, NULL};
+        const char *name = priv ? "a private key file" : "a key file readable by others";
+        if (!made) {
+            TAP_OK(0, "%s: could not make it: %s", name, strerror(errno));
+        } else {
+            bs_arg_t a = {{{0, NULL}}, -1, 1};
+            job_start(&job, 2, env, bs_rank, &a);
+            expect_ranks(&job, name, 0x3, priv ? TEMPO_OK : TEMPO_ERR_INVALID,
+                         priv ? NULL : "chmod 600", NULL);
+            if (priv) {
+                TAP_OK(job_status_of(&job, 0, "sum") == 3, "%s: an all-reduce works", name);
+            }
+            finish(&job, name);
+        }
+        unlink(path);
+    }
 }
 
 int main(void)
@@ -465,5 +576,6 @@ int main(void)
     }
     file_rendezvous();
     intruders();
+    job_key();
     return tap_done();
 }

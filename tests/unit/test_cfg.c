@@ -345,6 +345,10 @@ static const knob_t knobs[] = {
     {"TEMPO_GPU_BACKEND", K_STR, O(gpu_backend), {"NCCL", "gloo", "nccl"}, {"native"}, {0},
      {"native"}},
 #endif
+    {"TEMPO_AUTH_KEY", K_STR, O(auth_key), {NULL}, {"s3cret", "a key with spaces"}, {0},
+     {"(set, 6 bytes)", "(set, 17 bytes)"}},
+    {"TEMPO_AUTH_KEY_FILE", K_STR, O(auth_key_file), {NULL}, {"/etc/tempo.key"}, {0},
+     {"/etc/tempo.key"}},
     {"TEMPO_GPU_IPC", K_OTHER, O(gpu_ipc), {"2", "maybe", ""}, {"no", "ON"}, {0}, {"0", "1"}},
     {"TEMPO_NCCL_LIBRARY", K_STR, O(nccl_library), {NULL}, {"/opt/nccl/lib/libnccl.so.2"}, {0},
      {"/opt/nccl/lib/libnccl.so.2"}},
