@@ -23,8 +23,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <sys/socket.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -472,35 +472,10 @@ static void send_reply(int fd, int32_t status, const char *msg, const uint8_t *n
     (void)send_reply_mac(fd, &r, msg, r.msg_len, nonce, deadline);
 }
 
-/* Connections at the rendezvous that have not yet sent a whole hello and blob: each has its own
- * deadline (HELLO_S), and they are read side by side as their bytes arrive, so that connections
- * that stay silent or send slowly hold up nothing but themselves. At most PENDING_MAX at once: a
- * new one closes the oldest (a rank sends its hello at once; what waits longest is not one). */
-#define HELLO_S 5
-#define HELLO_S_TEXT "5"
+/* Each connection at the rendezvous gets HELLO_S to send its whole hello, blob and MAC; they are
+ * read side by side (core/sock.h's greeter, at most PENDING_MAX at once). */
+#define HELLO_S 5.0
 #define PENDING_MAX 64
-
-typedef struct {
-    int fd;
-    uint64_t deadline;
-    size_t got; /* bytes of hello, blob and MAC read so far */
-    hello_t h;
-    char *blob;                      /* (the rendezvous's blob length) */
-    uint8_t mac[TEMPO__AUTH_MAC];    /* the hello's */
-    uint8_t nonce[TEMPO__AUTH_NONCE]; /* the challenge sent to it */
-    char who[80];                    /* the peer's address, for the log */
-} pend_t;
-
-static void pend_drop(pend_t *pd, int *np, int i, const char *why)
-{
-    if (why) {
-        TEMPO_WARN(TEMPO_SUB_INIT, "rendezvous: closed the connection from %s: %s", pd[i].who,
-                   why);
-    }
-    close(pd[i].fd);
-    tempo__free(pd[i].blob);
-    pd[i] = pd[--*np];
-}
 
 static tempo_status_t root_gather(tempo__bootstrap_t *bs, const void *blob, size_t len,
                                   uint64_t deadline, char *all)
@@ -509,14 +484,14 @@ static tempo_status_t root_gather(tempo__bootstrap_t *bs, const void *blob, size
     uint64_t key_hash = tempo__hash64(l->job_key, strlen(l->job_key), 0);
     int n = l->size;
     int auth = tempo__auth_key() == 1;
+    const size_t total = sizeof(hello_t) + len + TEMPO__AUTH_MAC;
+    tempo__greeter_t g;
     int *fds = tempo__malloc(sizeof(int) * (size_t)n, "rendezvous sockets");
-    pend_t *pd = tempo__calloc(PENDING_MAX, sizeof(*pd), "rendezvous connections");
-    struct pollfd *pf = tempo__calloc(PENDING_MAX + 1, sizeof(*pf), "rendezvous poll set");
     uint8_t *nonces = tempo__calloc((size_t)n, TEMPO__AUTH_NONCE, "rendezvous challenges");
-    if (!fds || !pd || !pf || !nonces) {
+    if (!fds || !nonces ||
+        tempo__greeter_init(&g, PENDING_MAX, total, HELLO_S, "rendezvous", TEMPO_SUB_INIT) !=
+            TEMPO_OK) {
         tempo__free(fds);
-        tempo__free(pd);
-        tempo__free(pf);
         tempo__free(nonces);
         return TEMPO_ERR_NOMEM;
     }
@@ -524,23 +499,12 @@ static tempo_status_t root_gather(tempo__bootstrap_t *bs, const void *blob, size
         fds[i] = -1;
     }
     memcpy(all, blob, len);
+    chal_t ch = {CHAL_MAGIC, BS_VERSION, (uint32_t)auth, 0, {0}}; /* (its nonce: the greeter's) */
     tempo_status_t st = TEMPO_OK;
     char why[TEMPO_ERRMSG_LEN] = "";
-    int joined = 1, np = 0;
+    int joined = 1;
     while (joined < n && st == TEMPO_OK) {
-        uint64_t now = tempo__now_ns(), next = deadline;
-        for (int i = 0; i < np;) { /* past their own deadline: closed */
-            if (now >= pd[i].deadline) {
-                pend_drop(pd, &np, i, pd[i].got < sizeof(hello_t)
-                                          ? "no tempo hello within " HELLO_S_TEXT " s"
-                                          : "its rank's table did not arrive within "
-                                            HELLO_S_TEXT " s");
-            } else {
-                next = TEMPO_MIN(next, pd[i].deadline);
-                i++;
-            }
-        }
-        if (now >= deadline) {
+        if (tempo__now_ns() >= deadline) {
             char missing[256] = "";
             size_t o = 0;
             for (int r = 1; r < n && o < sizeof(missing) - 16; r++) {
@@ -556,169 +520,80 @@ static tempo_status_t root_gather(tempo__bootstrap_t *bs, const void *blob, size
             st = TEMPO_ERR_TIMEOUT;
             break;
         }
-        pf[0] = (struct pollfd){.fd = bs->fd, .events = POLLIN};
-        for (int i = 0; i < np; i++) {
-            pf[i + 1] = (struct pollfd){.fd = pd[i].fd, .events = POLLIN};
-        }
-        int ms = (int)TEMPO_MIN((next - now) / 1000000ull + 1, 1000ull);
-        int rc = poll(pf, (nfds_t)np + 1, ms);
-        if (rc < 0 && errno != EINTR) {
-            snprintf(why, sizeof(why), "poll() at the rendezvous: %s", strerror(errno));
-            st = TEMPO_ERR_SYSTEM;
-            break;
-        }
-        if (rc <= 0) {
+        int i = tempo__greeter_next(&g, bs->fd, &ch, offsetof(chal_t, nonce), deadline);
+        if (i < 0) {
             continue;
         }
-        /* the pending ones first (their slots move when one is dropped: back to front) */
-        const size_t total = sizeof(hello_t) + len + TEMPO__AUTH_MAC;
-        for (int i = np - 1; i >= 0 && st == TEMPO_OK; i--) {
-            if (!pf[i + 1].revents) {
-                continue;
-            }
-            pend_t *c = &pd[i];
-            char *dst;
-            size_t want;
-            if (c->got < sizeof(hello_t)) {
-                dst = (char *)&c->h + c->got, want = sizeof(hello_t) - c->got;
-            } else if (c->got < sizeof(hello_t) + len) {
-                dst = c->blob + (c->got - sizeof(hello_t)), want = sizeof(hello_t) + len - c->got;
-            } else {
-                dst = (char *)c->mac + (c->got - sizeof(hello_t) - len), want = total - c->got;
-            }
-            ssize_t k = recv(c->fd, dst, want, MSG_DONTWAIT);
-            if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-                continue;
-            }
-            if (k <= 0) {
-                pend_drop(pd, &np, i, "it closed before sending a whole tempo hello");
-                continue;
-            }
-            c->got += (size_t)k;
-            if (c->got == sizeof(hello_t) &&
-                (c->h.magic != HELLO_MAGIC || c->h.version != BS_VERSION)) {
-                pend_drop(pd, &np, i, "not a tempo rank of this version");
-                continue;
-            }
-            if (c->got < total) {
-                continue;
-            }
-            /* the whole hello: authenticated first (with a job key), then checked */
-            hello_t *h = &c->h;
-            if (auth) {
-                uint8_t mac[TEMPO__AUTH_MAC];
-                const void *parts[] = {c->nonce, h, c->blob};
-                size_t lens[] = {TEMPO__AUTH_NONCE, sizeof(*h), len};
-                tempo__auth_mac("tempo rendezvous hello", 3, parts, lens, mac);
-                if (!tempo__auth_equal(mac, c->mac)) {
-                    send_reply(c->fd, TEMPO_ERR_BOOTSTRAP,
-                               "not authenticated: the rendezvous checks every rank's hello with "
-                               "its job's key (TEMPO_AUTH_KEY), and this one's does not match",
-                               h->nonce, TEMPO_MIN(c->deadline, tempo__now_ns() + 1000000000ull));
-                    pend_drop(pd, &np, i, "its hello is not authenticated with this job's key "
-                                          "(refused)");
-                    continue;
-                }
-            }
-            if (h->key_hash != key_hash) {
-                TEMPO_WARN(TEMPO_SUB_INIT,
-                           "refused rank %d of another job at the rendezvous, from %s (job "
-                           "keys differ; this job is '%s')",
-                           (int)h->rank, c->who, l->job_key);
+        /* a whole hello: authenticated first (with a job key), then checked */
+        tempo__greet_conn_t *c = &g.c[i];
+        hello_t h;
+        memcpy(&h, c->buf, sizeof(h));
+        const char *hblob = (const char *)c->buf + sizeof(h);
+        const uint8_t *hmac = c->buf + sizeof(h) + len;
+        uint64_t reply_by = TEMPO_MIN(c->deadline, tempo__now_ns() + 1000000000ull);
+        if (h.magic != HELLO_MAGIC || h.version != BS_VERSION) {
+            tempo__greeter_drop(&g, i, "not a tempo rank of this version");
+            continue;
+        }
+        if (auth) {
+            uint8_t mac[TEMPO__AUTH_MAC];
+            const void *parts[] = {c->nonce, &h, hblob};
+            size_t lens[] = {TEMPO__AUTH_NONCE, sizeof(h), len};
+            tempo__auth_mac("tempo rendezvous hello", 3, parts, lens, mac);
+            if (!tempo__auth_equal(mac, hmac)) {
                 send_reply(c->fd, TEMPO_ERR_BOOTSTRAP,
-                           "the rendezvous belongs to another job "
-                           "(job keys differ); use a different TEMPO_ROOT port "
-                           "or TEMPO_JOB_ID",
-                           h->nonce, TEMPO_MIN(c->deadline, tempo__now_ns() + 1000000000ull));
-                pend_drop(pd, &np, i, NULL);
+                           "not authenticated: the rendezvous checks every rank's hello with its "
+                           "job's key (TEMPO_AUTH_KEY), and this one's does not match",
+                           h.nonce, reply_by);
+                tempo__greeter_drop(&g, i, "its hello is not authenticated with this job's key "
+                                           "(refused)");
                 continue;
             }
-            int dup = h->rank > 0 && h->rank < n && fds[h->rank] >= 0;
-            if (h->size != n || h->rank <= 0 || h->rank >= n || dup || h->blob_len != len) {
-                if (h->size != n) {
-                    snprintf(why, sizeof(why),
-                             "rank %d was started with size %d but rank 0 with size %d",
-                             (int)h->rank, (int)h->size, n);
-                } else if (h->rank <= 0 || h->rank >= n) {
-                    snprintf(why, sizeof(why),
-                             "a rank joined with rank %d, out of range for size %d", (int)h->rank,
-                             n);
-                } else if (dup) {
-                    snprintf(why, sizeof(why), "two processes joined as rank %d", (int)h->rank);
-                } else {
-                    snprintf(why, sizeof(why),
-                             "rank %d runs a different tempo build (blob %u != %zu)",
-                             (int)h->rank, h->blob_len, len);
-                }
-                send_reply(c->fd, TEMPO_ERR_BOOTSTRAP, why, h->nonce,
-                           TEMPO_MIN(c->deadline, tempo__now_ns() + 1000000000ull));
-                pend_drop(pd, &np, i, NULL);
-                st = TEMPO_ERR_BOOTSTRAP;
-                continue;
-            }
-            /* a rank of this job, joined */
-            memcpy(all + (size_t)h->rank * len, c->blob, len);
-            memcpy(nonces + (size_t)h->rank * TEMPO__AUTH_NONCE, h->nonce, TEMPO__AUTH_NONCE);
-            fds[h->rank] = c->fd;
-            joined++;
-            tempo__free(c->blob);
-            pd[i] = pd[--np];
         }
-        if (st == TEMPO_OK && (pf[0].revents & POLLIN)) {
-            int fd = accept4(bs->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-            if (fd >= 0) {
-                if (np == PENDING_MAX) {
-                    int oldest = 0;
-                    for (int i = 1; i < np; i++) {
-                        oldest = pd[i].deadline < pd[oldest].deadline ? i : oldest;
-                    }
-                    pend_drop(pd, &np, oldest, "too many connections waiting at once; this one "
-                                               "waited longest");
-                }
-                tempo__sock_set_nodelay(fd);
-                pend_t *c = &pd[np];
-                memset(c, 0, sizeof(*c));
-                c->fd = fd;
-                c->deadline = TEMPO_MIN(deadline, tempo__now_ns() + HELLO_S * 1000000000ull);
-                chal_t ch = {CHAL_MAGIC, BS_VERSION, (uint32_t)auth, 0, {0}};
-                if (!(c->blob = tempo__malloc(len, "rendezvous hello")) ||
-                    tempo__auth_random(c->nonce, sizeof(c->nonce)) != 0) {
-                    tempo__free(c->blob);
-                    close(fd);
-                    snprintf(why, sizeof(why), "%s", tempo__errmsg());
-                    st = TEMPO_ERR_SYSTEM;
-                    continue;
-                }
-                memcpy(ch.nonce, c->nonce, sizeof(ch.nonce));
-                /* (a fresh connection's send buffer takes the 48 bytes at once) */
-                if (send(fd, &ch, sizeof(ch), MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof(ch)) {
-                    tempo__free(c->blob);
-                    close(fd);
-                    continue;
-                }
-                np++;
-                tempo__addr_t a;
-                a.len = sizeof(a.ss);
-                if (getpeername(fd, (struct sockaddr *)&a.ss, &a.len) == 0) {
-                    tempo__addr_str(&a, c->who, sizeof(c->who));
-                } else {
-                    snprintf(c->who, sizeof(c->who), "an unknown address");
-                }
-            } else if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
-                snprintf(why, sizeof(why), "accept() at the rendezvous: %s", strerror(errno));
-                st = TEMPO_ERR_SYSTEM;
-            }
+        if (h.key_hash != key_hash) {
+            TEMPO_WARN(TEMPO_SUB_INIT,
+                       "refused rank %d of another job at the rendezvous, from %s (job keys "
+                       "differ; this job is '%s')",
+                       (int)h.rank, c->who, l->job_key);
+            send_reply(c->fd, TEMPO_ERR_BOOTSTRAP,
+                       "the rendezvous belongs to another job "
+                       "(job keys differ); use a different TEMPO_ROOT port "
+                       "or TEMPO_JOB_ID",
+                       h.nonce, reply_by);
+            tempo__greeter_drop(&g, i, NULL);
+            continue;
         }
+        int dup = h.rank > 0 && h.rank < n && fds[h.rank] >= 0;
+        if (h.size != n || h.rank <= 0 || h.rank >= n || dup || h.blob_len != len) {
+            if (h.size != n) {
+                snprintf(why, sizeof(why),
+                         "rank %d was started with size %d but rank 0 with size %d", (int)h.rank,
+                         (int)h.size, n);
+            } else if (h.rank <= 0 || h.rank >= n) {
+                snprintf(why, sizeof(why), "a rank joined with rank %d, out of range for size %d",
+                         (int)h.rank, n);
+            } else if (dup) {
+                snprintf(why, sizeof(why), "two processes joined as rank %d", (int)h.rank);
+            } else {
+                snprintf(why, sizeof(why), "rank %d runs a different tempo build (blob %u != %zu)",
+                         (int)h.rank, h.blob_len, len);
+            }
+            send_reply(c->fd, TEMPO_ERR_BOOTSTRAP, why, h.nonce, reply_by);
+            tempo__greeter_drop(&g, i, NULL);
+            st = TEMPO_ERR_BOOTSTRAP;
+            break;
+        }
+        /* a rank of this job, joined */
+        memcpy(all + (size_t)h.rank * len, hblob, len);
+        memcpy(nonces + (size_t)h.rank * TEMPO__AUTH_NONCE, h.nonce, TEMPO__AUTH_NONCE);
+        fds[h.rank] = tempo__greeter_take(&g, i);
+        joined++;
     }
-    for (int i = 0; i < np; i++) { /* (not yet a rank of this job: nothing is said) */
-        close(pd[i].fd);
-        tempo__free(pd[i].blob);
-    }
+    tempo__greeter_free(&g); /* (not yet ranks of this job: nothing is said to them) */
     for (int r = 1; r < n; r++) {
         if (fds[r] < 0) {
             continue;
         }
-        tempo__sock_set_nonblock(fds[r], 0);
         const uint8_t *nonce = nonces + (size_t)r * TEMPO__AUTH_NONCE;
         if (st == TEMPO_OK) {
             reply_t rep = {REPLY_MAGIC, 0, 0, 0};
@@ -732,8 +607,6 @@ static tempo_status_t root_gather(tempo__bootstrap_t *bs, const void *blob, size
         close(fds[r]);
     }
     tempo__free(fds);
-    tempo__free(pd);
-    tempo__free(pf);
     tempo__free(nonces);
     if (st != TEMPO_OK) {
         return tempo__err(st, "%s", why);

@@ -6,6 +6,9 @@
 
 #include "core/sock.h"
 
+#include "core/auth.h"
+#include "core/log.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -333,4 +336,154 @@ tempo_status_t tempo__sock_recv_all(int fd, void *buf, size_t len, uint64_t dead
                                     const char *peer_desc)
 {
     return sock_io(fd, buf, len, deadline, 0, peer_desc);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Greeters                                                                                       */
+/* ---------------------------------------------------------------------------------------------- */
+
+tempo_status_t tempo__greeter_init(tempo__greeter_t *g, int max, size_t want, double limit_s,
+                                   const char *what, unsigned subsys)
+{
+    memset(g, 0, sizeof(*g));
+    g->c = tempo__calloc((size_t)max, sizeof(*g->c), "greeter connections");
+    g->pf = tempo__calloc((size_t)max + 1, sizeof(*g->pf), "greeter poll set");
+    if (!g->c || !g->pf) {
+        tempo__free(g->c);
+        tempo__free(g->pf);
+        return TEMPO_ERR_NOMEM;
+    }
+    g->max = max;
+    g->want = want;
+    g->limit_ns = (uint64_t)(limit_s * 1e9);
+    g->what = what;
+    g->subsys = subsys;
+    return TEMPO_OK;
+}
+
+void tempo__greeter_free(tempo__greeter_t *g)
+{
+    while (g->n > 0) {
+        tempo__greeter_drop(g, g->n - 1, NULL);
+    }
+    tempo__free(g->c);
+    tempo__free(g->pf);
+    g->c = NULL;
+    g->pf = NULL;
+}
+
+static void greet_forget(tempo__greeter_t *g, int i)
+{
+    tempo__free(g->c[i].buf);
+    g->c[i] = g->c[--g->n];
+}
+
+void tempo__greeter_drop(tempo__greeter_t *g, int i, const char *why)
+{
+    if (why) {
+        TEMPO_WARN(g->subsys, "%s: closed the connection from %s: %s", g->what, g->c[i].who, why);
+    }
+    close(g->c[i].fd);
+    greet_forget(g, i);
+}
+
+int tempo__greeter_take(tempo__greeter_t *g, int i)
+{
+    int fd = g->c[i].fd;
+    tempo__sock_set_nonblock(fd, 0);
+    greet_forget(g, i);
+    return fd;
+}
+
+static void greet_accept(tempo__greeter_t *g, int lfd, const void *hdr, size_t hdr_len)
+{
+    int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) {
+        return;
+    }
+    if (g->n == g->max) {
+        int oldest = 0;
+        for (int i = 1; i < g->n; i++) {
+            oldest = g->c[i].deadline < g->c[oldest].deadline ? i : oldest;
+        }
+        tempo__greeter_drop(g, oldest, "too many connections waiting at once; this one waited "
+                                       "longest");
+    }
+    tempo__greet_conn_t *c = &g->c[g->n];
+    memset(c, 0, sizeof(*c));
+    c->fd = fd;
+    c->deadline = tempo__now_ns() + g->limit_ns;
+    tempo__addr_t a;
+    a.len = sizeof(a.ss);
+    if (getpeername(fd, (struct sockaddr *)&a.ss, &a.len) == 0) {
+        tempo__addr_str(&a, c->who, sizeof(c->who));
+    } else {
+        snprintf(c->who, sizeof(c->who), "an unknown address");
+    }
+    tempo__sock_set_nodelay(fd);
+    unsigned char msg[256];
+    /* (a fresh connection's send buffer takes the challenge at once) */
+    if (hdr_len + TEMPO__GREET_NONCE > sizeof(msg) || !(c->buf = tempo__malloc(g->want, "greeting")) ||
+        tempo__auth_random(c->nonce, sizeof(c->nonce)) != 0) {
+        tempo__free(c->buf);
+        close(fd);
+        return;
+    }
+    memcpy(msg, hdr, hdr_len);
+    memcpy(msg + hdr_len, c->nonce, TEMPO__GREET_NONCE);
+    if (send(fd, msg, hdr_len + TEMPO__GREET_NONCE, MSG_DONTWAIT | MSG_NOSIGNAL) !=
+        (ssize_t)(hdr_len + TEMPO__GREET_NONCE)) {
+        tempo__free(c->buf);
+        close(fd);
+        return;
+    }
+    g->n++;
+}
+
+int tempo__greeter_next(tempo__greeter_t *g, int lfd, const void *hdr, size_t hdr_len,
+                        uint64_t deadline)
+{
+    uint64_t now = tempo__now_ns(), next = deadline;
+    for (int i = 0; i < g->n;) { /* past their own deadline: closed */
+        if (now >= g->c[i].deadline) {
+            tempo__greeter_drop(g, i, "no whole greeting in time (a stranger, or not tempo)");
+        } else {
+            next = TEMPO_MIN(next, g->c[i].deadline);
+            i++;
+        }
+    }
+    if (now >= deadline) {
+        return -1;
+    }
+    g->pf[0] = (struct pollfd){.fd = lfd, .events = POLLIN};
+    for (int i = 0; i < g->n; i++) {
+        g->pf[i + 1] = (struct pollfd){.fd = g->c[i].fd, .events = POLLIN};
+    }
+    int npf = g->n + 1;
+    if (poll(g->pf, (nfds_t)npf, (int)TEMPO_MIN((next - now) / 1000000ull + 1, 1000ull)) <= 0) {
+        return -1;
+    }
+    /* back to front: a dropped connection's slot takes the last one, already seen */
+    for (int i = npf - 2; i >= 0; i--) {
+        if (!g->pf[i + 1].revents) {
+            continue;
+        }
+        tempo__greet_conn_t *c = &g->c[i];
+        ssize_t k = recv(c->fd, c->buf + c->got, g->want - c->got, MSG_DONTWAIT);
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+            continue;
+        }
+        if (k <= 0) {
+            tempo__greeter_drop(g, i, "it closed before sending a whole greeting");
+            continue;
+        }
+        c->got += (size_t)k;
+        if (c->got == g->want) {
+            return i;
+        }
+    }
+    if (g->pf[0].revents & POLLIN) {
+        greet_accept(g, lfd, hdr, hdr_len);
+    }
+    return -1;
 }

@@ -4,7 +4,13 @@
  *
  * Mesh setup: every rank listens (opened before the rendezvous so its address is in the table),
  * then connects to every lower rank and accepts one connection from every higher rank. A connection
- * starts with a hello (magic, job uuid, rank) that is checked; strangers are closed and ignored.
+ * is a challenge and response: the accepting rank sends 32 random bytes; the connecting one answers
+ * with a hello (magic, job uuid, rank, its own 32 random bytes) and, with a job key (core/auth.h),
+ * an HMAC-SHA-256 over the challenge and the hello; the accepting rank checks it, and answers with
+ * a MAC over the connecting rank's challenge, which that one checks. Without a key, the job uuid
+ * (random, learnt at the rendezvous) is all a stranger must not know. The accepting rank reads
+ * every connection side by side, each with its own 5 s deadline: strangers, silent or not, are
+ * closed (logged with their address) and delay nothing beyond that.
  *
  * Progress polls the sockets on every call when some peer's data goes over tcp, and otherwise at
  * most every 200 us (the connections then only prove liveness and carry setup and goodbye
@@ -19,8 +25,11 @@
 
 #include "transport/tl_int.h"
 
+#include "core/auth.h"
+
 #include <errno.h>
 #include <netinet/in.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
@@ -49,9 +58,40 @@ typedef struct tcp_tl {
 
 typedef struct {
     uint32_t magic;
+    uint32_t pad;
+    uint8_t nonce[TEMPO__AUTH_NONCE];
+} mchal_t; /* the accepting rank's challenge */
+
+typedef struct {
+    uint32_t magic;
     int32_t rank;
     uint64_t uuid;
+    uint8_t nonce[TEMPO__AUTH_NONCE]; /* the connecting rank's challenge */
+    uint8_t mac[TEMPO__AUTH_MAC];     /* over the accepting rank's challenge and the above */
 } hello_t;
+
+typedef struct {
+    uint32_t magic;
+    int32_t rank;                 /* the accepting rank */
+    uint8_t mac[TEMPO__AUTH_MAC]; /* over the connecting rank's challenge, the hello and rank */
+} mack_t;
+
+#define MESH_HELLO_S 5.0
+#define MESH_PENDING_MAX 64
+
+static void hello_mac(const uint8_t *chal, const hello_t *h, uint8_t *out)
+{
+    const void *parts[] = {chal, h};
+    size_t lens[] = {TEMPO__AUTH_NONCE, offsetof(hello_t, mac)};
+    tempo__auth_mac("tempo tcp hello", 2, parts, lens, out);
+}
+
+static void ack_mac(const hello_t *h, int32_t rank, uint8_t *out)
+{
+    const void *parts[] = {h->nonce, h, &rank};
+    size_t lens[] = {TEMPO__AUTH_NONCE, offsetof(hello_t, mac), sizeof(rank)};
+    tempo__auth_mac("tempo tcp ack", 3, parts, lens, out);
+}
 
 static ssize_t tcp_writev(void *pipe, const struct iovec *iov, int iovcnt)
 {
@@ -144,35 +184,88 @@ static tempo_status_t add_ep(tcp_tl_t *t, int peer, int fd)
     return TEMPO_OK;
 }
 
-static tempo_status_t connect_mesh(tcp_tl_t *t, int lfd, uint64_t deadline)
+/* Connect to lower rank p and prove who we are (the challenge and response above). */
+static tempo_status_t connect_one(tcp_tl_t *t, int p, uint64_t deadline)
 {
     tempo__world_t *w = t->world;
     char desc[160];
-    hello_t me = {HELLO_MAGIC, w->rank, w->job_uuid};
-    for (int p = 0; p < w->rank; p++) {
-        tempo__addr_t a;
-        memset(&a, 0, sizeof(a));
-        memcpy(&a.ss, w->peers[p].info.addr, w->peers[p].info.addr_len);
-        a.len = w->peers[p].info.addr_len;
-        int fd;
-        tempo_status_t st = tempo__sock_connect(&a, deadline, &fd);
-        if (st != TEMPO_OK) {
-            return tempo__err(st, "cannot connect to %s: %s",
-                              tempo__peer_desc(w, p, desc, sizeof(desc)), tempo__errmsg());
-        }
-        st = tempo__sock_send_all(fd, &me, sizeof(me), deadline, "peer");
-        if (st != TEMPO_OK) {
-            close(fd);
-            return tempo__err(st, "cannot greet %s: %s", tempo__peer_desc(w, p, desc, sizeof(desc)),
-                              tempo__errmsg());
-        }
-        TEMPO_CHECK(add_ep(t, p, fd));
+    tempo__addr_t a;
+    memset(&a, 0, sizeof(a));
+    memcpy(&a.ss, w->peers[p].info.addr, w->peers[p].info.addr_len);
+    a.len = w->peers[p].info.addr_len;
+    int fd;
+    tempo_status_t st = tempo__sock_connect(&a, deadline, &fd);
+    if (st != TEMPO_OK) {
+        return tempo__err(st, "cannot connect to %s: %s",
+                          tempo__peer_desc(w, p, desc, sizeof(desc)), tempo__errmsg());
     }
+    mchal_t ch;
+    hello_t h = {HELLO_MAGIC, w->rank, w->job_uuid, {0}, {0}};
+    mack_t ack;
+    uint8_t want[TEMPO__AUTH_MAC];
+    const char *what = "cannot greet";
+    st = tempo__sock_recv_all(fd, &ch, sizeof(ch), deadline, "peer");
+    if (st == TEMPO_OK && ch.magic != HELLO_MAGIC) {
+        st = tempo__err(TEMPO_ERR_REMOTE, "it did not answer as a tempo rank of this version");
+    }
+    if (st == TEMPO_OK && tempo__auth_random(h.nonce, sizeof(h.nonce)) != 0) {
+        st = TEMPO_ERR_SYSTEM;
+    }
+    if (st == TEMPO_OK) {
+        hello_mac(ch.nonce, &h, h.mac);
+        st = tempo__sock_send_all(fd, &h, sizeof(h), deadline, "peer");
+    }
+    if (st == TEMPO_OK) {
+        what = "had no answer from";
+        st = tempo__sock_recv_all(fd, &ack, sizeof(ack), deadline, "peer");
+    }
+    if (st == TEMPO_OK) {
+        ack_mac(&h, (int32_t)p, want);
+        if (ack.magic != HELLO_MAGIC || ack.rank != p ||
+            (tempo__auth_key() == 1 && !tempo__auth_equal(want, ack.mac))) {
+            what = "refused";
+            st = tempo__err(TEMPO_ERR_REMOTE, "its answer is not authenticated with this job's "
+                            "key (whoever listens at its address does not hold it)");
+        }
+    }
+    if (st != TEMPO_OK) {
+        close(fd);
+        return tempo__err(st, "%s %s: %s", what, tempo__peer_desc(w, p, desc, sizeof(desc)),
+                          tempo__errmsg());
+    }
+    return add_ep(t, p, fd);
+}
+
+/* Whether a whole hello, answering challenge chal, comes from a higher rank of this job that is
+ * not connected yet (why not, for the log). */
+static const char *hello_bad(tcp_tl_t *t, const uint8_t *chal, const hello_t *h)
+{
+    tempo__world_t *w = t->world;
+    uint8_t want[TEMPO__AUTH_MAC];
+    if (h->magic != HELLO_MAGIC || h->uuid != w->job_uuid) {
+        return "not a tempo rank of this job";
+    }
+    hello_mac(chal, h, want);
+    if (tempo__auth_key() == 1 && !tempo__auth_equal(want, h->mac)) {
+        return "its hello is not authenticated with this job's key";
+    }
+    if (h->rank <= w->rank || h->rank >= w->size || t->eps[h->rank]) {
+        return "not a higher rank of this job that is still to connect";
+    }
+    return NULL;
+}
+
+static tempo_status_t accept_all(tcp_tl_t *t, int lfd, uint64_t deadline)
+{
+    tempo__world_t *w = t->world;
     int expected = w->size - 1 - w->rank;
-    while (expected > 0) {
-        int fd;
-        tempo_status_t st = tempo__sock_accept(lfd, deadline, &fd);
-        if (st != TEMPO_OK) {
+    tempo__greeter_t g;
+    TEMPO_CHECK(tempo__greeter_init(&g, MESH_PENDING_MAX, sizeof(hello_t), MESH_HELLO_S, "tcp",
+                                    TEMPO_SUB_TRANSPORT));
+    mchal_t ch = {HELLO_MAGIC, 0, {0}}; /* (its nonce: the greeter's) */
+    tempo_status_t st = TEMPO_OK;
+    while (expected > 0 && st == TEMPO_OK) {
+        if (tempo__now_ns() >= deadline) {
             char missing[160] = "";
             size_t o = 0;
             for (int p = w->rank + 1; p < w->size && o < sizeof(missing) - 12; p++) {
@@ -181,23 +274,42 @@ static tempo_status_t connect_mesh(tcp_tl_t *t, int lfd, uint64_t deadline)
                         (size_t)snprintf(missing + o, sizeof(missing) - o, "%s%d", o ? "," : "", p);
                 }
             }
-            return tempo__err(st, "rank %d: ranks %s did not connect: %s", w->rank, missing,
-                              tempo__errmsg());
+            st = tempo__err(TEMPO_ERR_TIMEOUT, "rank %d: ranks %s did not connect: timed out",
+                            w->rank, missing);
+            break;
         }
-        hello_t h;
-        uint64_t hd = TEMPO_MIN(deadline, tempo__now_ns() + 10000000000ull);
-        if (tempo__sock_recv_all(fd, &h, sizeof(h), hd, "peer") != TEMPO_OK ||
-            h.magic != HELLO_MAGIC || h.uuid != w->job_uuid || h.rank <= w->rank ||
-            h.rank >= w->size || t->eps[h.rank]) {
-            TEMPO_WARN(TEMPO_SUB_TRANSPORT, "ignored a tcp connection that is not from a higher "
-                                            "rank of this job");
-            close(fd);
+        int i = tempo__greeter_next(&g, lfd, &ch, offsetof(mchal_t, nonce), deadline);
+        if (i < 0) {
             continue;
         }
-        TEMPO_CHECK(add_ep(t, h.rank, fd));
+        hello_t h;
+        memcpy(&h, g.c[i].buf, sizeof(h));
+        const char *bad = hello_bad(t, g.c[i].nonce, &h);
+        if (bad) {
+            tempo__greeter_drop(&g, i, bad);
+            continue;
+        }
+        mack_t ack = {HELLO_MAGIC, w->rank, {0}};
+        ack_mac(&h, w->rank, ack.mac);
+        int fd = tempo__greeter_take(&g, i);
+        st = tempo__sock_send_all(fd, &ack, sizeof(ack), deadline, "peer");
+        if (st != TEMPO_OK) {
+            close(fd);
+            break;
+        }
+        st = add_ep(t, h.rank, fd);
         expected--;
     }
-    return TEMPO_OK;
+    tempo__greeter_free(&g);
+    return st;
+}
+
+static tempo_status_t connect_mesh(tcp_tl_t *t, int lfd, uint64_t deadline)
+{
+    for (int p = 0; p < t->world->rank; p++) {
+        TEMPO_CHECK(connect_one(t, p, deadline));
+    }
+    return accept_all(t, lfd, deadline);
 }
 
 static void tcp_close(void *inst, int graceful, uint64_t deadline);

@@ -21,7 +21,9 @@
  *     32 bytes of garbage, 5 that close at once: the job (TEMPO_TIMEOUT 30 s; each
  *     connection has its own 5 s) still forms and an all-reduce across it works, every intruding
  *     connection is closed by rank 0; rank 0 listens at 127.0.0.1 only (the port on 127.0.0.2 is
- *     shut), and so does its data transport (every socket it listens on is at 127.0.0.1);
+ *     shut), and so does its data transport (every socket it listens on is at 127.0.0.1); 10
+ *     silent and 5 garbage connections at rank 0's data port (found in /proc) before rank 1
+ *     joins do not keep the tcp mesh from forming;
  *   - a job key (TEMPO_AUTH_KEY, TEMPO_AUTH_KEY_FILE): a job whose ranks share one forms and works;
  *     a process that knows the job (its TEMPO_ROOT and job id: the old "computable key") but
  *     holds another key, or none, is refused at once (TEMPO_ERR_BOOTSTRAP), and the job it tried
@@ -284,7 +286,8 @@ static int intrude(const char *addr)
 
 /* How many TCP sockets process pid listens on (its descriptors' inodes in /proc/net/tcp, state
  * 0A), and in bad the local addresses of those not at hex address want ("0100007F": 127.0.0.1). */
-static int listeners_off(pid_t pid, const char *want, char *bad, size_t len)
+static int listeners_off(pid_t pid, const char *want, char *bad, size_t len, int *ports,
+                         int maxports)
 {
     unsigned long inodes[256];
     int ni = 0, n = 0;
@@ -316,6 +319,10 @@ static int listeners_off(pid_t pid, const char *want, char *bad, size_t len)
         }
         for (int i = 0; i < ni; i++) {
             if (inodes[i] == ino) {
+                const char *colon = strchr(local, ':');
+                if (n < maxports && colon) {
+                    ports[n] = (int)strtol(colon + 1, NULL, 16);
+                }
                 n++;
                 if (strncmp(local, want, strlen(want)) != 0) {
                     size_t o = strlen(bad);
@@ -376,9 +383,30 @@ static void intruders(void)
     /* rank 0's listening sockets, while it waits for rank 1: the rendezvous and its data
      * transport's, both on 127.0.0.1 */
     char bad[200];
-    int nl = listeners_off(job.pid[0], "0100007F", bad, sizeof(bad));
+    int ports[8] = {0}, root_port = atoi(strrchr(job.root, ':') + 1), data_port = 0;
+    int nl = listeners_off(job.pid[0], "0100007F", bad, sizeof(bad), ports, 8);
     TAP_OK(nl >= 2 && !bad[0], "intruders: rank 0 listens on 127.0.0.1 only (%d listening "
            "sockets%s%s)", nl, bad[0] ? "; elsewhere: " : "", bad);
+    for (int i = 0; i < nl && i < 8; i++) {
+        data_port = ports[i] != root_port ? ports[i] : data_port;
+    }
+    /* and at its data port (tcp mesh): 10 silent connections and 5 of garbage, which its mesh
+     * setup must not wait for (each has its own 5 s; the job's deadline is 30 s) */
+    enum { DSILENT = 10, DJUNK = 5 };
+    int dfd[DSILENT + DJUNK], dmade = 0;
+    char daddr[64];
+    snprintf(daddr, sizeof(daddr), "127.0.0.1:%d", data_port);
+    for (int i = 0; i < DSILENT + DJUNK; i++) {
+        dfd[i] = data_port ? intrude(daddr) : -1;
+        dmade += dfd[i] >= 0;
+        if (dfd[i] >= 0 && i >= DSILENT) {
+            char junk[128];
+            memset(junk, 0x5a + i, sizeof(junk));
+            (void)!write(dfd[i], junk, sizeof(junk));
+        }
+    }
+    TAP_OK(dmade == DSILENT + DJUNK, "intruders: %d of %d connections made to rank 0's data "
+           "port %d", dmade, DSILENT + DJUNK, data_port);
     job_go(&job, 1);
     expect_ranks(&job, "intruders at the rendezvous", 0x3, TEMPO_OK, NULL, NULL);
     TAP_OK(job_status_of(&job, 0, "sum") == 3 && job_status_of(&job, 1, "sum") == 3,
@@ -400,6 +428,11 @@ static void intruders(void)
     }
     TAP_OK(closed == SILENT + SLOW + GARBAGE, "intruders at the rendezvous: %d of %d held "
            "connections closed by rank 0", closed, SILENT + SLOW + GARBAGE);
+    for (int i = 0; i < DSILENT + DJUNK; i++) {
+        if (dfd[i] >= 0) {
+            close(dfd[i]);
+        }
+    }
     finish(&job, "intruders at the rendezvous");
 }
 
