@@ -2,9 +2,10 @@
  * test_quant.c — the level quantizers through the compressor API (quant/quant.c, quant/levels.c):
  *   unbiased   for qsgd, qsgdinf, nuqsgd, terngrad, alq, amq (both level conventions where they
  *              apply): the mean of 1e5 encode/decode round trips of one fixed bucket; the error
- *              summed over coordinates is within 3 standard errors and no coordinate is beyond 4.5
+ *              summed over coordinates is within 5 standard errors and no coordinate is beyond 5.5
+ *              (bounds for about one false alarm in 10^5 runs: the seed is drawn anew each run)
  *   variance   the empirical variance of every coordinate equals (hi - r)(r - lo) ||v||^2 on the
- *              compressor's own table (tempo_compressor_levels), within 4.5 standard errors of a
+ *              compressor's own table (tempo_compressor_levels), within 5.5 standard errors of a
  *              sample variance of two-point draws (coordinates expected to move at least 200
  *              times either way, where that error is close to normal)
  *   identity   a bucket of 8192 Gaussian coordinates, all below 1/7 after L2 normalization, on
@@ -96,14 +97,19 @@ static void check_moments(const char *spec, size_t d, int draws)
             }
         }
     }
+    /* The bounds are set for a false alarm about once in 10^5 runs of the whole test (the seed
+     * is drawn anew each run): P(|z| > 5) = 5.7e-7 for the sum, P(|z| > 5.5) = 3.8e-8 for each of
+     * 64 coordinates, over 11 specs. (At 3 and 4.5 that reckoning gives about once in 30 runs;
+     * CI at ec7e3a1 failed so, terngrad's sum at 3.33.) A biased rounding is off by a fraction of a level gap, which
+     * is hundreds of standard errors at 100000 draws. */
     double zall = zsum / sqrt((double)d);
-    TAP_OK(fabs(zall) < 3 && zmax < 4.5,
-           "%s unbiased: summed error %.2f standard errors (bound 3), worst coordinate %.2f "
-           "(bound 4.5)",
+    TAP_OK(fabs(zall) < 5 && zmax < 5.5,
+           "%s unbiased: summed error %.2f standard errors (bound 5), worst coordinate %.2f "
+           "(bound 5.5)",
            spec, zall, zmax);
-    TAP_OK(vworst < 4.5,
+    TAP_OK(vworst < 5.5,
            "%s: per-coordinate variance (hi-r)(r-lo)||v||^2, worst coordinate %.2f standard "
-           "errors away (bound 4.5)",
+           "errors away (bound 5.5)",
            spec, vworst);
     free(v);
     free(y);
