@@ -31,7 +31,7 @@
  *     refuses its reply (an impostor at the rendezvous); a key file readable by others is refused
  *     at once on every rank, a private one works; without a key, a job across hosts
  *     (TEMPO_HOST_ID=%r) says once, on rank 0, that it is not authenticated, and with one it
- *     does not.
+ *     does not. (A build without libcrypto: a key is refused at once on every rank, saying so.)
  */
 #include "config.h"
 
@@ -440,6 +440,18 @@ static void intruders(void)
 static void job_key(void)
 {
     static job_t job;
+#if !TEMPO_HAVE_CRYPTO
+    {
+        /* a build without libcrypto: a key is refused at once, saying why */
+        static const char *const env[] = {"TEMPO_TIMEOUT=30s", "TEMPO_AUTH_KEY=k1-shared", NULL};
+        bs_arg_t a = {{{0, NULL}}, -1, 0};
+        job_start(&job, 2, env, bs_rank, &a);
+        expect_ranks(&job, "a job key in a build without libcrypto", 0x3, TEMPO_ERR_UNSUPPORTED,
+                     "no libcrypto", NULL);
+        finish(&job, "a job key in a build without libcrypto");
+        return;
+    }
+#endif
     {
         static const char *const env[] = {"TEMPO_TIMEOUT=30s", "TEMPO_AUTH_KEY=k1-shared", NULL};
         bs_arg_t a = {{{0, NULL}}, -1, 1};
