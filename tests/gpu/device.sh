@@ -26,7 +26,7 @@ command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,m
     --format=csv,noheader
 step "build the GPU programs" 300 make -C "$B" tests/gpu/gpu_kernels perf/gpu_kernels_bench
 step "build the library's GPU test" 300 make -C "$B" tests/gpu/gpu_coll tests/gpu/fake/libcuda.so.1 \
-    tests/gpu/fake/libnccl.so.2
+    tests/gpu/fake/libnccl.so.2 tests/gpu/fake/libnccl_shim.so
 step "device buffers in the collectives (tests/gpu/gpu_coll)" 300 sh -c \
     "'$B/tests/gpu/gpu_coll' | tee /tmp/gpu_coll.tap; ! grep -q '^not ok\|^Bail out' /tmp/gpu_coll.tap"
 step "kernels against the host (tests/gpu/gpu_kernels)" 300 sh -c \

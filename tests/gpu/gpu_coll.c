@@ -32,7 +32,12 @@
  *              counts (rank_stream) and broadcast roots fail on every rank with what differs;
  *              a peer 8 s late (TEMPO_TIMEOUT 3 s) or dead in the middle of a call: rank 0's
  *              NCCL call fails within 10 s naming rank 1 (its NCCL work aborted)
- *   device nccl  where a device answers: the device cases at 1 rank on the real NCCL
+ *   shim       NCCL through tests/gpu/nccl_shim.c (fails a call on demand, forwards the rest), over
+ *              the stand-in NCCL here: the forced failures above at 1 and 3 ranks, through the
+ *              shim
+ *   device nccl  where a device answers: the device cases at 1 rank on the real NCCL, then a
+ *              forced error out of it through the shim (sync and async): the failing call and
+ *              every later one fail, naming NCCL and rank 0
  * (invalid also checks that a stream without a usable driver is TEMPO_ERR_UNSUPPORTED.)
  */
 #include "config.h"
@@ -50,8 +55,9 @@
 #endif
 
 enum { V_INVALID, V_DECLARED, V_ONE_RANK, V_FAKE, V_NOTHREAD, V_NCCL, V_NCCL_MIXED, V_NCCL_MIXED0,
-       V_NCCL_SYNC, V_NCCL_ASYNC, V_NCCL_ROOTS, V_NCCL_LATE, V_NCCL_DEATH, V_IPC, V_DEVICE,
-       V_DEVICE_NCCL, V_DEVICE_IPC };
+       V_NCCL_SYNC, V_NCCL_ASYNC, V_NCCL_ROOTS, V_NCCL_LATE, V_NCCL_DEATH, V_SHIM_SYNC,
+       V_SHIM_ASYNC, V_IPC, V_DEVICE, V_DEVICE_NCCL, V_DEVICE_IPC, V_DEVICE_SHIM_SYNC,
+       V_DEVICE_SHIM_ASYNC };
 
 typedef struct {
     int variant;
@@ -601,24 +607,42 @@ static int rank_nccl_peer(tempo_comm_t comm, int rank, int n, int death)
 /* A forced NCCL failure on rank 1 (FAKE_NCCL_FAIL=sync or async, its second NCCL call): every
  * rank's call fails within 10 s (TEMPO_TIMEOUT 30 s), naming NCCL and rank 1, none TEMPO_OK; the
  * communicator stays failed (a third call fails at once). */
-static int rank_nccl_fail(tempo_comm_t comm, int rank, int n, const char *how)
+static int rank_nccl_fail(tempo_comm_t comm, int rank, int n, const char *how, int fake)
 {
-    int ok = use_fake();
+    int ok = 1;
+    if (fake) {
+        ok = use_fake();
+    } else {
+        cudaError_t e = cudaSetDevice(0);
+        ok = rk_check(e == cudaSuccess, "nccl %s: rank %d: cudaSetDevice(0): %s", how, rank,
+                      cudaGetErrorString(e));
+        dev.alloc = rt_alloc, dev.free = rt_free, dev.copy = rt_copy;
+    }
+    /* the failing rank (the stand-in's FAKE_NCCL_FAIL_RANK, or the shim's) */
+    const char *sf = getenv("NCCL_SHIM_FAIL");
+    const char *fr = sf && *sf ? getenv("NCCL_SHIM_FAIL_RANK") : getenv("FAKE_NCCL_FAIL_RANK");
+    char on[32];
+    snprintf(on, sizeof(on), "on rank %d", fr ? atoi(fr) : 1);
     tempo_status_t st;
     long bad = nccl_allreduce(comm, rank, n, 1000, 1, &st);
     /* (exact; or, on a rank still waiting for it when rank 1's second call failed the
      * communicator, failed with that: a call in flight when its communicator fails, fails too) */
     const char *e1 = tempo_last_error(comm);
-    ok &= rk_check(bad == 0 || (st != TEMPO_OK && strstr(e1, "NCCL") && strstr(e1, "on rank 1")),
+    ok &= rk_check(bad == 0 || (st != TEMPO_OK && strstr(e1, "NCCL") && strstr(e1, on)),
                    "nccl %s: rank %d: the first call: %s, %ld wrong (%s)", how, rank,
                    tempo_status_name(st), bad, st == TEMPO_OK ? "" : e1);
     double t0 = rk_now();
     bad = nccl_allreduce(comm, rank, n, 1000, 1, &st);
     double took = rk_now() - t0;
     const char *e = tempo_last_error(comm);
-    ok &= rk_check(st != TEMPO_OK && took < 10 && strstr(e, "NCCL") && strstr(e, "on rank 1"),
-                   "nccl %s: rank %d: the second, failing on rank 1: fails in %.2f s (%s: %s)",
-                   how, rank, took, tempo_status_name(st), e);
+    /* (through the shim, an asynchronous failure leaves the call to run: the other ranks' may
+     * finish, exactly, before the failing rank has found its error and failed the communicator;
+     * the third call fails everywhere) */
+    int may_finish = sf && *sf && !strcmp(how, "async") && rank != (fr ? atoi(fr) : 1);
+    ok &= rk_check((st != TEMPO_OK && took < 10 && strstr(e, "NCCL") && strstr(e, on)) ||
+                       (may_finish && st == TEMPO_OK && bad == 0),
+                   "nccl %s: rank %d: the second, failing %s: fails in %.2f s (%s: %s)", how,
+                   rank, on, took, tempo_status_name(st), e);
     bad = nccl_allreduce(comm, rank, n, 1000, 1, &st);
     ok &= rk_check(st != TEMPO_OK, "nccl %s: rank %d: a third call: %s (%s)", how, rank,
                    tempo_status_name(st), tempo_last_error(comm));
@@ -1021,8 +1045,12 @@ static int rank_main(int rank, int size, void *arg)
     case V_NCCL: rc = rank_nccl(comm, rank, size); break;
     case V_NCCL_MIXED: rc = rank_nccl_mixed(comm, rank, size, 0); break;
     case V_NCCL_MIXED0: rc = rank_nccl_mixed(comm, rank, size, 1); break;
-    case V_NCCL_SYNC: rc = rank_nccl_fail(comm, rank, size, "sync"); break;
-    case V_NCCL_ASYNC: rc = rank_nccl_fail(comm, rank, size, "async"); break;
+    case V_NCCL_SYNC:
+    case V_SHIM_SYNC: rc = rank_nccl_fail(comm, rank, size, "sync", 1); break;
+    case V_NCCL_ASYNC:
+    case V_SHIM_ASYNC: rc = rank_nccl_fail(comm, rank, size, "async", 1); break;
+    case V_DEVICE_SHIM_SYNC: rc = rank_nccl_fail(comm, rank, size, "sync", 0); break;
+    case V_DEVICE_SHIM_ASYNC: rc = rank_nccl_fail(comm, rank, size, "async", 0); break;
     case V_NCCL_ROOTS: rc = rank_nccl_roots(comm, rank, size); break;
     case V_NCCL_LATE: rc = rank_nccl_peer(comm, rank, size, 0); break;
     case V_NCCL_DEATH: rc = rank_nccl_peer(comm, rank, size, 1); break;
@@ -1042,7 +1070,10 @@ static void run(const char *label, int n, int variant)
 {
     char drv[PATH_MAX + 32] = "TEMPO_TIMEOUT=30s", lib[PATH_MAX + 32] = "TEMPO_TIMEOUT=30s";
     char fake[PATH_MAX];
-    int nccl = variant >= V_NCCL && variant <= V_NCCL_DEATH;
+    int nccl = variant >= V_NCCL && variant <= V_SHIM_ASYNC;
+    int shim = variant == V_SHIM_SYNC || variant == V_SHIM_ASYNC ||
+               variant == V_DEVICE_SHIM_SYNC || variant == V_DEVICE_SHIM_ASYNC;
+    char shim_lib[PATH_MAX + 32] = "NCCL_SHIM_REAL=libnccl.so.2", shim_fail[64] = "NCCL_SHIM_FAIL=";
     if (variant == V_FAKE || variant == V_IPC || variant == V_NOTHREAD || nccl) {
         if (!realpath("tests/gpu/fake/libcuda.so.1", fake)) {
             TAP_OK(0, "%s: tests/gpu/fake/libcuda.so.1: %s (run from the build directory)", label,
@@ -1058,14 +1089,27 @@ static void run(const char *label, int n, int variant)
             return;
         }
         snprintf(lib, sizeof(lib), "TEMPO_NCCL_LIBRARY=%s", fake);
+        snprintf(shim_lib, sizeof(shim_lib), "NCCL_SHIM_REAL=%s", fake); /* (over the stand-in) */
+    }
+    if (shim) { /* NCCL (the real one on a GPU) through the shim that fails on demand */
+        if (!realpath("tests/gpu/fake/libnccl_shim.so", fake)) {
+            TAP_OK(0, "%s: tests/gpu/fake/libnccl_shim.so: %s (run from the build directory)",
+                   label, strerror(errno));
+            return;
+        }
+        snprintf(lib, sizeof(lib), "TEMPO_NCCL_LIBRARY=%s", fake);
+        snprintf(shim_fail, sizeof(shim_fail), "NCCL_SHIM_FAIL=%s",
+                 variant == V_SHIM_SYNC || variant == V_DEVICE_SHIM_SYNC ? "sync" : "async");
     }
     const char *fail = variant == V_NCCL_SYNC ? "FAKE_NCCL_FAIL=sync"
                        : variant == V_NCCL_ASYNC ? "FAKE_NCCL_FAIL=async" : "FAKE_NCCL_FAIL=";
     int peer = variant == V_NCCL_LATE || variant == V_NCCL_DEATH;
     const char *env[] = {peer ? "TEMPO_TIMEOUT=3s" : "TEMPO_TIMEOUT=30s", drv, lib,
                          "FAKE_CUDA_MEMSET_MS=30", "FAKE_CUDA_COPY_MS_PER_MB=2",
-                         nccl || variant == V_DEVICE_NCCL ? "TEMPO_GPU_BACKEND=nccl"
-                                                          : "TEMPO_GPU_BACKEND=native",
+                         nccl || shim || variant == V_DEVICE_NCCL ? "TEMPO_GPU_BACKEND=nccl"
+                                                                  : "TEMPO_GPU_BACKEND=native",
+                         shim_lib, shim_fail, "NCCL_SHIM_FAIL_CALL=2",
+                         n == 1 ? "NCCL_SHIM_FAIL_RANK=0" : "NCCL_SHIM_FAIL_RANK=1",
                          fail, "FAKE_NCCL_FAIL_RANK=1", "FAKE_NCCL_FAIL_CALL=2",
                          variant == V_IPC || variant == V_DEVICE_IPC ? "TEMPO_GPU_IPC=1"
                                                                      : "FAKE_NCCL_FAIL_RANK=1",
@@ -1124,6 +1168,10 @@ int main(void)
     run("nccl roots", 3, V_NCCL_ROOTS);
     run("nccl late peer", 2, V_NCCL_LATE);
     run("nccl dead peer", 2, V_NCCL_DEATH);
+    for (int n = 1; n <= 3; n += 2) { /* (at 1 rank as on the GPU machine: rank 0 fails) */
+        run("nccl through the failing shim, sync", n, V_SHIM_SYNC);
+        run("nccl through the failing shim, async", n, V_SHIM_ASYNC);
+    }
 #endif
 #endif
     char why[200];
@@ -1143,8 +1191,11 @@ int main(void)
             run("device ipc", n, V_DEVICE_IPC);
         }
 #if TEMPO_HAVE_NCCL
-        /* NCCL itself: one rank (NCCL refuses two ranks on one GPU) */
+        /* NCCL itself: one rank (NCCL refuses two ranks on one GPU); then a forced error out
+         * of it (the shim over the real libnccl.so.2 fails the second call) */
         run("device nccl", 1, V_DEVICE_NCCL);
+        run("device nccl, a forced error (sync)", 1, V_DEVICE_SHIM_SYNC);
+        run("device nccl, a forced error (async)", 1, V_DEVICE_SHIM_ASYNC);
 #endif
     } else {
         have_device(why, sizeof(why));

@@ -20,10 +20,16 @@ CLEANFILES += %reldir%/fake/libcuda.so.1
 		-I$(top_srcdir)/include -I$(top_builddir) -o $@ \
 		$(top_srcdir)/%reldir%/fake_cuda.c $(PTHREAD_LIBS) -lm
 endif
-# gpu_coll's stand-in NCCL (fake_nccl.c), for its TEMPO_GPU_BACKEND=nccl jobs.
+# gpu_coll's stand-in NCCL (fake_nccl.c), for its TEMPO_GPU_BACKEND=nccl jobs, and the shim that
+# makes NCCL (the stand-in here, the real one on a GPU) fail a call on demand (nccl_shim.c).
+EXTRA_DIST += %reldir%/nccl_shim.c
 if HAVE_NCCL
-check_DATA += %reldir%/fake/libnccl.so.2
-CLEANFILES += %reldir%/fake/libnccl.so.2
+check_DATA += %reldir%/fake/libnccl.so.2 %reldir%/fake/libnccl_shim.so
+CLEANFILES += %reldir%/fake/libnccl.so.2 %reldir%/fake/libnccl_shim.so
+%reldir%/fake/libnccl_shim.so: $(top_srcdir)/%reldir%/nccl_shim.c
+	@$(MKDIR_P) %reldir%/fake
+	$(AM_V_CC)$(CC) -shared -fPIC -O1 -Wall $(CUDA_CPPFLAGS) $(NCCL_CPPFLAGS) -o $@ \
+		$(top_srcdir)/%reldir%/nccl_shim.c $(PTHREAD_LIBS) -ldl
 %reldir%/fake/libnccl.so.2: $(top_srcdir)/%reldir%/fake_nccl.c
 	@$(MKDIR_P) %reldir%/fake
 	$(AM_V_CC)$(CC) -shared -fPIC -O1 -Wall $(CUDA_CPPFLAGS) $(NCCL_CPPFLAGS) -o $@ \
