@@ -25,6 +25,9 @@
 #define KEY_MAX 4096
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
+#if TEMPO_HAVE_CRYPTO
+static EVP_MAC *hmac; /* OpenSSL's HMAC, fetched with the key (NULL: none, or the fetch failed) */
+#endif
 static unsigned char key[KEY_MAX];
 static size_t key_len;
 static int key_state; /* 1: a key, 0: none, < 0: the error */
@@ -79,7 +82,13 @@ static void load(void)
     } else {
         key_state = load_file(file);
     }
-#if !TEMPO_HAVE_CRYPTO
+#if TEMPO_HAVE_CRYPTO
+    if (key_state == 1 && !(hmac = EVP_MAC_fetch(NULL, "HMAC", NULL))) {
+        memset(key, 0, sizeof(key));
+        key_state = fail(TEMPO_ERR_SYSTEM, "%s%s", "OpenSSL's libcrypto has no HMAC "
+                         "(EVP_MAC_fetch failed): this rank cannot authenticate", "");
+    }
+#else
     if (key_state == 1) {
         memset(key, 0, sizeof(key));
         key_state = fail(TEMPO_ERR_UNSUPPORTED, "%s%s", "an authentication key is set "
@@ -124,8 +133,7 @@ void tempo__auth_mac(const char *label, int nparts, const void *const *p, const 
         return;
     }
     /* (OpenSSL 3's EVP_MAC: HMAC with SHA-256) */
-    EVP_MAC *mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
-    EVP_MAC_CTX *c = mac ? EVP_MAC_CTX_new(mac) : NULL;
+    EVP_MAC_CTX *c = EVP_MAC_CTX_new(hmac);
     char digest[] = "SHA256";
     OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
                            OSSL_PARAM_construct_end()};
@@ -139,7 +147,6 @@ void tempo__auth_mac(const char *label, int nparts, const void *const *p, const 
         memset(out, 0, TEMPO__AUTH_MAC);
     }
     EVP_MAC_CTX_free(c);
-    EVP_MAC_free(mac);
 #else
     (void)label, (void)nparts, (void)p, (void)n;
 #endif

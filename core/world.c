@@ -54,20 +54,12 @@ tempo_status_t tempo__world_create(int rank, int size, const tempo__peer_info_t 
      * peer every message arrives on a socket, which wakes a sleeping wait at once. */
     w->sleep_at_once = w->oversubscribed && w->nlocal == 1;
     if (rank == 0 && w->nlocal < size && tempo__auth_key() == 0) {
-        uint64_t hosts = 0;
-        for (int r = 0; r < size; r++) { /* (hosts: ranks whose host is first seen at r) */
-            int seen = 0;
-            for (int q = 0; q < r && !seen; q++) {
-                seen = table[q].host_id == table[r].host_id;
-            }
-            hosts += !seen;
-        }
         TEMPO_WARN(TEMPO_SUB_INIT,
-                   "THIS JOB IS NOT AUTHENTICATED: its %d ranks span %llu hosts and no job key is "
-                   "set, so anyone who can reach the rendezvous address can join it, read what it "
-                   "sends and inject data; set the same TEMPO_AUTH_KEY (or TEMPO_AUTH_KEY_FILE) on "
-                   "every rank (README: Security)",
-                   size, (unsigned long long)hosts);
+                   "THIS JOB IS NOT AUTHENTICATED: %d of its %d ranks are on other hosts and no job "
+                   "key is set, so anyone who can reach the rendezvous address can join it, read "
+                   "what it sends and inject data; set the same TEMPO_AUTH_KEY (or "
+                   "TEMPO_AUTH_KEY_FILE) on every rank (README: Security)",
+                   size - w->nlocal, size);
     }
     *world_p = w;
     return TEMPO_OK;

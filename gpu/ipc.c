@@ -220,13 +220,16 @@ tempo_status_t tempo__ipc_allreduce(struct tempo_comm *c, const void *sendbuf, v
         st = tempo_wait(&req);
     }
     char why[160];
-    if (st != TEMPO_OK || !decide(all, n, why, sizeof(why))) {
-        if (st == TEMPO_OK) {
-            TEMPO_DEBUG(TEMPO_SUB_COLL, "all-reduce of %zu elements host-staged, not through "
-                        "CUDA IPC: %s", count, why);
-        }
+    if (st != TEMPO_OK) {
         tempo__free(all);
-        return st;
+        return tempo__err(st, "allreduce of %zu x %s through CUDA IPC: %s", count,
+                          tempo_dtype_name(dtype), tempo__errmsg());
+    }
+    if (!decide(all, n, why, sizeof(why))) {
+        TEMPO_DEBUG(TEMPO_SUB_COLL, "all-reduce of %zu elements host-staged, not through CUDA "
+                    "IPC: %s", count, why);
+        tempo__free(all);
+        return TEMPO_OK;
     }
     *taken = 1;
     size_t esz = tempo_dtype_size(dtype);
@@ -291,8 +294,9 @@ tempo_status_t tempo__ipc_allreduce(struct tempo_comm *c, const void *sendbuf, v
         st = agree(c, mine == TEMPO_OK, &all_ok);
     }
     tempo__free(all);
-    if (st != TEMPO_OK) {
-        return st; /* an agreement failed: its message names why (a peer died, a deadline) */
+    if (st != TEMPO_OK) { /* an agreement failed: its message names why (a peer died, a deadline) */
+        return tempo__err(st, "allreduce of %zu x %s through CUDA IPC: %s", count,
+                          tempo_dtype_name(dtype), tempo__errmsg());
     }
     if (mine != TEMPO_OK) {
         return tempo__err(mine, "all-reduce through CUDA IPC: %s", err);

@@ -4,7 +4,7 @@
 # a fatbin that gpu/cuda.c loads through the driver, into the library (without nvcc the library
 # has no kernels: device buffers are then always staged through host memory).
 libtempo_core_la_SOURCES += %reldir%/cuda.c %reldir%/nccl.c %reldir%/ipc.c
-noinst_HEADERS += %reldir%/cuda.h %reldir%/nccl.h %reldir%/ipc.h
+noinst_HEADERS += %reldir%/cuda.h %reldir%/nccl.h %reldir%/nccl_api.h %reldir%/ipc.h
 AM_CPPFLAGS += $(CUDA_CPPFLAGS) $(NCCL_CPPFLAGS)
 
 # nvcc's flags for every kernel build: -fmad=false and no fast math (core/elem.h: the host's bits).

@@ -22,31 +22,10 @@
 
 #if TEMPO_HAVE_CUDA && TEMPO_HAVE_NCCL
 #include <dlfcn.h>
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wstrict-prototypes" /* (nccl.h declares f() functions) */
-#include <nccl.h>
-#pragma GCC diagnostic pop
+#include "gpu/nccl_api.h"
 #include <pthread.h>
 
-static struct {
-    ncclResult_t (*get_unique_id)(ncclUniqueId *);
-    ncclResult_t (*init_rank)(ncclComm_t *, int, ncclUniqueId, int);
-    ncclResult_t (*destroy)(ncclComm_t);
-    ncclResult_t (*abort)(ncclComm_t);
-    ncclResult_t (*async_error)(ncclComm_t, ncclResult_t *);
-    const char *(*error_string)(ncclResult_t);
-    ncclResult_t (*version)(int *);
-    ncclResult_t (*all_reduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
-                               ncclComm_t, cudaStream_t);
-    ncclResult_t (*reduce_scatter)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
-                                   ncclComm_t, cudaStream_t);
-    ncclResult_t (*all_gather)(const void *, void *, size_t, ncclDataType_t, ncclComm_t,
-                               cudaStream_t);
-    ncclResult_t (*broadcast)(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t,
-                              cudaStream_t);
-    ncclResult_t (*reduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, int,
-                           ncclComm_t, cudaStream_t);
-} nc;
+static tempo__nccl_api_t nc;
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int loaded, nccl_version;
@@ -63,20 +42,9 @@ static void load(void)
         snprintf(why_not, sizeof(why_not), "no NCCL library (%s)", dlerror());
         return;
     }
-    static const tempo__dlsym_t syms[] = {
-        {"ncclGetUniqueId", (void **)&nc.get_unique_id, 0},
-        {"ncclCommInitRank", (void **)&nc.init_rank, 0},
-        {"ncclCommDestroy", (void **)&nc.destroy, 0},
-        {"ncclCommAbort", (void **)&nc.abort, 0},
-        {"ncclCommGetAsyncError", (void **)&nc.async_error, 0},
-        {"ncclGetErrorString", (void **)&nc.error_string, 0},
-        {"ncclGetVersion", (void **)&nc.version, 0},
-        {"ncclAllReduce", (void **)&nc.all_reduce, 0},
-        {"ncclReduceScatter", (void **)&nc.reduce_scatter, 0},
-        {"ncclAllGather", (void **)&nc.all_gather, 0},
-        {"ncclBroadcast", (void **)&nc.broadcast, 0},
-        {"ncclReduce", (void **)&nc.reduce, 0},
-    };
+#define SYM(member, name) {name, (void **)&nc.member, 0},
+    static const tempo__dlsym_t syms[] = {TEMPO__NCCL_ENTRY_POINTS(SYM)};
+#undef SYM
     const char *missing = tempo__dl_resolve(h, syms, TEMPO_ARRAY_SIZE(syms), NULL);
     if (missing) {
         snprintf(why_not, sizeof(why_not), "the NCCL library lacks %s", missing);

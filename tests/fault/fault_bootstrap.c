@@ -130,11 +130,17 @@ static void finish(job_t *j, const char *name)
     job_free(j);
 }
 
+/* A mkdtemp/mkstemp template for stem in the test's temporary directory ($TMPDIR, else /tmp). */
+static void tmp_template(char *buf, size_t len, const char *stem)
+{
+    const char *base = getenv("TMPDIR");
+    snprintf(buf, len, "%s/%s.XXXXXX", base && *base ? base : "/tmp", stem);
+}
+
 /* A fresh directory for TMPDIR, and its tempo-<uid> path. */
 static void fresh_tmpdir(char *dir, size_t len, char *rdv, size_t rlen, char *envvar, size_t elen)
 {
-    const char *base = getenv("TMPDIR");
-    snprintf(dir, len, "%s/fault_bs.XXXXXX", base && *base ? base : "/tmp");
+    tmp_template(dir, len, "fault_bs");
     if (!mkdtemp(dir)) {
         printf("Bail out! mkdtemp %s: %s\n", dir, strerror(errno));
         exit(1);
@@ -489,7 +495,8 @@ static void job_key(void)
         finish(&job, "a rank 0 with another key");
     }
     for (int keyed = 0; keyed < 2; keyed++) {
-        char dir[] = "/tmp/fault_bs_log.XXXXXX", setv[80], path[80];
+        char dir[PATH_MAX], setv[PATH_MAX + 32], path[PATH_MAX + 16];
+        tmp_template(dir, sizeof(dir), "fault_bs_log");
         if (!mkdtemp(dir)) {
             TAP_OK(0, "a job across hosts: mkdtemp: %s", strerror(errno));
             break;
@@ -521,7 +528,8 @@ static void job_key(void)
                "times, rank 1 %d times", name, says[0], says[1]);
     }
     for (int priv = 0; priv < 2; priv++) {
-        char path[] = "/tmp/fault_bs_key.XXXXXX", setv[64];
+        char path[PATH_MAX], setv[PATH_MAX + 32];
+        tmp_template(path, sizeof(path), "fault_bs_key");
         int fd = mkstemp(path);
         int made = fd >= 0 && write(fd, "k3-from-a-file\n", 15) == 15 &&
                    fchmod(fd, priv ? 0600 : 0644) == 0;

@@ -56,7 +56,7 @@
 
 enum { V_INVALID, V_DECLARED, V_ONE_RANK, V_FAKE, V_NOTHREAD, V_NCCL, V_NCCL_MIXED, V_NCCL_MIXED0,
        V_NCCL_SYNC, V_NCCL_ASYNC, V_NCCL_ROOTS, V_NCCL_LATE, V_NCCL_DEATH, V_SHIM_SYNC,
-       V_SHIM_ASYNC, V_IPC, V_DEVICE, V_DEVICE_NCCL, V_DEVICE_IPC, V_DEVICE_SHIM_SYNC,
+       V_SHIM_ASYNC, V_IPC, V_IPC_LATE, V_IPC_DEATH, V_DEVICE, V_DEVICE_NCCL, V_DEVICE_IPC, V_DEVICE_SHIM_SYNC,
        V_DEVICE_SHIM_ASYNC };
 
 typedef struct {
@@ -172,14 +172,20 @@ static int use_fake(void)
                     path ? path : "(TEMPO_CUDA_DRIVER unset)", h ? "loaded" : dlerror());
 }
 
+/* A counter of a stand-in library of this process: name (fake_cuda_copies, fake_cuda_launches,
+ * fake_cuda_ipc_opens; fake_nccl_calls) in the library that variable env names; 0 without it. */
+static unsigned long long fake_count(const char *env, const char *name)
+{
+    const char *path = getenv(env);
+    void *h = path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
+    unsigned long long (*f)(void) = h ? (unsigned long long (*)(void))dlsym(h, name) : NULL;
+    return f ? f() : 0;
+}
+
 /* NCCL calls made so far by the stand-in NCCL of this process (0 without it). */
 static unsigned long long nccl_calls(void)
 {
-    const char *path = getenv("TEMPO_NCCL_LIBRARY");
-    void *h = path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
-    unsigned long long (*f)(void) = h ? (unsigned long long (*)(void))dlsym(h, "fake_nccl_calls")
-                                      : NULL;
-    return f ? f() : 0;
+    return fake_count("TEMPO_NCCL_LIBRARY", "fake_nccl_calls");
 }
 
 /* Whether this job runs TEMPO_GPU_BACKEND=nccl. */
@@ -483,8 +489,6 @@ static int rank_bucketer(tempo_comm_t comm, int rank, int n)
 
 static int rank_device(tempo_comm_t comm, int rank, int n, int fake);
 
-#if TEMPO_HAVE_NCCL
-
 /* An all-reduce of count float32 sums, every rank's input val(rank, i), on the device (dev) or
  * not; the wrong elements' count, or -1 when the call failed (*st). */
 static long nccl_allreduce(tempo_comm_t comm, int rank, int n, size_t count, int on_dev,
@@ -509,6 +513,50 @@ static long nccl_allreduce(tempo_comm_t comm, int rank, int n, size_t count, int
     free(h);
     return bad;
 }
+
+/* Deadlines and deaths hold on NCCL calls and on all-reduces through CUDA IPC too
+ * (TEMPO_TIMEOUT=3s here): rank 1 makes its second call 8 s late (late) or dies 0.5 s into rank
+ * 0's (death, SIGKILL); rank 0's call (an NCCL call, which NCCL alone would leave waiting forever;
+ * or, with TEMPO_GPU_IPC=1, one that took IPC: a kernel launch seen in the first) fails within
+ * 10 s naming rank 1 (TEMPO_ERR_TIMEOUT, or the peer's death), and its NCCL work is aborted (the
+ * call returns at all). */
+static int rank_nccl_peer(tempo_comm_t comm, int rank, int n, int death)
+{
+    int ok = use_fake();
+    tempo_status_t st;
+    /* (a blocking all-reduce of device buffers: NCCL's; with TEMPO_GPU_IPC=1, through IPC) */
+    const char *what = getenv("TEMPO_GPU_IPC") ? "ipc" : "nccl";
+    unsigned long long l0 = fake_count("TEMPO_CUDA_DRIVER", "fake_cuda_launches");
+    long bad = nccl_allreduce(comm, rank, n, 1000, 1, &st);
+    unsigned long long l1 = fake_count("TEMPO_CUDA_DRIVER", "fake_cuda_launches");
+    ok &= rk_check(bad == 0 && (strcmp(what, "ipc") || l1 > l0),
+                   "%s %s: rank %d: the first call: %s, %ld wrong (%llu kernel launches)", what,
+                   death ? "death" : "late", rank, tempo_status_name(st), bad, l1 - l0);
+    if (rank == 1) {
+        if (death) { /* (before its call: one it had made might have done its part first) */
+            rk_put("done", "%d", ok);
+            usleep(500000);
+            raise(SIGKILL);
+        }
+        sleep(8);
+    }
+    double t0 = rk_now();
+    bad = nccl_allreduce(comm, rank, n, 1000, 1, &st);
+    double took = rk_now() - t0;
+    const char *e = tempo_last_error(comm);
+    if (rank == 0) {
+        ok &= rk_check(st != TEMPO_OK && took < 10 && strstr(e, "rank 1"),
+                       "%s %s: rank 0: the second call, rank 1 %s: fails in %.1f s (%s: %s)",
+                       what, death ? "death" : "late", death ? "dead" : "8 s late", took,
+                       tempo_status_name(st), e);
+    } else {
+        ok &= rk_check(st != TEMPO_OK, "%s late: rank 1: its late call: %s (%s)", what,
+                       tempo_status_name(st), e);
+    }
+    return ok ? 0 : 1;
+}
+
+#if TEMPO_HAVE_NCCL
 
 /* TEMPO_GPU_BACKEND=nccl on the stand-in NCCL: the device cases of rank_device (every collective
  * NCCL has runs as NCCL calls, counted; all-to-all and send/recv stay host-staged), then the
@@ -566,41 +614,6 @@ static int rank_nccl_roots(tempo_comm_t comm, int rank, int n)
                    "broadcast from root %d: %s (%s)", rank, n, rank == 0 ? 0 : 1,
                    tempo_status_name(st), e);
     dev.free(d);
-    return ok ? 0 : 1;
-}
-
-/* Deadlines and deaths hold on NCCL calls too (TEMPO_TIMEOUT=3s here): rank 1 makes its second
- * call 8 s late (late) or dies 0.5 s into rank 0's (death, SIGKILL); rank 0's NCCL call, which
- * NCCL alone would leave waiting forever, fails within 10 s naming rank 1 (TEMPO_ERR_TIMEOUT, or
- * the peer's death), and its NCCL work is aborted (the call returns at all). */
-static int rank_nccl_peer(tempo_comm_t comm, int rank, int n, int death)
-{
-    int ok = use_fake();
-    tempo_status_t st;
-    long bad = nccl_allreduce(comm, rank, n, 1000, 1, &st);
-    ok &= rk_check(bad == 0, "nccl %s: rank %d: the first call: %s, %ld wrong",
-                   death ? "death" : "late", rank, tempo_status_name(st), bad);
-    if (rank == 1) {
-        if (death) { /* (before its call: one it had made might have done its part first) */
-            rk_put("done", "%d", ok);
-            usleep(500000);
-            raise(SIGKILL);
-        }
-        sleep(8);
-    }
-    double t0 = rk_now();
-    bad = nccl_allreduce(comm, rank, n, 1000, 1, &st);
-    double took = rk_now() - t0;
-    const char *e = tempo_last_error(comm);
-    if (rank == 0) {
-        ok &= rk_check(st != TEMPO_OK && took < 10 && strstr(e, "rank 1"),
-                       "nccl %s: rank 0: the second call, rank 1 %s: fails in %.1f s (%s: %s)",
-                       death ? "death" : "late", death ? "dead" : "8 s late", took,
-                       tempo_status_name(st), e);
-    } else {
-        ok &= rk_check(st != TEMPO_OK, "nccl late: rank 1: its late call: %s (%s)",
-                       tempo_status_name(st), e);
-    }
     return ok ? 0 : 1;
 }
 
@@ -722,15 +735,6 @@ static int rank_nothread(tempo_comm_t comm, int rank, int n)
     return ok ? 0 : 1;
 }
 
-/* A counter of the stand-in driver (fake_cuda_launches, fake_cuda_ipc_opens); 0 on a GPU. */
-static unsigned long long fake_count(const char *name)
-{
-    const char *path = getenv("TEMPO_CUDA_DRIVER");
-    void *h = path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
-    unsigned long long (*f)(void) = h ? (unsigned long long (*)(void))dlsym(h, name) : NULL;
-    return f ? f() : 0;
-}
-
 /* TEMPO_GPU_IPC=1: blocking all-reduces of device buffers through CUDA IPC (gpu/ipc.c), every
  * element exact; on the stand-in driver, that tempo's kernel ran (launches) and that a second
  * call on the same buffers maps nothing again; a rank with host buffers (every rank host-staged,
@@ -754,9 +758,9 @@ static int rank_ipc(tempo_comm_t comm, int rank, int n, int fake)
                 }
                 void *s = dev_from(ar[k].dt, count, h);
                 void *r = inplace ? s : dev_from(ar[k].dt, count, h);
-                unsigned long long l0 = fake_count("fake_cuda_launches");
+                unsigned long long l0 = fake_count("TEMPO_CUDA_DRIVER", "fake_cuda_launches");
                 tempo_status_t st = tempo_allreduce(comm, s, r, count, ar[k].dt, ar[k].op);
-                unsigned long long l1 = fake_count("fake_cuda_launches");
+                unsigned long long l1 = fake_count("TEMPO_CUDA_DRIVER", "fake_cuda_launches");
                 want_t w = {n, rank, ar[k].op, count, ar[k].dt == TEMPO_BFLOAT16};
                 long bad = st == TEMPO_OK ? dev_check(ar[k].dt, r, count, want_reduce, &w) : -1;
                 /* (a rank whose share is empty launches nothing: count 1 or 3 at 4 ranks) */
@@ -768,14 +772,14 @@ static int rank_ipc(tempo_comm_t comm, int rank, int n, int fake)
                                inplace ? "in place" : "out of place", tempo_status_name(st), bad,
                                l1 - l0);
                 if (c == 0 && k == 0 && !inplace) { /* the same buffers again: mapped already */
-                    unsigned long long o0 = fake_count("fake_cuda_ipc_opens");
+                    unsigned long long o0 = fake_count("TEMPO_CUDA_DRIVER", "fake_cuda_ipc_opens");
                     for (size_t i = 0; i < count; i++) {
                         put(ar[k].dt, h, i, val(rank, i, ar[k].op));
                     }
                     dev.copy(s, h, count * tempo_dtype_size(ar[k].dt));
                     st = tempo_allreduce(comm, s, r, count, ar[k].dt, ar[k].op);
                     bad = st == TEMPO_OK ? dev_check(ar[k].dt, r, count, want_reduce, &w) : -1;
-                    unsigned long long o1 = fake_count("fake_cuda_ipc_opens");
+                    unsigned long long o1 = fake_count("TEMPO_CUDA_DRIVER", "fake_cuda_ipc_opens");
                     ok &= rk_check(bad == 0 && (!fake || (o0 >= (unsigned)(2 * (n - 1)) &&
                                                           o1 == o0)),
                                    "ipc: rank %d: the same buffers again: %s, %ld wrong, %llu "
@@ -795,9 +799,9 @@ static int rank_ipc(tempo_comm_t comm, int rank, int n, int fake)
         put(TEMPO_FLOAT32, h, i, val(rank, i, TEMPO_SUM));
     }
     void *d = rank == 1 ? h : dev_from(TEMPO_FLOAT32, count, h);
-    unsigned long long l0 = fake_count("fake_cuda_launches");
+    unsigned long long l0 = fake_count("TEMPO_CUDA_DRIVER", "fake_cuda_launches");
     tempo_status_t st = tempo_allreduce(comm, d, d, count, TEMPO_FLOAT32, TEMPO_SUM);
-    unsigned long long l1 = fake_count("fake_cuda_launches");
+    unsigned long long l1 = fake_count("TEMPO_CUDA_DRIVER", "fake_cuda_launches");
     want_t w = {n, rank, TEMPO_SUM, count, 0};
     long bad = -1;
     if (st == TEMPO_OK && rank == 1) {
@@ -1013,11 +1017,7 @@ static int rank_device(tempo_comm_t comm, int rank, int n, int fake)
     }
     ok &= rank_stream(comm, rank, n, fake);
     if (fake) {
-        const char *path = getenv("TEMPO_CUDA_DRIVER");
-        void *fh = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-        unsigned long long (*copies)(void) =
-            fh ? (unsigned long long (*)(void))dlsym(fh, "fake_cuda_copies") : NULL;
-        unsigned long long c = copies ? copies() : 0;
+        unsigned long long c = fake_count("TEMPO_CUDA_DRIVER", "fake_cuda_copies");
         /* 22 staged calls (rank 0: 23), each copied in and out, plus the test's own copies */
         ok &= rk_check(c >= 44, "fake: rank %d: %llu copies through the driver", rank, c);
     }
@@ -1055,6 +1055,8 @@ static int rank_main(int rank, int size, void *arg)
     case V_NCCL_LATE: rc = rank_nccl_peer(comm, rank, size, 0); break;
     case V_NCCL_DEATH: rc = rank_nccl_peer(comm, rank, size, 1); break;
 #endif
+    case V_IPC_LATE: rc = rank_nccl_peer(comm, rank, size, 0); break;
+    case V_IPC_DEATH: rc = rank_nccl_peer(comm, rank, size, 1); break;
     case V_DEVICE:
     case V_DEVICE_NCCL:
     case V_DEVICE_IPC: rc = rank_device(comm, rank, size, 0); break;
@@ -1068,13 +1070,16 @@ static int rank_main(int rank, int size, void *arg)
 
 static void run(const char *label, int n, int variant)
 {
-    char drv[PATH_MAX + 32] = "TEMPO_TIMEOUT=30s", lib[PATH_MAX + 32] = "TEMPO_TIMEOUT=30s";
+    /* (unset: a variable nothing reads, so that the TEMPO_TIMEOUT chosen below holds) */
+    char drv[PATH_MAX + 32] = "GPU_COLL_UNUSED=1", lib[PATH_MAX + 32] = "GPU_COLL_UNUSED=1";
     char fake[PATH_MAX];
     int nccl = variant >= V_NCCL && variant <= V_SHIM_ASYNC;
     int shim = variant == V_SHIM_SYNC || variant == V_SHIM_ASYNC ||
                variant == V_DEVICE_SHIM_SYNC || variant == V_DEVICE_SHIM_ASYNC;
     char shim_lib[PATH_MAX + 32] = "NCCL_SHIM_REAL=libnccl.so.2", shim_fail[64] = "NCCL_SHIM_FAIL=";
-    if (variant == V_FAKE || variant == V_IPC || variant == V_NOTHREAD || nccl) {
+    int ipc = variant == V_IPC || variant == V_IPC_LATE || variant == V_IPC_DEATH ||
+              variant == V_DEVICE_IPC;
+    if (variant == V_FAKE || (ipc && variant != V_DEVICE_IPC) || variant == V_NOTHREAD || nccl) {
         if (!realpath("tests/gpu/fake/libcuda.so.1", fake)) {
             TAP_OK(0, "%s: tests/gpu/fake/libcuda.so.1: %s (run from the build directory)", label,
                    strerror(errno));
@@ -1103,7 +1108,8 @@ static void run(const char *label, int n, int variant)
     }
     const char *fail = variant == V_NCCL_SYNC ? "FAKE_NCCL_FAIL=sync"
                        : variant == V_NCCL_ASYNC ? "FAKE_NCCL_FAIL=async" : "FAKE_NCCL_FAIL=";
-    int peer = variant == V_NCCL_LATE || variant == V_NCCL_DEATH;
+    int peer = variant == V_NCCL_LATE || variant == V_NCCL_DEATH || variant == V_IPC_LATE ||
+               variant == V_IPC_DEATH;
     const char *env[] = {peer ? "TEMPO_TIMEOUT=3s" : "TEMPO_TIMEOUT=30s", drv, lib,
                          "FAKE_CUDA_MEMSET_MS=30", "FAKE_CUDA_COPY_MS_PER_MB=2",
                          nccl || shim || variant == V_DEVICE_NCCL ? "TEMPO_GPU_BACKEND=nccl"
@@ -1111,7 +1117,7 @@ static void run(const char *label, int n, int variant)
                          shim_lib, shim_fail, "NCCL_SHIM_FAIL_CALL=2",
                          n == 1 ? "NCCL_SHIM_FAIL_RANK=0" : "NCCL_SHIM_FAIL_RANK=1",
                          fail, "FAKE_NCCL_FAIL_RANK=1", "FAKE_NCCL_FAIL_CALL=2",
-                         variant == V_IPC || variant == V_DEVICE_IPC ? "TEMPO_GPU_IPC=1"
+                         ipc ? "TEMPO_GPU_IPC=1"
                                                                      : "FAKE_NCCL_FAIL_RANK=1",
                          variant == V_NOTHREAD ? "TEMPO_PROGRESS_THREAD=0" : NULL, NULL};
     arg_t a = {variant};
@@ -1156,6 +1162,8 @@ int main(void)
     for (int n = 2; n <= 4; n++) {
         run("ipc", n, V_IPC);
     }
+    run("ipc late peer", 2, V_IPC_LATE);
+    run("ipc dead peer", 2, V_IPC_DEATH);
     run("no progress thread", 2, V_NOTHREAD);
 #if TEMPO_HAVE_NCCL
     for (int n = 1; n <= 3; n++) {

@@ -26,9 +26,9 @@ EXTRA_DIST += %reldir%/nccl_shim.c
 if HAVE_NCCL
 check_DATA += %reldir%/fake/libnccl.so.2 %reldir%/fake/libnccl_shim.so
 CLEANFILES += %reldir%/fake/libnccl.so.2 %reldir%/fake/libnccl_shim.so
-%reldir%/fake/libnccl_shim.so: $(top_srcdir)/%reldir%/nccl_shim.c
+%reldir%/fake/libnccl_shim.so: $(top_srcdir)/%reldir%/nccl_shim.c $(top_srcdir)/gpu/nccl_api.h
 	@$(MKDIR_P) %reldir%/fake
-	$(AM_V_CC)$(CC) -shared -fPIC -O1 -Wall $(CUDA_CPPFLAGS) $(NCCL_CPPFLAGS) -o $@ \
+	$(AM_V_CC)$(CC) -shared -fPIC -O1 -Wall $(CUDA_CPPFLAGS) $(NCCL_CPPFLAGS) -I$(top_srcdir) -o $@ \
 		$(top_srcdir)/%reldir%/nccl_shim.c $(PTHREAD_LIBS) -ldl
 %reldir%/fake/libnccl.so.2: $(top_srcdir)/%reldir%/fake_nccl.c
 	@$(MKDIR_P) %reldir%/fake

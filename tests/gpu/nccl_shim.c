@@ -14,31 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cuda.h>
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wstrict-prototypes"
-#include <nccl.h>
-#pragma GCC diagnostic pop
+#include "gpu/nccl_api.h"
 
-static struct {
-    ncclResult_t (*get_unique_id)(ncclUniqueId *);
-    ncclResult_t (*init_rank)(ncclComm_t *, int, ncclUniqueId, int);
-    ncclResult_t (*destroy)(ncclComm_t);
-    ncclResult_t (*abort)(ncclComm_t);
-    ncclResult_t (*async_error)(ncclComm_t, ncclResult_t *);
-    const char *(*error_string)(ncclResult_t);
-    ncclResult_t (*version)(int *);
-    ncclResult_t (*all_reduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
-                               ncclComm_t, cudaStream_t);
-    ncclResult_t (*reduce_scatter)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
-                                   ncclComm_t, cudaStream_t);
-    ncclResult_t (*all_gather)(const void *, void *, size_t, ncclDataType_t, ncclComm_t,
-                               cudaStream_t);
-    ncclResult_t (*broadcast)(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t,
-                              cudaStream_t);
-    ncclResult_t (*reduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, int,
-                           ncclComm_t, cudaStream_t);
-} real;
+static tempo__nccl_api_t real;
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int loaded;
@@ -51,19 +29,16 @@ static void load(void)
         fprintf(stderr, "nccl_shim: %s\n", dlerror());
         return;
     }
-    void **slots[] = {(void **)&real.get_unique_id, (void **)&real.init_rank,
-                      (void **)&real.destroy,       (void **)&real.abort,
-                      (void **)&real.async_error,   (void **)&real.error_string,
-                      (void **)&real.version,       (void **)&real.all_reduce,
-                      (void **)&real.reduce_scatter, (void **)&real.all_gather,
-                      (void **)&real.broadcast,     (void **)&real.reduce};
-    static const char *const names[] = {
-        "ncclGetUniqueId", "ncclCommInitRank", "ncclCommDestroy",   "ncclCommAbort",
-        "ncclCommGetAsyncError", "ncclGetErrorString", "ncclGetVersion", "ncclAllReduce",
-        "ncclReduceScatter", "ncclAllGather", "ncclBroadcast", "ncclReduce"};
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-        if (!(*slots[i] = dlsym(h, names[i]))) {
-            fprintf(stderr, "nccl_shim: %s lacks %s\n", path ? path : "libnccl.so.2", names[i]);
+#define SYM(member, name) {name, (void **)&real.member},
+    static const struct {
+        const char *name;
+        void **slot;
+    } syms[] = {TEMPO__NCCL_ENTRY_POINTS(SYM)};
+#undef SYM
+    for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
+        if (!(*syms[i].slot = dlsym(h, syms[i].name))) {
+            fprintf(stderr, "nccl_shim: %s lacks %s\n", path ? path : "libnccl.so.2",
+                    syms[i].name);
             return;
         }
     }
