@@ -161,6 +161,7 @@ static tempo_status_t init_world(const tempo_config_t *cfg, tempo_comm_t *comm_p
     me.rank = launch.rank;
     me.pid = (int32_t)getpid();
     me.uuid = random_u64();
+    me.tag = random_u64();
     me.ncpus = (uint32_t)tempo__host_ncpus();
     snprintf(me.hostname, sizeof(me.hostname), "%s", tempo__hostname());
     const char *host_override =

@@ -31,6 +31,7 @@ tempo_status_t tempo__world_create(int rank, int size, const tempo__peer_info_t 
     w->size = size;
     w->timeout_s = timeout_s;
     w->job_uuid = table[0].uuid;
+    w->job_tag = table[0].tag;
     tempo__ctx_set_used(w, TEMPO_CTX_MAX, 1);
     tempo__list_init(&w->closing);
     tempo__list_init(&w->active);

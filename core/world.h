@@ -48,7 +48,10 @@ typedef struct tempo__peer_info {
     int32_t pid;
     uint64_t host_id;    /* equal ids: same host, shared memory possible */
     uint64_t machine_id; /* equal ids: same machine, sharing CPUs */
-    uint64_t uuid;       /* random per process; rank 0's names the job's shared memory */
+    uint64_t uuid;       /* random per process; rank 0's identifies the job (a secret without a
+                          * key: see transport/tcp.c) */
+    uint64_t tag;        /* random per process; rank 0's names the job's shared memory and
+                          * doorbells, names any user of the host can list */
     uint32_t addr_len;   /* listening address of the tcp transport */
     uint32_t ncpus;      /* online CPUs of the host */
     uint8_t addr[128];
@@ -212,6 +215,7 @@ typedef struct tempo__world {
     int sleep_at_once;    /* waits sleep in the transports' idle function without spinning:
                            * oversubscribed with every peer remote (sockets wake the sleeper) */
     uint64_t job_uuid;    /* rank 0's uuid */
+    uint64_t job_tag;     /* rank 0's tag */
     double timeout_s;
 
     tempo_status_t failed; /* TEMPO_OK while healthy */

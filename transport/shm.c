@@ -16,6 +16,13 @@
  * succeeded. If anything fails (no room in /dev/shm, for example) every rank of the host falls back
  * to tcp, with a warning: all ranks decide the same way.
  *
+ * Who may attach: the creator makes the object with O_EXCL and mode 0600, and a rank maps it only
+ * if it is still this user's and open to no one else (fstat), so another user can neither read the
+ * rings nor hand the job an object of their own. Names in /dev/shm and the doorbells' abstract
+ * sockets (listed in /proc/net/unix) are visible to every user of the host, so they carry the job
+ * tag (core/world.h), random and used for nothing else, never the job uuid, which a job without a
+ * key relies on as its secret (transport/tcp.c).
+ *
  * A ring never reports end-of-stream; a dead peer is noticed through its tcp connection.
  *
  * Single copy (TEMPO_SHM_CMA, TEMPO_SHM_CMA_BYTES): a payload of at least that many bytes does not go through the
@@ -35,7 +42,7 @@
  * peer (ring tail or head here, counters of the shm collectives through tempo__shm_published)
  * loads the peer's flag, or the sleeper count, relaxed: one load on the hot path. If it is set,
  * the publisher clears it (one ring per sleep) and sends a one-byte datagram to the peer's bell:
- * an abstract unix socket named by the job uuid and the world rank, so nothing is exchanged and
+ * an abstract unix socket named by the job tag and the world rank, so nothing is exchanged and
  * nothing is left on disk. The 1 ms timeout stays as the backstop: a lost bell (the publisher's
  * flag load passed its own tail store, a second thread of the rank slept at the same time, ranks
  * in different network namespaces, a bind that failed) costs what a sleep cost before. A stray
@@ -119,13 +126,13 @@ typedef struct shm_tl {
 /* Doorbell                                                                                       */
 /* ---------------------------------------------------------------------------------------------- */
 
-static socklen_t bell_name(struct sockaddr_un *a, uint64_t uuid, int wrank)
+static socklen_t bell_name(struct sockaddr_un *a, uint64_t tag, int wrank)
 {
     memset(a, 0, sizeof(*a));
     a->sun_family = AF_UNIX;
     /* abstract namespace: sun_path[0] is 0 and the name is the bytes after it, no terminator */
     int n = snprintf(a->sun_path + 1, sizeof(a->sun_path) - 1, "tempo-bell-%016llx-%d",
-                     (unsigned long long)uuid, wrank);
+                     (unsigned long long)tag, wrank);
     return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
 }
 
@@ -197,7 +204,7 @@ static void bell_open(shm_tl_t *s, tempo__world_t *w)
         return;
     }
     struct sockaddr_un a;
-    socklen_t len = bell_name(&a, w->job_uuid, w->rank);
+    socklen_t len = bell_name(&a, w->job_tag, w->rank);
     int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0 || bind(fd, (const struct sockaddr *)&a, len) != 0) {
         TEMPO_INFO(TEMPO_SUB_TRANSPORT,
@@ -510,12 +517,19 @@ static tempo_status_t shm_open_collective(tempo__world_t *w, const int *ranks, i
         tempo__ctrl_msg_t m = {ranks[0], code_base | CODE_READY, &ready, sizeof(ready)};
         st = tempo__ctrl_exchange(w, NULL, 0, &m, 1, deadline, "shared memory setup");
         if (st == TEMPO_OK && ready == 0) {
-            int fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+            int fd = shm_open(name, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0);
             struct stat sb;
-            if (fd >= 0 && fstat(fd, &sb) == 0 && (size_t)sb.st_size == size) {
+            int ok = fd >= 0 && fstat(fd, &sb) == 0;
+            if (ok && (sb.st_uid != geteuid() || (sb.st_mode & 077) != 0)) {
+                my_st = TEMPO_ERR_SYSTEM;
+                TEMPO_WARN(TEMPO_SUB_TRANSPORT,
+                           "shared memory %s belongs to uid %u with mode %04o, not to this user "
+                           "alone: not mapped",
+                           name, (unsigned)sb.st_uid, (unsigned)(sb.st_mode & 07777));
+            } else if (ok && (size_t)sb.st_size == size) {
                 base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
             }
-            if (base == MAP_FAILED) {
+            if (base == MAP_FAILED && my_st == 0) {
                 my_st = TEMPO_ERR_SYSTEM;
                 TEMPO_WARN(TEMPO_SUB_TRANSPORT, "cannot map shared memory %s: %s", name,
                            strerror(errno));
@@ -630,7 +644,7 @@ static tempo_status_t shm_tl_open(tempo__world_t *w, const unsigned char *want, 
     size_t ring_bytes = tempo__cfg.shm_ring_bytes; /* a power of two, 4K-1G (core/cfg.c) */
     size_t size = rings_off(s->nlocal) + (size_t)s->nlocal * (size_t)s->nlocal * ring_stride(ring_bytes);
     char name[96];
-    snprintf(name, sizeof(name), "/tempo-%016llx-%016llx", (unsigned long long)w->job_uuid,
+    snprintf(name, sizeof(name), "/tempo-%016llx-%016llx", (unsigned long long)w->job_tag,
              (unsigned long long)w->peers[w->rank].info.host_id);
     seg_init_arg_t arg = {w->job_uuid, size, ring_bytes, s->nlocal};
     void *base;
@@ -674,7 +688,7 @@ static tempo_status_t shm_tl_open(tempo__world_t *w, const unsigned char *want, 
         ep->tl = s;
         ep->pid = (pid_t)w->peers[r].info.pid;
         ep->peer_bell = &s->bells[1 + i].v;
-        ep->bell_len = bell_name(&ep->bell_addr, w->job_uuid, r);
+        ep->bell_len = bell_name(&ep->bell_addr, w->job_tag, r);
         st = tempo__stream_init(&ep->stream, w, r, "shm", &ring_pipe_ops, ep);
         if (st != TEMPO_OK) {
             tempo__free(ep);
@@ -834,7 +848,7 @@ tempo_status_t tempo__shm_region_create(struct tempo_comm *comm, size_t size, co
      * the context id and the creator's world rank name a region that no other live communicator's
      * region has, at any depth of splitting. */
     snprintf(r.name, sizeof(r.name), "/tempo-%016llx-c%d-r%d%s%s",
-             (unsigned long long)w->job_uuid, comm->ctx, comm->ranks[0], tag ? "-" : "",
+             (unsigned long long)w->job_tag, comm->ctx, comm->ranks[0], tag ? "-" : "",
              tag ? tag : "");
     r.size = size;
     uint64_t deadline = tempo__deadline_after(w->timeout_s);

@@ -16,6 +16,8 @@
  * after MAX_ROUNDS x DELAY_MS.
  * With TEMPO_SHM_BELL=0 (a few rounds): no bell wake-up, the waits end by the 1 ms timeout and
  * still return the right data (the backstop).
+ * Also: rank 1's doorbell is listed in /proc/net/unix under the job tag, and nothing there holds
+ * the job uuid.
  * Time: about 0.3 s with the doorbell (one or two rounds per case), plus the start of two jobs.
  */
 #include "config.h"
@@ -86,6 +88,36 @@ static int round_once(tempo_comm_t comm, int rank, const char *kind, int r, floa
     return ok;
 }
 
+/* How many lines of /proc/net/unix (every user of the host may read it) hold `text`. */
+static int unix_lines_with(const char *text)
+{
+    FILE *f = fopen("/proc/net/unix", "r");
+    char line[512];
+    int n = 0;
+    while (f && fgets(line, sizeof(line), f)) {
+        n += strstr(line, text) != NULL;
+    }
+    if (f) {
+        fclose(f);
+    }
+    return n;
+}
+
+/* The doorbells' names, which any user of the host can list, carry the job tag and never the job
+ * uuid (without a key, the uuid is the secret a peer's hello proves: transport/tcp.c). */
+static void names_private(tempo_comm_t comm, int rank)
+{
+    tempo__world_t *w = comm->world;
+    char uuid[32], mine[64];
+    snprintf(uuid, sizeof(uuid), "%016llx", (unsigned long long)w->job_uuid);
+    snprintf(mine, sizeof(mine), "@tempo-bell-%016llx-%d", (unsigned long long)w->job_tag, rank);
+    int uses = unix_lines_with(uuid), bell = unix_lines_with(mine);
+    rk_check(bell == 1 && uses == 0,
+             "its doorbell is listed in /proc/net/unix by the job tag (%d lines), and no "
+             "line holds the job uuid (%d lines)",
+             bell, uses);
+}
+
 static int db_rank(int rank, int size, void *arg)
 {
     (void)size;
@@ -93,6 +125,9 @@ static int db_rank(int rank, int size, void *arg)
     tempo_comm_t comm = rk_init();
     if (!comm) {
         return 1;
+    }
+    if (a->bell && rank == 1) {
+        names_private(comm, rank);
     }
     float *big = malloc(BIG * sizeof(float));
     static const char *const kinds[] = {"ring", "small", "staged"};
