@@ -50,6 +50,17 @@
  * set (wait_fd); doze(1) arms it (ucp_worker_arm), so a sleeping rank wakes when UCX has work and
  * otherwise sleeps: no busy loop. A busy arm (events pending) makes the engine poll again first.
  *
+ * Who is at the other end: the worker addresses travel over the control mesh, whose connections
+ * proved the job key (transport/tcp.c), but a UCX worker accepts a connection from anyone who has
+ * its address, and the address names ports and segments a stranger could find. So, with a key,
+ * each end's first bytes on a new endpoint are a proof: an HMAC under the key over the reader's
+ * challenge (32 random bytes in its hello, fresh per setup), the writer's rank and the reader's
+ * rank. Each end reads the other's within PROOF_S and tells it, over the mesh, whether it held;
+ * a pair where either proof failed closes its endpoints, says so at both ends (WARN, naming the
+ * peer), and falls back to the next transport. Credits (active messages, which arrive from any
+ * endpoint of the worker) are sent with UCP_AM_SEND_FLAG_REPLY and count only when they came on
+ * the endpoint of the rank they name: a stranger cannot open another's window.
+ *
  * Failures: an endpoint error (UCP_ERR_HANDLING_MODE_PEER: a reset connection, a peer that died,
  * a keepalive that expired) ends the pipe once whatever UCX still holds was read. A goodbye read
  * before makes that a clean end. Without one, the control mesh decides for ERR_GRACE_S: a peer
@@ -82,10 +93,15 @@
 #include <ucp/api/ucp.h>
 #include <ucs/debug/log_def.h>
 
+#include "core/auth.h"
+
 #define CODE_HELLO 0x4001u /* {magic, usable, address length} */
 #define CODE_ADDR 0x4002u  /* the worker address */
 #define CODE_EP 0x4003u    /* whether this end created its endpoint (+1: second round) */
+#define CODE_PROOF 0x4005u /* whether the peer's proof held (with a job key) */
 #define HELLO_MAGIC 0x54555858u /* "TUXX" */
+#define PROOF_MAGIC 0x54555850u /* "TUXP" */
+#define PROOF_S 5.0 /* how long an endpoint may take to prove the key (said in prove()) */
 #define AM_CREDIT 0x7e1u
 #define SENDS_MAX 256 /* send requests in flight per endpoint */
 #define ADDR_MAX (64 * 1024)
@@ -100,7 +116,16 @@ typedef struct {
     uint32_t magic;
     uint32_t usable;
     uint64_t addr_len;
+    uint8_t nonce[TEMPO__AUTH_NONCE]; /* this rank's challenge to the endpoints' proofs */
 } hello_t;
+
+/* The first bytes each end writes on a new endpoint, with a job key (see "Who is at the other end"
+ * above). */
+typedef struct {
+    uint32_t magic;
+    int32_t rank;                 /* the writer */
+    uint8_t mac[TEMPO__AUTH_MAC]; /* over the reader's challenge, the writer's rank, the reader's */
+} proof_t;
 
 /* A credit: the total bytes `rank` has read from the receiving rank's stream. */
 typedef struct {
@@ -298,7 +323,7 @@ static void send_credit(ucx_ep_t *ep, int force)
     ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
                                              UCP_OP_ATTR_FIELD_USER_DATA |
                                              UCP_OP_ATTR_FIELD_FLAGS,
-                             .flags = UCP_AM_SEND_FLAG_EAGER,
+                             .flags = UCP_AM_SEND_FLAG_EAGER | UCP_AM_SEND_FLAG_REPLY,
                              .cb.send = credit_done_cb,
                              .user_data = ep};
     ucs_status_ptr_t r = ucp_am_send_nbx(ep->ep, AM_CREDIT, &ep->credit, sizeof(ep->credit), NULL,
@@ -316,12 +341,14 @@ static ucs_status_t credit_cb(void *arg, const void *header, size_t header_lengt
     ucx_tl_t *t = arg;
     credit_t c;
     (void)data;
-    (void)param;
     if (header_length != sizeof(c) || length != 0) {
-        return UCS_OK; /* not ours (a stranger cannot reach this worker without its address) */
+        return UCS_OK; /* not ours */
     }
     memcpy(&c, header, sizeof(c));
-    if (c.rank < (uint32_t)t->world->size && c.zero == 0 && t->eps[c.rank]) {
+    /* Only on the endpoint of the rank it names: active messages come from any endpoint. */
+    if (c.rank < (uint32_t)t->world->size && c.zero == 0 && t->eps[c.rank] &&
+        (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) &&
+        param->reply_ep == t->eps[c.rank]->ep) {
         ucx_ep_t *ep = t->eps[c.rank];
         /* A credit never exceeds what was sent: anything else is a corrupt peer, ignored. */
         if (c.consumed > ep->acked && c.consumed <= ep->s_head) {
@@ -957,6 +984,97 @@ static void ep_discard(ucx_tl_t *t, ucx_ep_t *ep)
     tempo__free(ep);
 }
 
+static void proof_mac(const uint8_t *chal, int32_t writer, int32_t reader, uint8_t *out)
+{
+    const void *parts[] = {chal, &writer, &reader};
+    size_t lens[] = {TEMPO__AUTH_NONCE, sizeof(writer), sizeof(reader)};
+    tempo__auth_mac("tempo ucx proof", 3, parts, lens, out);
+}
+
+/* With a job key: every served endpoint proves it both ways (see "Who is at the other end"); the
+ * pairs where either end's proof failed are closed at both ends, and their peers go to the next
+ * transport. mine: this rank's challenge; theirs[p]: p's hello. */
+static tempo_status_t prove(ucx_tl_t *t, const uint8_t *mine, const hello_t *theirs,
+                            uint64_t deadline)
+{
+    tempo__world_t *w = t->world;
+    tempo_status_t st = TEMPO_ERR_NOMEM;
+    proof_t *got = tempo__calloc((size_t)w->size, sizeof(proof_t), "ucx proofs");
+    size_t *have = tempo__calloc((size_t)w->size, sizeof(size_t), "ucx proofs");
+    int32_t *ok = tempo__calloc((size_t)w->size * 2, sizeof(int32_t), "ucx proofs");
+    unsigned char *mask = tempo__calloc((size_t)w->size, 1, "ucx proofs");
+    if (!got || !have || !ok || !mask) {
+        goto out;
+    }
+    for (int i = 0; i < t->nserved; i++) {
+        int p = t->served[i];
+        proof_t pr = {PROOF_MAGIC, w->rank, {0}};
+        proof_mac(theirs[p].nonce, w->rank, p, pr.mac);
+        struct iovec v = {&pr, sizeof(pr)};
+        mask[p] = 1;
+        ok[p] = ucx_writev(t->eps[p], &v, 1) == (ssize_t)sizeof(pr); /* a fresh ring takes it */
+    }
+    uint64_t until = TEMPO_MIN(deadline, tempo__deadline_after(PROOF_S));
+    for (int left = t->nserved; left > 0 && tempo__now_ns() < until;) {
+        ucp_worker_progress(t->worker);
+        left = 0;
+        for (int i = 0; i < t->nserved; i++) {
+            int p = t->served[i];
+            if (have[p] < sizeof(proof_t) && t->eps[p]->err == UCS_OK) {
+                ssize_t n = ucx_read(t->eps[p], (char *)&got[p] + have[p],
+                                     sizeof(proof_t) - have[p]);
+                have[p] += n > 0 ? (size_t)n : 0;
+                left += have[p] < sizeof(proof_t) && t->eps[p]->err == UCS_OK;
+            }
+        }
+    }
+    for (int i = 0; i < t->nserved; i++) {
+        int p = t->served[i];
+        uint8_t want[TEMPO__AUTH_MAC];
+        proof_mac(mine, p, w->rank, want);
+        int held = have[p] == sizeof(proof_t) && got[p].magic == PROOF_MAGIC &&
+                   got[p].rank == p && tempo__auth_equal(want, got[p].mac);
+        if (!held) {
+            TEMPO_WARN(TEMPO_SUB_TRANSPORT,
+                       "ucx: the endpoint to rank %d (host %s) did not prove the job key (%s): "
+                       "refused, rank %d goes over the next transport",
+                       p, w->peers[p].info.hostname,
+                       have[p] < sizeof(proof_t) ? "not all of it came within 5 s"
+                                                 : "a wrong MAC",
+                       p);
+        }
+        ok[p] = ok[p] && held;
+    }
+    st = tempo__ctrl_swap(w, mask, CODE_PROOF, ok, sizeof(int32_t), ok + w->size,
+                          sizeof(int32_t), deadline, "ucx setup");
+    if (st != TEMPO_OK) {
+        goto out;
+    }
+    int n = 0;
+    for (int i = 0; i < t->nserved; i++) {
+        int p = t->served[i];
+        if (ok[p] && ok[w->size + p]) {
+            t->served[n++] = p;
+            continue;
+        }
+        if (ok[p]) {
+            TEMPO_WARN(TEMPO_SUB_TRANSPORT,
+                       "ucx: rank %d refused this rank's endpoint (its proof did not hold there): "
+                       "rank %d goes over the next transport",
+                       p, p);
+        }
+        ep_discard(t, t->eps[p]);
+        t->eps[p] = NULL;
+    }
+    t->nserved = n;
+out:
+    tempo__free(got);
+    tempo__free(have);
+    tempo__free(ok);
+    tempo__free(mask);
+    return st;
+}
+
 static tempo_status_t ucx_open(tempo__world_t *w, const unsigned char *want, uint64_t deadline,
                                void **inst_p)
 {
@@ -1016,7 +1134,12 @@ static tempo_status_t ucx_open(tempo__world_t *w, const unsigned char *want, uin
                    why);
         addr_len = 0;
     }
-    hello_t mine = {HELLO_MAGIC, (uint32_t)usable, addr_len};
+    hello_t mine = {HELLO_MAGIC, (uint32_t)usable, addr_len, {0}};
+    int keyed = tempo__auth_key() == 1;
+    if (keyed && tempo__auth_random(mine.nonce, sizeof(mine.nonce)) != 0) {
+        st = TEMPO_ERR_SYSTEM;
+        goto out;
+    }
     st = tempo__ctrl_swap(w, want, CODE_HELLO, &mine, 0, theirs, sizeof(mine), deadline,
                           "ucx setup");
     if (st != TEMPO_OK) {
@@ -1086,6 +1209,12 @@ static tempo_status_t ucx_open(tempo__world_t *w, const unsigned char *want, uin
                 ep_discard(t, eps[i]);
             }
             eps[i] = NULL;
+        }
+    }
+    if (keyed) {
+        st = prove(t, mine.nonce, theirs, deadline);
+        if (st != TEMPO_OK) {
+            goto out;
         }
     }
     int nz = 0;

@@ -55,6 +55,7 @@
 #include "config.h"
 
 #include "transport/tl_int.h"
+#include "core/auth.h"
 #include "core/cfg.h"
 
 #include <arpa/inet.h>
@@ -1138,7 +1139,12 @@ static vb_ep_t *ep_create(vb_tl_t *t, int peer, vb_conn_t *c, char *why, size_t 
         goto fail;
     }
     ep->reposted = 0; /* counts posts after the first VB_RQ */
-    ep->psn = (uint32_t)(tempo__now_ns() ^ ((uint64_t)peer << 13) ^ (uint64_t)getpid()) & 0xffffff;
+    /* A random first sequence number: a packet injected from outside must guess it. */
+    uint32_t rnd = 0;
+    if (tempo__auth_random(&rnd, sizeof(rnd)) != 0) {
+        rnd = (uint32_t)(tempo__now_ns() ^ ((uint64_t)peer << 13) ^ (uint64_t)getpid());
+    }
+    ep->psn = rnd & 0xffffff;
     c->usable = 1;
     c->qpn = ep->qp->qp_num;
     c->psn = ep->psn;

@@ -1,7 +1,6 @@
 # tests/gpu/local.mk — CUDA device buffers in the library (gpu_coll: gpu/cuda.c's staging, multi-rank;
 # its device part runs where a CUDA device answers), and the CUDA kernels (gpu/kernels.cu) against
 # the host's element math.
-check_DATA =
 check_PROGRAMS += %reldir%/gpu_coll
 TESTS += %reldir%/gpu_coll
 %canon_reldir%_gpu_coll_SOURCES = %reldir%/gpu_coll.c

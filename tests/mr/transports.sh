@@ -18,6 +18,11 @@
 #             send/receive from 4K to 4M is right; with 0 nobody logs it and the rings carry it.
 #   fallback  a transport this machine cannot use (verbs without an RDMA device, or not built)
 #             listed first: the data goes over the next one and the job succeeds.
+#   proof     ucx with the job key tempo-run makes: both ranks' endpoints prove it and ucx carries
+#             the data; with rank 1's first bytes on each endpoint altered or dropped by a man in the
+#             middle (tests/transport/libucx_mitm.so, LD_PRELOAD on rank 1), over UCX_TLS=tcp and
+#             sm: rank 0 refuses the endpoint (saying why), rank 1 learns it, the pair goes over
+#             tcp, and the results are right. Skipped without ucx or without a key (no libcrypto).
 # POSIX sh, run by the automake harness with top_builddir exported, or by hand:
 #     top_builddir=/path/to/build sh tests/mr/transports.sh
 
@@ -62,7 +67,7 @@ rows() {
     grep -c '^\[0\] \+[0-9]\+ \+[0-9]\+ ' "$tmp/job.out"
 }
 
-echo "1..21"
+echo "1..25"
 
 # ---- info
 "$INFO" -t >"$tmp/info.out" 2>&1
@@ -166,4 +171,33 @@ else
         "$tmp/job.out" && c=0
     check $c "TEMPO_TRANSPORTS=verbs,^shm where verbs cannot run: the job fails, saying why" \
         "$tmp/job.out"
+fi
+
+# ---- proof
+mitm="$B/tests/transport/libucx_mitm.so"
+if ! "$INFO" -t | grep -q '^  ucx  *available' || ! "$INFO" -b | grep -q '^  crypto  *yes' ||
+    [ ! -f "$mitm" ]; then
+    for i in 1 2 3 4; do
+        ok "# SKIP ucx not available, no libcrypto, or $mitm not built"
+    done
+else
+    job 2 TEMPO_TRANSPORTS=ucx,^shm,tcp UCX_TLS=tcp,self
+    c=1
+    [ "$rc" = 0 ] && [ "$(carried ucx)" = 2 ] && [ "$(carried tcp)" = 0 ] && [ "$(wrong)" = 0 ] &&
+        ! grep -q 'did not prove' "$tmp/job.out" && c=0
+    check $c "ucx with a job key: both endpoints prove it, ucx carries the data, results right" \
+        "$tmp/job.out"
+    for case in "tcp,self:flip:a wrong MAC" "tcp,self:drop:not all of it came within 5 s" "sm,cma,self:flip:a wrong MAC"; do
+        tls=${case%%:*} rest=${case#*:}
+        mode=${rest%%:*} why=${rest#*:}
+        job 2 TEMPO_TRANSPORTS=ucx,^shm,tcp UCX_TLS=$tls RANK1_ENV="LD_PRELOAD=$mitm UCX_MITM=$mode"
+        c=1
+        [ "$rc" = 0 ] && [ "$(carried tcp)" = 2 ] && [ "$(carried ucx)" = 0 ] &&
+            [ "$(wrong)" = 0 ] && [ "$(rows)" -ge 3 ] &&
+            grep -q "^\[0\] .*WARN.*ucx: the endpoint to rank 1 (host [^)]*) did not prove the job key ($why): refused" \
+                "$tmp/job.out" &&
+            grep -q "^\[1\] .*WARN.*ucx: rank 0 refused this rank's endpoint" "$tmp/job.out" && c=0
+        check $c "UCX_TLS=$tls, rank 1's first bytes on its endpoint ${mode}ped by a man in the middle: rank 0 refuses it ($why), rank 1 is told, the pair goes over tcp, results right" \
+            "$tmp/job.out"
+    done
 fi

@@ -22,3 +22,13 @@ EXTRA_DIST += %reldir%/conform.sh %reldir%/conform_shm.sh %reldir%/conform_tcp.s
 # no rank dies); skipped without UCX.
 TESTS += %reldir%/conform_ucx_tcp.sh %reldir%/conform_ucx_sm.sh %reldir%/conform_ucx_zcopy.sh
 EXTRA_DIST += %reldir%/conform_ucx_tcp.sh %reldir%/conform_ucx_sm.sh %reldir%/conform_ucx_zcopy.sh
+
+# A man in the middle of one rank's UCX streams (ucx_mitm.c: alters or drops the first bytes on each
+# endpoint, where the ucx transport proves the job key), LD_PRELOADed by tests/mr/transports.sh.
+EXTRA_DIST += %reldir%/ucx_mitm.c
+if HAVE_UCX
+check_DATA += %reldir%/libucx_mitm.so
+CLEANFILES += %reldir%/libucx_mitm.so
+%reldir%/libucx_mitm.so: $(top_srcdir)/%reldir%/ucx_mitm.c
+	$(AM_V_CC)$(CC) -shared -fPIC -O1 -Wall $(UCX_CPPFLAGS) -o $@ $(top_srcdir)/%reldir%/ucx_mitm.c -ldl
+endif
