@@ -405,7 +405,8 @@ static void set_result(int code)
 }
 
 /* A failure that ends the job: says it, and if it is the first, makes it the result and keeps its
-   words and time for a restart line. restartable: a rank's own failure or --timeout. */
+   words and time for a restart line, to which later failures of the attempt are added.
+   restartable: a rank's own failure or --timeout. */
 static void failure(bool restartable, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void failure(bool restartable, int code, const char *fmt, ...)
@@ -414,13 +415,19 @@ static void failure(bool restartable, int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsay(fmt, ap);
     va_end(ap);
-    if (tr.have_result)
+    size_t len = strlen(tr.why);
+    if (tr.have_result && len + 2 < sizeof tr.why) {
+        memcpy(tr.why + len, "; ", 2);
+        len += 2;
+    } else if (tr.have_result) {
         return;
-    set_result(code);
-    tr.restartable = restartable;
-    tr.failed_at = now_ns();
-    va_start(ap, fmt);
-    vsnprintf(tr.why, sizeof tr.why, fmt, ap); /* cut at 255 bytes: the restart line's summary */
+    } else {
+        set_result(code);
+        tr.restartable = restartable;
+        tr.failed_at = now_ns();
+    }
+    va_start(ap, fmt); /* cut at 255 bytes: the restart line's summary */
+    vsnprintf(tr.why + len, sizeof tr.why - len, fmt, ap);
     va_end(ap);
 }
 
@@ -682,7 +689,11 @@ static void on_rank_exit(tr_rank_t *r, int status)
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
         return;
     int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (r->ended)
+    /* A SIGKILL that tempo-run did not send is the rank's own fate even after we asked it to stop:
+       a rank that was killed (a lost host, the OOM killer) can be reaped after a peer that exited
+       on losing it, once the job is ending. */
+    bool killed_outside = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && !tr.killed;
+    if (r->ended && !killed_outside)
         return; /* we asked it to stop; it is listed in "ended ranks" at the end */
     if (WIFSIGNALED(status) && WTERMSIG(status) < 32 &&
         (r->caused & (1U << WTERMSIG(status))) != 0) {
@@ -708,7 +719,7 @@ static void on_rank_exit(tr_rank_t *r, int status)
 /* Reaps every rank that has exited. Our only children are ranks, so waitpid(-1) is safe. All
    exits at hand are collected first and those by a signal reported first: a rank killed by a
    signal is the likelier cause when another exits at once on losing it, and the first failure
-   reported is the one named (and dropped by --min-ranks). */
+   reported is the job's exit status and leads the restart line. */
 static void reap(void)
 {
     for (;;) {
@@ -1426,9 +1437,14 @@ static void run_attempt(void)
 }
 
 static bool rank_failed(const tr_rank_t *r) { return r->failed; }
+static bool rank_failed_by_signal(const tr_rank_t *r)
+{
+    return r->failed && WIFSIGNALED(r->status);
+}
 
 /* After a failed attempt: whether to launch again, and at how many ranks (tr.nranks), saying so in
-   one line. --min-ranks drops the ranks that failed on their own (a timeout names none), rounds
+   one line. --min-ranks drops the ranks that failed on their own (a timeout names none; of
+   several, those killed by a signal if any: the others likely exited on losing them), rounds
    down to a multiple of --rank-multiple and never goes below --min-ranks. */
 static bool restart_next(void)
 {
@@ -1447,15 +1463,19 @@ static bool restart_next(void)
         return false;
     }
     int was = tr.nranks, n = was;
-    char size[64] = "", dropped[64] = "";
+    char size[64] = "", dropped[80] = "";
     if (tr.min_ranks > 0) {
-        int nfailed = format_ranks(rank_failed);
+        int nfailed = format_ranks(rank_failed_by_signal);
+        if (nfailed == 0)
+            nfailed = format_ranks(rank_failed);
         n = (was - nfailed) / tr.rank_multiple * tr.rank_multiple;
         if (n < tr.min_ranks)
             n = tr.min_ranks;
-        if (nfailed > 0)
-            snprintf(dropped, sizeof dropped, ", without failed rank%s %.40s", nfailed == 1 ? "" : "s",
-                     tr.list);
+        if (n < was)
+            snprintf(dropped, sizeof dropped, ", without failed rank%s %.40s",
+                     nfailed == 1 ? "" : "s", tr.list);
+        else if (nfailed > 0)
+            snprintf(dropped, sizeof dropped, " (--min-ranks %d)", tr.min_ranks);
     }
     if (n != was)
         snprintf(size, sizeof size, " on %d rank%s (was %d)", n, n == 1 ? "" : "s", was);
