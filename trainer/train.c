@@ -554,9 +554,10 @@ static void from_rank0(double *x, int n)
  * checkpoint), and a new run may write over it. */
 static int csv_has_rows(const char *path)
 {
-    FILE *f = fopen(path, "r");
+    struct stat st;
+    FILE *f = stat(path, &st) == 0 ? fopen(path, "r") : NULL;
     if (!f) {
-        return errno != ENOENT; /* there but unreadable: taken for results */
+        return stat(path, &st) == 0; /* there but unreadable: taken for results */
     }
     int c;
     while ((c = getc(f)) != EOF && c != '\n') {
@@ -638,7 +639,8 @@ static void resolve_auto(opts_t *o)
     if (D->world_rank == 0 && found) {
         printf("--resume auto: %sresuming %s\n", at, path);
     } else if (D->world_rank == 0) {
-        printf("--resume auto: %sno checkpoint in %s: a new run, checkpointed at step 0\n", at, dir);
+        printf("--resume auto: %sno checkpoint in %s: a new run, checkpointed at step 0\n", at,
+               dir);
     }
     o->resume = found ? "latest" : NULL;
     o->ckpt0 = !found && !o->dump;
