@@ -8,6 +8,17 @@
  * does not link libtempo: it is plain POSIX plus a few Linux calls (prctl, close_range), so it can
  * launch any program, tempo's or not.
  *
+ * With --restart N it relaunches a job that failed (a rank exited non-zero or died of a signal of
+ * its own, or --timeout expired) up to N times, once every rank of the failed attempt is reaped:
+ * each attempt is a whole new job, with a fresh rendezvous socket (the old one's backlog may hold
+ * the dead attempt's connections) and, unless the user set one, a fresh TEMPO_AUTH_KEY (a stray
+ * grandchild of a dead attempt cannot join the next), and TEMPO_RESTART=k (0 on the first launch)
+ * so the program can tell a restart from a new run (tempo-train --resume auto resumes its latest
+ * checkpoint). --min-ranks M relaunches without the ranks that failed, as if their hosts were lost,
+ * never below M and in multiples of --rank-multiple K (the program's layout, which tempo-run
+ * cannot know). A job the user interrupted, whose output reader is gone, or that cannot succeed as
+ * launched (PROGRAM not executable, a rank exiting with status 2, a usage error) is not restarted.
+ *
  * Invariants:
  * - tempo-run signals only pids it forked, and only while they are unreaped: a zombie keeps its
  *   pid, so the pid cannot have been reused by an unrelated process. It never signals groups.
@@ -57,7 +68,7 @@
 #define TR_DRAIN_READS 256      /* reads per stream when draining after exit: a grandchild that
                                    keeps the pipe open and busy must not hold tempo-run forever */
 
-#define TR_EXIT_USAGE 2
+#define TR_EXIT_USAGE 2 /* also a rank's status that is not restarted: a usage error, a refusal */
 #define TR_EXIT_TIMEOUT 124
 #define TR_EXIT_INTERNAL 125
 #define TR_EXIT_NOEXEC 126
@@ -85,6 +96,9 @@ typedef struct {
                            died of a signal in `caused` */
     uint32_t caused;    /* bit s: tempo-run forwarded signal s to this rank, or provoked it
                            (SIGPIPE after closing the rank's pipe to a dead reader) */
+    bool reaped;        /* waited for, its report pending (reap): status holds its fate */
+    int status;         /* waitpid's status while reaped */
+    bool failed;        /* it failed on its own (reported; --min-ranks drops it on restart) */
     char prefix[TR_PREFIX_MAX];
     size_t prefix_len;
     tr_stream_t out[2]; /* [0] the rank's stdout, [1] its stderr */
@@ -97,7 +111,11 @@ static volatile sig_atomic_t tr_sig_wfd = -1; /* self-pipe write end, for the ha
 
 static struct {
     /* options */
-    int nranks;
+    int nranks;        /* ranks of the current attempt: -n, or fewer after --min-ranks restarts */
+    int max_ranks;     /* -n: what tr.ranks and the poll arrays are sized for */
+    int restarts;      /* --restart N: relaunches after a failure, 0: none */
+    int min_ranks;     /* --min-ranks M: drop failed ranks on restart down to M; 0: keep -n */
+    int rank_multiple; /* --rank-multiple K: a restart's size is a multiple of K [1] */
     bool prefix;
     double timeout_s; /* 0: no timeout */
     double grace_s;
@@ -117,6 +135,16 @@ static struct {
     int64_t kill_at;     /* CLOCK_MONOTONIC ns: SIGKILL to the ranks still alive; 0: not armed */
     int kill_after;      /* the signal whose grace period kill_at ends */
     int nterm;           /* SIGINT/TERM/HUP/QUIT received so far */
+
+    /* restarts */
+    int attempt;         /* 0: the first launch; k: the k-th restart (TEMPO_RESTART) */
+    int64_t started_at;  /* CLOCK_MONOTONIC ns: this attempt's launch */
+    int64_t failed_at;   /* when the result was set by a failure */
+    bool restartable;    /* the result is a rank's own failure or --timeout */
+    bool interrupted;    /* the user ended the job (a signal), or our output reader is gone */
+    char why[256];       /* the first failure in words, for the restart line */
+    bool own_key;        /* TEMPO_AUTH_KEY is ours: a new one per attempt */
+    bool own_root;       /* TEMPO_ROOT is ours: a new socket per attempt */
 
     /* signals */
     int sig_rfd;
@@ -164,6 +192,7 @@ static void usage_full(void)
         "  TEMPO_AUTH_KEY=<64 random hex digits>, the job's own key (in a build with\n"
         "                             libcrypto; a TEMPO_AUTH_KEY or TEMPO_AUTH_KEY_FILE\n"
         "                             already set is kept)\n"
+        "  TEMPO_RESTART=k  0 on the first launch, k on the k-th restart\n"
         "\n"
         "Options:\n"
         "  -n, -np, --np N      number of ranks, 1 to 4096 (required)\n"
@@ -175,6 +204,13 @@ static void usage_full(void)
         "      --grace SECONDS  how long ranks have to stop after a SIGINT, SIGTERM\n"
         "                       or SIGHUP (forwarded, or sent to end the job)\n"
         "                       before they get SIGKILL (default 3)\n"
+        "      --restart N      relaunch the job when it fails, up to N times (below)\n"
+        "      --min-ranks M    on a restart, leave out the ranks that failed, as if\n"
+        "                       their hosts were lost, but keep at least M ranks\n"
+        "      --rank-multiple K\n"
+        "                       with --min-ranks: a restart's number of ranks is a\n"
+        "                       multiple of K (what the program's layout needs, e.g.\n"
+        "                       tempo-train's --tp x --pp) (default 1)\n"
         "  -h, --help           print this help and exit\n"
         "  -V, --version        print the version and exit\n"
         "\n"
@@ -190,8 +226,25 @@ static void usage_full(void)
         "arrives while the job is ending, or the third one in all, kills the\n"
         "remaining ranks at once. If tempo-run is killed, so are the ranks.\n"
         "\n"
+        "With --restart N, a job that failed (a rank exited with a non-zero status\n"
+        "or was killed by a signal not sent through tempo-run, or --timeout, which\n"
+        "counts per attempt, expired) is launched again once all its ranks are\n"
+        "gone, up to N times, each time with a new TEMPO_ROOT socket and a new\n"
+        "TEMPO_AUTH_KEY (unless set by the user) and one line on stderr:\n"
+        "  tempo-run: restart 1 of 3: rank 2 (pid 812) was killed by signal 9\n"
+        "  (Killed) at 4.2 s; relaunching 4 ranks\n"
+        "The program resumes its own work (tempo-train --resume auto --ckpt-every N\n"
+        "continues from its latest checkpoint). Not restarted: a job interrupted\n"
+        "by a signal to tempo-run or whose output reader is gone, a PROGRAM that\n"
+        "cannot be run, a rank exiting with status 2 (a usage error or refusal,\n"
+        "which would repeat). With --min-ranks M, the restart has the ranks that\n"
+        "did not fail (a timeout fails none), rounded down to a multiple of\n"
+        "--rank-multiple, but at least M, numbered 0 on up, and says so:\n"
+        "  tempo-run: restart 1 of 3 on 2 ranks (was 4): ...\n"
+        "\n"
         "Exit status:\n"
-        "  0      every rank exited with status 0\n"
+        "  0      every rank exited with status 0 (with --restart: of the last attempt;\n"
+        "         every status below is the last attempt's)\n"
         "  2      usage error\n"
         "  124    --timeout expired\n"
         "  125    tempo-run itself failed\n"
@@ -254,15 +307,15 @@ static void sink_write(int out_fd, const char *p, size_t n)
 }
 
 /* tempo-run's own messages: "tempo-run: ...\n" in one write, so they never split a rank's line. */
-static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void say(const char *fmt, ...)
+static void vsay(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
+static void vsay(const char *fmt, va_list ap)
 {
     static const char head[] = "tempo-run: ";
     char small[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap2);
+    va_end(ap2);
     if (n < 0)
         return;
     size_t len = sizeof head - 1 + (size_t)n + 1;
@@ -270,13 +323,20 @@ static void say(const char *fmt, ...)
     if (p == NULL)
         return;
     memcpy(p, head, sizeof head - 1);
-    va_start(ap, fmt);
     vsnprintf(p + sizeof head - 1, (size_t)n + 1, fmt, ap);
-    va_end(ap);
     p[len - 1] = '\n';
     sink_write(2, p, len);
     if (p != small)
         free(p);
+}
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsay(fmt, ap);
+    va_end(ap);
 }
 
 static int64_t now_ns(void)
@@ -342,6 +402,33 @@ static void set_result(int code)
         tr.have_result = true;
         tr.exit_code = code;
     }
+}
+
+/* A failure that ends the job: says it, and if it is the first, makes it the result and keeps its
+   words and time for a restart line, to which later failures of the attempt are added.
+   restartable: a rank's own failure or --timeout. */
+static void failure(bool restartable, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void failure(bool restartable, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsay(fmt, ap);
+    va_end(ap);
+    size_t len = strlen(tr.why);
+    if (tr.have_result && len + 2 < sizeof tr.why) {
+        memcpy(tr.why + len, "; ", 2);
+        len += 2;
+    } else if (tr.have_result) {
+        return;
+    } else {
+        set_result(code);
+        tr.restartable = restartable;
+        tr.failed_at = now_ns();
+    }
+    va_start(ap, fmt); /* cut at 255 bytes: the restart line's summary */
+    vsnprintf(tr.why + len, sizeof tr.why - len, fmt, ap);
+    va_end(ap);
 }
 
 /* ------------------------------------------------------------------------------- rank output */
@@ -470,6 +557,7 @@ static void close_dead_sinks(void)
         if (tr.sink_errno[fd] == 0 || tr.sink_closed[fd])
             continue;
         tr.sink_closed[fd] = true;
+        tr.interrupted |= tr.sink_errno[fd] == EPIPE; /* a restart would have no reader either */
         if (tr.sink_errno[fd] != EPIPE) {
             say("cannot write to %s: %s; discarding the ranks' output to it",
                 fd == 1 ? "stdout" : "stderr", strerror(tr.sink_errno[fd]));
@@ -568,6 +656,8 @@ static void start_ending(void)
     arm_kill(SIGTERM);
     for (int i = 0; i < tr.nranks; i++) {
         tr_rank_t *r = &tr.ranks[i];
+        if (r->reaped)
+            r->ended = true; /* exited in the same moment: not signalled, reported as ended */
         if (!r->alive)
             continue;
         r->ended = true;
@@ -588,17 +678,22 @@ static void kill_live(void)
     tr.killed = true;
 }
 
+/* A reaped rank's fate (reap has marked it not alive). */
 static void on_rank_exit(tr_rank_t *r, int status)
 {
     drain_rank(r);
-    r->alive = false;
+    r->reaped = false;
     tr.live--;
     if (r == &tr.ranks[0])
         relay_close();
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
         return;
     int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (r->ended)
+    /* A SIGKILL that tempo-run did not send is the rank's own fate even after we asked it to stop:
+       a rank that was killed (a lost host, the OOM killer) can be reaped after a peer that exited
+       on losing it, once the job is ending. */
+    bool killed_outside = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && !tr.killed;
+    if (r->ended && !killed_outside)
         return; /* we asked it to stop; it is listed in "ended ranks" at the end */
     if (WIFSIGNALED(status) && WTERMSIG(status) < 32 &&
         (r->caused & (1U << WTERMSIG(status))) != 0) {
@@ -607,17 +702,24 @@ static void on_rank_exit(tr_rank_t *r, int status)
            go on without it. */
         r->ended = true;
     } else if (WIFEXITED(status)) {
-        say("rank %d (pid %ld) exited with status %d", (int)(r - tr.ranks), (long)r->pid, code);
+        r->failed = true;
+        failure(code != TR_EXIT_USAGE, code, "rank %d (pid %ld) exited with status %d",
+                (int)(r - tr.ranks), (long)r->pid, code);
     } else {
         int sig = WTERMSIG(status);
-        say("rank %d (pid %ld) was killed by signal %d (%s)%s", (int)(r - tr.ranks), (long)r->pid,
-            sig, strsignal(sig), WCOREDUMP(status) ? ", core dumped" : "");
+        r->failed = true;
+        failure(true, code, "rank %d (pid %ld) was killed by signal %d (%s)%s",
+                (int)(r - tr.ranks), (long)r->pid, sig, strsignal(sig),
+                WCOREDUMP(status) ? ", core dumped" : "");
     }
     set_result(code);
     start_ending();
 }
 
-/* Reaps every rank that has exited. Our only children are ranks, so waitpid(-1) is safe. */
+/* Reaps every rank that has exited. Our only children are ranks, so waitpid(-1) is safe. All
+   exits at hand are collected first and those by a signal reported first: a rank killed by a
+   signal is the likelier cause when another exits at once on losing it, and the first failure
+   reported is the job's exit status and leads the restart line. */
 static void reap(void)
 {
     for (;;) {
@@ -626,21 +728,30 @@ static void reap(void)
         if (pid < 0 && errno == EINTR)
             continue;
         if (pid <= 0)
-            return;
+            break;
         for (int i = 0; i < tr.nranks; i++) {
-            if (tr.ranks[i].alive && tr.ranks[i].pid == pid) {
-                on_rank_exit(&tr.ranks[i], status);
+            tr_rank_t *r = &tr.ranks[i];
+            if (r->alive && r->pid == pid) {
+                r->alive = false; /* its pid may be reused from now on: never signal it again */
+                r->reaped = true;
+                r->status = status;
                 break;
             }
         }
     }
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < tr.nranks; i++)
+            if (tr.ranks[i].reaped && (pass == 1 || WIFSIGNALED(tr.ranks[i].status)))
+                on_rank_exit(&tr.ranks[i], tr.ranks[i].status);
 }
 
 static void on_forward(int sig)
 {
     bool terminal = sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT;
-    if (terminal)
+    if (terminal) {
         tr.nterm++;
+        tr.interrupted = true; /* the user ends the job: no restart */
+    }
     if (tr.live == 0)
         return;
     if (terminal && (tr.ending || tr.nterm >= 3)) {
@@ -702,9 +813,8 @@ static void check_deadlines(void)
     int64_t now = now_ns();
     if (!tr.ending && tr.timeout_at != 0 && now >= tr.timeout_at && tr.live > 0) {
         int n = format_ranks(rank_is_live);
-        say("timed out after %g s; rank%s %s still running", tr.timeout_s, n == 1 ? "" : "s",
-            tr.list);
-        set_result(TR_EXIT_TIMEOUT);
+        failure(true, TR_EXIT_TIMEOUT, "timed out after %g s; rank%s %s still running",
+                tr.timeout_s, n == 1 ? "" : "s", tr.list);
         start_ending();
     }
     if (tr.kill_at != 0 && !tr.killed && now >= tr.kill_at && tr.live > 0) {
@@ -928,11 +1038,26 @@ static int start_rank(int rank)
 
 /* ------------------------------------------------------------------------------- main */
 
+/* A whole number from lo to hi given to option name, or a usage error saying what it counts. */
+static int parse_count(const char *name, const char *val, long lo, long hi, const char *what)
+{
+    char *end;
+    long n = 0;
+    errno = 0;
+    if (val[0] >= '0' && val[0] <= '9')
+        n = strtol(val, &end, 10);
+    if (!(val[0] >= '0' && val[0] <= '9') || *end != '\0' || errno != 0 || n < lo || n > hi)
+        usage_error("%s: expected %s from %ld to %ld, got '%s'", name, what, lo, hi, val);
+    return (int)n;
+}
+
 static void parse_args(int argc, char **argv)
 {
     bool have_n = false;
     tr.prefix = true;
     tr.grace_s = 3.0;
+    tr.rank_multiple = 1;
+    bool have_multiple = false;
     int i;
     for (i = 1; i < argc; i++) {
         char *a = argv[i];
@@ -968,7 +1093,9 @@ static void parse_args(int argc, char **argv)
 
         bool takes_value = strcmp(name, "-n") == 0 || strcmp(name, "--np") == 0 ||
                            strcmp(name, "-x") == 0 || strcmp(name, "--timeout") == 0 ||
-                           strcmp(name, "--grace") == 0;
+                           strcmp(name, "--grace") == 0 || strcmp(name, "--restart") == 0 ||
+                           strcmp(name, "--min-ranks") == 0 ||
+                           strcmp(name, "--rank-multiple") == 0;
         if (takes_value && val == NULL) {
             if (i + 1 >= argc)
                 usage_error("option '%s' needs a value", name);
@@ -984,17 +1111,15 @@ static void parse_args(int argc, char **argv)
             tempo_tool_print_version("tempo-run");
             exit(0);
         } else if (strcmp(name, "-n") == 0 || strcmp(name, "--np") == 0) {
-            char *end;
-            long n = 0;
-            errno = 0;
-            if (val[0] >= '0' && val[0] <= '9')
-                n = strtol(val, &end, 10);
-            if (!(val[0] >= '0' && val[0] <= '9') || *end != '\0' || errno != 0 || n < 1 ||
-                n > TR_MAX_RANKS)
-                usage_error("%s: expected a number of ranks from 1 to %d, got '%s'", name,
-                            TR_MAX_RANKS, val);
-            tr.nranks = (int)n;
+            tr.nranks = parse_count(name, val, 1, TR_MAX_RANKS, "a number of ranks");
             have_n = true;
+        } else if (strcmp(name, "--restart") == 0) {
+            tr.restarts = parse_count(name, val, 0, 1000000, "a number of restarts");
+        } else if (strcmp(name, "--min-ranks") == 0) {
+            tr.min_ranks = parse_count(name, val, 1, TR_MAX_RANKS, "a number of ranks");
+        } else if (strcmp(name, "--rank-multiple") == 0) {
+            tr.rank_multiple = parse_count(name, val, 1, TR_MAX_RANKS, "a number of ranks");
+            have_multiple = true;
         } else if (strcmp(name, "-x") == 0) {
             const char *eq = strchr(val, '=');
             bool ok = eq != NULL && eq != val &&
@@ -1008,7 +1133,7 @@ static void parse_args(int argc, char **argv)
                             "(the environment is inherited anyway)",
                             val);
             static const char *const own[] = {"TEMPO_RANK", "TEMPO_SIZE", "TEMPO_LOCAL_RANK",
-                                              "TEMPO_LOCAL_SIZE"};
+                                              "TEMPO_LOCAL_SIZE", "TEMPO_RESTART"};
             for (size_t k = 0; k < sizeof own / sizeof own[0]; k++)
                 if ((size_t)(eq - val) == strlen(own[k]) &&
                     strncmp(val, own[k], strlen(own[k])) == 0)
@@ -1037,6 +1162,15 @@ static void parse_args(int argc, char **argv)
     }
     if (!have_n)
         usage_error("missing -n N, the number of ranks");
+    if ((tr.min_ranks != 0 || have_multiple) && tr.restarts == 0)
+        usage_error("--min-ranks and --rank-multiple apply to restarts: pass --restart N too");
+    if (have_multiple && tr.min_ranks == 0)
+        usage_error("--rank-multiple %d: pass --min-ranks M too (without it a restart keeps -n %d)",
+                    tr.rank_multiple, tr.nranks);
+    if (tr.min_ranks > tr.nranks || tr.min_ranks % tr.rank_multiple != 0)
+        usage_error("--min-ranks %d: expected a multiple of --rank-multiple %d, at most -n %d",
+                    tr.min_ranks, tr.rank_multiple, tr.nranks);
+    tr.max_ranks = tr.nranks;
     if (i >= argc)
         usage_error("missing PROGRAM");
     tr.prog_argv = argv + i;
@@ -1090,43 +1224,48 @@ static void raise_nofile_limit(void)
         tr.nofile_raised = true;
 }
 
+/* Once, before the first launch: whether the key and the rendezvous are ours to make (per attempt,
+   setup_attempt) or the user's, kept for every attempt. */
 static void setup_env(void)
 {
-    char num[16];
-    snprintf(num, sizeof num, "%d", tr.nranks);
-    if (setenv("TEMPO_SIZE", num, 1) != 0 || setenv("TEMPO_LOCAL_SIZE", num, 1) != 0 ||
-        unsetenv("TEMPO_ROOT_FD") != 0) /* an outer job's socket is not this job's */
-        goto fail;
-#if TEMPO_HAVE_CRYPTO
-    /* A job key of its own (256 random bits), unless the user set one: strangers on this host
-       cannot join the job at its rendezvous (core/auth.h). */
-    const char *key = getenv("TEMPO_AUTH_KEY"), *key_file = getenv("TEMPO_AUTH_KEY_FILE");
-    if ((key == NULL || key[0] == '\0') && (key_file == NULL || key_file[0] == '\0')) {
-        unsigned char r[32];
-        char hex[2 * sizeof r + 1];
-        size_t got = 0;
-        while (got < sizeof r) {
-            ssize_t k = getrandom(r + got, sizeof r - got, 0);
-            if (k < 0 && errno == EINTR)
-                continue;
-            if (k <= 0)
-                goto fail;
-            got += (size_t)k;
-        }
-        for (size_t i = 0; i < sizeof r; i++)
-            snprintf(hex + 2 * i, 3, "%02x", r[i]);
-        if (setenv("TEMPO_AUTH_KEY", hex, 1) != 0)
-            goto fail;
+    if (unsetenv("TEMPO_ROOT_FD") != 0) { /* an outer job's socket is not this job's */
+        say("cannot set up the environment: %s", strerror(errno));
+        exit(TR_EXIT_INTERNAL);
     }
-#endif
+    const char *key = getenv("TEMPO_AUTH_KEY"), *key_file = getenv("TEMPO_AUTH_KEY_FILE");
+    tr.own_key = TEMPO_HAVE_CRYPTO && (key == NULL || key[0] == '\0') &&
+                 (key_file == NULL || key_file[0] == '\0');
     const char *root = getenv("TEMPO_ROOT");
-    if (root != NULL && root[0] != '\0')
-        return; /* the user's rendezvous address (maybe from -x) wins */
+    tr.own_root = root == NULL || root[0] == '\0'; /* the user's address (maybe from -x) wins */
+}
 
-    /* The rendezvous socket, bound and listening here and handed to rank 0 (child_main): a port
-       found free and released for rank 0 to bind later can be taken in between by any socket
-       of the machine (under make check -j16, 3 jobs in 1920 failed so: "Address already in
-       use"). Ranks that start before rank 0 queue in its backlog. */
+/* A job key of its own (256 random bits) into TEMPO_AUTH_KEY: strangers on this host cannot join
+   the job at its rendezvous (core/auth.h). 0, or -1 with errno. */
+static int new_key(void)
+{
+    unsigned char r[32];
+    char hex[2 * sizeof r + 1];
+    size_t got = 0;
+    while (got < sizeof r) {
+        ssize_t k = getrandom(r + got, sizeof r - got, 0);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return -1;
+        got += (size_t)k;
+    }
+    for (size_t i = 0; i < sizeof r; i++)
+        snprintf(hex + 2 * i, 3, "%02x", r[i]);
+    return setenv("TEMPO_AUTH_KEY", hex, 1);
+}
+
+/* The rendezvous socket, bound and listening here and handed to rank 0 (child_main): a port found
+   free and released for rank 0 to bind later can be taken in between by any socket of the machine
+   (under make check -j16, 3 jobs in 1920 failed so: "Address already in use"). Ranks that start
+   before rank 0 queue in its backlog. A new one per attempt: the last one's backlog may still hold
+   connections of the attempt that failed. */
+static void listen_root(void)
+{
     struct sockaddr_in sa;
     socklen_t len = sizeof sa;
     memset(&sa, 0, sizeof sa);
@@ -1142,11 +1281,25 @@ static void setup_env(void)
     tr.root_fd = s;
     char addr[32];
     snprintf(addr, sizeof addr, "127.0.0.1:%u", (unsigned)ntohs(sa.sin_port));
-    if (setenv("TEMPO_ROOT", addr, 1) == 0)
-        return;
-fail:
-    say("cannot set up the environment: %s", strerror(errno));
-    exit(TR_EXIT_INTERNAL);
+    if (setenv("TEMPO_ROOT", addr, 1) != 0) {
+        say("cannot set up the environment: %s", strerror(errno));
+        exit(TR_EXIT_INTERNAL);
+    }
+}
+
+/* Each attempt's environment: its size, TEMPO_RESTART, and a key and rendezvous of its own. */
+static void setup_attempt(void)
+{
+    char num[16], k[16];
+    snprintf(num, sizeof num, "%d", tr.nranks);
+    snprintf(k, sizeof k, "%d", tr.attempt);
+    if (setenv("TEMPO_SIZE", num, 1) != 0 || setenv("TEMPO_LOCAL_SIZE", num, 1) != 0 ||
+        setenv("TEMPO_RESTART", k, 1) != 0 || (tr.own_key && new_key() != 0)) {
+        say("cannot set up the environment: %s", strerror(errno));
+        exit(TR_EXIT_INTERNAL);
+    }
+    if (tr.own_root)
+        listen_root();
 }
 
 static void setup_ranks(void)
@@ -1222,20 +1375,26 @@ static void event_loop(void)
     }
 }
 
-int main(int argc, char **argv)
+/* One launch of the job at tr.nranks ranks, until every rank is reaped; its result in tr. */
+static void run_attempt(void)
 {
-    parse_args(argc, argv);
-    ensure_std_fds();
-    cloexec_inherited();
-    raise_nofile_limit();
-    setup_env();
-    setup_ranks();
+    tr.live = 0;
+    tr.ending = tr.killed = tr.have_result = tr.restartable = false;
+    tr.exit_code = 0;
+    tr.timeout_at = tr.kill_at = tr.failed_at = 0;
+    tr.why[0] = '\0';
+    for (int i = 0; i < tr.max_ranks; i++) {
+        tr_rank_t *r = &tr.ranks[i];
+        r->pid = 0;
+        r->alive = r->ended = r->reaped = r->failed = false;
+        r->caused = 0;
+    }
+    setup_attempt();
     setup_stdin();
-    tr.self = getpid();
-    setup_signals();
 
+    tr.started_at = now_ns();
     if (tr.timeout_s > 0)
-        tr.timeout_at = now_ns() + (int64_t)(tr.timeout_s * 1e9);
+        tr.timeout_at = tr.started_at + (int64_t)(tr.timeout_s * 1e9);
     tr.starting = true;
     for (int i = 0; i < tr.nranks && !tr.ending; i++) {
         int rc = start_rank(i);
@@ -1268,11 +1427,79 @@ int main(int argc, char **argv)
             stream_close(&r->out[k]);
         }
     }
+    relay_close();
     int n = format_ranks(rank_is_ended);
     if (n > 0)
         say("ended rank%s %s", n == 1 ? "" : "s", tr.list);
     n = format_ranks(rank_not_started);
     if (n > 0 && n < tr.nranks) /* none started: the launch error said it all */
         say("did not start rank%s %s", n == 1 ? "" : "s", tr.list);
+}
+
+static bool rank_failed(const tr_rank_t *r) { return r->failed; }
+static bool rank_failed_by_signal(const tr_rank_t *r)
+{
+    return r->failed && WIFSIGNALED(r->status);
+}
+
+/* After a failed attempt: whether to launch again, and at how many ranks (tr.nranks), saying so in
+   one line. --min-ranks drops the ranks that failed on their own (a timeout names none; of
+   several, those killed by a signal if any: the others likely exited on losing them), rounds
+   down to a multiple of --rank-multiple and never goes below --min-ranks. */
+static bool restart_next(void)
+{
+    if (tr.restarts == 0 || !tr.have_result || tr.exit_code == 0)
+        return false; /* done (a job whose ranks all exit 0 is a success, whatever ended them) */
+    if (!tr.restartable || tr.interrupted) {
+        say("not restarting: %s", tr.interrupted ? "the job was interrupted"
+                                  : tr.exit_code == TR_EXIT_USAGE
+                                      ? "a rank exited with status 2 (a usage error or a refusal: "
+                                        "it would fail again)"
+                                      : "it could not be launched");
+        return false;
+    }
+    if (tr.attempt >= tr.restarts) {
+        say("no restart left (--restart %d): exit status %d", tr.restarts, tr.exit_code);
+        return false;
+    }
+    int was = tr.nranks, n = was;
+    char size[64] = "", dropped[80] = "";
+    if (tr.min_ranks > 0) {
+        int nfailed = format_ranks(rank_failed_by_signal);
+        if (nfailed == 0)
+            nfailed = format_ranks(rank_failed);
+        n = (was - nfailed) / tr.rank_multiple * tr.rank_multiple;
+        if (n < tr.min_ranks)
+            n = tr.min_ranks;
+        if (n < was)
+            snprintf(dropped, sizeof dropped, ", without failed rank%s %.40s",
+                     nfailed == 1 ? "" : "s", tr.list);
+        else if (nfailed > 0)
+            snprintf(dropped, sizeof dropped, " (--min-ranks %d)", tr.min_ranks);
+    }
+    if (n != was)
+        snprintf(size, sizeof size, " on %d rank%s (was %d)", n, n == 1 ? "" : "s", was);
+    tr.attempt++;
+    say("restart %d of %d%s: %s at %.1f s; relaunching %d rank%s%s", tr.attempt, tr.restarts,
+        size, tr.why, (double)(tr.failed_at - tr.started_at) * 1e-9, n, n == 1 ? "" : "s",
+        dropped);
+    tr.nranks = n;
+    return true;
+}
+
+int main(int argc, char **argv)
+{
+    parse_args(argc, argv);
+    ensure_std_fds();
+    cloexec_inherited();
+    raise_nofile_limit();
+    setup_env();
+    setup_ranks();
+    tr.self = getpid();
+    setup_signals();
+
+    do
+        run_attempt();
+    while (restart_next());
     return tr.have_result ? tr.exit_code : 0;
 }

@@ -85,6 +85,10 @@ EXTRA_DIST += tests/trainer/ckpt_full.sh
 # one run carried by its checkpoints through DP x TP, PP and ZeRO 1/3 layouts (resharding)
 TESTS += tests/trainer/reshard.sh
 EXTRA_DIST += tests/trainer/reshard.sh
+# training that restarts itself: tempo-run --restart 3 with a rank SIGKILLed 3 times, the final
+# checkpoint bitwise the uninterrupted run's; and --min-ranks finishing on fewer ranks
+TESTS += tests/trainer/chaos.sh
+EXTRA_DIST += tests/trainer/chaos.sh
 # the step lines, loss.csv and summary: per-dimension time and bytes at every layout, memory lines
 TESTS += tests/trainer/stats.sh
 EXTRA_DIST += tests/trainer/stats.sh

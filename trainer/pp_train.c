@@ -904,6 +904,9 @@ int pp_train_run(dist_t *d, const gpt_config_t *cfg, loader_t *ld, const pp_trai
     if (!rc && o->resume && (start = load(&r, cfg, ld)) < 0) {
         rc = -1;
     }
+    if (!rc && o->ckpt0 && save(&r, cfg, ld, 0) < 0) { /* a failed save is a warning */
+        rc = -1;
+    }
     adamw_cfg_t ac = {.beta1 = (float)o->beta1,
                       .beta2 = (float)o->beta2,
                       .eps = 1e-8f,

@@ -39,6 +39,7 @@ typedef struct {
     const char *ckpt_dir; /* checkpoints: every ckpt_every steps and after the last (0: never) */
     int ckpt_every, ckpt_keep;
     const char *resume; /* a checkpoint to start from (any layout's), or NULL */
+    int ckpt0;          /* save step 0's checkpoint before anything else (--resume auto) */
     int val_every;   /* validation loss every N steps, at the start and the end; 0: never */
     int val_windows; /* of the validation split (all if fewer), split over the DP ranks */
 } pp_train_opts_t;

@@ -74,6 +74,7 @@ typedef struct {
     int micro, virt;         /* --micro M, --virtual V (pipeline) */
     int dp, tp, pp, zero, layers, heads, channels, context, batch, accum, steps, warmup, val_every;
     int ckpt_every, ckpt_keep, overwrite;
+    int ckpt0; /* --resume auto found no checkpoint: a new run that saves step 0 first */
     int sp; /* --sp: sequence parallelism over the TP group */
     int recompute; /* --recompute: GPT_RECOMPUTE_* */
     int batch_set, accum_set; /* --batch, --accum given: a resume keeps them (keep_global_batch) */
@@ -228,13 +229,18 @@ static void usage(FILE *f)
         "                      and the cause: its partial files are removed, older checkpoints\n"
         "                      stay, training goes on and the next save retries; if the save\n"
         "                      after the last step fails, the run exits with status 1\n"
-        "  --resume WHAT       'latest' (the newest in --out/ckpt) or a step_NNNNNNNN directory;\n"
-        "                      continues to --steps with the same losses as an uninterrupted run,\n"
-        "                      at any --dp: it keeps the checkpoint's global batch, deriving\n"
-        "                      --batch and --accum where not given (--batch at most the saved\n"
-        "                      one), or refuses, saying what to pass; loss.csv keeps its rows up\n"
-        "                      to the resumed step, and this run's steps follow; checkpoints of\n"
-        "                      later steps (the run this one replaces) move to\n"
+        "  --resume WHAT       'latest' (the newest in --out/ckpt), a step_NNNNNNNN directory, or\n"
+        "                      'auto': 'latest' if --out/ckpt has one, else a new run that saves\n"
+        "                      step 0 at once (needs --ckpt-every): the one command line for a\n"
+        "                      job that tempo-run --restart relaunches, at any number of ranks\n"
+        "                      when --dp is left out (a --batch given must divide each rank's\n"
+        "                      share of the global batch). A resume continues to --steps with\n"
+        "                      the same losses as an uninterrupted run, at any --dp: it keeps\n"
+        "                      the checkpoint's global batch, deriving --batch and --accum\n"
+        "                      where not given (--batch at most the saved one), or refuses,\n"
+        "                      saying what to pass; loss.csv keeps its rows up to the resumed\n"
+        "                      step, and this run's steps follow; checkpoints of later steps\n"
+        "                      (the run this one replaces) move to\n"
         "                      --out/ckpt/superseded-<date>-<time>\n"
         "  --threads N         OpenMP threads per rank [OMP_NUM_THREADS or cores / ranks]\n"
         "  --quiet             no per-step lines\n"
@@ -419,6 +425,9 @@ static void parse(int argc, char **argv, opts_t *o)
                         "--resume continues it: pass one of them\n", o->out);
         exit(2);
     }
+    if (o->resume && !strcmp(o->resume, "auto") && o->ckpt_every == 0) {
+        bad_arg("--resume auto continues from the run's checkpoints: pass --ckpt-every N too");
+    }
     /* TEMPO_COMPRESS is tempo's default compressor (tempo.h): without --compress it applies here
      * too, as the README shows, and the start line says where the spec came from. */
     const char *env = getenv("TEMPO_COMPRESS");
@@ -540,6 +549,24 @@ static void from_rank0(double *x, int n)
     world_sum(x, n, "start-up");
 }
 
+/* Whether the loss.csv at path holds a row after its header: one with the header alone holds no
+ * results (a run's first moments: --resume auto under --pp writes it before its step-0
+ * checkpoint), and a new run may write over it. */
+static int csv_has_rows(const char *path)
+{
+    struct stat st;
+    FILE *f = stat(path, &st) == 0 ? fopen(path, "r") : NULL;
+    if (!f) {
+        return stat(path, &st) == 0; /* there but unreadable: taken for results */
+    }
+    int c;
+    while ((c = getc(f)) != EOF && c != '\n') {
+    }
+    int rows = c == '\n' && getc(f) != EOF;
+    fclose(f);
+    return rows;
+}
+
 /* A new run refuses an --out that holds another run's results (loss.csv, checkpoints, latest):
  * nothing is lost. --overwrite removes them first (loss.csv, loss.png and every checkpoint), so a
  * folder never mixes two runs, and pruning never sees another run's checkpoints. Rank 0 looks
@@ -552,8 +579,7 @@ static void check_out(const opts_t *o)
         snprintf(csv, sizeof csv, "%s/loss.csv", o->out);
         snprintf(png, sizeof png, "%s/loss.png", o->out);
         snprintf(ck, sizeof ck, "%s/ckpt", o->out);
-        struct stat st;
-        int has_csv = stat(csv, &st) == 0, complete;
+        int has_csv = csv_has_rows(csv), complete;
         long newest;
         int nck = ckpt_count(ck, &complete, &newest);
         if (newest >= 0) {
@@ -588,6 +614,36 @@ static void check_out(const opts_t *o)
     if (bad) {
         quit(2);
     }
+}
+
+/* --resume auto: 'latest' when --out/ckpt has a checkpoint (an earlier attempt of this job under
+ * tempo-run --restart, or a run to continue), else a new run (check_out refuses an --out holding
+ * another run), which saves its step-0 checkpoint before it writes anything else there (ckpt0):
+ * so a restart always finds this run's checkpoint and never takes its loss.csv for another run's.
+ * TEMPO_RESTART (tempo-run's attempt number) only makes the line say which restart this is. Rank
+ * 0 looks; every rank learns. */
+static void resolve_auto(opts_t *o)
+{
+    if (!o->resume || strcmp(o->resume, "auto")) {
+        return;
+    }
+    char dir[4096], path[4096], err[CKPT_ERR_LEN], at[96] = "";
+    snprintf(dir, sizeof dir, "%s/ckpt", o->out);
+    double found = D->world_rank == 0 && ckpt_latest(dir, path, err) == 0;
+    from_rank0(&found, 1);
+    const char *k = getenv("TEMPO_RESTART");
+    if (D->world_rank == 0 && k && atoi(k) > 0) {
+        snprintf(at, sizeof at, "restart %d (TEMPO_RESTART) on %d rank%s: ", atoi(k),
+                 D->world_size, plural(D->world_size));
+    }
+    if (D->world_rank == 0 && found) {
+        printf("--resume auto: %sresuming %s\n", at, path);
+    } else if (D->world_rank == 0) {
+        printf("--resume auto: %sno checkpoint in %s: a new run, checkpointed at step 0\n", at,
+               dir);
+    }
+    o->resume = found ? "latest" : NULL;
+    o->ckpt0 = !found && !o->dump;
 }
 
 /* The checkpoint --resume names ('latest': the newest in --out/ckpt) into path (4096 bytes). */
@@ -738,8 +794,8 @@ static FILE *open_csv(const opts_t *o, int start)
         out = fopen(tmp, "w");
         err = !out;
         for (int first = 1; !err && getline(&line, &cap, in) > 0; first = 0) {
-            if (!first && atoi(line) > start) {
-                dropped++;
+            if (!first && (atoi(line) > start || start == 0)) {
+                dropped += atoi(line) > start; /* step 0's validation row is written again */
             } else if (fputs(line, out) < 0) {
                 err = 1;
             }
@@ -1720,7 +1776,8 @@ static int run_pipeline(opts_t *o, const gpt_config_t *cfg, pp_kind_t kind)
         start = (int)mt.step;
     }
     pp_train_opts_t po = {.ckpt_dir = ckdir, .ckpt_every = o->ckpt_every, .ckpt_keep = o->ckpt_keep,
-                          .resume = o->resume ? resume : NULL, .val_every = o->val_every,
+                          .resume = o->resume ? resume : NULL, .ckpt0 = o->ckpt0,
+                          .val_every = o->val_every,
                           .val_windows = o->val_windows, .kind = kind, .M = o->micro, .V = o->virt, .B = o->batch,
                           .T = o->context, .steps = o->steps, .warmup = o->warmup, .lr = o->lr,
                           .min_lr_frac = o->min_lr_frac, .wd = o->wd, .clip = o->clip,
@@ -1826,6 +1883,7 @@ int main(int argc, char **argv)
         return 1;
     }
     say_overrides(&o);
+    resolve_auto(&o);
     gpt_config_t cfg = {.max_seq_len = o.context, .vocab_size = DATA_BYTE_VOCAB,
                         .n_layer = o.layers, .n_head = o.heads, .channels = o.channels};
     pp_kind_t pp_kind = PP_1F1B;
@@ -1937,6 +1995,12 @@ int main(int argc, char **argv)
     stats_run_t run = {0}; /* the steps after this run's first */
     int final_ckpt_failed = 0;
     int start = o.resume ? load_ckpt(&t, &o, ld) : 0, ran = start < o.steps;
+    if (o.ckpt0) { /* before loss.csv (resolve_auto); a failure is a warning, as at any step */
+        if (D->world_rank == 0 && mkdir_p(o.out) != 0) {
+            die("cannot create --out %s: %s", o.out, strerror(errno));
+        }
+        save_ckpt(&t, &o, ld, 0);
+    }
     if (D->world_rank == 0 && !o.dump && !ran) {
         if (o.resume) {
             printf("nothing to train: the checkpoint is at step %d and --steps is %d (pass a "

@@ -22,7 +22,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/tempo_run.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 trap 'exit 1' HUP INT TERM
 
-echo 1..36
+echo 1..42
 n=0
 
 # run ARGS...: tempo-run with stdin from /dev/null; sets rc and elapsed (s), output in out/err.
@@ -86,7 +86,8 @@ check "--version prints the package version" \
     eval 'rc_is 0 && grep -q -E "^tempo-run \(tempo\) [0-9]+\.[0-9]+\.[0-9]+$" "$tmp/out"'
 
 help_lists_all() {
-    for w in " -n," "-x NAME=VALUE" --no-prefix --timeout --grace --help --version \
+    for w in " -n," "-x NAME=VALUE" --no-prefix --timeout --grace --restart --min-ranks \
+        --rank-multiple TEMPO_RESTART --help --version \
         "Exit status" " 124 " " 125 " " 126 " " 127 "; do
         grep -q -F -- "$w" "$tmp/out" || return 1
     done
@@ -269,6 +270,59 @@ check "ranks ignoring a forwarded SIGTERM are killed after --grace and named; 14
         err_has "^tempo-run: ranks 0,1 still running 1 s after SIGTERM; sending SIGKILL$" &&
         err_has "^tempo-run: ended ranks 0,1$" && ! err_has "killed by"'
 
+# ---------------------------------------------------------------------------- restarts
+# Rank 1 fails (status 3) on attempts 0 and 1; every rank prints "r ATTEMPT RANK SIZE ROOT KEY"
+# first (rank 0 may be ended before it prints, rank 1 never is). Rank 1's three lines: attempts 0,
+# 1, 2 in order, each with a TEMPO_ROOT and a key of its own (none: a build without libcrypto);
+# the last attempt's rank 0 printed too.
+restarted_ok() {
+    grep "^\[1\] r " "$tmp/out" | awk '
+        $3 != NR - 1 || $4 != 1 || $5 != 2 { bad = 1 }
+        { if ($6 in roots || ($7 != "none" && $7 in keys)) bad = 1; roots[$6] = 1; keys[$7] = 1 }
+        END { exit bad || NR != 3 }' && grep -q "^\[0\] r 2 0 2 " "$tmp/out" &&
+        [ "$(grep -c "^tempo-run: restart" "$tmp/err")" -eq 2 ] &&
+        err_has "^tempo-run: restart 1 of 2: rank 1 \(pid [0-9]+\) exited with status 3 at [0-9.]+ s; relaunching 2 ranks$" &&
+        err_has "^tempo-run: restart 2 of 2: rank 1 "
+}
+run -n 2 --restart 2 sh -c 'echo "r $TEMPO_RESTART $TEMPO_RANK $TEMPO_SIZE $TEMPO_ROOT ${TEMPO_AUTH_KEY:-none}"
+    [ "$TEMPO_RANK" = 1 ] && [ "$TEMPO_RESTART" -lt 2 ] && exit 3; exit 0'
+check "--restart 2, a rank failing twice: relaunched with TEMPO_RESTART 1, 2, a new root and key each time; 0" \
+    eval 'rc_is 0 && restarted_ok'
+
+run -n 2 --restart 3 sh -c '[ "$TEMPO_RANK" = 1 ] && exit 2; exec sleep 600'
+check "--restart 3: a rank exiting with status 2 (a usage error) is not restarted; 2" \
+    eval 'rc_is 2 && quick && ! err_has "restart 1" &&
+        err_has "^tempo-run: not restarting: a rank exited with status 2"'
+
+run -n 2 --restart 1 sh -c '[ "$TEMPO_RANK" = 0 ] && exit $((10 + TEMPO_RESTART)); exec sleep 600'
+check "--restart 1, every attempt failing: the last attempt's status (11), no restart left" \
+    eval 'rc_is 11 && quick && err_has "^tempo-run: restart 1 of 1: rank 0 .* status 10 at" &&
+        err_has "^tempo-run: no restart left \(--restart 1\): exit status 11$"'
+
+# -n 5: the last rank fails on attempts 0 and 1; 5 - 1 = 4 ranks, then 4 - 1 = 3, rounded down to 2
+run -n 5 --restart 3 --min-ranks 2 --rank-multiple 2 sh -c 'echo "s $TEMPO_RESTART $TEMPO_SIZE"
+    [ "$TEMPO_RESTART" -lt 2 ] && [ "$TEMPO_RANK" = $((TEMPO_SIZE - 1)) ] && exit 3; exit 0'
+check "--min-ranks 2 --rank-multiple 2 -n 5: relaunched without the failed ranks on 4, then 2 ranks" \
+    eval 'rc_is 0 && err_has "^tempo-run: restart 1 of 3 on 4 ranks \(was 5\): rank 4 .*, without failed rank 4$" &&
+        err_has "^tempo-run: restart 2 of 3 on 2 ranks \(was 4\): rank 3 .*, without failed rank 3$" &&
+        [ "$(grep -c " s 2 2$" "$tmp/out")" -eq 2 ] && ! grep -q " s 2 [^2]" "$tmp/out"'
+
+run_term -n 2 --restart 3 sh -c 'echo ready; exec sleep 600'
+check "--restart 3 and a SIGTERM to tempo-run: the interrupted job is not restarted; 143" \
+    eval 'rc_is 143 && quick && ! err_has "restart 1" &&
+        err_has "^tempo-run: not restarting: the job was interrupted$"'
+
+usage_restart() {
+    run -n 2 --min-ranks 1 true
+    rc_is 2 && err_has "pass --restart N too" || return 1
+    run -n 4 --restart 1 --min-ranks 3 --rank-multiple 2 true
+    rc_is 2 && err_has "multiple of --rank-multiple 2" || return 1
+    run -n 2 -x TEMPO_RESTART=1 true
+    rc_is 2 && err_has "sets TEMPO_RESTART itself"
+}
+check "--min-ranks without --restart, not a multiple of --rank-multiple, -x TEMPO_RESTART: exit 2" \
+    usage_restart
+
 # Programs that join their job with MPI, started by tempo-run instead of mpirun, would each be a
 # job of one rank (independent copies writing the same files): they refuse and say to use mpirun.
 TT="${top_builddir:-.}/trainer/tempo-train"
@@ -292,4 +346,4 @@ else
     echo "ok $n - all_reduce_perf_mpi under tempo-run # SKIP not built (no MPI)"
 fi
 
-[ "$n" -eq 36 ] || echo "Bail out! ran $n tests, planned 36"
+[ "$n" -eq 42 ] || echo "Bail out! ran $n tests, planned 42"
