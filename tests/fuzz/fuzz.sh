@@ -123,12 +123,18 @@ opts="-detect_leaks=1 -rss_limit_mb=2048 -malloc_limit_mb=2048 -timeout=10 -jobs
 export ASAN_OPTIONS="${ASAN_OPTIONS:-allocator_may_return_null=1:detect_leaks=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 
+# A target's own libFuzzer options: its source's line "FUZZ_OPTIONS: -flag=value ...".
+topts()
+{
+    sed -n 's/^.*FUZZ_OPTIONS: *\([^*]*\).*$/\1/p' "$srcdir/tests/fuzz/fuzz_$1.c" | head -1
+}
+
 replay()
 {
     rc=0
     for t in $(targets "$@"); do
         # shellcheck disable=SC2086
-        if ! "$bin/fuzz_$t" $opts -runs=0 "$srcdir/tests/fuzz/corpus/$t" \
+        if ! "$bin/fuzz_$t" $opts $(topts "$t") -runs=0 "$srcdir/tests/fuzz/corpus/$t" \
             >"$bin/fuzz_$t.replay.log" 2>&1; then
             echo "fuzz_$t: a seed fails (log: $bin/fuzz_$t.replay.log)" >&2
             tail -30 "$bin/fuzz_$t.replay.log" >&2
@@ -161,7 +167,7 @@ run()
         mkdir -p "$work/corpus/$t" "$work/crashes/$t"
         echo "fuzz.sh: fuzz_$t for $secs s (corpus $work/corpus/$t)"
         # shellcheck disable=SC2086
-        if ! "$bin/fuzz_$t" $opts -max_total_time="$secs" -print_final_stats=1 \
+        if ! "$bin/fuzz_$t" $opts $(topts "$t") -max_total_time="$secs" -print_final_stats=1 \
             -artifact_prefix="$work/crashes/$t/" "$work/corpus/$t" \
             "$srcdir/tests/fuzz/corpus/$t" >"$work/fuzz_$t.log" 2>&1; then
             echo "fuzz_$t FAILED: see $work/fuzz_$t.log and $work/crashes/$t/" >&2
