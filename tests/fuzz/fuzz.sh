@@ -49,7 +49,7 @@ targets()
 probe()
 {
     if ! command -v "$cc" >/dev/null 2>&1; then
-        echo "no $cc (FUZZ_CC): install clang (Debian: apt-get install clang)" >&2
+        echo "no $cc (FUZZ_CC): install clang (Debian: apt-get install clang libclang-rt-dev)" >&2
         return 1
     fi
     t=$(mktemp -d "${TMPDIR:-/tmp}/tempo-fuzz-probe.XXXXXX")
