@@ -41,12 +41,13 @@ esac
 
 say() { printf '==> %s\n' "$*"; }
 
-# 1. Debian packages: compiler and autotools, MPI (the baseline), and the optional dependencies
-#    that configure detects. CUDA and NCCL are not Debian packages; configure finds them under
+# 1. Debian packages: compiler and autotools, MPI (the baseline), the optional dependencies
+#    that configure detects, and clang with libFuzzer (libclang-rt-dev) for the fuzz targets
+#    (tests/fuzz, in make check). CUDA and NCCL are not Debian packages; configure finds them under
 #    /usr/local/cuda when present.
 packages="gcc make autoconf automake libtool pkg-config libc6-dev
           openmpi-bin libopenmpi-dev libhwloc-dev libzstd-dev libssl-dev libucx-dev libibverbs-dev
-          python3 iproute2 fortunes fortunes-min gnuplot-nox strace"
+          python3 iproute2 fortunes fortunes-min gnuplot-nox strace clang libclang-rt-dev"
 missing=""
 for p in $packages; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

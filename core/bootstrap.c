@@ -55,6 +55,8 @@ typedef struct {
     uint8_t nonce[TEMPO__AUTH_NONCE]; /* the rank's challenge to rank 0 */
 } hello_t;
 
+_Static_assert(sizeof(hello_t) == TEMPO__BS_HELLO_BYTES, "bootstrap.h's hello size");
+
 typedef struct {
     uint32_t magic;
     int32_t status;   /* 0, or a negative tempo_status_t */
@@ -477,6 +479,49 @@ static void send_reply(int fd, int32_t status, const char *msg, const uint8_t *n
 #define HELLO_S 5.0
 #define PENDING_MAX 64
 
+int tempo__bs_hello_check(const void *msg, size_t len, const uint8_t *nonce, int auth,
+                          uint64_t key_hash, const int *fds, int n, char *why, size_t why_len)
+{
+    hello_t h;
+    memcpy(&h, msg, sizeof(h));
+    const char *hblob = (const char *)msg + sizeof(h);
+    const uint8_t *hmac = (const uint8_t *)msg + sizeof(h) + len;
+    if (h.magic != HELLO_MAGIC || h.version != BS_VERSION) {
+        snprintf(why, why_len, "not a tempo rank of this version");
+        return TEMPO__HELLO_NOT_TEMPO;
+    }
+    if (auth) {
+        uint8_t mac[TEMPO__AUTH_MAC];
+        const void *parts[] = {nonce, &h, hblob};
+        size_t lens[] = {TEMPO__AUTH_NONCE, sizeof(h), len};
+        tempo__auth_mac("tempo rendezvous hello", 3, parts, lens, mac);
+        if (!tempo__auth_equal(mac, hmac)) {
+            snprintf(why, why_len, "its hello is not authenticated with this job's key (refused)");
+            return TEMPO__HELLO_NOT_AUTH;
+        }
+    }
+    if (h.key_hash != key_hash) {
+        snprintf(why, why_len, "another job");
+        return TEMPO__HELLO_OTHER_JOB;
+    }
+    int dup = h.rank > 0 && h.rank < n && fds[h.rank] >= 0;
+    if (h.size != n) {
+        snprintf(why, why_len, "rank %d was started with size %d but rank 0 with size %d",
+                 (int)h.rank, (int)h.size, n);
+    } else if (h.rank <= 0 || h.rank >= n) {
+        snprintf(why, why_len, "a rank joined with rank %d, out of range for size %d",
+                 (int)h.rank, n);
+    } else if (dup) {
+        snprintf(why, why_len, "two processes joined as rank %d", (int)h.rank);
+    } else if (h.blob_len != len) {
+        snprintf(why, why_len, "rank %d runs a different tempo build (blob %u != %zu)",
+                 (int)h.rank, h.blob_len, len);
+    } else {
+        return TEMPO__HELLO_JOINED;
+    }
+    return TEMPO__HELLO_BROKEN;
+}
+
 static tempo_status_t root_gather(tempo__bootstrap_t *bs, const void *blob, size_t len,
                                   uint64_t deadline, char *all)
 {
@@ -529,28 +574,22 @@ static tempo_status_t root_gather(tempo__bootstrap_t *bs, const void *blob, size
         hello_t h;
         memcpy(&h, c->buf, sizeof(h));
         const char *hblob = (const char *)c->buf + sizeof(h);
-        const uint8_t *hmac = c->buf + sizeof(h) + len;
         uint64_t reply_by = TEMPO_MIN(c->deadline, tempo__now_ns() + 1000000000ull);
-        if (h.magic != HELLO_MAGIC || h.version != BS_VERSION) {
-            tempo__greeter_drop(&g, i, "not a tempo rank of this version");
+        int verdict = tempo__bs_hello_check(c->buf, len, c->nonce, auth, key_hash, fds, n, why,
+                                            sizeof(why));
+        if (verdict == TEMPO__HELLO_NOT_TEMPO) {
+            tempo__greeter_drop(&g, i, why);
             continue;
         }
-        if (auth) {
-            uint8_t mac[TEMPO__AUTH_MAC];
-            const void *parts[] = {c->nonce, &h, hblob};
-            size_t lens[] = {TEMPO__AUTH_NONCE, sizeof(h), len};
-            tempo__auth_mac("tempo rendezvous hello", 3, parts, lens, mac);
-            if (!tempo__auth_equal(mac, hmac)) {
-                send_reply(c->fd, TEMPO_ERR_BOOTSTRAP,
-                           "not authenticated: the rendezvous checks every rank's hello with its "
-                           "job's key (TEMPO_AUTH_KEY), and this one's does not match",
-                           h.nonce, reply_by);
-                tempo__greeter_drop(&g, i, "its hello is not authenticated with this job's key "
-                                           "(refused)");
-                continue;
-            }
+        if (verdict == TEMPO__HELLO_NOT_AUTH) {
+            send_reply(c->fd, TEMPO_ERR_BOOTSTRAP,
+                       "not authenticated: the rendezvous checks every rank's hello with its "
+                       "job's key (TEMPO_AUTH_KEY), and this one's does not match",
+                       h.nonce, reply_by);
+            tempo__greeter_drop(&g, i, why);
+            continue;
         }
-        if (h.key_hash != key_hash) {
+        if (verdict == TEMPO__HELLO_OTHER_JOB) {
             TEMPO_WARN(TEMPO_SUB_INIT,
                        "refused rank %d of another job at the rendezvous, from %s (job keys "
                        "differ; this job is '%s')",
@@ -563,21 +602,7 @@ static tempo_status_t root_gather(tempo__bootstrap_t *bs, const void *blob, size
             tempo__greeter_drop(&g, i, NULL);
             continue;
         }
-        int dup = h.rank > 0 && h.rank < n && fds[h.rank] >= 0;
-        if (h.size != n || h.rank <= 0 || h.rank >= n || dup || h.blob_len != len) {
-            if (h.size != n) {
-                snprintf(why, sizeof(why),
-                         "rank %d was started with size %d but rank 0 with size %d", (int)h.rank,
-                         (int)h.size, n);
-            } else if (h.rank <= 0 || h.rank >= n) {
-                snprintf(why, sizeof(why), "a rank joined with rank %d, out of range for size %d",
-                         (int)h.rank, n);
-            } else if (dup) {
-                snprintf(why, sizeof(why), "two processes joined as rank %d", (int)h.rank);
-            } else {
-                snprintf(why, sizeof(why), "rank %d runs a different tempo build (blob %u != %zu)",
-                         (int)h.rank, h.blob_len, len);
-            }
+        if (verdict == TEMPO__HELLO_BROKEN) {
             send_reply(c->fd, TEMPO_ERR_BOOTSTRAP, why, h.nonce, reply_by);
             tempo__greeter_drop(&g, i, NULL);
             st = TEMPO_ERR_BOOTSTRAP;

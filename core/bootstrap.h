@@ -39,4 +39,21 @@ tempo_status_t tempo__bootstrap_allgather(tempo__bootstrap_t *bs, const void *bl
                                           uint64_t deadline, void **all_p);
 void tempo__bootstrap_close(tempo__bootstrap_t *bs);
 
+/* What rank 0 makes of a whole greeting at the rendezvous (the checks of bootstrap.c's root side,
+ * a function of their own so that tests/fuzz/fuzz_bootstrap.c reaches them without sockets). */
+enum {
+    TEMPO__HELLO_JOINED = 0, /* a rank of this job, not joined before */
+    TEMPO__HELLO_NOT_TEMPO,  /* a stranger: wrong magic or version (refused, the job goes on) */
+    TEMPO__HELLO_NOT_AUTH,   /* a stranger: its MAC is not the job key's */
+    TEMPO__HELLO_OTHER_JOB,  /* a rank of another job (job keys differ) */
+    TEMPO__HELLO_BROKEN      /* a rank of this job that breaks it: size, rank, duplicate, blob */
+};
+#define TEMPO__BS_HELLO_BYTES 64 /* a hello without its blob and MAC */
+/** msg: the greeting (hello, blob of len bytes, MAC: every byte the greeter read) answering the
+ *  challenge nonce (TEMPO__AUTH_NONCE bytes); auth: the job checks MACs; key_hash: the job key's;
+ *  fds: n entries, >= 0 for the ranks that joined. Returns a TEMPO__HELLO_*; the reason, but for
+ *  JOINED, in why. */
+int tempo__bs_hello_check(const void *msg, size_t len, const uint8_t *nonce, int auth,
+                          uint64_t key_hash, const int *fds, int n, char *why, size_t why_len);
+
 #endif /* TEMPO_CORE_BOOTSTRAP_H */

@@ -217,6 +217,16 @@ typedef uint8_t qv32b __attribute__((vector_size(32)));
  * between the two compiled versions. */
 #define QSEL(m, a, b) ((qv8f)(((m) & (qv8i)(a)) | (~(m) & (qv8i)(b))))
 
+/* The low byte of each of the 8 lanes (the first 8 bytes of the result): GCC's shuffle, or
+ * clang's (the fuzz targets, tests/fuzz, are built with clang). */
+#if defined(__clang__)
+#define QPICK8(v)                                                                                  \
+    __builtin_shufflevector((v), (v), 0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,  \
+                            0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+#else
+#define QPICK8(v) __builtin_shuffle((v), (qv32b){0, 4, 8, 12, 16, 20, 24, 28})
+#endif
+
 /* Not under ThreadSanitizer: GCC instruments the ifunc resolver, which the dynamic loader runs
  * before the TSan runtime is up, and every program crashes at load time. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
@@ -236,7 +246,6 @@ static inline __attribute__((always_inline)) void quantize8_nl(const ltab_t *t, 
     const qv8f one = {1, 1, 1, 1, 1, 1, 1, 1}, scale24 = one * (1.0f / 16777216.0f);
     const qv8f vinv = one * inv, lv0 = one * t->lv[0], iw0 = one * t->iw[0];
     const qv8u lane = {0, 1, 2, 3, 4, 5, 6, 7};
-    const qv32b pick = {0, 4, 8, 12, 16, 20, 24, 28};
     const uint32_t s0 = (uint32_t)seed, s1 = (uint32_t)(seed >> 32);
     /* tempo__sr_bits of indices base + i ... + 7: the low words' odd-multiplier term steps by
      * 8 * 0x9e3779b1 per block (mod 2^32, as the product does); the high words' term is one value
@@ -281,7 +290,7 @@ static inline __attribute__((always_inline)) void quantize8_nl(const ltab_t *t, 
             }
         }
         j -= u < (r - lo) * w;
-        qv32b kb = __builtin_shuffle((qv32b)j, pick);
+        qv32b kb = QPICK8((qv32b)j);
         memcpy(k + i, &kb, 8);
     }
 }

@@ -445,9 +445,11 @@ void tempo__qspec_format(const tempo__qparams_t *p, char *buf, size_t len)
         ADD("%crefit=", sep);
         sep = ',';
         for (int i = 0; i < p->nrefit; i++) {
-            ADD("%d;", p->refit[i]);
+            ADD("%s%d", i ? ";" : "", p->refit[i]);
         }
-        ADD("%d", p->refit_every);
+        if (p->refit_every > 0) { /* (0: a single call number, refit=N, fits once) */
+            ADD(";%d", p->refit_every);
+        }
     }
     if (k->params & TEMPO__QP_ENTROPY) {
         ADD("%centropy=%s", sep, ent_name(p->entropy));

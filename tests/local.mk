@@ -41,3 +41,4 @@ TEMPO_TSAN_TESTS = tests/unit/test_status tests/unit/test_cfg tests/unit/test_lo
 	tests/fault/comm_ids tests/mr/sched.sh tests/mr/bucketer.sh tests/mr/qcoll.sh \
 	tests/mr/coll_shm.sh tests/mr/coll_tcp.sh tests/mr/determinism.sh tests/mr/difftest.sh
 include tests/gpu/local.mk
+include tests/fuzz/local.mk

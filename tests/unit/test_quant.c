@@ -328,6 +328,17 @@ static void check_spec_strict(void)
     TAP_CONTAINS(st == TEMPO_OK ? tempo_compressor_spec(qc) : "", ";100000015;100000016",
                  "  whole, up to its last number");
     tempo_compressor_destroy(qc);
+    /* one call number: fit there, never again; its canonical spec must read back (it was
+     * "refit=5;0", which the parser refuses: found by tests/fuzz/fuzz_qspec.c) */
+    qc = NULL;
+    st = tempo_compressor_create("amq-n:refit=5", &qc);
+    TAP_CONTAINS(st == TEMPO_OK ? tempo_compressor_spec(qc) : "", ",refit=5,",
+                 "refit=5 is canonical as refit=5");
+    tempo_compressor_t again = NULL;
+    TAP_EQ_INT(tempo_compressor_create(st == TEMPO_OK ? tempo_compressor_spec(qc) : "", &again),
+               TEMPO_OK, "  and that spec creates a compressor");
+    tempo_compressor_destroy(again);
+    tempo_compressor_destroy(qc);
 }
 
 static void check_codec(void)
