@@ -44,11 +44,16 @@ TOL=1e-4
 echo "1..9"
 echo "# CHAOS_SEED=$seed (the random moments of the kills: set it to replay them)"
 
-# rnd N: a random number from 0 to N-1 (the seed and a counter: each call draws anew)
-draws=0
+# rnd N: a random number from 0 to N-1 (the seed and a counter: each call draws anew). Callers
+# run it in $(...), a subshell, so the counter lives in a file: a shell variable would be counted
+# up in the subshell only, and every draw would repeat the first (every kill hit the same rank).
+echo 0 >"$tmp/draws"
 rnd() {
-    draws=$((draws + 1))
-    awk -v s="$seed" -v k="$draws" -v n="$1" 'BEGIN {srand(s * 1000 + k); print int(rand() * n)}'
+    _k=$(($(cat "$tmp/draws") + 1))
+    echo "$_k" >"$tmp/draws"
+    # the k-th number of the seed's sequence (the first numbers of nearby seeds are alike)
+    awk -v s="$seed" -v k="$_k" -v n="$1" \
+        'BEGIN {srand(s); for (i = 0; i < k; i++) r = rand(); print int(r * n)}'
 }
 # children PID: PID's child processes
 children() { echo $(cat /proc/"$1"/task/*/children 2>/dev/null); }
