@@ -33,6 +33,7 @@
 
 #include "core/world.h"
 #include "core/cfg.h"
+#include "core/flight.h"
 #include "core/trace.h"
 
 #include <errno.h>
@@ -130,6 +131,7 @@ void tempo__op_release(tempo__op_t *op)
     if (op->status == TEMPO_INPROGRESS) {
         tempo__list_remove(&op->link);
     }
+    tempo__flight_end(op); /* one that completed without the engine (nothing to move, refused) */
     if (op->cleanup) {
         op->cleanup(op);
         op->cleanup = NULL;
@@ -175,6 +177,7 @@ static void op_complete(tempo__op_t *op, tempo_status_t st)
 {
     tempo__list_remove(&op->link);
     op->status = st;
+    tempo__flight_end(op);
     tempo__trace_op_end(op->comm->world, op);
     if (op->on_complete) {
         op->on_complete(op);
@@ -186,6 +189,7 @@ void tempo__op_park(tempo__op_t *op)
     tempo__list_remove(&op->link);
     tempo__list_push_back(&op->comm->world->parked, &op->link);
     op->parked = 1;
+    tempo__flight_queued(op, 1);
 }
 
 void tempo__op_unpark(tempo__op_t *op)
@@ -194,6 +198,7 @@ void tempo__op_unpark(tempo__op_t *op)
     tempo__list_remove(&op->link);
     tempo__list_push_back(&w->active, &op->link);
     op->parked = 0;
+    tempo__flight_queued(op, 0);
     op->deadline = tempo__deadline_after(w->timeout_s);
     w->op_events++;
 }
@@ -289,6 +294,7 @@ int tempo__engine_progress(tempo__world_t *w)
     if (events) {
         w->last_event_ns = now ? now : tempo__pass_now(w);
     }
+    tempo__flight_poll(w); /* a dump that a failure of this pass or a SIGUSR1 asks for */
     return events;
 }
 
@@ -306,6 +312,7 @@ tempo_status_t tempo__op_start(tempo__op_t *op)
     }
     op->deadline = tempo__deadline_after(w->timeout_s);
     tempo__list_push_back(&w->active, &op->link);
+    tempo__flight_start(op);
     tempo__trace_op_start(w, op);
     tempo_status_t st = gated_progress(op);
     if (st != TEMPO_INPROGRESS) {

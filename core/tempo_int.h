@@ -125,6 +125,10 @@ static inline uint64_t tempo__now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/** One reading of both clocks, in microseconds: the real-time reading taken between two monotonic
+ *  ones, paired with their mean (how per-rank files of different hosts are lined up). */
+void tempo__clock_pair(double *mono_us_p, double *real_us_p);
+
 /** now + seconds, saturating. */
 static inline uint64_t tempo__deadline_after(double seconds)
 {

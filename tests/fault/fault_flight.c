@@ -1,0 +1,280 @@
+/*
+ * fault_flight.c — the flight recorder (issue 30): each rank's file, and `tempo-trace flight`
+ * naming the rank that is behind, or the call where the ranks disagree.
+ *
+ *   stuck      3 ranks (TEMPO_TIMEOUT=2s) run 4 all-reduces (#0..#3); rank 2 then stops calling
+ *              (it waits for the test outside tempo), so ranks 0 and 1 time out in #4 and write
+ *              their files. Rank 2 cannot write one (nothing of tempo runs in it): the tool, given
+ *              the two files, must name rank 2 as behind at allreduce #4 (exit 1). Then rank 2
+ *              goes on: its #4 or #5 fails (the job failed), it writes its file late, and the
+ *              tool given all three files must still name rank 2 at #4 (its #4 was posted after
+ *              the job had failed).
+ *   mismatch   3 ranks; in #3 rank 1 passes another count: every rank's call fails, each writes
+ *              its file (a communicator's failure), and the tool reports a mismatch of the count
+ *              at #3, naming rank 1 (exit 1).
+ *   signal     2 ranks run 3 all-reduces, raise SIGUSR1 and run one more: the engine writes the
+ *              file during that call (reason "signal"); with TEMPO_FLIGHT_RECORDER_AT_EXIT=1 the
+ *              destruction of the communicator rewrites it (reason "exit"), and the tool says the
+ *              ranks agree (exit 0).
+ * Files go to a fresh directory under $TMPDIR, removed at the end. The only time limits are hang
+ * guards (and TEMPO_TIMEOUT, which makes the survivors of the stuck case give up).
+ */
+#include "config.h"
+
+#include <sys/stat.h>
+#include <tempo.h>
+
+#include "tests/fault/job.h"
+
+#define COUNT 1024
+#define GUARD_S 30.0
+
+static char dir[256];
+
+static int tool_rc; /* the last run_tool's exit status */
+
+/* Run `tempo-trace flight` on the given ranks' files; returns its output (static), sets tool_rc. */
+static const char *run_tool(const int *ranks, int n)
+{
+    static char out[16384];
+    char cmd[2048];
+    const char *top = getenv("top_builddir");
+    int o = snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s/tools/tempo-trace flight",
+                     top ? top : ".");
+    for (int i = 0; i < n; i++) {
+        o += snprintf(cmd + o, sizeof(cmd) - (size_t)o, " %s/fr.%d.json", dir, ranks[i]);
+    }
+    snprintf(cmd + o, sizeof(cmd) - (size_t)o, " 2>&1");
+    FILE *p = popen(cmd, "r");
+    size_t got = p ? fread(out, 1, sizeof(out) - 1, p) : 0;
+    out[got] = '\0';
+    int st = p ? pclose(p) : -1;
+    tool_rc = st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    static char copy[sizeof(out)];
+    for (char *line = strtok(strcpy(copy, out), "\n"); line; line = strtok(NULL, "\n")) {
+        tap_diag("  %s", line);
+    }
+    return out;
+}
+
+static int file_exists(int rank)
+{
+    char path[320];
+    struct stat sb;
+    snprintf(path, sizeof(path), "%s/fr.%d.json", dir, rank);
+    return stat(path, &sb) == 0;
+}
+
+/* The file's "reason", or "" (a small scan: the writer puts it on the first line). */
+static const char *file_reason(int rank)
+{
+    static char reason[32];
+    char path[320], line[512];
+    snprintf(path, sizeof(path), "%s/fr.%d.json", dir, rank);
+    FILE *f = fopen(path, "r");
+    reason[0] = '\0';
+    if (f && fgets(line, sizeof(line), f)) {
+        const char *r = strstr(line, "\"reason\": \"");
+        if (r) {
+            sscanf(r + 11, "%31[a-z]", reason);
+        }
+    }
+    if (f) {
+        fclose(f);
+    }
+    return reason;
+}
+
+typedef struct {
+    int mode; /* 0 stuck, 1 mismatch, 2 signal */
+} flight_arg_t;
+
+static int flight_rank(int rank, int size, void *arg)
+{
+    (void)size;
+    const flight_arg_t *a = arg;
+    tempo_comm_t comm = rk_init();
+    if (!comm) {
+        return 1;
+    }
+    float in[COUNT + 1], out[COUNT + 1];
+    for (int i = 0; i <= COUNT; i++) {
+        in[i] = 1.0f;
+    }
+    tempo_status_t st = TEMPO_OK;
+    for (int iter = 0; iter < 6 && st == TEMPO_OK; iter++) {
+        if (a->mode == 0 && rank == 2 && iter == 4) {
+            rk_put("stuck", "%d", iter);
+            rk_wait_go(); /* outside tempo until the survivors have reported */
+        }
+        if (a->mode == 2 && iter == 3) {
+            raise(SIGUSR1); /* only counted; the engine writes the file during the next call */
+        }
+        size_t n = a->mode == 1 && rank == 1 && iter == 3 ? COUNT + 1 : COUNT;
+        st = tempo_allreduce(comm, in, out, n, TEMPO_FLOAT32, TEMPO_SUM);
+        if (a->mode == 1 && iter == 3) {
+            break;
+        }
+    }
+    rk_put("msg", "%s", st == TEMPO_OK ? "" : tempo_last_error(comm));
+    rk_put("status", "%d", (int)st);
+    rk_wait_go();
+    rk_put("destroy", "%d", (int)tempo_comm_destroy(comm));
+    return 0;
+}
+
+static job_t *start(const char *name, int n, const char *const *extra, flight_arg_t *a)
+{
+    static char fr[320];
+    const char *env[8] = {"TEMPO_TIMEOUT=2s", fr};
+    int k = 2;
+    snprintf(fr, sizeof(fr), "TEMPO_FLIGHT_RECORDER=%s/fr.%%r.json", dir);
+    for (; extra && *extra && k < 7; extra++) {
+        env[k++] = *extra;
+    }
+    env[k] = NULL;
+    job_t *j = calloc(1, sizeof(*j));
+    if (job_start(j, n, env, flight_rank, a) != 0) {
+        TAP_OK(0, "%s: start %d ranks", name, n);
+        free(j);
+        return NULL;
+    }
+    return j;
+}
+
+static void clear_files(int n)
+{
+    for (int r = 0; r < n; r++) {
+        char path[320];
+        snprintf(path, sizeof(path), "%s/fr.%d.json", dir, r);
+        unlink(path);
+    }
+}
+
+static void case_stuck(void)
+{
+    const char *name = "stuck";
+    flight_arg_t a = {0};
+    clear_files(3);
+    job_t *j = start(name, 3, NULL, &a);
+    if (!j) {
+        return;
+    }
+    TAP_OK(job_wait_key(j, 2, "stuck", GUARD_S) != NULL, "%s: rank 2 stops calling before #4",
+           name);
+    for (int r = 0; r < 2; r++) {
+        job_wait_key(j, r, "status", GUARD_S);
+        TAP_EQ_INT(job_status_of(j, r, "status"), TEMPO_ERR_TIMEOUT, "%s: rank %d times out",
+                   name, r);
+        TAP_OK(file_exists(r), "%s: rank %d wrote its file", name, r);
+        TAP_EQ_STR(file_reason(r), "timeout", "%s: rank %d's file says why", name, r);
+    }
+    TAP_OK(!file_exists(2), "%s: rank 2, stuck outside tempo, wrote none", name);
+    static const int survivors[] = {0, 1}, all[] = {0, 1, 2};
+    const char *out = run_tool(survivors, 2);
+    TAP_EQ_INT(tool_rc, 1, "%s: tempo-trace flight on the survivors' files exits 1", name);
+    TAP_CONTAINS(out, "BEHIND: rank 2 wrote no file", "%s: it names rank 2 as behind", name);
+    TAP_CONTAINS(out, "wait for it at allreduce #4 ", "%s: at allreduce #4", name);
+    TAP_CONTAINS(out, "last program operation completed by every rank with a file: allreduce #3",
+                 "%s: and #3 as the last one every rank completed", name);
+    /* Rank 2's #4 may even complete (the shared-memory all-reduce finds the data the others
+     * published before they gave up); its #5 learns that the job failed. */
+    for (int r = 0; r < 3; r++) {
+        job_go(j, r);
+    }
+    job_wait_key(j, 2, "status", GUARD_S);
+    job_go(j, 2);
+    job_wait_key(j, 2, "destroy", GUARD_S);
+    tap_diag("%s: rank 2 back in tempo: #4 %s (%s), destroy %s", name, job_get(j, 2, "status"),
+             job_get(j, 2, "msg"), job_get(j, 2, "destroy"));
+    TAP_OK(file_exists(2), "%s: rank 2 wrote its file once back in tempo", name);
+    out = run_tool(all, 3);
+    TAP_EQ_INT(tool_rc, 1, "%s: tempo-trace flight on all three files exits 1", name);
+    TAP_CONTAINS(out, "BEHIND: rank 2 did not reach allreduce #4 ",
+                 "%s: it names rank 2 as behind at allreduce #4", name);
+    TAP_CONTAINS(out, "it called #4 only after the job had failed",
+                 "%s: rank 2's #4 came after the job had failed", name);
+    job_end(j, GUARD_S, name);
+}
+
+static void case_mismatch(void)
+{
+    const char *name = "mismatch";
+    flight_arg_t a = {1};
+    clear_files(3);
+    job_t *j = start(name, 3, NULL, &a);
+    if (!j) {
+        return;
+    }
+    for (int r = 0; r < 3; r++) {
+        job_wait_key(j, r, "status", GUARD_S);
+        TAP_EQ_INT(job_status_of(j, r, "status"), TEMPO_ERR_INVALID, "%s: rank %d's #3 fails",
+                   name, r);
+    }
+    for (int r = 0; r < 3; r++) {
+        job_go(j, r);
+    }
+    for (int r = 0; r < 3; r++) {
+        job_wait_key(j, r, "destroy", GUARD_S);
+        TAP_OK(file_exists(r), "%s: rank %d wrote its file", name, r);
+    }
+    static const int all[] = {0, 1, 2};
+    const char *out = run_tool(all, 3);
+    TAP_EQ_INT(tool_rc, 1, "%s: tempo-trace flight exits 1", name);
+    TAP_CONTAINS(out, "MISMATCH at program #3: count 1025 on rank 1, 1024 on ranks 0, 2",
+                 "%s: it reports the count at #3 and rank 1", name);
+    job_end(j, GUARD_S, name);
+}
+
+static void case_signal(void)
+{
+    const char *name = "signal";
+    flight_arg_t a = {2};
+    clear_files(2);
+    static const char *const at_exit[] = {"TEMPO_FLIGHT_RECORDER_AT_EXIT=1", NULL};
+    job_t *j = start(name, 2, at_exit, &a);
+    if (!j) {
+        return;
+    }
+    for (int r = 0; r < 2; r++) {
+        job_wait_key(j, r, "status", GUARD_S);
+        TAP_EQ_INT(job_status_of(j, r, "status"), TEMPO_OK, "%s: rank %d's calls succeed", name,
+                   r);
+        TAP_OK(file_exists(r), "%s: rank %d wrote its file on SIGUSR1", name, r);
+        TAP_EQ_STR(file_reason(r), "signal", "%s: rank %d's file says why", name, r);
+    }
+    for (int r = 0; r < 2; r++) {
+        job_go(j, r);
+    }
+    for (int r = 0; r < 2; r++) {
+        job_wait_key(j, r, "destroy", GUARD_S);
+        TAP_EQ_STR(file_reason(r), "exit", "%s: rank %d rewrote it at the end (AT_EXIT)", name,
+                   r);
+    }
+    static const int all[] = {0, 1};
+    const char *out = run_tool(all, 2);
+    TAP_EQ_INT(tool_rc, 0, "%s: tempo-trace flight exits 0", name);
+    TAP_CONTAINS(out, "consistent: every rank posted and completed the same operations",
+                 "%s: the ranks agree", name);
+    job_end(j, GUARD_S, name);
+}
+
+int main(void)
+{
+    if (access("/usr/bin/python3", X_OK) != 0) {
+        tap_skip_all("/usr/bin/python3 not found (tempo-trace)");
+        return 0;
+    }
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof(dir), "%s/tempo-flight.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir)) {
+        TAP_OK(0, "create a directory for the files");
+        return tap_done();
+    }
+    case_stuck();
+    case_mismatch();
+    case_signal();
+    clear_files(3);
+    rmdir(dir);
+    return tap_done();
+}
