@@ -12,10 +12,11 @@
  *   mismatch   3 ranks; in #3 rank 1 passes another count: every rank's call fails, each writes
  *              its file (a communicator's failure), and the tool reports a mismatch of the count
  *              at #3, naming rank 1 (exit 1).
- *   signal     2 ranks run 3 all-reduces, raise SIGUSR1 and run one more: the engine writes the
- *              file during that call (reason "signal"); with TEMPO_FLIGHT_RECORDER_AT_EXIT=1 the
- *              destruction of the communicator rewrites it (reason "exit"), and the tool says the
- *              ranks agree (exit 0).
+ *   signal     2 ranks run all-reduces and 3 scheduled ones (priorities), raise SIGUSR1 and run
+ *              one more all-reduce: the engine writes the file during that call (reason
+ *              "signal"); with TEMPO_FLIGHT_RECORDER_AT_EXIT=1 the destruction of the
+ *              communicator rewrites it (reason "exit"), and the tool says the ranks agree, in
+ *              both lanes (exit 0).
  * Files go to a fresh directory under $TMPDIR, removed at the end. The only time limits are hang
  * guards (and TEMPO_TIMEOUT, which makes the survivors of the stuck case give up).
  */
@@ -89,6 +90,25 @@ typedef struct {
     int mode; /* 0 stuck, 1 mismatch, 2 signal */
 } flight_arg_t;
 
+/* Three scheduled all-reduces with priorities (the scheduled lane's chunks in the ring). */
+static tempo_status_t scheduled_batch(tempo_comm_t comm, float *in, float *out)
+{
+    tempo_request_t req[3];
+    tempo_status_t stv[3];
+    for (int i = 0; i < 3; i++) {
+        tempo_attr_t at = {.field_mask = TEMPO_ATTR_PRIORITY | TEMPO_ATTR_TAG,
+                           .priority = 2 - i,
+                           .tag = (uint64_t)(100 + i)};
+        tempo_status_t st = tempo_iallreduce(comm, in + i * 300, out + i * 300, 300,
+                                             TEMPO_FLOAT32, TEMPO_SUM, &at, &req[i]);
+        if (st != TEMPO_OK) {
+            (void)tempo_waitall((size_t)i, req, stv);
+            return st;
+        }
+    }
+    return tempo_waitall(3, req, stv);
+}
+
 static int flight_rank(int rank, int size, void *arg)
 {
     (void)size;
@@ -106,6 +126,9 @@ static int flight_rank(int rank, int size, void *arg)
         if (a->mode == 0 && rank == 2 && iter == 4) {
             rk_put("stuck", "%d", iter);
             rk_wait_go(); /* outside tempo until the survivors have reported */
+        }
+        if (a->mode == 2 && iter == 2) {
+            st = scheduled_batch(comm, in, out);
         }
         if (a->mode == 2 && iter == 3) {
             raise(SIGUSR1); /* only counted; the engine writes the file during the next call */
@@ -256,6 +279,8 @@ static void case_signal(void)
     TAP_EQ_INT(tool_rc, 0, "%s: tempo-trace flight exits 0", name);
     TAP_CONTAINS(out, "consistent: every rank posted and completed the same operations",
                  "%s: the ranks agree", name);
+    TAP_CONTAINS(out, "last scheduled operation completed by every rank with a file: allreduce "
+                 "scheduled #2 (300 x float32 sum", "%s: and the scheduled lane's chunks", name);
     job_end(j, GUARD_S, name);
 }
 
