@@ -131,7 +131,7 @@ void tempo__op_release(tempo__op_t *op)
     if (op->status == TEMPO_INPROGRESS) {
         tempo__list_remove(&op->link);
     }
-    tempo__flight_end(op); /* one that completed without the engine (nothing to move, refused) */
+    tempo__flight_end(op, 0); /* one that completed without the engine (nothing to move, refused) */
     if (op->cleanup) {
         op->cleanup(op);
         op->cleanup = NULL;
@@ -173,11 +173,12 @@ static tempo_status_t gated_progress(tempo__op_t *op)
     return op->progress(op);
 }
 
-static void op_complete(tempo__op_t *op, tempo_status_t st)
+/* now: the time (ns, monotonic) of its completion, as the caller has it. */
+static void op_complete(tempo__op_t *op, tempo_status_t st, uint64_t now)
 {
     tempo__list_remove(&op->link);
     op->status = st;
-    tempo__flight_end(op);
+    tempo__flight_end(op, now);
     tempo__trace_op_end(op->comm->world, op);
     if (op->on_complete) {
         op->on_complete(op);
@@ -266,7 +267,8 @@ int tempo__engine_progress(tempo__world_t *w)
             st = gated_progress(op);
         }
         if (st != TEMPO_INPROGRESS) {
-            op_complete(op, st);
+            /* (the pass's clock: read once per pass, and again at its end for events anyway) */
+            op_complete(op, st, tempo__pass_now(w));
             events++;
             continue;
         }
@@ -287,7 +289,7 @@ int tempo__engine_progress(tempo__world_t *w)
         if (TEMPO_UNLIKELY(!op->parked && op_overdue(w, op, now)) &&
             tempo__blame_overdue(op, now)) {
             tempo__blame_timeout(op);
-            op_complete(op, TEMPO_ERR_TIMEOUT);
+            op_complete(op, TEMPO_ERR_TIMEOUT, now);
             events++;
         }
     }
@@ -310,13 +312,14 @@ tempo_status_t tempo__op_start(tempo__op_t *op)
         op->status = tempo__op_fail(op, op->comm->failed, "%s", op->comm->failmsg);
         return op->status;
     }
-    op->deadline = tempo__deadline_after(w->timeout_s);
+    uint64_t now = tempo__now_ns(); /* (one clock read: the deadline's and the recorder's) */
+    op->deadline = tempo__deadline_from(now, w->timeout_s);
     tempo__list_push_back(&w->active, &op->link);
-    tempo__flight_start(op);
+    tempo__flight_start(op, now);
     tempo__trace_op_start(w, op);
     tempo_status_t st = gated_progress(op);
     if (st != TEMPO_INPROGRESS) {
-        op_complete(op, st);
+        op_complete(op, st, 0);
     }
     return st;
 }

@@ -52,7 +52,7 @@ void tempo__flight_post(tempo__op_t *op)
     e->id = id;
     e->count = op->count;
     e->tag = op->user_tag;
-    e->t_post_ns = req->t_post_ns ? req->t_post_ns : tempo__now_ns();
+    e->t_post_ns = req->t_post_ns; /* 0: set when it starts or ends */
     e->t_start_ns = e->t_end_ns = 0;
     e->algo = op->algo;
     e->seq = op->seq;

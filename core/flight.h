@@ -8,9 +8,11 @@
  * Recording is on by default (the ring, not the dump): the ring is allocated with the
  * communicator (TEMPO_FLIGHT_RECORDER_SIZE entries rounded up to a power of two, about 128 bytes
  * each; 0 turns it off) and an entry is plain data written in place, so an operation costs a
- * dozen stores when it is posted and two when it starts and ends (one clock read each), and never
- * an allocation. Hooks: tempo__flight_post (collectives/api.c, when a call gets its sequence
- * number; a scheduled chunk when it starts), tempo__flight_start / _end / _queued (engine.c).
+ * dozen stores when it is posted and a few when it starts and ends, never an allocation, and no
+ * clock read of its own in the common case (the start shares the
+ * deadline's, the end the progress pass's). Hooks: tempo__flight_post (collectives/api.c, when a
+ * call gets its sequence number; a scheduled chunk when it starts), tempo__flight_start / _end /
+ * _queued (engine.c).
  *
  * What the ring is not: the record of waits (the peers an operation still waits for are read from
  * the live operations at dump time, as core/blame.c knows them), nor a log of every byte. A rank
@@ -79,8 +81,8 @@ static inline tempo__flight_ent_t *tempo__flight_ent(const tempo__op_t *op)
     return e->id == op->flight_id ? e : NULL;
 }
 
-/** op starts running (engine): a chunk or an internal operation is recorded here. */
-static inline void tempo__flight_start(tempo__op_t *op)
+/** op starts running at now (engine): a chunk or an internal operation is recorded here. */
+static inline void tempo__flight_start(tempo__op_t *op, uint64_t now)
 {
     if (!op->flight_id && !op->is_parent) {
         tempo__flight_post(op);
@@ -89,8 +91,9 @@ static inline void tempo__flight_start(tempo__op_t *op)
     if (e) {
         e->state = TEMPO__FL_RUNNING;
         e->algo = op->algo;
-        if (!e->t_start_ns) {
-            e->t_start_ns = tempo__now_ns();
+        e->t_start_ns = now;
+        if (!e->t_post_ns) {
+            e->t_post_ns = now; /* (a call posted and started at once: one clock read) */
         }
     }
 }
@@ -104,9 +107,10 @@ static inline void tempo__flight_queued(tempo__op_t *op, int queued)
     }
 }
 
-/** op completed (engine), or is released (any operation that completed without the engine: a
- *  call with nothing to move, one refused when posted). Nothing when already ended. */
-static inline void tempo__flight_end(tempo__op_t *op)
+/** op completed at now (engine; 0: read the clock), or is released (any operation that completed
+ *  without the engine: a call with nothing to move, one refused when posted). Nothing when
+ *  already ended. */
+static inline void tempo__flight_end(tempo__op_t *op, uint64_t now)
 {
     tempo__flight_ent_t *e = tempo__flight_ent(op);
     if (e && e->state != TEMPO__FL_DONE && e->state != TEMPO__FL_FAILED &&
@@ -117,7 +121,10 @@ static inline void tempo__flight_end(tempo__op_t *op)
                         ? tempo__wrank(op->comm, op->wait_peer)
                         : -1;
         e->algo = op->algo;
-        e->t_end_ns = tempo__now_ns();
+        e->t_end_ns = now ? now : tempo__now_ns();
+        if (!e->t_post_ns) {
+            e->t_post_ns = e->t_end_ns; /* never started (refused, or nothing to move) */
+        }
     }
 }
 
