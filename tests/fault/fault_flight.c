@@ -9,6 +9,9 @@
  *              goes on: its #4 or #5 fails (the job failed), it writes its file late, and the
  *              tool given all three files must still name rank 2 at #4 (its #4 was posted after
  *              the job had failed).
+ *   killed     the same, but the test kills rank 2 (SIGKILL) before #4: ranks 0 and 1 fail with
+ *              TEMPO_ERR_REMOTE, write their files, and the tool names rank 2 at allreduce #4
+ *              (or #3: rank 2 may finish #3 and die while the others are still in it).
  *   mismatch   3 ranks; in #3 rank 1 passes another count: every rank's call fails, each writes
  *              its file (a communicator's failure), and the tool reports a mismatch of the count
  *              at #3, naming rank 1 (exit 1).
@@ -87,7 +90,7 @@ static const char *file_reason(int rank)
 }
 
 typedef struct {
-    int mode; /* 0 stuck, 1 mismatch, 2 signal */
+    int mode; /* 0 stuck, 1 mismatch, 2 signal, 3 killed */
 } flight_arg_t;
 
 /* Three scheduled all-reduces with priorities (the scheduled lane's chunks in the ring). */
@@ -123,7 +126,7 @@ static int flight_rank(int rank, int size, void *arg)
     }
     tempo_status_t st = TEMPO_OK;
     for (int iter = 0; iter < 6 && st == TEMPO_OK; iter++) {
-        if (a->mode == 0 && rank == 2 && iter == 4) {
+        if ((a->mode == 0 || a->mode == 3) && rank == 2 && iter == 4) {
             rk_put("stuck", "%d", iter);
             rk_wait_go(); /* outside tempo until the survivors have reported */
         }
@@ -146,9 +149,16 @@ static int flight_rank(int rank, int size, void *arg)
     return 0;
 }
 
-static job_t *start(const char *name, int n, const char *const *extra, flight_arg_t *a)
+static void clear_files(int n);
+
+/* Start n ranks of flight_rank in mode, with TEMPO_TIMEOUT=2s, TEMPO_FLIGHT_RECORDER and extra;
+ * the files of an earlier case removed first. */
+static job_t *start(const char *name, int n, const char *const *extra, int mode)
 {
     static char fr[320];
+    static flight_arg_t a;
+    a.mode = mode;
+    clear_files(n);
     const char *env[8] = {"TEMPO_TIMEOUT=2s", fr};
     int k = 2;
     snprintf(fr, sizeof(fr), "TEMPO_FLIGHT_RECORDER=%s/fr.%%r.json", dir);
@@ -157,7 +167,7 @@ static job_t *start(const char *name, int n, const char *const *extra, flight_ar
     }
     env[k] = NULL;
     job_t *j = calloc(1, sizeof(*j));
-    if (job_start(j, n, env, flight_rank, a) != 0) {
+    if (job_start(j, n, env, flight_rank, &a) != 0) {
         TAP_OK(0, "%s: start %d ranks", name, n);
         free(j);
         return NULL;
@@ -174,23 +184,27 @@ static void clear_files(int n)
     }
 }
 
+/* Rank r reported status, and wrote its file for reason. */
+static void reported(job_t *j, const char *name, int r, tempo_status_t status, const char *reason)
+{
+    job_wait_key(j, r, "status", GUARD_S);
+    TAP_EQ_INT(job_status_of(j, r, "status"), status, "%s: rank %d: %s", name, r,
+               tempo_status_name(status));
+    TAP_OK(file_exists(r), "%s: rank %d wrote its file", name, r);
+    TAP_EQ_STR(file_reason(r), reason, "%s: rank %d's file says why", name, r);
+}
+
 static void case_stuck(void)
 {
     const char *name = "stuck";
-    flight_arg_t a = {0};
-    clear_files(3);
-    job_t *j = start(name, 3, NULL, &a);
+    job_t *j = start(name, 3, NULL, 0);
     if (!j) {
         return;
     }
     TAP_OK(job_wait_key(j, 2, "stuck", GUARD_S) != NULL, "%s: rank 2 stops calling before #4",
            name);
     for (int r = 0; r < 2; r++) {
-        job_wait_key(j, r, "status", GUARD_S);
-        TAP_EQ_INT(job_status_of(j, r, "status"), TEMPO_ERR_TIMEOUT, "%s: rank %d times out",
-                   name, r);
-        TAP_OK(file_exists(r), "%s: rank %d wrote its file", name, r);
-        TAP_EQ_STR(file_reason(r), "timeout", "%s: rank %d's file says why", name, r);
+        reported(j, name, r, TEMPO_ERR_TIMEOUT, "timeout");
     }
     TAP_OK(!file_exists(2), "%s: rank 2, stuck outside tempo, wrote none", name);
     static const int survivors[] = {0, 1}, all[] = {0, 1, 2};
@@ -220,12 +234,40 @@ static void case_stuck(void)
     job_end(j, GUARD_S, name);
 }
 
+static void case_killed(void)
+{
+    const char *name = "killed";
+    job_t *j = start(name, 3, NULL, 3);
+    if (!j) {
+        return;
+    }
+    TAP_OK(job_wait_key(j, 2, "stuck", GUARD_S) != NULL, "%s: rank 2 stops before #4", name);
+    job_kill(j, 2, SIGKILL);
+    for (int r = 0; r < 2; r++) {
+        reported(j, name, r, TEMPO_ERR_REMOTE, "failure");
+    }
+    static const int survivors[] = {0, 1};
+    const char *out = run_tool(survivors, 2);
+    TAP_EQ_INT(tool_rc, 1, "%s: tempo-trace flight exits 1", name);
+    TAP_CONTAINS(out, "BEHIND: rank 2 wrote no file", "%s: it names rank 2 as behind", name);
+    /* #4, or #3 when rank 2 finished #3 first and died while the others were still in it. */
+    TAP_OK(strstr(out, "for it at allreduce #4 ") || strstr(out, "for it at allreduce #3 "),
+           "%s: at allreduce #4 (or #3)", name);
+    for (int r = 0; r < 2; r++) {
+        job_go(j, r);
+    }
+    job_finish(j, GUARD_S);
+    for (int r = 0; r < 2; r++) {
+        TAP_OK(job_exited(j, r, 0), "%s: rank %d exited 0", name, r);
+    }
+    job_free(j);
+    free(j);
+}
+
 static void case_mismatch(void)
 {
     const char *name = "mismatch";
-    flight_arg_t a = {1};
-    clear_files(3);
-    job_t *j = start(name, 3, NULL, &a);
+    job_t *j = start(name, 3, NULL, 1);
     if (!j) {
         return;
     }
@@ -252,19 +294,13 @@ static void case_mismatch(void)
 static void case_signal(void)
 {
     const char *name = "signal";
-    flight_arg_t a = {2};
-    clear_files(2);
     static const char *const at_exit[] = {"TEMPO_FLIGHT_RECORDER_AT_EXIT=1", NULL};
-    job_t *j = start(name, 2, at_exit, &a);
+    job_t *j = start(name, 2, at_exit, 2);
     if (!j) {
         return;
     }
     for (int r = 0; r < 2; r++) {
-        job_wait_key(j, r, "status", GUARD_S);
-        TAP_EQ_INT(job_status_of(j, r, "status"), TEMPO_OK, "%s: rank %d's calls succeed", name,
-                   r);
-        TAP_OK(file_exists(r), "%s: rank %d wrote its file on SIGUSR1", name, r);
-        TAP_EQ_STR(file_reason(r), "signal", "%s: rank %d's file says why", name, r);
+        reported(j, name, r, TEMPO_OK, "signal");
     }
     for (int r = 0; r < 2; r++) {
         job_go(j, r);
@@ -297,6 +333,7 @@ int main(void)
         return tap_done();
     }
     case_stuck();
+    case_killed();
     case_mismatch();
     case_signal();
     clear_files(3);
