@@ -469,7 +469,22 @@ static void *progress_main(void *arg)
     while (!w->thread_stop) {
         if (w->waiters > 0 || !engine_busy(w)) {
             w->thread_sleeping = 1;
-            pthread_cond_wait(&w->cv, &w->lock);
+            if (tempo__cfg.flight[0]) {
+                /* Wake 5 times a second to write a flight record that SIGUSR1 asked for while
+                 * the caller is outside tempo (a signal handler cannot signal a condition
+                 * variable): the file of a rank stuck in its own code then says so. */
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                ts.tv_nsec += 200000000L;
+                if (ts.tv_nsec >= 1000000000L) {
+                    ts.tv_sec++;
+                    ts.tv_nsec -= 1000000000L;
+                }
+                pthread_cond_timedwait(&w->cv, &w->lock, &ts);
+                tempo__flight_poll(w);
+            } else {
+                pthread_cond_wait(&w->cv, &w->lock);
+            }
             w->thread_sleeping = 0;
             spins = 0;
             w->last_event_ns = tempo__now_ns();

@@ -15,10 +15,12 @@
  * _queued (engine.c).
  *
  * What the ring is not: the record of waits (the peers an operation still waits for are read from
- * the live operations at dump time, as core/blame.c knows them), nor a log of every byte. A rank
- * stuck outside the library (computing, or in a sleep) cannot write its file: the dump is written
- * by the progress engine, which runs only inside tempo calls and in the progress thread while
- * operations run. Its peers' files then name it.
+ * the live operations at dump time, as core/blame.c knows them), nor a log of every byte. The
+ * dump is written by the progress engine, which runs inside tempo calls and in the progress thread
+ * (while operations run; with TEMPO_FLIGHT_RECORDER set it also wakes every 200 ms to serve a
+ * SIGUSR1). So a rank stuck outside the library writes no file on the job's failure (it has not
+ * seen it) until it calls tempo again, and on SIGUSR1 only through the progress thread; its peers'
+ * files name it.
  *
  * Invariants: every function runs under the world lock; an entry belongs to the operation whose
  * op->flight_id equals its id (the ring may have reused the slot since, then the operation is not

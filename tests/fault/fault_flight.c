@@ -4,8 +4,10 @@
  *
  *   stuck      3 ranks (TEMPO_TIMEOUT=2s) run 4 all-reduces (#0..#3); rank 2 then stops calling
  *              (it waits for the test outside tempo), so ranks 0 and 1 time out in #4 and write
- *              their files. Rank 2 cannot write one (nothing of tempo runs in it): the tool, given
- *              the two files, must name rank 2 as behind at allreduce #4 (exit 1). Then rank 2
+ *              their files. Rank 2 writes none (no call of tempo runs in it): the tool, given the
+ *              two files, must name rank 2 as behind at allreduce #4 (exit 1). SIGUSR1 makes rank
+ *              2's progress thread write its file: the tool then says it was done with #3 and
+ *              outside tempo. Then rank 2
  *              goes on: its #4 or #5 fails (the job failed), it writes its file late, and the
  *              tool given all three files must still name rank 2 at #4 (its #4 was posted after
  *              the job had failed).
@@ -194,6 +196,8 @@ static void reported(job_t *j, const char *name, int r, tempo_status_t status, c
     TAP_EQ_STR(file_reason(r), reason, "%s: rank %d's file says why", name, r);
 }
 
+static const int survivors[] = {0, 1}, all[] = {0, 1, 2};
+
 static void case_stuck(void)
 {
     const char *name = "stuck";
@@ -207,13 +211,25 @@ static void case_stuck(void)
         reported(j, name, r, TEMPO_ERR_TIMEOUT, "timeout");
     }
     TAP_OK(!file_exists(2), "%s: rank 2, stuck outside tempo, wrote none", name);
-    static const int survivors[] = {0, 1}, all[] = {0, 1, 2};
     const char *out = run_tool(survivors, 2);
     TAP_EQ_INT(tool_rc, 1, "%s: tempo-trace flight on the survivors' files exits 1", name);
     TAP_CONTAINS(out, "BEHIND: rank 2 wrote no file", "%s: it names rank 2 as behind", name);
     TAP_CONTAINS(out, "wait for it at allreduce #4 ", "%s: at allreduce #4", name);
     TAP_CONTAINS(out, "last program operation completed by every rank with a file: allreduce #3",
                  "%s: and #3 as the last one every rank completed", name);
+    /* SIGUSR1 to the stuck rank: its progress thread writes its file (its caller is outside). */
+    job_kill(j, 2, SIGUSR1);
+    for (double t0 = job_now(); !file_exists(2) && job_now() - t0 < GUARD_S;) {
+        poll(NULL, 0, 10); /* (a hang guard: the file appears within the thread's 200 ms nap) */
+    }
+    TAP_EQ_STR(file_reason(2), "signal", "%s: SIGUSR1 makes rank 2 write its file", name);
+    out = run_tool(all, 3);
+    TAP_EQ_INT(tool_rc, 1, "%s: tempo-trace flight with rank 2's file exits 1", name);
+    TAP_CONTAINS(out, "BEHIND: rank 2 did not reach allreduce #4 ",
+                 "%s: it names rank 2 as behind at allreduce #4", name);
+    TAP_CONTAINS(out, "rank 2 is behind (it was at allreduce #3 (1024 x float32 sum, shm): done",
+                 "%s: after #3, done", name);
+    TAP_CONTAINS(out, "no caller inside tempo", "%s: and outside tempo", name);
     /* Rank 2's #4 may even complete (the shared-memory all-reduce finds the data the others
      * published before they gave up); its #5 learns that the job failed. */
     for (int r = 0; r < 3; r++) {
@@ -246,7 +262,6 @@ static void case_killed(void)
     for (int r = 0; r < 2; r++) {
         reported(j, name, r, TEMPO_ERR_REMOTE, "failure");
     }
-    static const int survivors[] = {0, 1};
     const char *out = run_tool(survivors, 2);
     TAP_EQ_INT(tool_rc, 1, "%s: tempo-trace flight exits 1", name);
     TAP_CONTAINS(out, "BEHIND: rank 2 wrote no file", "%s: it names rank 2 as behind", name);
@@ -283,7 +298,6 @@ static void case_mismatch(void)
         job_wait_key(j, r, "destroy", GUARD_S);
         TAP_OK(file_exists(r), "%s: rank %d wrote its file", name, r);
     }
-    static const int all[] = {0, 1, 2};
     const char *out = run_tool(all, 3);
     TAP_EQ_INT(tool_rc, 1, "%s: tempo-trace flight exits 1", name);
     TAP_CONTAINS(out, "MISMATCH at program #3: count 1025 on rank 1, 1024 on ranks 0, 2",
@@ -310,8 +324,7 @@ static void case_signal(void)
         TAP_EQ_STR(file_reason(r), "exit", "%s: rank %d rewrote it at the end (AT_EXIT)", name,
                    r);
     }
-    static const int all[] = {0, 1};
-    const char *out = run_tool(all, 2);
+    const char *out = run_tool(survivors, 2); /* (ranks 0 and 1: the whole job here) */
     TAP_EQ_INT(tool_rc, 0, "%s: tempo-trace flight exits 0", name);
     TAP_CONTAINS(out, "consistent: every rank posted and completed the same operations",
                  "%s: the ranks agree", name);
