@@ -62,7 +62,7 @@ noinst_HEADERS += %reldir%/tu.h
 %canon_reldir%_test_flight_SOURCES = %reldir%/test_flight.c
 %canon_reldir%_test_flight_LDADD = libtempo_core.la
 
-# tools/tempo-trace (merge, check, summary) on synthetic trace files: a shell TAP test (.sh, run
+# tools/tempo-trace (merge, check, summary, flight) on synthetic files: a shell TAP test (.sh, run
 # by SH_LOG_DRIVER); it skips itself without /usr/bin/python3.
 TESTS += %reldir%/test_trace_tool.sh
 EXTRA_DIST += %reldir%/test_trace_tool.sh
