@@ -91,6 +91,21 @@ static const char *file_reason(int rank)
     return reason;
 }
 
+/* Whether rank's file contains needle. */
+static int file_has(int rank, const char *needle)
+{
+    static char text[1 << 16];
+    char path[320];
+    snprintf(path, sizeof(path), "%s/fr.%d.json", dir, rank);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(text, 1, sizeof(text) - 1, f) : 0;
+    text[n] = '\0';
+    if (f) {
+        fclose(f);
+    }
+    return strstr(text, needle) != NULL;
+}
+
 typedef struct {
     int mode; /* 0 stuck, 1 mismatch, 2 signal, 3 killed */
 } flight_arg_t;
@@ -234,8 +249,9 @@ static void case_stuck(void)
     }
     TAP_EQ_STR(file_reason(2), "signal", "%s: SIGUSR1 makes rank 2 write its file", name);
     out = all_say_behind(name, "with rank 2's file on SIGUSR1");
-    TAP_CONTAINS(out, "rank 2 is behind (it was at allreduce #3 (1024 x float32 sum, shm): done",
-                 "%s: after #3, done", name);
+    TAP_CONTAINS(out, "rank 2 is behind (it was at allreduce #3 (1024 x float32 sum, ",
+                 "%s: after #3", name);
+    TAP_CONTAINS(out, "): done after ", "%s: done", name);
     TAP_CONTAINS(out, "no caller inside tempo", "%s: and outside tempo", name);
     /* Rank 2's #4 may even complete (the shared-memory all-reduce finds the data the others
      * published before they gave up); its #5 learns that the job failed. */
@@ -320,6 +336,13 @@ static void case_signal(void)
     }
     for (int r = 0; r < 2; r++) {
         reported(j, name, r, TEMPO_OK, "signal");
+        TAP_OK(file_has(r, "\"scheduler\": {\"coordinator\": 0, \"policy\": \"tic\""),
+               "%s: rank %d's file has the scheduler's state", name, r);
+        TAP_OK(file_has(r, "\"lane\": \"scheduled\"") && file_has(r, "\"priority\": 2"),
+               "%s: and scheduled chunks with their priority", name);
+        TAP_OK(file_has(r, r ? "{\"rank\": 0, \"host\"" : "{\"rank\": 1, \"host\"") &&
+                   !file_has(r, "\"transport\": null"),
+               "%s: and its peer's transport", name);
     }
     for (int r = 0; r < 2; r++) {
         job_go(j, r);
