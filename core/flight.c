@@ -60,7 +60,9 @@ void tempo__flight_post(tempo__op_t *op)
     e->chunk = op->chunk;
     e->nchunks = op->nchunks;
     e->priority = op->priority;
-    e->root = op->root;
+    int rooted = op->coll == TEMPO__COLL_BROADCAST || op->coll == TEMPO__COLL_REDUCE ||
+                 op->coll == TEMPO__COLL_SEND || op->coll == TEMPO__COLL_RECV;
+    e->root = rooted ? op->root : -1; /* (other calls leave it at whatever the caller passed) */
     e->status = TEMPO_INPROGRESS;
     e->waited = -1;
     e->coll = (uint8_t)op->coll;
