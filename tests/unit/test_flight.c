@@ -83,7 +83,10 @@ static void test_ring(tempo__world_t *w)
     k->chunk = 1;
     k->nchunks = 4;
     k->user_tag = 42;
+    tempo__qhook_t qh = {.spec = "alq:bits=3,bucket=8192"};
+    k->qc = &qh; /* copied: a compressor may be destroyed before the dump */
     tempo__flight_start(k, tempo__now_ns()); /* a chunk is recorded when it starts */
+    qh.spec = "gone";
     TAP_OK(tempo__flight_ent(k) && tempo__flight_ent(k)->lane == 1, "a chunk is recorded when "
            "it starts, in the scheduled lane");
     k->wait_peer = 0;
@@ -105,6 +108,7 @@ static void test_ring(tempo__world_t *w)
     TAP_CONTAINS(s, "\"seq\": 3, \"lane\": \"scheduled\"", "the chunk's lane sequence number");
     TAP_CONTAINS(s, "\"priority\": 7, \"tag\": 42, \"occurrence\": 0, \"chunk\": 1, \"chunks\": 4",
                  "its priority, tag and chunk");
+    TAP_CONTAINS(s, "\"compressor\": \"alq:bits=3,bucket=8192\"", "its compressor's spec, copied");
     TAP_CONTAINS(s, "\"state\": \"running\", \"status\": null", "it is running");
     TAP_CONTAINS(s, "\"waiting_for\": [0]", "waiting for rank 0");
     const char *e17 = strstr(s, "\"seq\": 17,");

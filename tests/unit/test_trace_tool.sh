@@ -31,7 +31,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/test_trace_tool.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 trap 'exit 1' HUP INT TERM
 
-echo 1..42
+echo 1..43
 n=0
 
 # tt ARGS...: tempo-trace through /usr/bin/python3; sets rc, output in out/err.
@@ -315,6 +315,17 @@ for r in range(3):   # rank 2 called #3 with float64
 # rank 2 died: rank 0 had finished #3 and failed in #4, rank 1 failed in #3 (waiting for rank 0)
 write("dead", 0, 3, done(0, 4) + [ent(4, "failed", wait=[2])], failed_at=1045.0)
 write("dead", 1, 3, done(0, 3) + [ent(3, "failed", wait=[0])], failed_at=1045.0)
+# two communicators: the job's agrees; in a split of ranks 0 and 2, rank 2 never called #1
+for r in range(3):
+    write("split", r, 3, done(0, 4))
+    if r != 1:
+        with open(os.path.join(tmp, "split", "%d.json" % r)) as f:
+            doc = json.load(f)
+        sp = dict(doc["comms"][0], id="00000000000000bb", size=2, rank=r // 2, ranks=[0, 2],
+                  entries=done(0, 1) + ([] if r == 2 else [ent(1, "running", wait=[2])]))
+        doc["comms"].append(sp)
+        with open(os.path.join(tmp, "split", "%d.json" % r), "w") as f:
+            json.dump(doc, f)
 # rank 1 called #3 only after rank 0 had failed the job (its file written later)
 write("late", 0, 2, done(0, 3) + [ent(3, "failed", wait=[1])], failed_at=2000.0)
 write("late", 1, 2, done(0, 3) + [ent(3, "failed", post=2500.0)], failed_at=2600.0)
@@ -332,6 +343,9 @@ check "flight: another dtype at #3 is a mismatch naming the rank" \
 fl dead
 check "flight: a rank without a file is behind, not the one whose call failed earlier" \
     eval 'rc_is 1 && out_has "BEHIND: rank 2 wrote no file" && ! out_has "rank 1 did not reach"'
+fl split
+check "flight: each communicator apart: the split's laggard, the job's agreement" \
+    eval 'rc_is 1 && out_has "communicator 00000000000000bb \(size 2, world ranks 0, 2\)" && out_has "BEHIND: rank 2 did not reach allreduce #1 " && out_has "consistent: every rank posted"'
 fl late
 check "flight: a call posted after the job had failed does not count" \
     eval 'rc_is 1 && out_has "BEHIND: rank 1 did not reach allreduce #3 " && out_has "only after the job had failed"'
