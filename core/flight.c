@@ -98,7 +98,7 @@ void tempo__flight_init(tempo__world_t *w)
     struct sigaction old, sa;
     if (sigaction(SIGUSR1, NULL, &old) != 0 || old.sa_handler != SIG_DFL) {
         TEMPO_INFO(TEMPO_SUB_INIT, "flight recorder: SIGUSR1 has a handler already; no dump on "
-                   "SIGUSR1 (dumps on failures still happen)");
+                                   "SIGUSR1 (dumps on failures still happen)");
         return;
     }
     memset(&sa, 0, sizeof(sa));
@@ -126,8 +126,10 @@ static void dump(tempo__world_t *w, const char *reason)
     char path[512];
     tempo__expand_path_unique(tempo__cfg.flight, w->rank, w->size, path, sizeof(path));
     if (tempo__flight_write(w, path, reason) == TEMPO_OK) {
-        TEMPO_WARN(TEMPO_SUB_ALL, "flight recorder (%s) written to %s; line the ranks up with "
-                   "tempo-trace flight", reason, path);
+        TEMPO_WARN(TEMPO_SUB_ALL,
+                   "flight recorder (%s) written to %s; line the ranks up with "
+                   "tempo-trace flight",
+                   reason, path);
     } else {
         TEMPO_WARN(TEMPO_SUB_ALL, "flight recorder (%s): %s", reason, tempo__errmsg());
     }
@@ -211,9 +213,10 @@ static void write_entry(FILE *f, const struct tempo_comm *c, const tempo__flight
     fprintf(f, ", \"root\": %d, \"algorithm\": ", (int)e->root);
     jstr(f, e->algo);
     if (e->lane == 1) {
-        fprintf(f, ", \"priority\": %d, \"tag\": %llu, \"occurrence\": %u, \"chunk\": %u, "
-                "\"chunks\": %u", (int)e->priority, (unsigned long long)e->tag, e->occ, e->chunk,
-                e->nchunks);
+        fprintf(f,
+                ", \"priority\": %d, \"tag\": %llu, \"occurrence\": %u, \"chunk\": %u, "
+                "\"chunks\": %u",
+                (int)e->priority, (unsigned long long)e->tag, e->occ, e->chunk, e->nchunks);
     }
     fputs(", \"compressor\": ", f);
     jstr(f, e->compressor[0] ? e->compressor : NULL);
@@ -300,8 +303,9 @@ static void write_peers(FILE *f, const tempo__world_t *w, uint64_t now)
     for (int r = 0; r < w->size; r++) {
         const tempo__peer_t *p = &w->peers[r];
         /* struct tempo__tl_ops (transport/transport.h) begins with its name. */
-        const char *tl = r == w->rank ? "self" : p->data_tl ? *(const char *const *)p->data_tl
-                                                            : NULL;
+        const char *tl = r == w->rank ? "self"
+                         : p->data_tl ? *(const char *const *)p->data_tl
+                                      : NULL;
         fprintf(f, "%s\n  {\"rank\": %d, \"host\": ", r ? "," : "", r);
         jstr(f, p->info.hostname);
         fprintf(f, ", \"pid\": %d, \"transport\": ", (int)p->info.pid);
@@ -332,12 +336,15 @@ tempo_status_t tempo__flight_write(tempo__world_t *w, const char *path, const ch
     tempo__clock_pair(&mono_us, &real_us);
     int nactive, nparked;
     double inflight = bytes_in_flight(w, &nactive, &nparked);
-    fprintf(f, "{\"tool\": \"tempo\", \"kind\": \"flight_recorder\", \"format\": 1, \"version\": "
-            "\"%s\", \"reason\": ", PACKAGE_VERSION);
+    fprintf(f,
+            "{\"tool\": \"tempo\", \"kind\": \"flight_recorder\", \"format\": 1, \"version\": "
+            "\"%s\", \"reason\": ",
+            PACKAGE_VERSION);
     jstr(f, reason);
     fprintf(f, ",\n \"rank\": %d, \"size\": %d, \"host\": ", w->rank, w->size);
     jstr(f, tempo__hostname());
-    fprintf(f, ", \"pid\": %d, \"clock\": \"monotonic\", \"t_dump_us\": %.3f, "
+    fprintf(f,
+            ", \"pid\": %d, \"clock\": \"monotonic\", \"t_dump_us\": %.3f, "
             "\"t0_monotonic_us\": %.3f, \"t0_realtime_us\": %.3f, \"timeout_s\": %g",
             (int)getpid(), us(now), mono_us, real_us, w->timeout_s);
     fputs(",\n \"job\": {\"failed\": ", f);
@@ -347,7 +354,8 @@ tempo_status_t tempo__flight_write(tempo__world_t *w, const char *path, const ch
     if (w->failed_ns) {
         fprintf(f, ", \"t_failed_us\": %.3f", us(w->failed_ns));
     }
-    fprintf(f, "},\n \"engine\": {\"running_ops\": %d, \"parked_ops\": %d, \"bytes_in_flight\": "
+    fprintf(f,
+            "},\n \"engine\": {\"running_ops\": %d, \"parked_ops\": %d, \"bytes_in_flight\": "
             "%.0f, \"progress_passes\": %llu, \"progress_thread\": %s, \"callers_waiting\": %d}",
             nactive, nparked, inflight, (unsigned long long)w->npasses,
             w->thread_on ? "true" : "false", w->waiters);

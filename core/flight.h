@@ -39,19 +39,19 @@ enum { TEMPO__FL_EMPTY = 0, TEMPO__FL_QUEUED, TEMPO__FL_RUNNING, TEMPO__FL_DONE,
 
 /** One recorded operation (plain data). */
 typedef struct tempo__flight_ent {
-    uint64_t id;        /* record number on its communicator, 1, 2, ...; 0: empty slot */
-    uint64_t count;     /* the call's count (a chunk: its own) */
-    uint64_t tag;       /* scheduled: the caller's tag */
-    uint64_t t_post_ns; /* ns, monotonic: posted (a chunk: its request) */
+    uint64_t id;                   /* record number on its communicator, 1, 2, ...; 0: empty slot */
+    uint64_t count;                /* the call's count (a chunk: its own) */
+    uint64_t tag;                  /* scheduled: the caller's tag */
+    uint64_t t_post_ns;            /* ns, monotonic: posted (a chunk: its request) */
     uint64_t t_start_ns, t_end_ns; /* ns, monotonic; 0: not yet */
-    const char *algo;   /* static algorithm name, or NULL */
-    uint32_t seq;       /* the communicator's sequence number (TEMPO_SEQ_SCHED bit: scheduled) */
-    uint32_t occ;       /* scheduled: occurrence of the tag */
+    const char *algo;              /* static algorithm name, or NULL */
+    uint32_t seq; /* the communicator's sequence number (TEMPO_SEQ_SCHED bit: scheduled) */
+    uint32_t occ; /* scheduled: occurrence of the tag */
     uint32_t chunk, nchunks; /* scheduled: this chunk of the request's */
     int32_t priority;
-    int32_t root;       /* root of broadcast/reduce, peer of send/recv (comm rank); else -1 */
-    int32_t status;     /* tempo_status_t when done or failed */
-    int32_t waited;     /* failed: the world rank it waited for then, -1: none known */
+    int32_t root;   /* root of broadcast/reduce, peer of send/recv (comm rank); else -1 */
+    int32_t status; /* tempo_status_t when done or failed */
+    int32_t waited; /* failed: the world rank it waited for then, -1: none known */
     uint8_t coll, dtype, redop, state;
     uint8_t lane; /* 0 program order, 1 scheduled chunk, 2 point-to-point (no sequence number) */
     char compressor[35]; /* the compressor's spec (cut), "" when none */

@@ -45,8 +45,8 @@ static const char *run_tool(const int *ranks, int n)
     static char out[16384];
     char cmd[2048];
     const char *top = getenv("top_builddir");
-    int o = snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s/tools/tempo-trace flight",
-                     top ? top : ".");
+    int o =
+        snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s/tools/tempo-trace flight", top ? top : ".");
     for (int i = 0; i < n; i++) {
         o += snprintf(cmd + o, sizeof(cmd) - (size_t)o, " %s/fr.%d.json", dir, ranks[i]);
     }
@@ -119,8 +119,8 @@ static tempo_status_t scheduled_batch(tempo_comm_t comm, float *in, float *out)
         tempo_attr_t at = {.field_mask = TEMPO_ATTR_PRIORITY | TEMPO_ATTR_TAG,
                            .priority = 2 - i,
                            .tag = (uint64_t)(100 + i)};
-        tempo_status_t st = tempo_iallreduce(comm, in + i * 300, out + i * 300, 300,
-                                             TEMPO_FLOAT32, TEMPO_SUM, &at, &req[i]);
+        tempo_status_t st = tempo_iallreduce(comm, in + i * 300, out + i * 300, 300, TEMPO_FLOAT32,
+                                             TEMPO_SUM, &at, &req[i]);
         if (st != TEMPO_OK) {
             (void)tempo_waitall((size_t)i, req, stv);
             return st;
@@ -263,8 +263,10 @@ static void case_stuck(void)
     job_wait_key(j, 2, "destroy", GUARD_S);
     tap_diag("%s: rank 2 back in tempo: #4 %s (%s), destroy %s", name, job_get(j, 2, "status"),
              job_get(j, 2, "msg"), job_get(j, 2, "destroy"));
-    TAP_EQ_STR(file_reason(2), "timeout", "%s: rank 2 rewrote its file once back in tempo "
-               "(the job's failure)", name);
+    TAP_EQ_STR(file_reason(2), "timeout",
+               "%s: rank 2 rewrote its file once back in tempo "
+               "(the job's failure)",
+               name);
     out = all_say_behind(name, "with rank 2's file on the failure");
     TAP_CONTAINS(out, "it called #4 only after the job had failed",
                  "%s: rank 2's #4 came after the job had failed", name);
@@ -309,8 +311,8 @@ static void case_mismatch(void)
     }
     for (int r = 0; r < 3; r++) {
         job_wait_key(j, r, "status", GUARD_S);
-        TAP_EQ_INT(job_status_of(j, r, "status"), TEMPO_ERR_INVALID, "%s: rank %d's #3 fails",
-                   name, r);
+        TAP_EQ_INT(job_status_of(j, r, "status"), TEMPO_ERR_INVALID, "%s: rank %d's #3 fails", name,
+                   r);
     }
     for (int r = 0; r < 3; r++) {
         job_go(j, r);
@@ -349,15 +351,16 @@ static void case_signal(void)
     }
     for (int r = 0; r < 2; r++) {
         job_wait_key(j, r, "destroy", GUARD_S);
-        TAP_EQ_STR(file_reason(r), "exit", "%s: rank %d rewrote it at the end (AT_EXIT)", name,
-                   r);
+        TAP_EQ_STR(file_reason(r), "exit", "%s: rank %d rewrote it at the end (AT_EXIT)", name, r);
     }
     const char *out = run_tool(survivors, 2); /* (ranks 0 and 1: the whole job here) */
     TAP_EQ_INT(tool_rc, 0, "%s: tempo-trace flight exits 0", name);
     TAP_CONTAINS(out, "consistent: every rank posted and completed the same operations",
                  "%s: the ranks agree", name);
-    TAP_CONTAINS(out, "last scheduled operation completed by every rank with a file: allreduce "
-                 "scheduled #2 (300 x float32 sum", "%s: and the scheduled lane's chunks", name);
+    TAP_CONTAINS(out,
+                 "last scheduled operation completed by every rank with a file: allreduce "
+                 "scheduled #2 (300 x float32 sum",
+                 "%s: and the scheduled lane's chunks", name);
     job_end(j, GUARD_S, name);
 }
 

@@ -87,7 +87,8 @@ static void test_ring(tempo__world_t *w)
     k->qc = &qh; /* copied: a compressor may be destroyed before the dump */
     tempo__flight_start(k, tempo__now_ns()); /* a chunk is recorded when it starts */
     qh.spec = "gone";
-    TAP_OK(tempo__flight_ent(k) && tempo__flight_ent(k)->lane == 1, "a chunk is recorded when "
+    TAP_OK(tempo__flight_ent(k) && tempo__flight_ent(k)->lane == 1,
+           "a chunk is recorded when "
            "it starts, in the scheduled lane");
     k->wait_peer = 0;
 
@@ -116,15 +117,16 @@ static void test_ring(tempo__world_t *w)
     if (e17) {
         snprintf(one, sizeof(one), "%.*s", (int)strcspn(e17, "}"), e17);
     }
-    TAP_CONTAINS(one, "\"state\": \"failed\", \"status\": \"TEMPO_ERR_TIMEOUT\"",
-                 "seq 17 failed");
+    TAP_CONTAINS(one, "\"state\": \"failed\", \"status\": \"TEMPO_ERR_TIMEOUT\"", "seq 17 failed");
     TAP_CONTAINS(one, "\"waiting_for\": [0]", "waiting for rank 0 (kept after its release)");
     TAP_CONTAINS(s, "\"count\": 117, \"dtype\": \"float32\", \"op\": \"sum\"", "count, dtype, op");
     TAP_CONTAINS(s, "\"recorder_size\": 8, \"recorded\": 21", "the ring's size and records");
     if (access("/usr/bin/python3", X_OK) == 0) {
         char cmd[400];
-        snprintf(cmd, sizeof(cmd), "/usr/bin/python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "
-                 "%s", path);
+        snprintf(cmd, sizeof(cmd),
+                 "/usr/bin/python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "
+                 "%s",
+                 path);
         TAP_OK(system(cmd) == 0, "the file is valid JSON");
     } else {
         tap_skip("/usr/bin/python3 not found", "the file is valid JSON");
@@ -177,8 +179,8 @@ static void test_off(tempo__world_t *w)
 
 int main(void)
 {
-    snprintf(path, sizeof(path), "%s/test_flight.%d.json", getenv("TMPDIR") ? getenv("TMPDIR")
-                                                                            : "/tmp", (int)getpid());
+    snprintf(path, sizeof(path), "%s/test_flight.%d.json",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
     tempo__peer_info_t me = {.rank = 0, .pid = (int32_t)getpid(), .hostname = "h"};
     tempo__world_t *w = NULL;
     TAP_OK(tempo__world_create(0, 1, &me, 30.0, &w) == TEMPO_OK, "a one-rank world");
