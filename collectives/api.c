@@ -22,6 +22,7 @@
 #include "gpu/nccl.h"
 #include "core/bootstrap.h"
 #include "core/cfg.h"
+#include "core/flight.h"
 #include "core/trace.h"
 #include "topo/host.h"
 
@@ -91,6 +92,7 @@ static tempo_status_t coll_setup(struct tempo_comm *c)
     c->coll = cc;
     c->coll_free = coll_free;
     c->algo_name = tempo__algo_name_of;
+    c->sched_state = tempo__sq_flight_state;
     TEMPO_CHECK(tempo__algo_parse_env(cc, tempo__cfg.algo));
     if (c->all_local && c->size > 1 && tempo__tl_shm_on(c->world)) {
         tempo_status_t st = tempo__shm_coll_create(c, &cc->shm);
@@ -465,6 +467,7 @@ static tempo_status_t post_locked(struct tempo_comm *c, const args_t *a, const t
             op->seq = c->next_seq++ & ~TEMPO_SEQ_SCHED;
         }
         tempo__op_sign(op);
+        tempo__flight_post(op); /* (a scheduled request's chunks, when they start) */
     }
     *op_p = op;
     tempo__world_t *w = c->world;

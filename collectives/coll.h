@@ -233,6 +233,9 @@ void tempo__sq_rejected(struct tempo_comm *c, int coll, size_t count, tempo_dtyp
 /** Nanoseconds during which at least one scheduled chunk was running on comm (a running total;
  *  lock held). */
 uint64_t tempo__sq_busy_ns(struct tempo_comm *comm);
+/** The lane's state for the flight recorder (struct tempo_comm.sched_state): JSON object members,
+ *  "" before the lane's first use. Lock held. */
+void tempo__sq_flight_state(const struct tempo_comm *comm, char *buf, size_t len);
 
 /** tempo_wait() that also reports, for a scheduled request, when its first chunk started and when
  *  its last completed (monotonic ns; 0 when unknown). For the bucketer's measurements. */

@@ -1143,6 +1143,26 @@ uint64_t tempo__sq_busy_ns(struct tempo_comm *comm)
     return sq->busy_ns + (sq->running ? tempo__now_ns() - sq->busy_since : 0);
 }
 
+void tempo__sq_flight_state(const struct tempo_comm *comm, char *buf, size_t len)
+{
+    const tempo__coll_comm_t *cc = comm->coll;
+    const tempo__sq_t *sq = cc ? cc->sq : NULL;
+    buf[0] = '\0';
+    if (!sq) {
+        return;
+    }
+    int waiting = 0; /* local requests with chunks not started yet */
+    for (const tempo__list_t *p = sq->reqs.next; p != &sq->reqs; p = p->next) {
+        waiting++;
+    }
+    snprintf(buf, len,
+             "\"coordinator\": %d, \"policy\": \"%s\", \"chunks_started\": %u, "
+             "\"requests_waiting\": %d, \"chunks_running\": %d, \"bytes_in_flight\": %zu, "
+             "\"credit_bytes\": %zu, \"chunk_bytes\": %zu, \"coordinator_queue\": %zu",
+             0, tempo__sched_name(tempo__cfg.sched), sq->next_seq, waiting, sq->running,
+             sq->inflight, sq->as.credit, sq->as.chunk, sq->coord ? sq->nheap : (size_t)0);
+}
+
 tempo_status_t tempo__sq_post(tempo__op_t *op, const char *forced, const char *name,
                               size_t chunk_bytes)
 {

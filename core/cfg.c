@@ -262,6 +262,16 @@ static const field_t fields[] = {
       "Write a Chrome Trace Event timeline per rank to this path (%r rank, %p pid, %h host; "
       "without %r or %p each rank inserts its rank before the extension, t.json -> t.0.json); "
       "open it in Perfetto or merge the ranks with tempo-trace merge"),
+    F("TEMPO_FLIGHT_RECORDER", "", T_STRING, flight, 0, 0, 0, NULL,
+      "Flight recorder: write each rank's last operations per communicator as JSON to this path "
+      "(%r rank, %p pid, %h host; without %r or %p the rank is inserted before the extension) "
+      "when an operation fails with a timeout or a peer's failure (the first failure), and on "
+      "SIGUSR1; line the ranks up with tempo-trace flight"),
+    F("TEMPO_FLIGHT_RECORDER_SIZE", "64", T_INT, flight_size, 0, 1 << 20, 0, NULL,
+      "Flight recorder: operations kept per communicator (rounded up to a power of two; about "
+      "128 bytes each); recorded even without TEMPO_FLIGHT_RECORDER; 0: off"),
+    F("TEMPO_FLIGHT_RECORDER_AT_EXIT", "0", T_BOOL, flight_at_exit, 0, 0, 0, NULL,
+      "Flight recorder: also write the file when the last communicator is destroyed"),
     F("TEMPO_SCHED_LOG", "", T_STRING, sched_log, 0, 0, 0, NULL,
       "Write the start order of scheduled chunks to this path (%r rank, %p pid, %h host; without "
       "%r or %p the rank is inserted before the extension): one line per chunk, identical on "

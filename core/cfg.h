@@ -60,6 +60,9 @@ typedef struct tempo__config {
     size_t bucket_first_bytes; /* TEMPO_BUCKET_FIRST_BYTES: the first (last-layer) bucket */
     int tac_warmup;        /* TEMPO_TAC_WARMUP: iterations profiled before the TAC order */
     char trace[512];       /* TEMPO_TRACE: Chrome trace path pattern */
+    char flight[512];      /* TEMPO_FLIGHT_RECORDER: flight record path pattern, "": no dumps */
+    int flight_size;       /* TEMPO_FLIGHT_RECORDER_SIZE: operations kept per communicator */
+    int flight_at_exit;    /* TEMPO_FLIGHT_RECORDER_AT_EXIT: dump when the last comm goes */
     char sched_log[512];   /* TEMPO_SCHED_LOG: order log path pattern */
     char compress[512];    /* TEMPO_COMPRESS: bucketers' default compressor spec */
     char reduce_isa[16];   /* TEMPO_REDUCE_ISA: auto, sse2, avx2, avx512 (collectives/reduce.c) */

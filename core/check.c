@@ -37,6 +37,7 @@
 #include "config.h"
 
 #include "core/world.h"
+#include "core/flight.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -301,6 +302,7 @@ static void comm_fail(struct tempo_comm *c, tempo_status_t st, const char *msg, 
     }
     c->failed = st;
     snprintf(c->failmsg, sizeof(c->failmsg), "%s", msg);
+    tempo__flight_failed(c->world, st);
     TEMPO_WARN(TEMPO_SUB_COLL, "%s: %s", tempo_status_name(st), c->failmsg);
     if (tell == RELAY) {
         tell_all(c, NOTE_FAIL, 0, st, msg);

@@ -33,6 +33,7 @@
 
 #include "core/world.h"
 #include "core/cfg.h"
+#include "core/flight.h"
 #include "core/trace.h"
 
 #include <errno.h>
@@ -130,6 +131,7 @@ void tempo__op_release(tempo__op_t *op)
     if (op->status == TEMPO_INPROGRESS) {
         tempo__list_remove(&op->link);
     }
+    tempo__flight_end(op, 0); /* one that completed without the engine (nothing to move, refused) */
     if (op->cleanup) {
         op->cleanup(op);
         op->cleanup = NULL;
@@ -171,10 +173,12 @@ static tempo_status_t gated_progress(tempo__op_t *op)
     return op->progress(op);
 }
 
-static void op_complete(tempo__op_t *op, tempo_status_t st)
+/* now: the time (ns, monotonic) of its completion, as the caller has it. */
+static void op_complete(tempo__op_t *op, tempo_status_t st, uint64_t now)
 {
     tempo__list_remove(&op->link);
     op->status = st;
+    tempo__flight_end(op, now);
     tempo__trace_op_end(op->comm->world, op);
     if (op->on_complete) {
         op->on_complete(op);
@@ -186,6 +190,7 @@ void tempo__op_park(tempo__op_t *op)
     tempo__list_remove(&op->link);
     tempo__list_push_back(&op->comm->world->parked, &op->link);
     op->parked = 1;
+    tempo__flight_queued(op, 1);
 }
 
 void tempo__op_unpark(tempo__op_t *op)
@@ -194,6 +199,7 @@ void tempo__op_unpark(tempo__op_t *op)
     tempo__list_remove(&op->link);
     tempo__list_push_back(&w->active, &op->link);
     op->parked = 0;
+    tempo__flight_queued(op, 0);
     op->deadline = tempo__deadline_after(w->timeout_s);
     w->op_events++;
 }
@@ -261,7 +267,8 @@ int tempo__engine_progress(tempo__world_t *w)
             st = gated_progress(op);
         }
         if (st != TEMPO_INPROGRESS) {
-            op_complete(op, st);
+            /* (the pass's clock: read once per pass, and again at its end for events anyway) */
+            op_complete(op, st, tempo__pass_now(w));
             events++;
             continue;
         }
@@ -282,13 +289,14 @@ int tempo__engine_progress(tempo__world_t *w)
         if (TEMPO_UNLIKELY(!op->parked && op_overdue(w, op, now)) &&
             tempo__blame_overdue(op, now)) {
             tempo__blame_timeout(op);
-            op_complete(op, TEMPO_ERR_TIMEOUT);
+            op_complete(op, TEMPO_ERR_TIMEOUT, now);
             events++;
         }
     }
     if (events) {
         w->last_event_ns = now ? now : tempo__pass_now(w);
     }
+    tempo__flight_poll(w); /* a dump that a failure of this pass or a SIGUSR1 asks for */
     return events;
 }
 
@@ -304,12 +312,14 @@ tempo_status_t tempo__op_start(tempo__op_t *op)
         op->status = tempo__op_fail(op, op->comm->failed, "%s", op->comm->failmsg);
         return op->status;
     }
-    op->deadline = tempo__deadline_after(w->timeout_s);
+    uint64_t now = tempo__now_ns(); /* (one clock read: the deadline's and the recorder's) */
+    op->deadline = tempo__deadline_from(now, w->timeout_s);
     tempo__list_push_back(&w->active, &op->link);
+    tempo__flight_start(op, now);
     tempo__trace_op_start(w, op);
     tempo_status_t st = gated_progress(op);
     if (st != TEMPO_INPROGRESS) {
-        op_complete(op, st);
+        op_complete(op, st, 0);
     }
     return st;
 }
@@ -459,7 +469,22 @@ static void *progress_main(void *arg)
     while (!w->thread_stop) {
         if (w->waiters > 0 || !engine_busy(w)) {
             w->thread_sleeping = 1;
-            pthread_cond_wait(&w->cv, &w->lock);
+            if (tempo__cfg.flight[0]) {
+                /* Wake 5 times a second to write a flight record that SIGUSR1 asked for while
+                 * the caller is outside tempo (a signal handler cannot signal a condition
+                 * variable): the file of a rank stuck in its own code then says so. */
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                ts.tv_nsec += 200000000L;
+                if (ts.tv_nsec >= 1000000000L) {
+                    ts.tv_sec++;
+                    ts.tv_nsec -= 1000000000L;
+                }
+                pthread_cond_timedwait(&w->cv, &w->lock, &ts);
+                tempo__flight_poll(w);
+            } else {
+                pthread_cond_wait(&w->cv, &w->lock);
+            }
             w->thread_sleeping = 0;
             spins = 0;
             w->last_event_ns = tempo__now_ns();

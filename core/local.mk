@@ -12,7 +12,8 @@ libtempo_core_la_SOURCES += \
 	%reldir%/engine.c \
 	%reldir%/check.c \
 	%reldir%/blame.c \
-	%reldir%/trace.c
+	%reldir%/trace.c \
+	%reldir%/flight.c
 noinst_HEADERS += \
 	%reldir%/tempo_int.h \
 	%reldir%/auth.h \
@@ -23,4 +24,5 @@ noinst_HEADERS += \
 	%reldir%/sock.h \
 	%reldir%/bootstrap.h \
 	%reldir%/world.h \
-	%reldir%/trace.h
+	%reldir%/trace.h \
+	%reldir%/flight.h

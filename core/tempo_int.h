@@ -125,14 +125,24 @@ static inline uint64_t tempo__now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/** now + seconds, saturating. */
-static inline uint64_t tempo__deadline_after(double seconds)
+/** One reading of both clocks, in microseconds: the real-time reading taken between two monotonic
+ *  ones, paired with their mean (how per-rank files of different hosts are lined up). */
+void tempo__clock_pair(double *mono_us_p, double *real_us_p);
+
+/** now (ns, monotonic) + seconds, saturating. */
+static inline uint64_t tempo__deadline_from(uint64_t now, double seconds)
 {
     double ns = seconds * 1e9;
     if (ns > 1.8e19) {
         return UINT64_MAX;
     }
-    return tempo__now_ns() + (uint64_t)ns;
+    return now + (uint64_t)ns;
+}
+
+/** The current time + seconds, saturating. */
+static inline uint64_t tempo__deadline_after(double seconds)
+{
+    return tempo__deadline_from(tempo__now_ns(), seconds);
 }
 
 /* ---------------------------------------------------------------------------------------------- */

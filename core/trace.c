@@ -147,13 +147,7 @@ tempo_status_t tempo__trace_open(tempo__world_t *w)
     }
     t->rank = w->rank;
     t->size = w->size;
-    /* The clock pair: the real-time reading between two monotonic ones, paired with their mean. */
-    struct timespec rt;
-    uint64_t m0 = tempo__now_ns();
-    clock_gettime(CLOCK_REALTIME, &rt);
-    uint64_t m1 = tempo__now_ns();
-    t->t0_mono_us = (us(m0) + us(m1)) / 2;
-    t->t0_real_us = (double)rt.tv_sec * 1e6 + (double)rt.tv_nsec / 1e3;
+    tempo__clock_pair(&t->t0_mono_us, &t->t0_real_us);
     fprintf(t->f, "{\"traceEvents\": [\n");
     t->trailer_pos = ftell(t->f);
     w->trace = t;

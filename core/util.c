@@ -131,6 +131,16 @@ void tempo__expand_path(const char *pattern, int rank, char *out, size_t len)
     out[o < len ? o : len - 1] = '\0';
 }
 
+void tempo__clock_pair(double *mono_us_p, double *real_us_p)
+{
+    struct timespec rt;
+    uint64_t m0 = tempo__now_ns();
+    clock_gettime(CLOCK_REALTIME, &rt);
+    uint64_t m1 = tempo__now_ns();
+    *mono_us_p = ((double)m0 + (double)m1) / 2000.0;
+    *real_us_p = (double)rt.tv_sec * 1e6 + (double)rt.tv_nsec / 1e3;
+}
+
 int tempo__expand_path_unique(const char *pattern, int rank, int size, char *out, size_t len)
 {
     if (size <= 1 || strstr(pattern, "%r") || strstr(pattern, "%p")) {

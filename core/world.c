@@ -6,6 +6,7 @@
 
 #include "core/world.h"
 #include "core/auth.h"
+#include "core/flight.h"
 #include "core/log.h"
 #include "core/trace.h"
 
@@ -62,6 +63,7 @@ tempo_status_t tempo__world_create(int rank, int size, const tempo__peer_info_t 
                    "TEMPO_AUTH_KEY_FILE) on every rank (README: Security)",
                    size - w->nlocal, size);
     }
+    tempo__flight_init(w);
     *world_p = w;
     return TEMPO_OK;
 }
@@ -113,6 +115,7 @@ tempo_status_t tempo__world_fail(tempo__world_t *w, tempo_status_t st, const cha
     vsnprintf(w->failmsg, sizeof(w->failmsg), fmt, ap);
     va_end(ap);
     w->failed = st;
+    tempo__flight_failed(w, st);
     if (st != TEMPO_ERR_ABORTED) {
         TEMPO_WARN(TEMPO_SUB_ALL, "%s: %s", tempo_status_name(st), w->failmsg);
     }
@@ -169,6 +172,7 @@ tempo_status_t tempo__comm_create(tempo__world_t *w, const int *ranks, int size,
         return TEMPO_ERR_NOMEM;
     }
     c->prej = c->recent + TEMPO_SIG_HISTORY;
+    c->flight = tempo__flight_new(); /* (NULL: off, or no memory for it: not needed to run) */
     memcpy(c->ranks, ranks, sizeof(int) * (size_t)size);
     c->world = w;
     c->size = size;
@@ -190,10 +194,14 @@ tempo_status_t tempo__comm_create(tempo__world_t *w, const int *ranks, int size,
 int tempo__comm_free(struct tempo_comm *c)
 {
     tempo__world_t *w = c->world;
+    if (w->ncomms == 1) {
+        tempo__flight_last(w); /* while its communicators still exist */
+    }
     if (c->coll_free) {
         c->coll_free(c);
     }
     tempo__list_remove(&c->wlink);
+    tempo__free(c->flight);
     tempo__free(c->recent);
     tempo__free(c->ranks);
     tempo__free(c);

@@ -194,6 +194,7 @@ struct tempo__op {
     int nccl;          /* its buffers are device memory and it runs on NCCL (gpu/nccl.h) */
     int has_gpu_stream; /* gpu_stream was given (TEMPO_ATTR_STREAM; NULL: the legacy stream) */
     void *gpu_stream;
+    uint64_t flight_id; /* its flight recorder entry's id (core/flight.h), 0: none */
     char errmsg[TEMPO_ERRMSG_LEN];
 };
 
@@ -262,6 +263,11 @@ typedef struct tempo__world {
     int waiters;         /* callers inside a wait (they drive progress) */
 
     struct tempo__trace *trace; /* TEMPO_TRACE writer, NULL when off */
+    /* Flight recorder dumps (core/flight.h). */
+    int flight_due;          /* a failure asks for a dump (written at the end of a pass) */
+    int flight_failure_done; /* the failure dump was written (once per world) */
+    int flight_signals_seen; /* tempo__flight_signals when the last SIGUSR1 dump was written */
+    uint64_t failed_ns;      /* ns, monotonic: when the job or a communicator first failed; 0 */
 
     /* Transport layer, registered by transport/transport.c. */
     void *tl;
@@ -362,6 +368,10 @@ struct tempo_comm {
     void (*coll_free)(struct tempo_comm *comm);
     /* The name of the algorithm whose tempo__sig_t.how is how (not compressed), or NULL. */
     const char *(*algo_name)(uint32_t how);
+    struct tempo__flight *flight; /* its last operations (core/flight.h), NULL: recorder off */
+    /** The scheduled lane's state as the members of a JSON object ("\"k\": 1, ..."), for the
+     *  flight recorder; NULL or "" when it has none (collectives/schedq.c). */
+    void (*sched_state)(const struct tempo_comm *comm, char *buf, size_t len);
 };
 
 /** World rank of comm rank r. */

@@ -59,3 +59,10 @@ check_PROGRAMS += %reldir%/fault_flood
 TESTS += %reldir%/fault_flood
 %canon_reldir%_fault_flood_SOURCES = %reldir%/fault_flood.c
 %canon_reldir%_fault_flood_LDADD = libtempo.la
+
+# The flight recorder: a rank stuck outside tempo, a count that differs, a dump on SIGUSR1 and at
+# the end; each rank's file and what `tempo-trace flight` says of them (tests/fault/fault_flight.c).
+check_PROGRAMS += %reldir%/fault_flight
+TESTS += %reldir%/fault_flight
+%canon_reldir%_fault_flight_SOURCES = %reldir%/fault_flight.c
+%canon_reldir%_fault_flight_LDADD = libtempo.la

@@ -20,7 +20,8 @@ TEMPO_UNIT_TESTS = \
 	%reldir%/test_qfit \
 	%reldir%/test_qsparse \
 	%reldir%/test_quant \
-	%reldir%/test_qmath
+	%reldir%/test_qmath \
+	%reldir%/test_flight
 
 check_PROGRAMS += $(TEMPO_UNIT_TESTS)
 TESTS += $(TEMPO_UNIT_TESTS)
@@ -58,8 +59,10 @@ noinst_HEADERS += %reldir%/tu.h
 %canon_reldir%_test_quant_LDADD = libtempo_core.la -lm
 %canon_reldir%_test_qmath_SOURCES = %reldir%/test_qmath.c
 %canon_reldir%_test_qmath_LDADD = libtempo_core.la -lm
+%canon_reldir%_test_flight_SOURCES = %reldir%/test_flight.c
+%canon_reldir%_test_flight_LDADD = libtempo_core.la
 
-# tools/tempo-trace (merge, check, summary) on synthetic trace files: a shell TAP test (.sh, run
+# tools/tempo-trace (merge, check, summary, flight) on synthetic files: a shell TAP test (.sh, run
 # by SH_LOG_DRIVER); it skips itself without /usr/bin/python3.
 TESTS += %reldir%/test_trace_tool.sh
 EXTRA_DIST += %reldir%/test_trace_tool.sh

@@ -1,11 +1,13 @@
 #!/bin/sh
-# tests/unit/test_trace_tool.sh — TAP tests of tools/tempo-trace (merge, check, summary).
+# tests/unit/test_trace_tool.sh — TAP tests of tools/tempo-trace (merge, check, summary, flight).
 #
 # Writes small synthetic per-rank trace files (the format of core/trace.c, documented in
 # `tempo-trace -h`) into a temporary directory and checks: merge aligns two ranks whose clocks
 # have different offsets, check accepts good files and names each kind of problem (unbalanced
 # B/E, E with the wrong name, unmatched async b, negative dur, truncated JSON, non-numeric counter
-# arg), merge refuses a duplicate rank, summary computes unions and the compute/comm overlap, and
+# arg), merge refuses a duplicate rank, summary computes unions and the compute/comm overlap,
+# flight lines up synthetic flight records (agreement, a laggard, a mismatch, a rank without a
+# file, a call posted after the job failed, unreadable and foreign files), and
 # gzip works both ways. No libtempo and no processes of tempo. POSIX sh, run by the automake
 # harness with top_builddir exported, or by hand:
 #     top_builddir=/path/to/build sh tests/unit/test_trace_tool.sh
@@ -29,7 +31,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/test_trace_tool.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 trap 'exit 1' HUP INT TERM
 
-echo 1..33
+echo 1..43
 n=0
 
 # tt ARGS...: tempo-trace through /usr/bin/python3; sets rc, output in out/err.
@@ -264,6 +266,99 @@ head -c $((size / 2)) "$tmp/allgz.json.gz" >"$tmp/cut.json.gz"
 tt check "$tmp/cut.json.gz"
 check "a truncated gzip file: exit 1, 'cut short', no traceback" \
     eval 'rc_is 1 && out_has "cut\.json\.gz: .*cut short" && no_traceback'
+
+# ---------------------------------------------------------------------------- flight
+# Synthetic flight records (the format of core/flight.c, `tempo-trace flight -h`): case/rank.json.
+"$PY" - "$tmp" <<'PYEOF'
+import json, os, sys
+tmp = sys.argv[1]
+
+def ent(seq, state, count=8, dtype="float32", wait=(), post=None, coll="allreduce"):
+    t = 1000.0 + 10 * seq if post is None else post
+    e = {"id": seq + 1, "seq": seq, "lane": "program", "coll": coll, "count": count,
+         "dtype": dtype, "op": "sum", "root": -1, "algorithm": "ring", "compressor": None,
+         "state": state, "status": None, "t_post_us": t, "t_start_us": t,
+         "waiting_for": list(wait)}
+    if state in ("done", "failed"):
+        e["t_end_us"] = t + 5
+    return e
+
+def write(case, rank, size, entries, failed_at=None, reason="timeout"):
+    os.makedirs(os.path.join(tmp, case), exist_ok=True)
+    job = {"failed": None, "message": None}
+    if failed_at is not None:
+        job = {"failed": "TEMPO_ERR_TIMEOUT", "message": "timed out", "t_failed_us": failed_at}
+    doc = {"tool": "tempo", "kind": "flight_recorder", "format": 1, "version": "0",
+           "reason": reason, "rank": rank, "size": size, "host": "h", "pid": 100 + rank,
+           "clock": "monotonic", "t_dump_us": 9000.0, "t0_monotonic_us": 0.0,
+           "t0_realtime_us": 5e15, "timeout_s": 3,
+           "job": job, "engine": {"running_ops": 0, "parked_ops": 0, "bytes_in_flight": 0,
+                                  "progress_passes": 1, "progress_thread": True,
+                                  "callers_waiting": 1},
+           "peers": [{"rank": r, "host": "h", "pid": 100 + r, "transport": "shm",
+                      "left": False} for r in range(size)],
+           "comms": [{"id": "00000000000000aa", "ctx": 0, "size": size, "rank": rank,
+                      "ranks": list(range(size)), "next_seq": 0, "failed": None,
+                      "message": None, "scheduler": None, "recorder_size": 64,
+                      "recorded": len(entries), "entries": entries}]}
+    with open(os.path.join(tmp, case, "%d.json" % rank), "w") as f:
+        json.dump(doc, f)
+
+done = lambda a, b: [ent(s, "done") for s in range(a, b)]
+for r in range(3):   # the same calls everywhere, rank 1's ring starting later (wrapped)
+    write("agree", r, 3, done(5 if r == 1 else 0, 12), reason="signal")
+for r in range(3):   # rank 1 never called #3; 0 and 2 wait for it there
+    write("lag", r, 3, done(0, 3) + ([] if r == 1 else [ent(3, "running", wait=[1])]))
+for r in range(3):   # rank 2 called #3 with float64
+    write("dtype", r, 3, done(0, 3) + [ent(3, "failed", dtype="float64" if r == 2 else
+                                          "float32")], reason="failure")
+# rank 2 died: rank 0 had finished #3 and failed in #4, rank 1 failed in #3 (waiting for rank 0)
+write("dead", 0, 3, done(0, 4) + [ent(4, "failed", wait=[2])], failed_at=1045.0)
+write("dead", 1, 3, done(0, 3) + [ent(3, "failed", wait=[0])], failed_at=1045.0)
+# two communicators: the job's agrees; in a split of ranks 0 and 2, rank 2 never called #1
+for r in range(3):
+    write("split", r, 3, done(0, 4))
+    if r != 1:
+        with open(os.path.join(tmp, "split", "%d.json" % r)) as f:
+            doc = json.load(f)
+        sp = dict(doc["comms"][0], id="00000000000000bb", size=2, rank=r // 2, ranks=[0, 2],
+                  entries=done(0, 1) + ([] if r == 2 else [ent(1, "running", wait=[2])]))
+        doc["comms"].append(sp)
+        with open(os.path.join(tmp, "split", "%d.json" % r), "w") as f:
+            json.dump(doc, f)
+# rank 1 called #3 only after rank 0 had failed the job (its file written later)
+write("late", 0, 2, done(0, 3) + [ent(3, "failed", wait=[1])], failed_at=2000.0)
+write("late", 1, 2, done(0, 3) + [ent(3, "failed", post=2500.0)], failed_at=2600.0)
+PYEOF
+fl() { tt flight "$tmp/$1"/*.json; }
+fl agree
+check "flight: the same calls on every rank (rings wrapped differently): exit 0" \
+    eval 'rc_is 0 && out_has "consistent: every rank posted and completed" && out_has "allreduce #11 "'
+fl lag
+check "flight: a rank that never called #3 is behind there: exit 1" \
+    eval 'rc_is 1 && out_has "BEHIND: rank 1 did not reach allreduce #3 " && out_has "ranks 0, 2 posted it" && out_has "last program operation completed by every rank with a file: allreduce #2 "'
+fl dtype
+check "flight: another dtype at #3 is a mismatch naming the rank" \
+    eval 'rc_is 1 && out_has "MISMATCH at program #3: dtype float64 on rank 2, float32 on ranks 0, 1"'
+fl dead
+check "flight: a rank without a file is behind, not the one whose call failed earlier" \
+    eval 'rc_is 1 && out_has "BEHIND: rank 2 wrote no file" && ! out_has "rank 1 did not reach"'
+fl split
+check "flight: each communicator apart: the split's laggard, the job's agreement" \
+    eval 'rc_is 1 && out_has "communicator 00000000000000bb \(size 2, world ranks 0, 2\)" && out_has "BEHIND: rank 2 did not reach allreduce #1 " && out_has "consistent: every rank posted"'
+fl late
+check "flight: a call posted after the job had failed does not count" \
+    eval 'rc_is 1 && out_has "BEHIND: rank 1 did not reach allreduce #3 " && out_has "only after the job had failed"'
+tt flight "$tmp/agree/0.json" "$tmp/nosuch.json"
+check "flight: a file that cannot be read: exit 2" eval 'rc_is 2 && err_has "nosuch.json: cannot read" && no_traceback'
+echo '{"traceEvents": []}' >"$tmp/trace.json"
+tt flight "$tmp/trace.json"
+check "flight: a trace file is not a flight record: exit 1" eval 'rc_is 1 && err_has "not a flight record" && no_traceback'
+tt flight "$tmp/agree/0.json" "$tmp/agree/0.json"
+check "flight: the same rank twice: exit 2" eval 'rc_is 2 && err_has "both rank 0"'
+tt flight -h
+check "flight -h documents the verdict, the exit status and the file format" \
+    eval 'rc_is 0 && out_has "Exit status: 0 the ranks agree" && out_has "waiting_for" && out_has "t0_realtime_us"'
 
 # ---------------------------------------------------------------------------- help
 help_documents_all() {
