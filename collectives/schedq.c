@@ -50,6 +50,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <stdio.h>
 
 #include "collectives/autosize.h"
@@ -1071,10 +1072,11 @@ static tempo_status_t sq_create(struct tempo_comm *c, tempo__sq_t **sq_p)
             size_t l = strlen(path);
             snprintf(path + l, sizeof(path) - l, ".ctx%d", c->ctx);
         }
-        sq->log = fopen(path, "w");
+        sq->log = tempo__fopen_write(path, 0, 0);
         if (!sq->log) {
-            tempo_status_t st = tempo__err(TEMPO_ERR_SYSTEM, "TEMPO_SCHED_LOG: cannot create '%s'",
-                                           path);
+            tempo_status_t st = tempo__err(TEMPO_ERR_SYSTEM,
+                                           "TEMPO_SCHED_LOG: cannot create '%s': %s", path,
+                                           strerror(errno));
             tempo__free(sq->rx);
             tempo__free(sq);
             return st;

@@ -246,10 +246,19 @@ static void write_entry(FILE *f, const struct tempo_comm *c, const tempo__flight
     fputs("}", f);
 }
 
+/* The communicator's id in the files: the same on its every member, and derived from the job tag,
+ * not from its uid (a job uuid without a key is the job's secret: transport/tcp.c; comm uids are
+ * that uuid, or an invertible hash of it, and these files may be readable by others). */
+static uint64_t comm_file_id(const tempo__world_t *w, const struct tempo_comm *c)
+{
+    uint64_t h = tempo__hash64(&c->ctx, sizeof(c->ctx), w->job_tag);
+    return tempo__hash64(c->ranks, (size_t)c->size * sizeof(c->ranks[0]), h);
+}
+
 static void write_comm(FILE *f, const tempo__world_t *w, const struct tempo_comm *c)
 {
     fprintf(f, "  {\"id\": \"%016llx\", \"ctx\": %d, \"size\": %d, \"rank\": %d, \"ranks\": [",
-            (unsigned long long)c->uid, c->ctx, c->size, c->rank);
+            (unsigned long long)comm_file_id(w, c), c->ctx, c->size, c->rank);
     for (int i = 0; i < c->size; i++) {
         fprintf(f, "%s%d", i ? ", " : "", c->ranks[i]);
     }
@@ -327,7 +336,8 @@ tempo_status_t tempo__flight_write(tempo__world_t *w, const char *path, const ch
 {
     char tmp[600];
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
+    unlink(tmp); /* a dump that stopped half way: this rank's own */
+    FILE *f = tempo__fopen_write(tmp, 0, 1);
     if (!f) {
         return tempo__err_quiet(TEMPO_ERR_SYSTEM, "cannot create '%s': %s", tmp, strerror(errno));
     }

@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -128,6 +129,11 @@ static inline uint64_t tempo__now_ns(void)
 /** One reading of both clocks, in microseconds: the real-time reading taken between two monotonic
  *  ones, paired with their mean (how per-rank files of different hosts are lined up). */
 void tempo__clock_pair(double *mono_us_p, double *real_us_p);
+
+/** Create (or truncate) path for writing, as fopen(path, plus ? "w+" : "w") does, but refusing a
+ *  symbolic link at path (in a shared directory another user's link must not redirect what a rank
+ *  writes), and with excl, any existing file. NULL with errno set. */
+FILE *tempo__fopen_write(const char *path, int plus, int excl);
 
 /** now (ns, monotonic) + seconds, saturating. */
 static inline uint64_t tempo__deadline_from(uint64_t now, double seconds)

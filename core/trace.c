@@ -138,7 +138,7 @@ tempo_status_t tempo__trace_open(tempo__world_t *w)
                    "its own instead (rank 0: '%s'). Merge them with tempo-trace merge",
                    tempo__cfg.trace, w->size, t->path);
     }
-    t->f = fopen(t->path, "w+");
+    t->f = tempo__fopen_write(t->path, 1, 0);
     if (!t->f) {
         tempo_status_t st = tempo__err(TEMPO_ERR_SYSTEM, "TEMPO_TRACE: cannot create '%s': %s",
                                        t->path, strerror(errno));

@@ -5,6 +5,8 @@
 #include "config.h"
 
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
 
 #include "core/tempo_int.h"
 
@@ -129,6 +131,22 @@ void tempo__expand_path(const char *pattern, int rank, char *out, size_t len)
         }
     }
     out[o < len ? o : len - 1] = '\0';
+}
+
+FILE *tempo__fopen_write(const char *path, int plus, int excl)
+{
+    int flags = (plus ? O_RDWR : O_WRONLY) | O_CREAT | O_NOFOLLOW | O_CLOEXEC;
+    int fd = open(path, flags | (excl ? O_EXCL : O_TRUNC), 0666);
+    if (fd < 0) {
+        return NULL;
+    }
+    FILE *f = fdopen(fd, plus ? "w+" : "w");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        errno = e;
+    }
+    return f;
 }
 
 void tempo__clock_pair(double *mono_us_p, double *real_us_p)

@@ -22,6 +22,10 @@
  *              "signal"); with TEMPO_FLIGHT_RECORDER_AT_EXIT=1 the destruction of the
  *              communicator rewrites it (reason "exit"), and the tool says the ranks agree, in
  *              both lanes (exit 0).
+ *   links      another user's symbolic links planted where the ranks write (as root, links owned by
+ *              uid 65534), pointing at a victim file: at the dump's temporary name (the signal
+ *              case's fr.R.json.tmp), the dumps land in fresh regular files; at a TEMPO_TRACE path,
+ *              init fails with TEMPO_ERR_SYSTEM naming the path; the victim is never written.
  * Files go to a fresh directory under $TMPDIR, removed at the end. The only time limits are hang
  * guards (and TEMPO_TIMEOUT, which makes the survivors of the stuck case give up).
  */
@@ -328,10 +332,90 @@ static void case_mismatch(void)
     job_end(j, GUARD_S, name);
 }
 
+/* A symbolic link at dir/NAME to the victim file, owned by another user where we may say so. */
+static void plant_link(const char *name)
+{
+    char path[320], victim[320];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    snprintf(victim, sizeof(victim), "%s/victim", dir);
+    unlink(path);
+    if (symlink(victim, path) == 0 && geteuid() == 0) {
+        (void)!lchown(path, 65534, 65534);
+    }
+}
+
+/* The victim file still holds what it was created with. */
+static int victim_intact(void)
+{
+    char path[320], b[64] = "";
+    snprintf(path, sizeof(path), "%s/victim", dir);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(b, 1, sizeof(b) - 1, f) : 0;
+    if (f) {
+        fclose(f);
+    }
+    b[n] = 0;
+    return !strcmp(b, "victim\n");
+}
+
+static void make_victim(void)
+{
+    char path[320];
+    snprintf(path, sizeof(path), "%s/victim", dir);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fputs("victim\n", f);
+        fclose(f);
+    }
+}
+
+/* A link where the trace file goes: init fails naming it, nothing written through it. */
+static int trace_rank(int rank, int size, void *arg)
+{
+    (void)rank;
+    (void)size;
+    (void)arg;
+    tempo_comm_t comm = rk_init();
+    if (comm) {
+        tempo_comm_destroy(comm);
+    }
+    return 0;
+}
+
+static void case_links(void)
+{
+    const char *name = "links";
+    char env_trace[320];
+    snprintf(env_trace, sizeof(env_trace), "TEMPO_TRACE=%s/tr.%%r.json", dir);
+    make_victim();
+    plant_link("tr.0.json");
+    const char *env[] = {"TEMPO_TIMEOUT=2s", env_trace, NULL};
+    job_t *j = calloc(1, sizeof(*j));
+    if (job_start(j, 1, env, trace_rank, NULL) != 0) {
+        TAP_OK(0, "%s: start 1 rank", name);
+        free(j);
+        return;
+    }
+    job_wait_key(j, 0, "init", GUARD_S);
+    const char *msg = job_get(j, 0, "initmsg");
+    TAP_EQ_INT(job_status_of(j, 0, "init"), TEMPO_ERR_SYSTEM,
+               "%s: a link at the TEMPO_TRACE path: init fails (%s)", name, msg ? msg : "");
+    TAP_OK(msg && strstr(msg, "TEMPO_TRACE: cannot create") && strstr(msg, "tr.0.json"),
+           "%s: saying which file it could not create", name);
+    job_end(j, GUARD_S, name);
+    TAP_OK(victim_intact(), "%s: nothing was written through the TEMPO_TRACE link", name);
+    char path[320];
+    snprintf(path, sizeof(path), "%s/tr.0.json", dir);
+    unlink(path);
+}
+
 static void case_signal(void)
 {
     const char *name = "signal";
     static const char *const at_exit[] = {"TEMPO_FLIGHT_RECORDER_AT_EXIT=1", NULL};
+    make_victim();
+    plant_link("fr.0.json.tmp");
+    plant_link("fr.1.json.tmp");
     job_t *j = start(name, 2, at_exit, 2);
     if (!j) {
         return;
@@ -353,6 +437,16 @@ static void case_signal(void)
         job_wait_key(j, r, "destroy", GUARD_S);
         TAP_EQ_STR(file_reason(r), "exit", "%s: rank %d rewrote it at the end (AT_EXIT)", name, r);
     }
+    struct stat sb;
+    char path[320];
+    int regular = 0;
+    for (int r = 0; r < 2; r++) {
+        snprintf(path, sizeof(path), "%s/fr.%d.json", dir, r);
+        regular += lstat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+    }
+    TAP_OK(regular == 2 && victim_intact(),
+           "%s: with links planted at the dumps' temporary names, both files are regular files "
+           "and nothing was written through the links (%d regular)", name, regular);
     const char *out = run_tool(survivors, 2); /* (ranks 0 and 1: the whole job here) */
     TAP_EQ_INT(tool_rc, 0, "%s: tempo-trace flight exits 0", name);
     TAP_CONTAINS(out, "consistent: every rank posted and completed the same operations",
@@ -380,7 +474,11 @@ int main(void)
     case_killed();
     case_mismatch();
     case_signal();
+    case_links();
     clear_files(3);
+    char victim[320];
+    snprintf(victim, sizeof(victim), "%s/victim", dir);
+    unlink(victim);
     rmdir(dir);
     return tap_done();
 }
