@@ -104,8 +104,10 @@ static size_t put(uint8_t *p, const void *v, size_t n)
 }
 
 /* A checkpoint of a model of np parameters at step 7, with its optimizer state in nopt files
- * that split [0, np) (file i: ranges i, i + nopt, ... of 4 elements), and requests. */
-static void seed(uint64_t np, int nopt, int version)
+ * that split [0, np) (file i: ranges i, i + nopt, ... of 4 elements), and requests. wrap: file
+ * 0's ranges start with [2^64 - 2^61, +2^61), whose end and 8 x sum wrap (refused since 529db9d;
+ * before, the load read 2^63 bytes past the file). */
+static void seed(uint64_t np, int nopt, int version, int wrap)
 {
     static uint8_t b[16384];
     size_t o = 0;
@@ -137,6 +139,11 @@ static void seed(uint64_t np, int nopt, int version)
     }
     for (int f = 0; f < nopt; f++) {
         uint64_t nr = 0, ranges[64][2];
+        if (wrap && f == 0) {
+            ranges[nr][0] = -(UINT64_C(1) << 61);
+            ranges[nr][1] = UINT64_C(1) << 61;
+            nr++;
+        }
         for (uint64_t a = 4 * (uint64_t)f; a < np; a += 4 * (uint64_t)nopt) {
             ranges[nr][0] = a;
             ranges[nr][1] = np - a < 4 ? np - a : 4;
@@ -144,7 +151,7 @@ static void seed(uint64_t np, int nopt, int version)
         }
         uint64_t tot = 0;
         for (uint64_t i = 0; i < nr; i++) {
-            tot += ranges[i][1];
+            tot += ranges[i][1]; /* (mod 2^64: 8 x 2^61 is 0) */
         }
         len = (uint16_t)(32 + 16 * nr + 8 * tot);
         uint32_t oh[4] = {0x54504f54u, 1, (uint32_t)f, (uint32_t)nr};
@@ -154,7 +161,7 @@ static void seed(uint64_t np, int nopt, int version)
         o += put(b + o, &np, 8);
         o += put(b + o, &step, 8);
         o += put(b + o, ranges, 16 * nr);
-        for (uint64_t i = 0; i < 2 * tot; i++) {
+        for (uint64_t i = 0; i < 8 * tot / 4; i++) { /* m and v: 8 x tot bytes, mod 2^64 */
             float x = (float)i;
             o += put(b + o, &x, 4);
         }
@@ -168,10 +175,11 @@ static void seed(uint64_t np, int nopt, int version)
 
 static void fuzz_seeds(void)
 {
-    seed(10, 1, 2);
-    seed(24, 2, 2);
-    seed(24, 3, 2);
-    seed(5, 0, 1);
-    seed(0, 1, 2);
+    seed(10, 1, 2, 0);
+    seed(24, 2, 2, 0);
+    seed(24, 3, 2, 0);
+    seed(5, 0, 1, 0);
+    seed(0, 1, 2, 0);
+    seed(8, 1, 2, 1);
 }
 #endif
