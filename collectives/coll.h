@@ -230,6 +230,18 @@ void tempo__sq_destroy(tempo__sq_t *sq);
  *  fail at once naming this rank (and later requests stay in step). Lock held. */
 void tempo__sq_rejected(struct tempo_comm *c, int coll, size_t count, tempo_dtype_t dtype,
                         tempo_op_t redop, uint64_t tag);
+/** A scheduled-lane control message: a header, then POST or START entries or a FAIL text. */
+#define TEMPO__SQ_CTRL_BYTES 1024
+/** The checks of control message msg (TEMPO__SQ_CTRL_BYTES) from comm rank peer that need no
+ *  state (tests/fuzz/fuzz_sched.c): its header, for a coordinator (coord) or another rank, and its
+ *  POST entries in turn. NULL, or what is wrong; *nvalid_p: the POST entries before the first bad
+ *  one (0 for another type). */
+const char *tempo__sq_ctrl_check(const void *msg, int peer, int coord, int *nvalid_p);
+/** Whether START entry start_ent fits the local request it names: count elements, cut into nchunks
+ *  (0: not yet), of which started have started. NULL (a count-0 request posted alike: no chunks),
+ *  or what is wrong. */
+const char *tempo__sq_chunk_check(const void *start_ent, uint64_t count, uint32_t nchunks,
+                                  uint32_t started);
 /** Nanoseconds during which at least one scheduled chunk was running on comm (a running total;
  *  lock held). */
 uint64_t tempo__sq_busy_ns(struct tempo_comm *comm);

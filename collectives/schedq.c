@@ -58,7 +58,7 @@
 #include "core/cfg.h"
 #include "core/trace.h"
 
-#define CTRL_BYTES 1024
+#define CTRL_BYTES TEMPO__SQ_CTRL_BYTES
 #define CTRL_MAGIC 0x71536574u /* "teSq" */
 #define KIND_TO_COORD 1        /* control tag kinds */
 #define KIND_FROM_COORD 2
@@ -721,10 +721,8 @@ static tempo_status_t start_local(tempo__sq_t *sq, const start_ent_t *se)
         tempo__list_remove(&r->link);
         tempo__list_init(&r->link);
         return TEMPO_OK;
-    } else if (se->nchunks == 0 || se->chunk >= se->nchunks ||
-               (r->nchunks && se->nchunks != r->nchunks) || se->chunk != r->started ||
-               se->cnt == 0 || se->off > r->op->count || se->cnt > r->op->count - se->off) {
-        bad = "a chunk outside the request";
+    } else {
+        bad = tempo__sq_chunk_check(se, r->op->count, r->nchunks, r->started);
     }
     if (bad) {
         char who[160];
@@ -928,34 +926,71 @@ static const char *validate_post(const post_ent_t *e)
     return NULL;
 }
 
+/* POST entry i of msg, its name terminated. */
+static void post_entry(const void *msg, int i, post_ent_t *e)
+{
+    memcpy(e, (const char *)msg + sizeof(hdr_t) + (size_t)i * sizeof(*e), sizeof(*e));
+    e->name[sizeof(e->name) - 1] = '\0';
+}
+
+const char *tempo__sq_ctrl_check(const void *msg, int peer, int coord, int *nvalid_p)
+{
+    hdr_t h;
+    memcpy(&h, msg, sizeof(h));
+    int want = coord ? MSG_POST : 0;
+    *nvalid_p = 0;
+    if (h.magic != CTRL_MAGIC) {
+        return "bad magic";
+    } else if (h.from != peer) {
+        return "wrong sender rank";
+    } else if (want ? h.type != want : (h.type != MSG_START && h.type != MSG_FAIL)) {
+        return "unexpected message type";
+    } else if ((h.type == MSG_POST && (h.n == 0 || h.n > POST_MAX)) ||
+               (h.type == MSG_START && (h.n == 0 || h.n > START_MAX))) {
+        return "bad entry count";
+    }
+    for (int i = 0; h.type == MSG_POST && i < h.n; i++, (*nvalid_p)++) {
+        post_ent_t e;
+        post_entry(msg, i, &e);
+        const char *bad = validate_post(&e);
+        if (bad) {
+            return bad;
+        }
+    }
+    return NULL;
+}
+
+const char *tempo__sq_chunk_check(const void *start_ent, uint64_t count, uint32_t nchunks,
+                                  uint32_t started)
+{
+    start_ent_t se;
+    memcpy(&se, start_ent, sizeof(se));
+    if (se.nchunks == 0 && count == 0) {
+        return NULL;
+    }
+    if (se.nchunks == 0 || se.chunk >= se.nchunks || (nchunks && se.nchunks != nchunks) ||
+        se.chunk != started || se.cnt == 0 || se.off > count || se.cnt > count - se.off) {
+        return "a chunk outside the request";
+    }
+    return NULL;
+}
+
 static void handle(tempo__sq_t *sq, rx_t *rx)
 {
     tempo__world_t *w = W(sq);
     hdr_t h;
     memcpy(&h, rx->buf, sizeof(h));
-    const char *bad = NULL;
-    int want = sq->coord ? MSG_POST : 0;
-    if (h.magic != CTRL_MAGIC) {
-        bad = "bad magic";
-    } else if (h.from != rx->peer) {
-        bad = "wrong sender rank";
-    } else if (want ? h.type != want : (h.type != MSG_START && h.type != MSG_FAIL)) {
-        bad = "unexpected message type";
-    } else if ((h.type == MSG_POST && (h.n == 0 || h.n > POST_MAX)) ||
-               (h.type == MSG_START && (h.n == 0 || h.n > START_MAX))) {
-        bad = "bad entry count";
-    }
-    if (!bad && h.type == MSG_POST) {
-        for (int i = 0; i < h.n && !bad; i++) {
-            post_ent_t e;
-            memcpy(&e, rx->buf + sizeof(h) + (size_t)i * sizeof(e), sizeof(e));
-            e.name[sizeof(e.name) - 1] = '\0';
-            bad = validate_post(&e);
-            if (!bad && coord_report(sq, rx->peer, &e) != TEMPO_OK) {
-                return;
-            }
+    int nvalid;
+    const char *bad = tempo__sq_ctrl_check(rx->buf, rx->peer, sq->coord, &nvalid);
+    /* the entries before a bad one are reported, as they were when each was checked in turn */
+    for (int i = 0; i < nvalid; i++) {
+        post_ent_t e;
+        post_entry(rx->buf, i, &e);
+        if (coord_report(sq, rx->peer, &e) != TEMPO_OK) {
+            return;
         }
-    } else if (!bad && h.type == MSG_START) {
+    }
+    if (!bad && h.type == MSG_START) {
         for (int i = 0; i < h.n; i++) {
             start_ent_t se;
             memcpy(&se, rx->buf + sizeof(h) + (size_t)i * sizeof(se), sizeof(se));

@@ -51,6 +51,11 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
 }
 #define FNV0 1469598103934665603ull
 
+uint64_t ckpt_checksum(const void *p, size_t n)
+{
+    return fnv(FNV0, p, n);
+}
+
 /* A file being written: data goes through stdio, the checksum alongside. err: the errno of the
  * first failure (0 while fine), kept so the report names the cause, not a later call's errno. */
 typedef struct {
@@ -576,9 +581,10 @@ int ckpt_load(const char *path, const ckpt_meta_t *want, ckpt_meta_t *meta_p, fl
              want->max_seq_len, want->vocab_size, (unsigned long long)want->num_params);
         goto out;
     }
-    if (len != 8 + mlen + mt.num_params * sizeof(float)) {
-        errf(err, "%s has %zu bytes, expected %zu", p, len,
-             8 + mlen + mt.num_params * sizeof(float));
+    /* (len - 8 - mlen) / 4 before the product: a num_params near 2^62 wraps it */
+    if ((len - 8 - mlen) % sizeof(float) || (len - 8 - mlen) / sizeof(float) != mt.num_params) {
+        errf(err, "%s has %zu bytes, not the header's %zu and %llu parameters", p, len,
+             8 + mlen, (unsigned long long)mt.num_params);
         goto out;
     }
     /* Optimizer files: every optim_*.bin of the checkpoint. */
@@ -634,9 +640,25 @@ int ckpt_load(const char *path, const ckpt_meta_t *want, ckpt_meta_t *meta_p, fl
             goto out;
         }
         pieces = np2;
+        /* Each range inside the model and their sum within the file (off + n and 8 * tot would
+         * wrap: a range [2^64 - 2^61, +2^61) passed both, and moved the next range's m and v
+         * pointers 2^63 bytes outside the file). */
+        size_t room = (len - 32 - nr * 16) / (2 * sizeof(float)); /* elements m and v can hold */
         for (size_t i = 0; i < nr; i++) {
-            memcpy(&pieces[npieces + (int)i].r, b + 32 + i * 16, 16);
-            tot += pieces[npieces + (int)i].r.n;
+            ckpt_range_t *rg = &pieces[npieces + (int)i].r;
+            memcpy(rg, b + 32 + i * 16, 16);
+            if (rg->off > mt.num_params || rg->n > mt.num_params - rg->off) {
+                closedir(d);
+                errf(err, "%s: range [%llu, +%llu) outside the model", p,
+                     (unsigned long long)rg->off, (unsigned long long)rg->n);
+                goto out;
+            }
+            if (rg->n > room - tot) {
+                closedir(d);
+                errf(err, "%s has %zu bytes, too few for its ranges", p, len);
+                goto out;
+            }
+            tot += rg->n;
         }
         if (len != 32 + nr * 16 + 2 * tot * sizeof(float)) {
             closedir(d);
@@ -647,12 +669,6 @@ int ckpt_load(const char *path, const ckpt_meta_t *want, ckpt_meta_t *meta_p, fl
         const float *mm = (const float *)(b + 32 + nr * 16), *vv = mm + tot;
         for (size_t i = 0; i < nr; i++) {
             piece_t *pc = &pieces[npieces + (int)i];
-            if (pc->r.off + pc->r.n > mt.num_params) {
-                closedir(d);
-                errf(err, "%s: range [%llu, +%llu) outside the model", p,
-                     (unsigned long long)pc->r.off, (unsigned long long)pc->r.n);
-                goto out;
-            }
             pc->m = mm;
             pc->v = vv;
             mm += pc->r.n;

@@ -106,6 +106,9 @@ int ckpt_supersede(const char *dir, long step, char *moved_to, char *err);
 int ckpt_load(const char *path, const ckpt_meta_t *want, ckpt_meta_t *meta_p, float *params,
               const ckpt_range_t *ranges, int nranges, float *m, float *v, char *err);
 
+/* The checksum that ends every checkpoint file: FNV-1a 64 of the n bytes before it. */
+uint64_t ckpt_checksum(const void *p, size_t n);
+
 /* --dump: the loss and n as two float64, then the gradient g (n float32) into path, and a line on
  * stdout saying what was written. -1 with err naming the path and the cause. */
 int ckpt_dump(const char *path, int step, double loss, const float *g, size_t n, char *err);

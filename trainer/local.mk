@@ -43,6 +43,12 @@ TESTS += %reldir%/test_data
 %canon_reldir%_test_data_SOURCES = %reldir%/test_data.c
 %canon_reldir%_test_data_LDADD = libtrainer.la
 
+# test_ckpt: a checkpoint saved and loaded back; hostile but checksummed files (ranges whose
+# sums wrap) refused
+check_PROGRAMS += %reldir%/test_ckpt
+TESTS += %reldir%/test_ckpt
+%canon_reldir%_test_ckpt_SOURCES = %reldir%/test_ckpt.c %reldir%/ckpt.c
+
 # ---- tempo-train
 bin_PROGRAMS += %reldir%/tempo-train
 noinst_HEADERS += %reldir%/dist.h

@@ -202,7 +202,6 @@ static tempo_status_t connect_one(tcp_tl_t *t, int p, uint64_t deadline)
     mchal_t ch;
     hello_t h = {HELLO_MAGIC, w->rank, w->job_uuid, {0}, {0}};
     mack_t ack;
-    uint8_t want[TEMPO__AUTH_MAC];
     const char *what = "cannot greet";
     st = tempo__sock_recv_all(fd, &ch, sizeof(ch), deadline, "peer");
     if (st == TEMPO_OK && ch.magic != HELLO_MAGIC) {
@@ -220,9 +219,7 @@ static tempo_status_t connect_one(tcp_tl_t *t, int p, uint64_t deadline)
         st = tempo__sock_recv_all(fd, &ack, sizeof(ack), deadline, "peer");
     }
     if (st == TEMPO_OK) {
-        ack_mac(&h, (int32_t)p, want);
-        if (ack.magic != HELLO_MAGIC || ack.rank != p ||
-            (tempo__auth_key() == 1 && !tempo__auth_equal(want, ack.mac))) {
+        if (!tempo__tcp_ack_ok(&ack, &h, p, tempo__auth_key() == 1)) {
             what = "refused";
             st = tempo__err(TEMPO_ERR_REMOTE, "its answer is not authenticated with this job's "
                             "key (whoever listens at its address does not hold it)");
@@ -236,23 +233,44 @@ static tempo_status_t connect_one(tcp_tl_t *t, int p, uint64_t deadline)
     return add_ep(t, p, fd);
 }
 
+#define NOT_HIGHER "not a higher rank of this job that is still to connect"
+
+const char *tempo__tcp_hello_check(const void *hello, const uint8_t *chal, uint64_t uuid,
+                                   int rank, int size, int auth)
+{
+    hello_t h;
+    uint8_t want[TEMPO__AUTH_MAC];
+    memcpy(&h, hello, sizeof(h));
+    if (h.magic != HELLO_MAGIC || h.uuid != uuid) {
+        return "not a tempo rank of this job";
+    }
+    hello_mac(chal, &h, want);
+    if (auth && !tempo__auth_equal(want, h.mac)) {
+        return "its hello is not authenticated with this job's key";
+    }
+    if (h.rank <= rank || h.rank >= size) {
+        return NOT_HIGHER;
+    }
+    return NULL;
+}
+
+int tempo__tcp_ack_ok(const void *ack, const void *hello, int p, int auth)
+{
+    mack_t a;
+    uint8_t want[TEMPO__AUTH_MAC];
+    memcpy(&a, ack, sizeof(a));
+    ack_mac(hello, (int32_t)p, want);
+    return a.magic == HELLO_MAGIC && a.rank == p && (!auth || tempo__auth_equal(want, a.mac));
+}
+
 /* Whether a whole hello, answering challenge chal, comes from a higher rank of this job that is
  * not connected yet (why not, for the log). */
 static const char *hello_bad(tcp_tl_t *t, const uint8_t *chal, const hello_t *h)
 {
     tempo__world_t *w = t->world;
-    uint8_t want[TEMPO__AUTH_MAC];
-    if (h->magic != HELLO_MAGIC || h->uuid != w->job_uuid) {
-        return "not a tempo rank of this job";
-    }
-    hello_mac(chal, h, want);
-    if (tempo__auth_key() == 1 && !tempo__auth_equal(want, h->mac)) {
-        return "its hello is not authenticated with this job's key";
-    }
-    if (h->rank <= w->rank || h->rank >= w->size || t->eps[h->rank]) {
-        return "not a higher rank of this job that is still to connect";
-    }
-    return NULL;
+    const char *bad =
+        tempo__tcp_hello_check(h, chal, w->job_uuid, w->rank, w->size, tempo__auth_key() == 1);
+    return bad ? bad : t->eps[h->rank] ? NOT_HIGHER : NULL;
 }
 
 static tempo_status_t accept_all(tcp_tl_t *t, int lfd, uint64_t deadline)

@@ -129,4 +129,15 @@ tempo_status_t tempo__ctrl_swap(tempo__world_t *w, const unsigned char *want, ui
                                 const void *mine, size_t stride, void *theirs, size_t len,
                                 uint64_t deadline, const char *what);
 
+/** tcp.c's mesh handshake, the checks that need no socket (tests/fuzz/fuzz_hello.c). The
+ *  accepting rank's of a hello (a hello_t: magic, rank, job uuid, nonce, MAC) answering its
+ *  challenge chal (TEMPO__AUTH_NONCE bytes), at rank of size with job uuid; auth: its MAC is
+ *  checked (a job key is loaded). NULL if it comes from a higher rank of this job (whether that
+ *  rank is connected already is the caller's to check), or why not, for the log. */
+const char *tempo__tcp_hello_check(const void *hello, const uint8_t *chal, uint64_t uuid,
+                                   int rank, int size, int auth);
+/** The connecting rank's of the answer ack (a mack_t: magic, rank, MAC) to its hello, from rank p:
+ *  whether it is p's, and with auth, proves the job key. */
+int tempo__tcp_ack_ok(const void *ack, const void *hello, int p, int auth);
+
 #endif /* TEMPO_TRANSPORT_TL_INT_H */

@@ -33,9 +33,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    unsetenv("TEMPO_AUTH_KEY");
-    unsetenv("TEMPO_AUTH_KEY_FILE");
-    setenv("TEMPO_DEBUG", "NONE", 1);
+    fuzz_no_key();
     tempo__addr_t any, bound;
     if (tempo__config_load() != TEMPO_OK || tempo__addr_parse("127.0.0.1:0", &any) != TEMPO_OK ||
         tempo__sock_listen(&any, &lfd, &bound) != TEMPO_OK) {
