@@ -21,12 +21,15 @@ TEMPO_UNIT_TESTS = \
 	%reldir%/test_qsparse \
 	%reldir%/test_quant \
 	%reldir%/test_qmath \
-	%reldir%/test_flight
+	%reldir%/test_flight \
+	%reldir%/test_auth
 
 check_PROGRAMS += $(TEMPO_UNIT_TESTS)
 TESTS += $(TEMPO_UNIT_TESTS)
 noinst_HEADERS += %reldir%/tu.h
 
+%canon_reldir%_test_auth_SOURCES = %reldir%/test_auth.c
+%canon_reldir%_test_auth_LDADD = libtempo_core.la
 %canon_reldir%_test_status_SOURCES = %reldir%/test_status.c
 %canon_reldir%_test_status_LDADD = libtempo_core.la
 %canon_reldir%_test_cfg_SOURCES = %reldir%/test_cfg.c
