@@ -59,7 +59,9 @@
  * a pair where either proof failed closes its endpoints, says so at both ends (WARN, naming the
  * peer), and falls back to the next transport. Credits (active messages, which arrive from any
  * endpoint of the worker) are sent with UCP_AM_SEND_FLAG_REPLY and count only when they came on
- * the endpoint of the rank they name: a stranger cannot open another's window.
+ * the endpoint of the rank they name (a stranger's is ignored, and said once): a stranger cannot
+ * open another's window. A stranger's stream bytes never reach a rank's stream: UCX gives them to
+ * the endpoint it made for the stranger, which tempo never reads.
  *
  * Failures: an endpoint error (UCP_ERR_HANDLING_MODE_PEER: a reset connection, a peer that died,
  * a keepalive that expired) ends the pipe once whatever UCX still holds was read. A goodbye read
@@ -212,6 +214,7 @@ typedef struct ucx_tl {
     size_t zcopy_min; /* TEMPO_UCX_ZCOPY_BYTES; 0: no zero copy */
     ucx_reg_t regs[REG_MAX];
     uint64_t nexposed, nfetched; /* zero-copy payloads sent and received (logged at close) */
+    uint64_t nbad_credits; /* credits that came on another endpoint than their rank's, ignored */
     tempo__list_t orphans; /* fetches of killed endpoints, until their callbacks */
 } ucx_tl_t;
 
@@ -347,8 +350,15 @@ static ucs_status_t credit_cb(void *arg, const void *header, size_t header_lengt
     memcpy(&c, header, sizeof(c));
     /* Only on the endpoint of the rank it names: active messages come from any endpoint. */
     if (c.rank < (uint32_t)t->world->size && c.zero == 0 && t->eps[c.rank] &&
-        (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) &&
-        param->reply_ep == t->eps[c.rank]->ep) {
+        (!(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ||
+         param->reply_ep != t->eps[c.rank]->ep)) {
+        if (t->nbad_credits++ == 0) {
+            TEMPO_WARN(TEMPO_SUB_TRANSPORT,
+                       "ucx: a credit naming rank %u came on an endpoint that is not that rank's: "
+                       "ignored (said once)",
+                       c.rank);
+        }
+    } else if (c.rank < (uint32_t)t->world->size && c.zero == 0 && t->eps[c.rank]) {
         ucx_ep_t *ep = t->eps[c.rank];
         /* A credit never exceeds what was sent: anything else is a corrupt peer, ignored. */
         if (c.consumed > ep->acked && c.consumed <= ep->s_head) {

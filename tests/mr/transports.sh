@@ -22,7 +22,10 @@
 #             the data; with rank 1's first bytes on each endpoint altered or dropped by a man in the
 #             middle (tests/transport/libucx_mitm.so, LD_PRELOAD on rank 1), over UCX_TLS=tcp and
 #             sm: rank 0 refuses the endpoint (saying why), rank 1 learns it, the pair goes over
-#             tcp, and the results are right. Skipped without ucx or without a key (no libcrypto).
+#             tcp, and the results are right; a stranger in rank 1's process (a UCX worker of its
+#             own with an endpoint to rank 0's address) sending stream bytes and a credit that
+#             names rank 1: rank 0 ignores the credit, saying so, ucx still carries the data and
+#             the results are right. Skipped without ucx or without a key (no libcrypto).
 # POSIX sh, run by the automake harness with top_builddir exported, or by hand:
 #     top_builddir=/path/to/build sh tests/mr/transports.sh
 
@@ -67,7 +70,7 @@ rows() {
     grep -c '^\[0\] \+[0-9]\+ \+[0-9]\+ ' "$tmp/job.out"
 }
 
-echo "1..25"
+echo "1..27"
 
 # ---- info
 "$INFO" -t >"$tmp/info.out" 2>&1
@@ -177,7 +180,7 @@ fi
 mitm="$B/tests/transport/libucx_mitm.so"
 if ! "$INFO" -t | grep -q '^  ucx  *available' || ! "$INFO" -b | grep -q '^  crypto  *yes' ||
     [ ! -f "$mitm" ]; then
-    for i in 1 2 3 4; do
+    for i in 1 2 3 4 5 6; do
         ok "# SKIP ucx not available, no libcrypto, or $mitm not built"
     done
 else
@@ -190,7 +193,7 @@ else
     for case in "tcp,self:flip:a wrong MAC" "tcp,self:drop:not all of it came within 5 s" "sm,cma,self:flip:a wrong MAC"; do
         tls=${case%%:*} rest=${case#*:}
         mode=${rest%%:*} why=${rest#*:}
-        job 2 TEMPO_TRANSPORTS=ucx,^shm,tcp UCX_TLS=$tls RANK1_ENV="LD_PRELOAD=$mitm UCX_MITM=$mode"
+        job 2 TEMPO_TRANSPORTS=ucx,^shm,tcp UCX_TLS=$tls RANK1_ENV="LD_PRELOAD=$mitm MITM_UCX=$mode"
         c=1
         [ "$rc" = 0 ] && [ "$(carried tcp)" = 2 ] && [ "$(carried ucx)" = 0 ] &&
             [ "$(wrong)" = 0 ] && [ "$(rows)" -ge 3 ] &&
@@ -198,6 +201,15 @@ else
                 "$tmp/job.out" &&
             grep -q "^\[1\] .*WARN.*ucx: rank 0 refused this rank's endpoint" "$tmp/job.out" && c=0
         check $c "UCX_TLS=$tls, rank 1's first bytes on its endpoint ${mode}ped by a man in the middle: rank 0 refuses it ($why), rank 1 is told, the pair goes over tcp, results right" \
+            "$tmp/job.out"
+    done
+    for tls in tcp,self sm,cma,self; do
+        job 2 TEMPO_TRANSPORTS=ucx,^shm,tcp UCX_TLS=$tls RANK1_ENV="LD_PRELOAD=$mitm MITM_UCX=stranger"
+        c=1
+        [ "$rc" = 0 ] && [ "$(carried ucx)" = 2 ] && [ "$(wrong)" = 0 ] && [ "$(rows)" -ge 3 ] &&
+            grep -q "^\[0\] .*WARN.*ucx: a credit naming rank 1 came on an endpoint that is not that rank's: ignored" \
+                "$tmp/job.out" && c=0
+        check $c "UCX_TLS=$tls, a stranger with rank 0's worker address sends stream bytes and a credit naming rank 1: the credit is ignored (said), ucx carries the data, results right" \
             "$tmp/job.out"
     done
 fi
