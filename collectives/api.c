@@ -175,6 +175,10 @@ static tempo_status_t init_world(const tempo_config_t *cfg, tempo_comm_t *comm_p
     tempo__peer_info_t *table = NULL;
     tempo__world_t *w = NULL;
     tempo_status_t st;
+    if (tempo__cfg.ifname[0]) { /* the data transport's interface, chosen by the user */
+        TEMPO_CHECK_GOTO(tempo__addr_of_ifname(tempo__cfg.ifname, local.ss.ss_family, &local), st,
+                         fail_bs);
+    }
     TEMPO_CHECK_GOTO(tempo__tl_prepare(&local, &me, &listen_fd), st, fail_bs);
     TEMPO_CHECK_GOTO(tempo__bootstrap_allgather(bs, &me, sizeof(me), deadline, (void **)&table), st,
                      fail_fd);

@@ -120,6 +120,10 @@ static const field_t fields[] = {
     F("TEMPO_JOB_ID", "", T_STRING, job_id, 0, 0, 0, NULL,
       "Job identity checked at the rendezvous, so that concurrent jobs cannot mix (default: the "
       "launcher's job id, else the parent pid)"),
+    F("TEMPO_IFNAME", "", T_STRING, ifname, 0, 0, 0, NULL,
+      "Network interface (e.g. eth0, ib0) whose address this rank's data transport listens at "
+      "and gives its peers. Unset: the address this rank reaches the rendezvous from (rank 0: "
+      "TEMPO_ROOT's)"),
     F("TEMPO_HOST_ID", "", T_STRING, host_id, 0, 0, 0, NULL,
       "Override the host identity: ranks with equal ids use shared memory, others TCP. '%r' "
       "expands to the rank, so TEMPO_HOST_ID=%r forces TCP between local ranks (default: hash of "

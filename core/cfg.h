@@ -22,6 +22,7 @@ typedef struct tempo__config {
     int root_fd;           /* TEMPO_ROOT_FD: rank 0's inherited listening socket, -1 when unset */
     char job_id[128];      /* TEMPO_JOB_ID */
     char host_id[128];     /* TEMPO_HOST_ID */
+    char ifname[64];       /* TEMPO_IFNAME: the data transport's interface, "" when unset */
     double timeout_s;      /* TEMPO_TIMEOUT, seconds */
     int debug_level;       /* TEMPO_DEBUG (tempo__log_level_t) */
     unsigned debug_subsys; /* TEMPO_DEBUG_SUBSYS mask */

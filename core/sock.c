@@ -12,6 +12,8 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -51,6 +53,47 @@ int tempo__addr_split(const char *text, char *host, size_t hostlen, int *port_p)
     }
     *port_p = (int)p;
     return 0;
+}
+
+tempo_status_t tempo__addr_of_ifname(const char *name, int family, tempo__addr_t *addr_p)
+{
+    struct ifaddrs *all = NULL;
+    if (getifaddrs(&all) != 0) {
+        return tempo__err(TEMPO_ERR_SYSTEM, "TEMPO_IFNAME=%s: getifaddrs(): %s", name,
+                          strerror(errno));
+    }
+    const struct ifaddrs *pick = NULL;
+    char names[256] = "";
+    size_t o = 0;
+    for (const struct ifaddrs *a = all; a; a = a->ifa_next) {
+        if (!a->ifa_addr ||
+            (a->ifa_addr->sa_family != AF_INET && a->ifa_addr->sa_family != AF_INET6)) {
+            continue;
+        }
+        if (!strcmp(a->ifa_name, name) &&
+            (!pick || (pick->ifa_addr->sa_family != family && a->ifa_addr->sa_family == family))) {
+            pick = a;
+        }
+        if (o < sizeof(names) - 1 && !strstr(names, a->ifa_name)) {
+            o += (size_t)snprintf(names + o, sizeof(names) - o, "%s%s", o ? ", " : "",
+                                  a->ifa_name);
+        }
+    }
+    tempo_status_t st = TEMPO_OK;
+    if (pick) {
+        memset(addr_p, 0, sizeof(*addr_p));
+        addr_p->len = pick->ifa_addr->sa_family == AF_INET ? sizeof(struct sockaddr_in)
+                                                           : sizeof(struct sockaddr_in6);
+        memcpy(&addr_p->ss, pick->ifa_addr, addr_p->len);
+        tempo__addr_set_port(addr_p, 0);
+    } else {
+        st = tempo__err(TEMPO_ERR_INVALID,
+                        "TEMPO_IFNAME=%s: no such interface with an IP address here (these have "
+                        "one: %s)",
+                        name, names[0] ? names : "none");
+    }
+    freeifaddrs(all);
+    return st;
 }
 
 tempo_status_t tempo__addr_parse(const char *text, tempo__addr_t *addr_p)

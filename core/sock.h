@@ -18,6 +18,10 @@ typedef struct tempo__addr {
     socklen_t len;
 } tempo__addr_t;
 
+/** The address of network interface name (port 0): of family (AF_INET, AF_INET6) where it has
+ *  one, else its first; TEMPO_ERR_INVALID naming the interfaces that have one if it has none. */
+tempo_status_t tempo__addr_of_ifname(const char *name, int family, tempo__addr_t *addr_p);
+
 /** Parse "host:port", "[v6addr]:port" (host may be a name). */
 tempo_status_t tempo__addr_parse(const char *text, tempo__addr_t *addr_p);
 /** The syntax of tempo__addr_parse() without resolving the host: host (NUL-terminated, at most

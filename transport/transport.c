@@ -217,6 +217,10 @@ tempo_status_t tempo__tl_prepare(const tempo__addr_t *local, tempo__peer_info_t 
     }
     tempo__addr_t adv = *local;
     tempo__addr_set_port(&adv, tempo__addr_port(&bound));
+    char text[96];
+    TEMPO_INFO(TEMPO_SUB_TRANSPORT, "data transport listens at %s%s",
+               tempo__addr_str(&adv, text, sizeof(text)),
+               tempo__cfg.ifname[0] ? " (TEMPO_IFNAME)" : "");
     memset(info->addr, 0, sizeof(info->addr));
     memcpy(info->addr, &adv.ss, adv.len);
     info->addr_len = adv.len;

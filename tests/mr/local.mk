@@ -94,6 +94,9 @@ EXTRA_DIST += %reldir%/cfg_used.sh
 # per-peer choice logged at INFO, and the refusals (bad values, disagreeing ranks, unreachable peers).
 TESTS += %reldir%/transports.sh
 EXTRA_DIST += %reldir%/transports.sh
+# TEMPO_IFNAME: the data transport at a chosen interface (a veth in a namespace of its own).
+TESTS += %reldir%/ifname.sh
+EXTRA_DIST += %reldir%/ifname.sh
 
 # The shm all-reduce's direct protocol (process_vm_readv) and its fallback: exact results either
 # way, the ranks agreeing on one (a rank denied process_vm_readv by seccomp makes all copy), and

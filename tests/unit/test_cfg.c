@@ -306,6 +306,7 @@ static const knob_t knobs[] = {
      {"3", "0", ""}, {3, 0, -1}, {"3", "0", ""}},
     {"TEMPO_JOB_ID", K_STR, O(job_id), {NULL}, {"job-7"}, {0}, {"job-7"}},
     {"TEMPO_HOST_ID", K_STR, O(host_id), {NULL}, {"%r"}, {0}, {"%r"}},
+    {"TEMPO_IFNAME", K_STR, O(ifname), {NULL}, {"eth0"}, {0}, {"eth0"}},
     {"TEMPO_TIMEOUT", K_TIME, O(timeout_s), {"0", "0s", "500us", "0.0009", "-5s", "8761h",
      "1e12", "1e400", "inf", "nan", "30 parsecs", "30sec", " 30", "abc"},
      {"30", "250ms", "1ms", "8760h", "1.5m"}, {30, 0.25, 1e-3, 8760 * 3600.0, 90},
