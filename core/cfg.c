@@ -199,6 +199,10 @@ static const field_t fields[] = {
     F("TEMPO_AUTH_KEY_FILE", "", T_STRING, auth_key_file, 0, 0, 0, NULL,
       "a file holding the job's secret instead (its bytes, up to 4096; a regular file of this "
       "user, mode 600)"),
+    F("TEMPO_ENCRYPT", "0", T_BOOL, encrypt, 0, 0, 0, NULL,
+      "1: encrypt and authenticate every byte between ranks over tcp (AES-256-GCM, keys from the "
+      "job key, which it needs); shared memory stays inside the host; ucx and verbs are refused "
+      "with it. Every rank the same"),
     F("TEMPO_GPU_BACKEND", "native", T_STRING, gpu_backend, 0, 0, 0, gpu_backend_check,
       "CUDA device buffers: native (tempo's collectives, host-staged) or nccl (a collective whose "
       "buffers are all device memory runs as one NCCL call, ordered by tempo's engine and "

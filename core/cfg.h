@@ -43,6 +43,7 @@ typedef struct tempo__config {
     char cuda_driver[256]; /* TEMPO_CUDA_DRIVER: the CUDA driver library (gpu/cuda.c) */
     char auth_key[1024];      /* TEMPO_AUTH_KEY: the job's secret (core/auth.h) */
     char auth_key_file[512];  /* TEMPO_AUTH_KEY_FILE: a file holding it */
+    int encrypt;              /* TEMPO_ENCRYPT: seal the tcp connections (transport/seal.h) */
     char gpu_backend[16];  /* TEMPO_GPU_BACKEND: native or nccl (gpu/nccl.h) */
     int gpu_ipc;           /* TEMPO_GPU_IPC: all-reduce of device buffers through CUDA IPC */
     char nccl_library[256]; /* TEMPO_NCCL_LIBRARY: the NCCL library (gpu/nccl.c) */

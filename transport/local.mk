@@ -4,10 +4,12 @@ libtempo_core_la_SOURCES += \
 	%reldir%/ctrl.c \
 	%reldir%/stream.c \
 	%reldir%/tcp.c \
+	%reldir%/seal.c \
 	%reldir%/shm.c
 noinst_HEADERS += \
 	%reldir%/transport.h \
 	%reldir%/tl_int.h \
+	%reldir%/seal.h \
 	%reldir%/stream.h
 # verbs.c only where configure found libibverbs (--with-verbs); its flags are empty otherwise.
 # (AM_CPPFLAGS: the library's own CPPFLAGS, set in quant/local.mk, expand it.)

@@ -344,6 +344,9 @@ static void connection_lost(tempo__stream_t *s, ssize_t r)
                  s->in_payload ? "in the middle of a message" : "unexpectedly");
         unknown = ": the process died or exited without destroying its communicator, or the "
                   "connection was reset";
+    } else if (r == -EBADMSG) {
+        snprintf(what, sizeof(what), "sent bytes that fail authentication (TEMPO_ENCRYPT: "
+                 "changed on the way, or not sealed with this job's key)");
     } else {
         snprintf(what, sizeof(what), "broke the connection (%s)", strerror((int)-r));
     }

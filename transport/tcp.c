@@ -26,6 +26,8 @@
 #include "transport/tl_int.h"
 
 #include "core/auth.h"
+#include "core/cfg.h"
+#include "transport/seal.h"
 
 #include <errno.h>
 #include <netinet/in.h>
@@ -46,6 +48,7 @@ typedef struct tcp_ep {
     int data;     /* carries this peer's data */
     int want_out; /* EPOLLOUT is armed */
     int no_in;    /* EPOLLIN is not armed: the stream is paused by back-pressure */
+    tempo__seal_t *seal; /* TEMPO_ENCRYPT: the connection's sealed records; NULL: plain bytes */
 } tcp_ep_t;
 
 typedef struct tcp_tl {
@@ -93,9 +96,21 @@ static void ack_mac(const hello_t *h, int32_t rank, uint8_t *out)
     tempo__auth_mac("tempo tcp ack", 3, parts, lens, out);
 }
 
+/* A connection's two keys (TEMPO_ENCRYPT): from the job key, the accepting rank's challenge and
+ * the connecting rank's own; up: the connecting (higher) rank's records, else the other way. */
+static void seal_key(const uint8_t *chal, const uint8_t *nonce, uint8_t up, uint8_t *key)
+{
+    const void *parts[] = {chal, nonce, &up};
+    size_t lens[] = {TEMPO__AUTH_NONCE, TEMPO__AUTH_NONCE, 1};
+    tempo__auth_mac("tempo tcp seal", 3, parts, lens, key);
+}
+
 static ssize_t tcp_writev(void *pipe, const struct iovec *iov, int iovcnt)
 {
     tcp_ep_t *ep = pipe;
+    if (ep->seal) {
+        return tempo__seal_writev(ep->seal, ep->fd, iov, iovcnt);
+    }
     struct msghdr m;
     memset(&m, 0, sizeof(m));
     m.msg_iov = (struct iovec *)iov;
@@ -113,6 +128,9 @@ static ssize_t tcp_writev(void *pipe, const struct iovec *iov, int iovcnt)
 static ssize_t tcp_read(void *pipe, void *buf, size_t len)
 {
     tcp_ep_t *ep = pipe;
+    if (ep->seal) {
+        return tempo__seal_read(ep->seal, ep->fd, buf, len);
+    }
     ssize_t r = recv(ep->fd, buf, len, MSG_DONTWAIT);
     if (r > 0) {
         return r;
@@ -156,18 +174,35 @@ static void ep_close_fd(tcp_tl_t *t, tcp_ep_t *ep)
     }
 }
 
-static tempo_status_t add_ep(tcp_tl_t *t, int peer, int fd)
+/* A connection that passed the handshake (chal: the accepting rank's challenge, nonce: the
+ * connecting rank's; up: this rank connected), sealed with TEMPO_ENCRYPT. */
+static tempo_status_t add_ep(tcp_tl_t *t, int peer, int fd, const uint8_t *chal,
+                             const uint8_t *nonce, int up)
 {
     tcp_ep_t *ep = tempo__calloc(1, sizeof(*ep), "tcp endpoint");
     if (!ep) {
         close(fd);
         return TEMPO_ERR_NOMEM;
     }
+    if (tempo__cfg.encrypt) {
+        uint8_t tx[TEMPO__AUTH_MAC], rx[TEMPO__AUTH_MAC];
+        seal_key(chal, nonce, (uint8_t)up, tx);
+        seal_key(chal, nonce, (uint8_t)!up, rx);
+        ep->seal = tempo__seal_new(tx, rx);
+        memset(tx, 0, sizeof(tx));
+        memset(rx, 0, sizeof(rx));
+        if (!ep->seal) {
+            close(fd);
+            tempo__free(ep);
+            return TEMPO_ERR_SYSTEM; /* (the message is set) */
+        }
+    }
     ep->fd = fd;
     ep->peer = peer;
     tempo_status_t st = tempo__stream_init(&ep->stream, t->world, peer, "tcp", &tcp_pipe_ops, ep);
     if (st != TEMPO_OK) {
         close(fd);
+        tempo__seal_free(ep->seal);
         tempo__free(ep);
         return st;
     }
@@ -177,6 +212,7 @@ static tempo_status_t add_ep(tcp_tl_t *t, int peer, int fd)
         int e = errno;
         tempo__stream_fini(&ep->stream);
         close(fd);
+        tempo__seal_free(ep->seal);
         tempo__free(ep);
         return tempo__err(TEMPO_ERR_SYSTEM, "epoll_ctl(): %s", strerror(e));
     }
@@ -230,7 +266,7 @@ static tempo_status_t connect_one(tcp_tl_t *t, int p, uint64_t deadline)
         return tempo__err(st, "%s %s: %s", what, tempo__peer_desc(w, p, desc, sizeof(desc)),
                           tempo__errmsg());
     }
-    return add_ep(t, p, fd);
+    return add_ep(t, p, fd, ch.nonce, h.nonce, 1);
 }
 
 #define NOT_HIGHER "not a higher rank of this job that is still to connect"
@@ -309,13 +345,15 @@ static tempo_status_t accept_all(tcp_tl_t *t, int lfd, uint64_t deadline)
         }
         mack_t ack = {HELLO_MAGIC, w->rank, {0}};
         ack_mac(&h, w->rank, ack.mac);
+        uint8_t chal[TEMPO__AUTH_NONCE];
+        memcpy(chal, g.c[i].nonce, sizeof(chal));
         int fd = tempo__greeter_take(&g, i);
         st = tempo__sock_send_all(fd, &ack, sizeof(ack), deadline, "peer");
         if (st != TEMPO_OK) {
             close(fd);
             break;
         }
-        st = add_ep(t, h.rank, fd);
+        st = add_ep(t, h.rank, fd, chal, h.nonce, 0);
         expected--;
     }
     tempo__greeter_free(&g);
@@ -341,6 +379,14 @@ static tempo_status_t tcp_open(tempo__world_t *w, const unsigned char *want, uin
     tempo__tl_t *tl = w->tl;
     int listen_fd = tl->listen_fd;
     tl->listen_fd = -1;
+    if (tempo__cfg.encrypt && tempo__auth_key() != 1) {
+        close(listen_fd);
+        return tempo__auth_key() < 0
+                   ? TEMPO_ERR_INVALID
+                   : tempo__err(TEMPO_ERR_INVALID,
+                                "TEMPO_ENCRYPT=1 needs a job key to derive its keys from "
+                                "(TEMPO_AUTH_KEY or TEMPO_AUTH_KEY_FILE; tempo-run makes one)");
+    }
     tcp_tl_t **tcp_p = (tcp_tl_t **)inst_p;
     tcp_tl_t *t = tempo__calloc(1, sizeof(*t), "tcp transport");
     if (!t) {
@@ -372,13 +418,30 @@ static tempo_status_t tcp_open(tempo__world_t *w, const unsigned char *want, uin
     return TEMPO_OK;
 }
 
+/* Nothing queued: not in the stream, nor a sealed record still going out. */
+static int ep_send_idle(tcp_ep_t *ep)
+{
+    return tempo__stream_send_idle(&ep->stream) &&
+           !(ep->seal && tempo__seal_out_pending(ep->seal));
+}
+
+/* Send what is queued (the rest of a sealed record first); the stream's result. */
+static int ep_send(tcp_ep_t *ep)
+{
+    if (ep->seal && tempo__seal_out_pending(ep->seal) && tempo__stream_send_idle(&ep->stream)) {
+        (void)tempo__seal_flush(ep->seal, ep->fd); /* (a broken connection: the reads say so) */
+        return 0;
+    }
+    return tempo__stream_progress_send(&ep->stream);
+}
+
 /* Arm EPOLLOUT while something is queued, EPOLLIN unless the stream is paused. */
 static void update_events(tcp_tl_t *t, tcp_ep_t *ep)
 {
     if (ep->fd < 0) {
         return;
     }
-    int want = !tempo__stream_send_idle(&ep->stream);
+    int want = !ep_send_idle(ep);
     int no_in = tempo__stream_recv_blocked(&ep->stream);
     if (want != ep->want_out || no_in != ep->no_in) {
         struct epoll_event ev = {.events = (no_in ? 0 : EPOLLIN) | EPOLLRDHUP |
@@ -421,13 +484,16 @@ static int tcp_progress(void *inst)
     /* Sends first: queued messages go out as soon as the socket takes them. */
     for (int p = 0; p < w->size; p++) {
         tcp_ep_t *ep = t->eps[p];
-        if (ep && ep->fd >= 0 && !tempo__stream_send_idle(&ep->stream)) {
-            int r = tempo__stream_progress_send(&ep->stream);
+        if (ep && ep->fd >= 0 && !ep_send_idle(ep)) {
+            int r = ep_send(ep);
             events += heard(w, ep, r);
             update_events(t, ep);
         }
         if (ep && ep->fd >= 0 && ep->stream.rpaused && !tempo__stream_recv_blocked(&ep->stream)) {
             events += ep_recv(t, ep); /* the limit let go: its header may be all there is */
+        } else if (ep && ep->fd >= 0 && ep->seal && tempo__seal_in_pending(ep->seal) &&
+                   !tempo__stream_recv_blocked(&ep->stream)) {
+            events += ep_recv(t, ep); /* opened plaintext no socket event will announce */
         }
     }
     uint64_t now = 0;
@@ -455,7 +521,7 @@ static int tcp_progress(void *inst)
             }
         }
         if (evs[i].events & EPOLLOUT) {
-            int r = tempo__stream_progress_send(&ep->stream);
+            int r = ep_send(ep);
             events += heard(w, ep, r);
             update_events(t, ep);
         }
@@ -506,11 +572,11 @@ static void tcp_close(void *inst, int graceful, uint64_t deadline)
             int busy = 0;
             for (int p = 0; p < w->size; p++) {
                 tcp_ep_t *ep = t->eps[p];
-                if (ep && ep->fd >= 0 && !tempo__stream_send_idle(&ep->stream)) {
-                    if (tempo__stream_progress_send(&ep->stream) < 0) {
+                if (ep && ep->fd >= 0 && !ep_send_idle(ep)) {
+                    if (ep_send(ep) < 0) {
                         ep_close_fd(t, ep);
                     } else {
-                        busy += !tempo__stream_send_idle(&ep->stream);
+                        busy += !ep_send_idle(ep);
                     }
                 }
             }
@@ -537,6 +603,7 @@ static void tcp_close(void *inst, int graceful, uint64_t deadline)
                 close(ep->fd);
             }
             tempo__stream_fini(&ep->stream);
+            tempo__seal_free(ep->seal);
             tempo__free(ep);
         }
         tempo__free(t->eps);

@@ -201,6 +201,20 @@ tempo_status_t tempo__tl_prepare(const tempo__addr_t *local, tempo__peer_info_t 
         return TEMPO_ERR_INVALID;
     }
     order_text(order, n, info->transports, sizeof(info->transports));
+    if (tempo__cfg.encrypt) {
+        /* Only tcp is sealed: a pair must not go over a network transport that is not. */
+        for (int i = 0; i < n; i++) {
+            if (order[i] != &tempo__shm_backend && order[i] != &tempo__tcp_backend) {
+                return tempo__err(TEMPO_ERR_INVALID,
+                                  "TEMPO_ENCRYPT=1 seals tcp only, and TEMPO_TRANSPORTS lists %s "
+                                  "(leave it out, or unset TEMPO_ENCRYPT)",
+                                  order[i]->name);
+            }
+        }
+        /* (in the text the ranks must agree on: one without it disagrees at the start) */
+        size_t l = strlen(info->transports);
+        snprintf(info->transports + l, sizeof(info->transports) - l, "+sealed");
+    }
     /* Listen on the address the peers are told (the one this rank reached the rendezvous from),
      * not on every interface; where it is not this host's, on every interface, saying so. */
     tempo__addr_t here = *local, bound;
@@ -346,8 +360,8 @@ static tempo_status_t check_agree(tempo__world_t *w)
             char desc[160];
             return tempo__err(TEMPO_ERR_INVALID,
                               "ranks disagree on the transports: this rank (%d) uses '%s' and %s "
-                              "uses '%.*s' (TEMPO_TRANSPORTS and TEMPO_SHM must be the same on "
-                              "every rank)",
+                              "uses '%.*s' (TEMPO_TRANSPORTS, TEMPO_SHM and TEMPO_ENCRYPT must be the "
+                              "same on every rank)",
                               w->rank, mine, tempo__peer_desc(w, p, desc, sizeof(desc)),
                               (int)sizeof(w->peers[p].info.transports), theirs);
         }

@@ -32,4 +32,4 @@ AM_TESTS_ENVIRONMENT += $(FUZZ_ENV); export FUZZ_CC FUZZ_SRC FUZZ_INCLUDES FUZZ_
 EXTRA_DIST += %reldir%/fuzz.sh %reldir%/check.sh %reldir%/corpus %reldir%/fuzz.h \
 	%reldir%/fuzz_bootstrap.c %reldir%/fuzz_qspec.c %reldir%/fuzz_qdecode.c \
 	%reldir%/fuzz_stream.c %reldir%/fuzz_cfg.c %reldir%/fuzz_shard.c %reldir%/fuzz_files.h \
-	%reldir%/fuzz_ckpt.c %reldir%/fuzz_sched.c %reldir%/fuzz_hello.c
+	%reldir%/fuzz_ckpt.c %reldir%/fuzz_sched.c %reldir%/fuzz_hello.c %reldir%/fuzz_seal.c

@@ -27,6 +27,21 @@
 # process here; sets $mpirun, $mpi_flags (for Open MPI: oversubscribe, no binding, shared memory,
 # and --allow-run-as-root as root) and $mpi_limit ("timeout 300" where timeout exists) and returns 0,
 # or sets $mpi_why and returns 1.
+# mr_wrap: writes $tmp/wrap.sh, a wrapper that runs its arguments with per-rank changes to the
+# environment its job was given: RANK1_ENV (NAME=VALUE words) exported on rank 1 only, HOSTS=1 gives
+# rank r the host id h(r/2), NOKEY=1 drops the job key that tempo-run made.
+mr_wrap() {
+    cat >"$tmp/wrap.sh" <<'EOF'
+#!/bin/sh
+for _kv in $RANK1_ENV; do
+    [ "$TEMPO_RANK" = 1 ] && export "$_kv"
+done
+[ -n "$HOSTS" ] && export TEMPO_HOST_ID=h$((TEMPO_RANK / 2))
+[ -n "$NOKEY" ] && unset TEMPO_AUTH_KEY
+exec "$@"
+EOF
+}
+
 mr_prepare() {
     _name=$1
     shift

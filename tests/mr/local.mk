@@ -94,6 +94,9 @@ EXTRA_DIST += %reldir%/cfg_used.sh
 # per-peer choice logged at INFO, and the refusals (bad values, disagreeing ranks, unreachable peers).
 TESTS += %reldir%/transports.sh
 EXTRA_DIST += %reldir%/transports.sh
+# TEMPO_ENCRYPT against a man in the middle of one rank's tcp connections (tests/transport/libtcp_mitm.so).
+TESTS += %reldir%/sealed.sh
+EXTRA_DIST += %reldir%/sealed.sh
 # TEMPO_IFNAME: the data transport at a chosen interface (a veth in a namespace of its own).
 TESTS += %reldir%/ifname.sh
 EXTRA_DIST += %reldir%/ifname.sh

@@ -44,14 +44,7 @@ n=0
 job() {
     _n=$1
     shift
-    cat >"$tmp/wrap.sh" <<'EOF'
-#!/bin/sh
-for _kv in $RANK1_ENV; do
-    [ "$TEMPO_RANK" = 1 ] && export "$_kv"
-done
-[ -n "$HOSTS" ] && export TEMPO_HOST_ID=h$((TEMPO_RANK / 2))
-exec "$@"
-EOF
+    mr_wrap
     env TEMPO_DEBUG=INFO "$@" timeout 120 "$TR" -n "$_n" --timeout 30 sh "$tmp/wrap.sh" "$PERF" \
         -b 8 -e 256K -f 64 -n 2 -w 1 >"$tmp/job.out" 2>&1 </dev/null
     rc=$?

@@ -3,6 +3,7 @@
 # do, run unchanged on the one named (TRANSPORT, or $CONFORM_TRANSPORT):
 #   shm      the default selection on one host (shared memory between every pair)
 #   tcp      TEMPO_TRANSPORTS=tcp,^shm: every pair over tcp on one host
+#   tcp-sealed  the same with TEMPO_ENCRYPT=1: every byte between ranks sealed (AES-256-GCM)
 #   ucx-tcp  TEMPO_TRANSPORTS=ucx,^shm with UCX_TLS=tcp,self
 #   ucx-sm   TEMPO_TRANSPORTS=ucx,^shm with UCX_TLS=sm,cma,self
 #   ucx-sm-zcopy  ucx-sm with TEMPO_UCX_ZCOPY_ALWAYS=1: large payloads read with ucp_get_nbx over
@@ -53,6 +54,7 @@ cases=${CONFORM_CASES:-}
 case $transport in
 shm) tl=shm tenv= ;;
 tcp) tl=tcp tenv="TEMPO_TRANSPORTS=tcp,^shm" ;;
+tcp-sealed) tl=tcp tenv="TEMPO_TRANSPORTS=tcp,^shm TEMPO_ENCRYPT=1 TEMPO_AUTH_KEY=conform-sealed" ;;
 ucx-tcp) tl=ucx tenv="TEMPO_TRANSPORTS=ucx,^shm UCX_TLS=tcp,self" ;;
 ucx-sm) tl=ucx tenv="TEMPO_TRANSPORTS=ucx,^shm UCX_TLS=sm,cma,self" ;;
 ucx-sm-zcopy)
@@ -62,7 +64,7 @@ ucx-sm-zcopy)
     ;;
 verbs) tl=verbs tenv="TEMPO_TRANSPORTS=verbs,^shm" ;;
 *)
-    echo "Bail out! usage: conform.sh shm|tcp|ucx-tcp|ucx-sm|ucx-sm-zcopy|verbs (got '$transport')"
+    echo "Bail out! usage: conform.sh shm|tcp|tcp-sealed|ucx-tcp|ucx-sm|ucx-sm-zcopy|verbs (got '$transport')"
     exit 1
     ;;
 esac

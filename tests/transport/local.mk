@@ -14,6 +14,10 @@ check_PROGRAMS += %reldir%/conform %reldir%/conform_frames
 
 TESTS += %reldir%/conform_shm.sh %reldir%/conform_tcp.sh
 EXTRA_DIST += %reldir%/conform.sh %reldir%/conform_shm.sh %reldir%/conform_tcp.sh
+# tcp with TEMPO_ENCRYPT=1 (conform_tcp_sealed.sh: the conform layer and the collectives at 2 and
+# 3 ranks, every byte sealed)
+TESTS += %reldir%/conform_tcp_sealed.sh
+EXTRA_DIST += %reldir%/conform_tcp_sealed.sh
 
 # ucx, both ways UCX reaches a peer on one host (conform_ucx_tcp.sh: UCX_TLS=tcp,self, UCP streams
 # over sockets; conform_ucx_sm.sh: UCX_TLS=sm,cma,self, shared memory and cma, whose endpoints
@@ -32,3 +36,11 @@ CLEANFILES += %reldir%/libucx_mitm.so
 %reldir%/libucx_mitm.so: $(top_srcdir)/%reldir%/ucx_mitm.c
 	$(AM_V_CC)$(CC) -shared -fPIC -O1 -Wall $(UCX_CPPFLAGS) -o $@ $(top_srcdir)/%reldir%/ucx_mitm.c -ldl
 endif
+
+# A man in the middle of one rank's tcp connections (tcp_mitm.c: taps every byte sent, or flips
+# one), LD_PRELOADed by tests/mr/sealed.sh.
+EXTRA_DIST += %reldir%/tcp_mitm.c
+check_DATA += %reldir%/libtcp_mitm.so
+CLEANFILES += %reldir%/libtcp_mitm.so
+%reldir%/libtcp_mitm.so: $(top_srcdir)/%reldir%/tcp_mitm.c
+	$(AM_V_CC)$(CC) -shared -fPIC -O1 -Wall -o $@ $(top_srcdir)/%reldir%/tcp_mitm.c -ldl

@@ -351,6 +351,7 @@ static const knob_t knobs[] = {
     {"TEMPO_AUTH_KEY_FILE", K_STR, O(auth_key_file), {NULL}, {"/etc/tempo.key"}, {0},
      {"/etc/tempo.key"}},
     {"TEMPO_GPU_IPC", K_OTHER, O(gpu_ipc), {"2", "maybe", ""}, {"no", "ON"}, {0}, {"0", "1"}},
+    {"TEMPO_ENCRYPT", K_OTHER, O(encrypt), {"2", "maybe", ""}, {"no", "ON"}, {0}, {"0", "1"}},
     {"TEMPO_NCCL_LIBRARY", K_STR, O(nccl_library), {NULL}, {"/opt/nccl/lib/libnccl.so.2"}, {0},
      {"/opt/nccl/lib/libnccl.so.2"}},
     {"TEMPO_IB_HCA", K_STR, O(ib_hca), {":1", "mlx5_0:0", "mlx5_0:256", "mlx5_0:x", "mlx5_0:"},
