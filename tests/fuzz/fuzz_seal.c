@@ -62,7 +62,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     tempo__seal_t *a = tempo__seal_new(KEY_A, KEY_B), *b = tempo__seal_new(KEY_B, KEY_A);
     if (!a || !b) {
+#if TEMPO_HAVE_CRYPTO
         abort();
+#else
+        close(sv[0]);
+        close(sv[1]);
+        return 0; /* (a build without libcrypto has no sealing: nothing to read) */
+#endif
     }
     if (!(flags & 1)) {
         size_t n;
