@@ -125,7 +125,7 @@ refused 2 "needs a tensor-parallel group: --tp 1 must be > 1" "--pp 2 --sp witho
 refused 4 "T = 31 is not a multiple of the tensor-parallel size 2" \
     "--pp 2 --tp 2 --sp --context 31" --pp 2 --tp 2 --sp --context 31
 refused 1 "are pipeline flags" "--micro 4 without --pp" --micro 4
-mkdir "$tmp/used" && echo "step,loss" >"$tmp/used/loss.csv"
+mkdir "$tmp/used" && printf "step,loss\n1,5.5\n" >"$tmp/used/loss.csv" # (a row: a header alone holds no results)
 launch 2 "$tmp/used.log" --pp 2 --out "$tmp/used"
 [ $? != 0 ] && grep -q "holds another run's results" "$tmp/used.log" && ! grep -q "step " "$tmp/used.log"
 point $? "a new --pp 2 run into another run's --out is refused"
