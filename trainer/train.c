@@ -1183,7 +1183,11 @@ static void wait_all_params(trainer_t *t)
     if (t->zero == 3) {
         return;
     }
-    wait_params(t, t->ngroups - 1);
+    /* Every group's all-gather, as a forward waits for each: the last one's done says nothing
+     * of the others' (a save read groups whose all-gathers were still in flight). */
+    for (int g = 0; g < t->ngroups; g++) {
+        wait_params(t, g);
+    }
     t->params_pending = 0;
 }
 
