@@ -14,7 +14,8 @@ noinst_HEADERS += %reldir%/tap.h
 # quickstart.sh sets with COLL_RANKS), and tempo_mem_alloc memory (mem_win). Run it in any sanitizer build with
 #     make check TESTS='$(TEMPO_SANITIZER_TESTS)'
 TEMPO_SANITIZER_TESTS = $(TEMPO_UNIT_TESTS) tests/unit/test_trace_tool.sh $(TEMPO_FAULT_TESTS) \
-	tests/fault/fault_sched tests/fault/fault_blame tests/mr/tempo_run.sh tests/mr/sched.sh \
+	tests/fault/fault_sched tests/fault/fault_blame tests/fault/fault_flight tests/mr/tempo_run.sh \
+	tests/mr/sched.sh \
 	tests/mr/bucketer.sh tests/mr/coll_shm.sh tests/mr/coll_tcp.sh tests/mr/difftest.sh \
 	tests/mr/mem_win
 
