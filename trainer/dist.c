@@ -222,6 +222,9 @@ dist_t *dist_open(const char *backend, char *err)
     d->world_size = d->size;
     d->tp_size = 1;
     d->pp_size = 1;
+    void *job = d->mesh.comm[MESH_DP]; /* the backend's: the job's communicator */
+    mesh_init(&d->mesh, d->rank, d->size, d->size, 1, 1, err); /* cannot fail */
+    d->mesh.comm[MESH_DP] = job;
     return d;
 }
 

@@ -15,23 +15,16 @@
  * A group is posted as soon as it is ready (overlapping the rest of backward) and waited for just
  * before it is used, so the next forward waits only for the layer it is about to run.
  *
- * Tensor parallelism (both backends): mesh() cuts the job into a mesh of D data-parallel x T
- * tensor-parallel ranks, TP fastest (job rank w = dp_rank * T + tp_rank: a TP group is T consecutive
- * ranks, on one host as Megatron places them), with one communicator per dimension split from the
- * job's. Afterwards rank and size and every method above belong to the DP dimension (the gradient
- * groups sync among the ranks that hold the same TP shard), and the tp_* methods run exactly
- * (uncompressed, blocking) on the rank's TP group. Before mesh (or without it) the job is all DP
- * and tp_size is 1.
- *
- * Pipeline parallelism (both backends): pp_mesh() cuts the job into P pipelines' stages x D x T, PP
- * outermost (job rank w = pp_rank * D * T + dp_rank * T + tp_rank: a stage's DP x TP ranks are
- * consecutive), with a PP communicator per pipeline line (rank = stage) and the embedding group
- * (the first and last stage of each line, for the tied wte gradient). pp_post / pp_wait move
- * activations between stages (non-blocking, tagged, on the PP communicator); pp_allreduce sums
- * floats or doubles over one of the groups (blocking, exact: no compression).
- * A backend builds these groups with the same rank order and membership as tempo's (dist_mpi.c
- * splits MPI_COMM_WORLD with dist_tempo.c's colors and keys), so a layout computes the same on
- * either backend; only the reduction order inside a collective may differ.
+ * The mesh (both backends; trainer/mesh.h): mesh_build cuts the job into P pipeline stages x D x T
+ * with the colors and keys of mesh.c, through split, into one communicator per dimension and the
+ * embedding group (the first and last stage of each line, for the tied wte gradient), which d->mesh
+ * holds. Afterwards rank and size and every method above belong to the DP dimension (the gradient
+ * groups sync among the ranks that hold the same TP shard and stage), the tp_* methods run exactly
+ * (uncompressed, blocking) on the rank's TP group, pp_post / pp_wait move activations between
+ * stages (non-blocking, tagged, on the pipeline line) and pp_allreduce sums floats or doubles over
+ * one of the groups (blocking, exact: no compression). Before mesh_build the job is all DP, and
+ * tp_size and pp_size are 1. Both backends build the same groups from the same arithmetic, so a
+ * layout computes the same on either; only the reduction order inside a collective may differ.
  *
  * What it is not: a place for the optimizer.
  *
@@ -44,6 +37,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "trainer/mesh.h"
 
 typedef enum { DIST_ALLREDUCE = 0, DIST_REDUCE_SCATTER = 1 } dist_mode_t;
 
@@ -98,8 +93,10 @@ struct dist {
     const char *backend; /* "tempo" or "mpi" */
     int rank, size;             /* in the data-parallel dimension */
     int world_rank, world_size; /* in the job (dist_open sets them) */
-    int tp_rank, tp_size;       /* in the tensor-parallel group (0, 1 without mesh) */
-    int pp_rank, pp_size;       /* the pipeline stage, of pp_size (0, 1 without pp_mesh) */
+    int tp_rank, tp_size;       /* in the tensor-parallel group (0, 1 before mesh_build) */
+    int pp_rank, pp_size;       /* the pipeline stage, of pp_size (0, 1 before mesh_build) */
+    mesh_t mesh;                /* the job's mesh (mesh.h): trivial (all DP, comm[MESH_DP] the
+                                 * job's) until mesh_build; the fields above are its coordinates */
     void *impl;
 
     int (*sum_f64)(dist_t *d, double *x, int n); /* in place, blocking, same order on every rank */
@@ -136,9 +133,12 @@ struct dist {
     const char *(*describe)(dist_t *d); /* one line: transport, compressor, policy, buckets */
     const char *(*error)(dist_t *d);
     void (*abort)(dist_t *d);
-    /* Build the DP x TP mesh (collective over the job, before grads_register); NULL in a backend
-     * without tensor parallelism. -1 with the reason in err (256 bytes). */
-    int (*mesh)(dist_t *d, int tp, char *err);
+    /* A communicator from the job's (collective over the job): the ranks of equal color, ordered by
+     * key, color < 0 for none (*comm_p NULL). *comm_p is the backend's handle (mesh_t.comm),
+     * *rank_p and *size_p this rank's place in it (0 and 1 for none); the backend frees it when
+     * the job ends. -1 with the reason in err (256 bytes). mesh_build is its caller. */
+    int (*split)(dist_t *d, int color, int key, void **comm_p, int *rank_p, int *size_p,
+                 char *err);
     /* On the TP group, in place and blocking: sum (max = 0) or max (max = 1) of n floats; sums of
      * n doubles; the all-gather of every rank's n floats into recv (tp_size * n, rank order); the
      * reduce-scatter of send (tp_size * n) summed over the group, block tp_rank into recv (n). */
@@ -146,9 +146,6 @@ struct dist {
     int (*tp_sum_f64)(dist_t *d, double *x, int n);
     int (*tp_allgather)(dist_t *d, const float *send, float *recv, size_t n);
     int (*tp_reduce_scatter)(dist_t *d, const float *send, float *recv, size_t n);
-    /* Build the PP x DP x TP mesh (collective over the job, before grads_register; instead of
-     * mesh); NULL in a backend without pipeline parallelism. -1 with the reason in err (256). */
-    int (*pp_mesh)(dist_t *d, int tp, int pp, char *err);
     /* On the PP communicator: post the send (send = 1) or receive of n floats to/from stage peer
      * with tag into *req_p (an opaque request), and wait for it (*req_p NULL afterwards). */
     int (*pp_post)(dist_t *d, float *buf, size_t n, int peer, uint32_t tag, int send,

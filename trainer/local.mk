@@ -51,8 +51,9 @@ TESTS += %reldir%/test_ckpt
 
 # ---- tempo-train
 bin_PROGRAMS += %reldir%/tempo-train
-noinst_HEADERS += %reldir%/dist.h
+noinst_HEADERS += %reldir%/dist.h %reldir%/mesh.h
 %canon_reldir%_tempo_train_SOURCES = %reldir%/train.c %reldir%/dist.c %reldir%/dist_tempo.c \
+	%reldir%/mesh.c \
 	%reldir%/pp_train.c %reldir%/pp_train.h %reldir%/zero.c \
 	%reldir%/ckpt.c %reldir%/stats.c
 noinst_HEADERS += %reldir%/ckpt.h %reldir%/zero.h %reldir%/stats.h

@@ -12,8 +12,8 @@
  * each rank's pipeline stages under a gpipe, 1f1b or interleaved schedule, ZeRO 0-3 and the DP
  * gradients' compression and policy through the same dist gradient groups and zero.h shard as
  * here; its ZeRO 3 gathers a chunk once per step, not a layer group per forward and backward as
- * below; --sp makes the stages sequence-parallel too); this file checks the layout, builds the
- * mesh and prints it.
+ * below; --sp makes the stages sequence-parallel too); this file checks the layout and builds the
+ * mesh (mesh.c), which prints itself.
  *
  * One step = --accum micro-batches of --batch sequences per rank, then one AdamW update:
  *   ZeRO 0  gradients accumulate locally; on the last micro-batch backward hands each finished layer
@@ -60,6 +60,7 @@
 #include "trainer/ckpt.h"
 #include "trainer/data.h"
 #include "trainer/dist.h"
+#include "trainer/mesh.h"
 #include "trainer/model.h"
 #include "trainer/optim.h"
 #include "trainer/pp_train.h"
@@ -1682,6 +1683,18 @@ static void refuse(const char *why)
     }
 }
 
+/* Build the mesh (mesh.h) of the layout the caller checked, and print it from rank 0. */
+static void build_mesh(int dp, int tp, int pp, int sp)
+{
+    char err[256];
+    if (mesh_build(D, dp, tp, pp, sp, err)) {
+        die("mesh: %s", err);
+    }
+    if (D->world_rank == 0) {
+        mesh_print(&D->mesh, stdout);
+    }
+}
+
 /* --pp P > 1: checks the pipeline layout before any work (every rank alike, rank 0 says why),
  * builds the PP x DP x TP mesh and prints it with its groups. */
 static void setup_pipeline(opts_t *o, const gpt_config_t *cfg, pp_kind_t *kind_p)
@@ -1698,9 +1711,6 @@ static void setup_pipeline(opts_t *o, const gpt_config_t *cfg, pp_kind_t *kind_p
     } else if (n % (tp * pp) != 0 || dp * tp * pp != n) {
         snprintf(why, sizeof why, "--dp %d x --tp %d x --pp %d must equal the job's %d rank%s (run "
                  "with tempo-run -n %d)", dp, tp, pp, n, plural(n), (dp ? dp : 1) * tp * pp);
-    } else if (!D->pp_mesh) {
-        snprintf(why, sizeof why, "--pp %d: the %s backend has no pipeline parallelism (use "
-                 "--backend tempo)", pp, D->backend);
     } else if (gpt_tp_check(cfg, tp)) {
         snprintf(why, sizeof why, "%s", gpt_last_error());
     } else if (o->sp && gpt_sp_check(o->context, tp)) {
@@ -1719,35 +1729,7 @@ static void setup_pipeline(opts_t *o, const gpt_config_t *cfg, pp_kind_t *kind_p
     o->dp = dp;
     o->accum = o->micro; /* the loader reads M micro-batches per step */
     o->accum_set = 1;    /* a resume keeps M and derives --batch (keep_global_batch) */
-    char err[256];
-    if (D->pp_mesh(D, tp, pp, err)) {
-        die("mesh: %s", err);
-    }
-    if (D->world_rank != (D->pp_rank * dp + D->rank) * tp + D->tp_rank || D->size != dp ||
-        D->pp_size != pp) {
-        die("mesh: job rank %d became pp rank %d of %d, dp rank %d of %d (expected %d x %d)",
-            D->world_rank, D->pp_rank, D->pp_size, D->rank, D->size, pp, dp);
-    }
-    if (D->world_rank == 0) {
-        printf("mesh: %d ranks = pp %d x dp %d x tp %d (TP fastest, then DP, then PP: job rank = "
-               "(pp rank x %d + dp rank) x %d + tp rank)\n", n, pp, dp, tp, dp, tp);
-        const int dt = dp * tp;
-        for (int k = 0; k < 3; k++) { /* PP lines (stride dt), DP groups, embedding pairs */
-            printf("  %s groups:", k == 0 ? "PP" : k == 1 ? "DP" : "embedding");
-            for (int g = 0; g < (k == 1 ? pp * tp : dt); g++) {
-                printf(" {");
-                for (int i = 0; i < (k == 0 ? pp : k == 1 ? dp : 2); i++) {
-                    int w = k == 0 ? g + i * dt
-                            : k == 1 ? (g / tp) * dt + g % tp + i * tp
-                                     : g + (i ? (pp - 1) * dt : 0);
-                    printf("%s%d", i ? "," : "", w);
-                }
-                printf("}");
-            }
-            printf("\n");
-        }
-        fflush(stdout);
-    }
+    build_mesh(dp, tp, pp, o->sp);
 }
 
 /* --pp P > 1: the whole run on this rank's pipeline stages (trainer/pp_train.c), which ends
@@ -1830,9 +1812,6 @@ static void setup_mesh(opts_t *o, const gpt_config_t *cfg)
         snprintf(why, sizeof why, "--dp %d x --tp %d must equal the job's %d rank%s (run with "
                  "tempo-run -n %d, or pass --dp %d)", o->dp ? o->dp : n / tp, tp, n, plural(n),
                  (o->dp ? o->dp : 1) * tp, n % tp ? 1 : n / tp);
-    } else if (tp > 1 && !D->mesh) {
-        snprintf(why, sizeof why, "--tp %d: the %s backend has no tensor parallelism (use "
-                 "--backend tempo)", tp, D->backend);
     } else if (gpt_tp_check(cfg, tp)) {
         snprintf(why, sizeof why, "%s", gpt_last_error());
     } else if (o->sp && gpt_sp_check(o->context, tp)) {
@@ -1843,33 +1822,7 @@ static void setup_mesh(opts_t *o, const gpt_config_t *cfg)
     }
     refuse(why);
     o->dp = n / tp;
-    if (tp == 1) {
-        return;
-    }
-    char err[256];
-    if (D->mesh(D, tp, err)) {
-        die("mesh: %s", err);
-    }
-    if (D->world_rank != D->rank * tp + D->tp_rank || D->size != o->dp || D->tp_size != tp) {
-        die("mesh: job rank %d became dp rank %d of %d, tp rank %d of %d (expected %d x %d)",
-            D->world_rank, D->rank, D->size, D->tp_rank, D->tp_size, o->dp, tp);
-    }
-    if (D->world_rank == 0) {
-        printf("mesh: %d ranks = dp %d x tp %d (TP fastest: job rank = dp rank x %d + tp rank)\n",
-               n, o->dp, tp, tp);
-        for (int k = 0; k < 2; k++) { /* k 0: TP groups (consecutive), 1: DP groups (stride tp) */
-            printf("  %s groups:", k ? "DP" : "TP");
-            for (int g = 0; g < (k ? tp : o->dp); g++) {
-                printf(" {");
-                for (int i = 0; i < (k ? o->dp : tp); i++) {
-                    printf("%s%d", i ? "," : "", k ? g + i * tp : g * tp + i);
-                }
-                printf("}");
-            }
-            printf("\n");
-        }
-        fflush(stdout);
-    }
+    build_mesh(o->dp, tp, 1, o->sp);
 }
 
 int main(int argc, char **argv)
