@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "trainer/dist.h"
+#include "util/helpers.h"
 
 typedef struct {
     dist_t d;          /* what dist_open returns (first: dist_close frees the box through it) */
@@ -30,13 +31,6 @@ static dist_box_t *box_of(dist_t *d)
     return (dist_box_t *)d;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* The ring's share of a collective's bytes that each of p ranks sends, (p-1)/p. */
 static double ring(int p)
 {
@@ -47,45 +41,45 @@ static double ring(int p)
 static int count(dist_t *d, int dim, double t0, double bytes, int rc)
 {
     dist_box_t *b = box_of(d);
-    b->c.wait_s[dim] += now_s() - t0;
+    b->c.wait_s[dim] += util_now_s() - t0;
     b->c.bytes_sent[dim] += bytes;
     return rc;
 }
 
 static int w_sum_f64(dist_t *d, double *x, int n)
 {
-    double t0 = now_s();
+    double t0 = util_now_s();
     return count(d, DIST_DP, t0, 2 * ring(d->size) * 8.0 * n, box_of(d)->backend.sum_f64(d, x, n));
 }
 
 static int w_barrier(dist_t *d)
 {
-    double t0 = now_s();
+    double t0 = util_now_s();
     return count(d, DIST_DP, t0, 0, box_of(d)->backend.barrier(d));
 }
 
 static int w_grads_wait(dist_t *d, int g)
 {
-    double t0 = now_s();
+    double t0 = util_now_s();
     return count(d, DIST_DP, t0, 0, box_of(d)->backend.grads_wait(d, g));
 }
 
 static int w_gather_wait(dist_t *d, int g)
 {
-    double t0 = now_s();
+    double t0 = util_now_s();
     return count(d, DIST_DP, t0, 0, box_of(d)->backend.gather_wait(d, g));
 }
 
 static int w_tp_allreduce(dist_t *d, float *buf, size_t n, int max)
 {
-    double t0 = now_s();
+    double t0 = util_now_s();
     return count(d, DIST_TP, t0, 2 * ring(d->tp_size) * 4.0 * (double)n,
                  box_of(d)->backend.tp_allreduce(d, buf, n, max));
 }
 
 static int w_tp_sum_f64(dist_t *d, double *x, int n)
 {
-    double t0 = now_s();
+    double t0 = util_now_s();
     return count(d, DIST_TP, t0, 2 * ring(d->tp_size) * 8.0 * n,
                  box_of(d)->backend.tp_sum_f64(d, x, n));
 }
@@ -93,14 +87,14 @@ static int w_tp_sum_f64(dist_t *d, double *x, int n)
 /* all-gather of n floats per rank, reduce-scatter into n floats per rank: (T-1) n floats sent */
 static int w_tp_allgather(dist_t *d, const float *send, float *recv, size_t n)
 {
-    double t0 = now_s();
+    double t0 = util_now_s();
     return count(d, DIST_TP, t0, (d->tp_size - 1) * 4.0 * (double)n,
                  box_of(d)->backend.tp_allgather(d, send, recv, n));
 }
 
 static int w_tp_reduce_scatter(dist_t *d, const float *send, float *recv, size_t n)
 {
-    double t0 = now_s();
+    double t0 = util_now_s();
     return count(d, DIST_TP, t0, (d->tp_size - 1) * 4.0 * (double)n,
                  box_of(d)->backend.tp_reduce_scatter(d, send, recv, n));
 }
@@ -115,7 +109,7 @@ static int w_pp_post(dist_t *d, float *buf, size_t n, int peer, uint32_t tag, in
 
 static int w_pp_wait(dist_t *d, void **req_p)
 {
-    double t0 = now_s();
+    double t0 = util_now_s();
     return count(d, DIST_PP, t0, 0, box_of(d)->backend.pp_wait(d, req_p));
 }
 
@@ -123,7 +117,7 @@ static int w_pp_wait(dist_t *d, void **req_p)
 static int w_pp_allreduce(dist_t *d, int group, void *buf, size_t n, int f64)
 {
     const int p = group == DIST_PP_LINE ? d->pp_size : group == DIST_PP_EMBED ? 2 : d->size;
-    double t0 = now_s();
+    double t0 = util_now_s();
     return count(d, group == DIST_PP_DP ? DIST_DP : DIST_PP, t0,
                  2 * ring(p) * (f64 ? 8.0 : 4.0) * (double)n,
                  box_of(d)->backend.pp_allreduce(d, group, buf, n, f64));

@@ -35,8 +35,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tools/mpi_common.h"
 #include "trainer/dist.h"
+#include "util/helpers.h"
 
 typedef struct {
     MPI_Comm world;       /* MPI_COMM_WORLD: d->mesh's DP communicator until mesh_build; the
@@ -521,7 +521,7 @@ int dist_open_mpi(dist_t *d, char *err)
     MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
     m->tag_ub = flag && ub ? *ub : 32767;
     m->world = MPI_COMM_WORLD;
-    if (tempo_mpi_mislaunched(size, err, 256)) {
+    if (util_mpi_mislaunched(size, err, 256)) {
         MPI_Finalize();
         free(m);
         return -1;

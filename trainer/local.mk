@@ -1,5 +1,6 @@
-# trainer/local.mk — the GPT trainer (tempo-train) and its tests. It uses only include/tempo.h and
-# links libtempo.la; the model kernels use OpenMP where configure found it.
+# trainer/local.mk — the GPT trainer (tempo-train) and its tests. It uses only include/tempo.h (and
+# util/helpers.h, header-only plain helpers) and links libtempo.la; the model kernels use OpenMP
+# where configure found it.
 #
 # The trainer's pieces go into one convenience library (libtrainer.la) that tempo-train and the
 # trainer tests link. Sections: model (model.c, optim.c), pipeline (pipeline.c), data (data.c), the

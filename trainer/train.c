@@ -40,7 +40,7 @@
  * gradients for the layout tests (tests/trainer).
  */
 #include "config.h"
-#include "tools/version.h"
+#include "util/helpers.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -56,7 +56,6 @@
 #include <omp.h>
 #endif
 
-#include "perf/util.h"
 #include "trainer/ckpt.h"
 #include "trainer/data.h"
 #include "trainer/dist.h"
@@ -119,13 +118,6 @@ static void die(const char *fmt, ...)
 static const char *plural(int n)
 {
     return n == 1 ? "" : "s";
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static void usage(FILE *f)
@@ -311,11 +303,11 @@ static long long parse_int(const char *name, const char *s, long long lo, long l
     return v;
 }
 
-/* A byte count with an optional K, M or G suffix (perf/util.h's parser), at least 1 KiB. */
+/* A byte count with an optional K, M or G suffix (util/helpers.h's parser), at least 1 KiB. */
 static size_t parse_bytes(const char *name, const char *s)
 {
     size_t v;
-    if (perf_parse_size(s, &v) || v < 1024) {
+    if (util_parse_size(s, &v) || v < 1024) {
         bad_arg("%s: '%s' is not a size of at least 1K (suffix K, M or G)", name, s);
     }
     return v;
@@ -413,7 +405,7 @@ static void parse(int argc, char **argv, opts_t *o)
         case O_BUCKET: o->bucket_bytes = parse_bytes("--bucket-bytes", optarg); break;
         case O_OVER: o->overwrite = 1; break;
         case 'h': usage(stdout); exit(0);
-        case 'V': tempo_tool_print_version("tempo-train"); exit(0);
+        case 'V': util_print_version("tempo-train"); exit(0);
         default: usage(stderr); exit(2);
         }
     }
@@ -1520,7 +1512,7 @@ static int save_ckpt(trainer_t *t, const opts_t *o, loader_t *ld, int step)
     }
     char dir[4096], err[CKPT_ERR_LEN];
     snprintf(dir, sizeof dir, "%s/ckpt", o->out);
-    double t0 = now_s();
+    double t0 = util_now_s();
     int rc = ckpt_save(dir, &mt, full[0] ? full[0] : t->m->params, r, nr,
                        full[1] ? full[1] : t->z.m1, full[2] ? full[2] : t->z.m2, o->ckpt_keep,
                        D->world_rank, agree_cb, NULL, err);
@@ -1544,7 +1536,7 @@ static int save_ckpt(trainer_t *t, const opts_t *o, loader_t *ld, int step)
                     dir, step);
         }
     } else if (D->world_rank == 0) {
-        printf("checkpoint: %s/step_%08d (%.0f ms)\n", dir, step, (now_s() - t0) * 1e3);
+        printf("checkpoint: %s/step_%08d (%.0f ms)\n", dir, step, (util_now_s() - t0) * 1e3);
     }
     fflush(stdout);
     return rc ? -1 : 0;
@@ -1944,7 +1936,7 @@ int main(int argc, char **argv)
     if (!x || !y) {
         die("out of memory");
     }
-    double first_val = NAN, last_val = NAN, t_run = now_s();
+    double first_val = NAN, last_val = NAN, t_run = util_now_s();
     stats_run_t run = {0}; /* the steps after this run's first */
     int final_ckpt_failed = 0;
     int start = o.resume ? load_ckpt(&t, &o, ld) : 0, ran = start < o.steps;
@@ -2076,11 +2068,11 @@ int main(int argc, char **argv)
                 printf("validation loss: %.6f at start, %.6f at the end (steps %d-%d ran here: "
                        "%d step%s in %.1f s)\n",
                        first_val, last_val, start + 1, o.steps, o.steps - start,
-                       plural(o.steps - start), now_s() - t_run);
+                       plural(o.steps - start), util_now_s() - t_run);
             } else {
                 printf("steps %d-%d ran here: %d step%s in %.1f s (no validation: --val-every "
                        "0)\n", start + 1, o.steps, o.steps - start, plural(o.steps - start),
-                       now_s() - t_run);
+                       util_now_s() - t_run);
             }
             plot(&o);
             fflush(stdout);
