@@ -3,8 +3,9 @@
 # where configure found it.
 #
 # The trainer's pieces go into one convenience library (libtrainer.la) that tempo-train and the
-# trainer tests link. Sections: model (model.c, optim.c), pipeline (pipeline.c), data (data.c), the
-# trainer program.
+# trainer tests link; the tests' programs are in tests/trainer/ (test_model, test_pipeline,
+# test_data, test_ckpt), beside the scripts that run tempo-train across layouts. Sections: model
+# (model.c, optim.c), pipeline (pipeline.c), data (data.c), the trainer program.
 
 noinst_LTLIBRARIES += libtrainer.la
 libtrainer_la_SOURCES =
@@ -18,11 +19,11 @@ noinst_HEADERS += %reldir%/model.h %reldir%/optim.h
 
 # test_model: against PyTorch (tests/golden/gpt_small.bin, made by make_gpt_golden.py), finite
 # differences, determinism across thread counts, AdamW slices, configuration errors.
-check_PROGRAMS += %reldir%/test_model
-TESTS += %reldir%/test_model
-%canon_reldir%_test_model_SOURCES = %reldir%/test_model.c
-%canon_reldir%_test_model_LDADD = libtrainer.la $(PTHREAD_LIBS)
-%canon_reldir%_test_model_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS)
+check_PROGRAMS += tests/trainer/test_model
+TESTS += tests/trainer/test_model
+tests_trainer_test_model_SOURCES = tests/trainer/test_model.c
+tests_trainer_test_model_LDADD = libtrainer.la $(PTHREAD_LIBS)
+tests_trainer_test_model_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS)
 EXTRA_DIST += tests/golden/gpt_small.bin tests/golden/make_gpt_golden.py
 
 # ---- pipeline: schedules as per-rank action lists and their executor (trainer/pipeline.[ch])
@@ -30,25 +31,25 @@ libtrainer_la_SOURCES += %reldir%/pipeline.c
 noinst_HEADERS += %reldir%/pipeline.h
 # test_pipeline: every gpipe/1f1b/interleaved layout simulated in one process, the bubble against
 # its formula, the model's stage API against the whole model, layout errors.
-check_PROGRAMS += %reldir%/test_pipeline
-TESTS += %reldir%/test_pipeline
-%canon_reldir%_test_pipeline_SOURCES = %reldir%/test_pipeline.c
-%canon_reldir%_test_pipeline_LDADD = libtrainer.la -lm
-%canon_reldir%_test_pipeline_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS)
+check_PROGRAMS += tests/trainer/test_pipeline
+TESTS += tests/trainer/test_pipeline
+tests_trainer_test_pipeline_SOURCES = tests/trainer/test_pipeline.c
+tests_trainer_test_pipeline_LDADD = libtrainer.la -lm
+tests_trainer_test_pipeline_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS)
 
 # ---- data: tokenizer, token shards, loader (trainer/data.[ch])
 libtrainer_la_SOURCES += %reldir%/data.c
 noinst_HEADERS += %reldir%/data.h
-check_PROGRAMS += %reldir%/test_data
-TESTS += %reldir%/test_data
-%canon_reldir%_test_data_SOURCES = %reldir%/test_data.c
-%canon_reldir%_test_data_LDADD = libtrainer.la
+check_PROGRAMS += tests/trainer/test_data
+TESTS += tests/trainer/test_data
+tests_trainer_test_data_SOURCES = tests/trainer/test_data.c
+tests_trainer_test_data_LDADD = libtrainer.la
 
 # test_ckpt: a checkpoint saved and loaded back; hostile but checksummed files (ranges whose
 # sums wrap) refused
-check_PROGRAMS += %reldir%/test_ckpt
-TESTS += %reldir%/test_ckpt
-%canon_reldir%_test_ckpt_SOURCES = %reldir%/test_ckpt.c %reldir%/ckpt.c
+check_PROGRAMS += tests/trainer/test_ckpt
+TESTS += tests/trainer/test_ckpt
+tests_trainer_test_ckpt_SOURCES = tests/trainer/test_ckpt.c %reldir%/ckpt.c
 
 # ---- tempo-train
 bin_PROGRAMS += %reldir%/tempo-train
