@@ -169,19 +169,87 @@ double dist_ring_share(const dist_t *d)
     return ring(d->size);
 }
 
-int dist_check_slices(const dist_t *d, const dist_group_t *groups, int ngroups, char *err,
-                      size_t len)
+size_t dist_slice(size_t n, int p, int r, size_t *off_p, size_t *len_p)
 {
+    const size_t q = (n + (size_t)p - 1) / (size_t)p;
+    const size_t lo = (size_t)r * q < n ? (size_t)r * q : n;
+    const size_t hi = lo + q < n ? lo + q : n;
+    if (off_p) {
+        *off_p = lo;
+    }
+    if (len_p) {
+        *len_p = hi - lo;
+    }
+    return q;
+}
+
+int dist_pads_create(const dist_group_t *groups, int ngroups, int p, dist_pad_t **pads_p)
+{
+    dist_pad_t *pads = calloc((size_t)ngroups, sizeof(*pads));
+    if (!pads) {
+        return -1;
+    }
     for (int g = 0; g < ngroups; g++) {
-        if (groups[g].n % (size_t)d->size) {
-            snprintf(err, len,
-                     "ZeRO shards every group in %d equal slices, but group %s has %zu "
-                     "parameters (not a multiple of %d); use --zero 0 or another --dp",
-                     d->size, groups[g].name, groups[g].n, d->size);
+        const size_t padded = (size_t)p * dist_slice(groups[g].n, p, 0, NULL, NULL);
+        if (padded != groups[g].n && (!(pads[g].rs = calloc(padded, sizeof(float))) ||
+                                      !(pads[g].ag = calloc(padded, sizeof(float))))) {
+            dist_pads_destroy(pads, ngroups);
             return -1;
         }
     }
+    *pads_p = pads;
     return 0;
+}
+
+void dist_pads_destroy(dist_pad_t *pads, int ngroups)
+{
+    for (int g = 0; pads && g < ngroups; g++) {
+        free(pads[g].rs);
+        free(pads[g].ag);
+    }
+    free(pads);
+}
+
+float *dist_pad_rs_in(dist_pad_t *pd, size_t n, int p, float *buf)
+{
+    if (!pd->rs) {
+        return buf;
+    }
+    const size_t padded = (size_t)p * dist_slice(n, p, 0, NULL, NULL);
+    memcpy(pd->rs, buf, n * sizeof(float));
+    memset(pd->rs + n, 0, (padded - n) * sizeof(float));
+    pd->rs_dst = buf;
+    return pd->rs;
+}
+
+void dist_pad_rs_out(dist_pad_t *pd, size_t n, int p, int r)
+{
+    if (pd->rs_dst) {
+        size_t off, len, q = dist_slice(n, p, r, &off, &len);
+        memcpy(pd->rs_dst + off, pd->rs + (size_t)r * q, len * sizeof(float));
+        pd->rs_dst = NULL;
+    }
+}
+
+float *dist_pad_ag_in(dist_pad_t *pd, size_t n, int p, int r, const float *send, float *recv)
+{
+    if (!pd->ag) {
+        return recv;
+    }
+    size_t len, q = dist_slice(n, p, r, NULL, &len);
+    float *mine = pd->ag + (size_t)r * q;
+    memmove(mine, send, len * sizeof(float));
+    memset(mine + len, 0, (q - len) * sizeof(float));
+    pd->ag_dst = recv;
+    return pd->ag;
+}
+
+void dist_pad_ag_out(dist_pad_t *pd, size_t n)
+{
+    if (pd->ag_dst) {
+        memcpy(pd->ag_dst, pd->ag, n * sizeof(float));
+        pd->ag_dst = NULL;
+    }
 }
 
 dist_t *dist_open(const char *backend, char *err)

@@ -8,9 +8,10 @@
  *                        group is one request in the order backward produces them.
  *   DIST_REDUCE_SCATTER  each group is one MPI_Ireduce_scatter_block into a slice-sized scratch
  *                        buffer (MPI's in-place form would put rank r's slice at the front), copied
- *                        to off + r * n/p and scaled when waited for; parameters come back with an
- *                        in-place MPI_Iallgather per group (ZeRO 3: from the rank's slice
- *                        into a gathered buffer).
+ *                        to the rank's dist_slice and scaled when waited for; parameters come back
+ *                        with an in-place MPI_Iallgather per group (ZeRO 3: from the rank's slice
+ *                        into a gathered buffer). A group that p does not divide goes through a
+ *                        copy padded with zeros to p equal slices (dist_slice), both ways.
  * MPI libraries progress non-blocking collectives mostly inside MPI calls, so every post also
  * tests the requests in flight (MPI_Testall), which is what lets them overlap the rest of backward.
  *
@@ -50,6 +51,8 @@ typedef struct {
     int sync;
     MPI_Request *rs, *ag; /* (ngroups) posted requests, MPI_REQUEST_NULL when none */
     float **slice;        /* (ngroups) reduce-scatter outputs (DIST_REDUCE_SCATTER) */
+    dist_pad_t *pad;      /* (ngroups) DIST_REDUCE_SCATTER: the padding of the groups that p
+                           * does not divide (dist.h) */
     float **buf;          /* (ngroups) where group g's last grads_ready had its gradients,
                            * until grads_wait has finished them (then NULL) */
     int tag_ub;           /* the largest tag MPI accepts (MPI_TAG_UB, at least 32767) */
@@ -117,7 +120,9 @@ static int m_grads_register(dist_t *d, float *grads, const dist_group_t *groups,
     m->ag = malloc((size_t)ngroups * sizeof(*m->ag));
     m->slice = calloc((size_t)ngroups, sizeof(*m->slice));
     m->buf = calloc((size_t)ngroups, sizeof(*m->buf));
-    if (!m->groups || !m->rs || !m->ag || !m->slice || !m->buf) {
+    const int pad_p = o->mode == DIST_REDUCE_SCATTER ? d->size : 1; /* 1: no padding */
+    if (!m->groups || !m->rs || !m->ag || !m->slice || !m->buf ||
+        dist_pads_create(groups, ngroups, pad_p, &m->pad)) {
         snprintf(m->err, sizeof m->err, "out of memory registering %d gradient groups", ngroups);
         return -1;
     }
@@ -126,10 +131,6 @@ static int m_grads_register(dist_t *d, float *grads, const dist_group_t *groups,
         m->rs[g] = m->ag[g] = MPI_REQUEST_NULL;
     }
     memcpy(m->groups, groups, (size_t)ngroups * sizeof(*groups));
-    if (m->mode == DIST_REDUCE_SCATTER &&
-        dist_check_slices(d, groups, ngroups, m->err, sizeof m->err)) {
-        return -1;
-    }
     for (int g = 0; g < ngroups; g++) {
         if (groups[g].n > (size_t)1 << 30) {
             snprintf(m->err, sizeof m->err, "group %s has %zu elements (MPI counts are int)",
@@ -139,7 +140,8 @@ static int m_grads_register(dist_t *d, float *grads, const dist_group_t *groups,
         if (m->mode != DIST_REDUCE_SCATTER) {
             continue;
         }
-        if (!(m->slice[g] = malloc(groups[g].n / (size_t)d->size * sizeof(float)))) {
+        if (!(m->slice[g] = malloc(dist_slice(groups[g].n, d->size, 0, NULL, NULL) *
+                                   sizeof(float)))) {
             snprintf(m->err, sizeof m->err, "out of memory for the slice of group %s",
                      groups[g].name);
             return -1;
@@ -186,9 +188,10 @@ static int m_grads_ready(dist_t *d, int g, float *buf)
     float *base = m->buf[g] = buf;
     int rc;
     if (m->mode == DIST_REDUCE_SCATTER) {
-        int q = (int)(gr->n / (size_t)d->size);
-        rc =
-            MPI_Ireduce_scatter_block(base, m->slice[g], q, MPI_FLOAT, MPI_SUM, comm_of(d, MESH_DP), &m->rs[g]);
+        int q = (int)dist_slice(gr->n, d->size, 0, NULL, NULL);
+        const float *send = dist_pad_rs_in(&m->pad[g], gr->n, d->size, base);
+        rc = MPI_Ireduce_scatter_block(send, m->slice[g], q, MPI_FLOAT, MPI_SUM,
+                                       comm_of(d, MESH_DP), &m->rs[g]);
         m->bytes += dist_ring_share(d) * 4.0 * (double)gr->n;
     } else {
         rc = MPI_Iallreduce(MPI_IN_PLACE, base, (int)gr->n, MPI_FLOAT, MPI_SUM, comm_of(d, MESH_DP), &m->rs[g]);
@@ -227,9 +230,10 @@ static int m_grads_wait(dist_t *d, int g)
     }
     float inv = 1.0f / (float)d->size;
     if (m->mode == DIST_REDUCE_SCATTER) {
-        size_t q = gr->n / (size_t)d->size;
-        float *dst = m->buf[g] + (size_t)d->rank * q;
-        for (size_t i = 0; i < q; i++) {
+        size_t off, len;
+        dist_slice(gr->n, d->size, d->rank, &off, &len);
+        float *dst = m->buf[g] + off;
+        for (size_t i = 0; i < len; i++) {
             dst[i] = m->slice[g][i] * inv;
         }
     } else {
@@ -239,8 +243,8 @@ static int m_grads_wait(dist_t *d, int g)
     return 0;
 }
 
-/* Post the all-gather of group g's slices into recv (n floats): from send (this rank's n/dp), or
- * in place (send NULL: this rank's slice is already at recv + rank * n/dp). */
+/* Post the all-gather of group g's slices into recv (n floats): from send (this rank's
+ * dist_slice), or in place (send NULL: this rank's slice is already at its offset in recv). */
 static int post_gather(dist_t *d, int g, const float *send, float *recv)
 {
     mdist_t *m = d->impl;
@@ -251,10 +255,17 @@ static int post_gather(dist_t *d, int g, const float *send, float *recv)
         }
         return 0;
     }
-    int q = (int)(gr->n / (size_t)d->size);
-    int rc = send ? MPI_Iallgather(send, q, MPI_FLOAT, recv, q, MPI_FLOAT, comm_of(d, MESH_DP), &m->ag[g])
-                  : MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, q, MPI_FLOAT, comm_of(d, MESH_DP),
-                                   &m->ag[g]);
+    size_t off;
+    int q = (int)dist_slice(gr->n, d->size, d->rank, &off, NULL);
+    float *out = dist_pad_ag_in(&m->pad[g], gr->n, d->size, d->rank, send ? send : recv + off,
+                                recv);
+    if (out != recv) { /* in place in the padded copy, copied out at the wait */
+        send = NULL, recv = out;
+    }
+    int rc = send ? MPI_Iallgather(send, q, MPI_FLOAT, recv, q, MPI_FLOAT, comm_of(d, MESH_DP),
+                                   &m->ag[g])
+                  : MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, q, MPI_FLOAT,
+                                   comm_of(d, MESH_DP), &m->ag[g]);
     m->bytes += dist_ring_share(d) * 4.0 * (double)gr->n;
     if (rc != MPI_SUCCESS) {
         return fail(d, "all-gather of slices", rc);
@@ -272,9 +283,16 @@ static int m_gather_to(dist_t *d, int g, const float *slice, float *full)
     return post_gather(d, g, slice, full);
 }
 
+/* The pad's ag_dst, not the request, says whether a padded result still needs copying out (poke's
+ * MPI_Testall may have completed and freed the request; see m_grads_wait). */
 static int m_gather_wait(dist_t *d, int g)
 {
-    return wait_req(d, &((mdist_t *)d->impl)->ag[g], "all-gather of slices");
+    mdist_t *m = d->impl;
+    if (wait_req(d, &m->ag[g], "all-gather of slices")) {
+        return -1;
+    }
+    dist_pad_ag_out(&m->pad[g], m->groups[g].n);
+    return 0;
 }
 
 static int m_compute_begin(dist_t *d, int g, int phase)
@@ -496,6 +514,7 @@ static int m_destroy(dist_t *d)
     free(m->ag);
     free(m->slice);
     free(m->buf);
+    dist_pads_destroy(m->pad, m->ngroups);
     free(m);
     return rc ? -1 : 0;
 }

@@ -6,7 +6,9 @@
  * all-reduce (TEMPO_AVG) with the policy's priority as soon as backward has finished it, compresses
  * float32 buckets with the compressor of the spec, and waits per group.
  * DIST_REDUCE_SCATTER: each group is its own scheduled in-place reduce-scatter (TEMPO_AVG, same
- * compressor; rank r's slice lands at off + r * n/dp), and parameters come back with a scheduled
+ * compressor; rank r's slice lands at its dist_slice offset; a group that dp does not divide goes
+ * through a copy padded with zeros to dp equal slices, and the rank's part of its slice is copied
+ * back when it is waited for), and parameters come back with a scheduled
  * in-place all-gather per group (ZeRO 3: out of place, from the rank's slice into a gathered
  * buffer, which the trainer posts one group ahead of the compute that needs it). Priorities: tic
  * gives both the group's forward index, so the first layer's gradients and parameters go first;
@@ -40,6 +42,8 @@ typedef struct {
     tempo_bucketer_t bk;
     tempo_compressor_t qc;
     tempo_request_t *rs, *ag; /* (ngroups) posted requests, NULL when none */
+    dist_pad_t *pad;          /* (ngroups) DIST_REDUCE_SCATTER: the padding of the groups that
+                               * dp does not divide (dist.h) */
     double raw_bytes;       /* uncompressible traffic since the last take (all-gathers) */
     double grad_bytes;      /* fp32 gradient traffic before compression */
     tempo_compressor_stats_t q0;
@@ -175,7 +179,8 @@ static int t_grads_register(dist_t *d, float *grads, const dist_group_t *groups,
     t->groups = calloc((size_t)ngroups, sizeof(*t->groups));
     t->rs = calloc((size_t)ngroups, sizeof(*t->rs));
     t->ag = calloc((size_t)ngroups, sizeof(*t->ag));
-    if (!t->groups || !t->rs || !t->ag) {
+    const int pad_p = o->mode == DIST_REDUCE_SCATTER ? d->size : 1; /* 1: no padding */
+    if (!t->groups || !t->rs || !t->ag || dist_pads_create(groups, ngroups, pad_p, &t->pad)) {
         snprintf(t->err, sizeof t->err, "out of memory registering %d gradient groups", ngroups);
         return -1;
     }
@@ -193,9 +198,6 @@ static int t_grads_register(dist_t *d, float *grads, const dist_group_t *groups,
     }
     if (t->mode == DIST_REDUCE_SCATTER) {
         t->fifo = sched == TEMPO_SCHED_FIFO;
-        if (dist_check_slices(d, groups, ngroups, t->err, sizeof t->err)) {
-            return -1;
-        }
         snprintf(t->desc, sizeof t->desc,
                  "tempo: per-layer scheduled reduce-scatter + all-gather, policy %s, %s",
                  sched_name(sched), t->qc ? tempo_compressor_spec(t->qc) : "uncompressed");
@@ -269,7 +271,7 @@ static int t_grads_ready(dist_t *d, int g, float *buf)
     if (!t->sync) {
         return 0;
     }
-    size_t q = gr->n / (size_t)d->size;
+    size_t q = dist_slice(gr->n, d->size, 0, NULL, NULL);
     tempo_attr_t a = {0};
     a.field_mask = TEMPO_ATTR_PRIORITY | TEMPO_ATTR_TAG | TEMPO_ATTR_NAME;
     a.priority = t->fifo ? 0 : gr->layer;
@@ -279,7 +281,7 @@ static int t_grads_ready(dist_t *d, int g, float *buf)
         a.field_mask |= TEMPO_ATTR_COMPRESSOR;
         a.compressor = t->qc;
     }
-    float *base = buf;
+    float *base = dist_pad_rs_in(&t->pad[g], gr->n, d->size, buf);
     tempo_status_t st = tempo_ireduce_scatter(comm_of(d, MESH_DP), base, base + (size_t)d->rank * q,
                                               q, TEMPO_FLOAT32, TEMPO_AVG, &a, &t->rs[g]);
     t->grad_bytes += dist_ring_share(d) * 4.0 * (double)gr->n;
@@ -303,21 +305,30 @@ static int t_grads_wait(dist_t *d, int g)
         tempo_status_t st = tempo_bucketer_wait_tensor(t->bk, (uint64_t)g + 1);
         return st == TEMPO_OK ? 0 : fail(d, "gradient all-reduce", st);
     }
-    return wait_req(d, &t->rs[g], "reduce-scatter of gradients");
+    if (wait_req(d, &t->rs[g], "reduce-scatter of gradients")) {
+        return -1;
+    }
+    dist_pad_rs_out(&t->pad[g], t->groups[g].n, d->size, d->rank);
+    return 0;
 }
 
-/* Post the all-gather of group g's slices from send (this rank's n/dp) into recv (n). */
+/* Post the all-gather of group g's slices from send (this rank's dist_slice) into recv (n). */
 static int post_gather(dist_t *d, int g, const float *send, float *recv)
 {
     tdist_t *t = d->impl;
     const dist_group_t *gr = &t->groups[g];
+    size_t q = dist_slice(gr->n, d->size, d->rank, NULL, NULL);
+    float *out = dist_pad_ag_in(&t->pad[g], gr->n, d->size, d->rank, send, recv);
+    if (out != recv) { /* through the padded copy, copied out at the wait */
+        send = out + (size_t)d->rank * q, recv = out;
+    }
     tempo_attr_t a = {0};
     a.field_mask = TEMPO_ATTR_PRIORITY | TEMPO_ATTR_TAG | TEMPO_ATTR_NAME;
     a.priority = t->fifo ? 0 : gr->layer;
     a.tag = (uint64_t)t->ngroups + (uint64_t)g + 1;
     a.name = gr->name;
-    tempo_status_t st = tempo_iallgather(comm_of(d, MESH_DP), send, recv, gr->n / (size_t)d->size,
-                                         TEMPO_FLOAT32, &a, &t->ag[g]);
+    tempo_status_t st =
+        tempo_iallgather(comm_of(d, MESH_DP), send, recv, q, TEMPO_FLOAT32, &a, &t->ag[g]);
     t->raw_bytes += dist_ring_share(d) * 4.0 * (double)gr->n;
     return st == TEMPO_OK ? 0 : fail(d, "all-gather of slices", st);
 }
@@ -326,7 +337,9 @@ static int t_gather(dist_t *d, int g, float *buf)
 {
     const dist_group_t *gr = &((tdist_t *)d->impl)->groups[g];
     float *base = buf + gr->off;
-    return post_gather(d, g, base + (size_t)d->rank * (gr->n / (size_t)d->size), base);
+    size_t off;
+    dist_slice(gr->n, d->size, d->rank, &off, NULL);
+    return post_gather(d, g, base + off, base);
 }
 
 static int t_gather_to(dist_t *d, int g, const float *slice, float *full)
@@ -337,7 +350,11 @@ static int t_gather_to(dist_t *d, int g, const float *slice, float *full)
 static int t_gather_wait(dist_t *d, int g)
 {
     tdist_t *t = d->impl;
-    return wait_req(d, &t->ag[g], "all-gather of slices");
+    if (wait_req(d, &t->ag[g], "all-gather of slices")) {
+        return -1;
+    }
+    dist_pad_ag_out(&t->pad[g], t->groups[g].n);
+    return 0;
 }
 
 static int t_compute_begin(dist_t *d, int g, int phase)
@@ -530,6 +547,7 @@ static int t_destroy(dist_t *d)
     if (tempo_comm_destroy(t->world) != TEMPO_OK) {
         rc = -1;
     }
+    dist_pads_destroy(t->pad, t->ngroups);
     free(t->groups);
     free(t->rs);
     free(t->ag);

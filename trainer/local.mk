@@ -91,6 +91,10 @@ EXTRA_DIST += tests/trainer/defaults.sh tests/trainer/readme.sh
 # checkpoints on a full disk (a small tmpfs the test mounts; skipped where mount is not allowed)
 TESTS += tests/trainer/ckpt_full.sh
 EXTRA_DIST += tests/trainer/ckpt_full.sh
+# ZeRO 1-3 at DP sizes that do not divide the layer groups (padded slices): step 0, training and
+# checkpoints against one rank, on both backends
+TESTS += tests/trainer/zeropad.sh
+EXTRA_DIST += tests/trainer/zeropad.sh
 # one run carried by its checkpoints through DP x TP, PP and ZeRO 1/3 layouts (resharding)
 TESTS += tests/trainer/reshard.sh
 EXTRA_DIST += tests/trainer/reshard.sh

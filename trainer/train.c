@@ -970,7 +970,7 @@ static void finish_group(trainer_t *t, int g)
     }
     DIST_CHECK(D->grads_wait(D, g), "gradients");
     float *dst = t->gshard + t->z.shard_off[g];
-    const float *src = t->gbuf[g] + (size_t)t->rank * slice_n(t, g);
+    const float *src = t->gbuf[g] + (slice_off(t, g) - t->groups[g].off);
     size_t n = slice_n(t, g);
     for (size_t i = 0; i < n; i++) {
         dst[i] = t->micro ? dst[i] + src[i] : src[i];
@@ -1176,7 +1176,9 @@ static void wait_all_params(trainer_t *t)
     if (t->zero == 3) {
         return;
     }
-    wait_params(t, t->ngroups - 1);
+    for (int g = 0; g < t->ngroups; g++) { /* every group's all-gather, as a forward waits */
+        wait_params(t, g);
+    }
     t->params_pending = 0;
 }
 
