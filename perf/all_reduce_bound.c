@@ -37,7 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tools/version.h"
+#include "util/helpers.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -310,7 +310,7 @@ int main(int argc, char **argv)
     const char *isa_want = "auto";
     int opt;
     if (argc == 2 && !strcmp(argv[1], "--version")) {
-        tempo_tool_print_version("all_reduce_bound");
+        util_print_version("all_reduce_bound");
         return 0;
     }
     if (argc == 2 && !strcmp(argv[1], "--help")) {
@@ -320,10 +320,10 @@ int main(int argc, char **argv)
     while ((opt = getopt(argc, argv, "p:b:e:f:i:n:w:d:o:k:J:c:a:z:r:A:h")) != -1) {
         switch (opt) {
         case 'p': nranks = atoi(optarg); break;
-        case 'b': if (perf_parse_size(optarg, &p.minbytes)) goto bad; break;
-        case 'e': if (perf_parse_size(optarg, &p.maxbytes)) goto bad; break;
+        case 'b': if (util_parse_size(optarg, &p.minbytes)) goto bad; break;
+        case 'e': if (util_parse_size(optarg, &p.maxbytes)) goto bad; break;
         case 'f': p.stepfactor = atol(optarg); break;
-        case 'i': if (perf_parse_size(optarg, &p.stepbytes)) goto bad; p.stepfactor = 0; break;
+        case 'i': if (util_parse_size(optarg, &p.stepbytes)) goto bad; p.stepfactor = 0; break;
         case 'n': p.iters = atoi(optarg); break;
         case 'w': p.warmup = atoi(optarg); break;
         case 'd':

@@ -174,7 +174,7 @@ static void mpi_init(int *argc_p, char ***argv_p)
     MPI_CHECK("MPI_Comm_rank", MPI_Comm_rank(MPI_COMM_WORLD, &my_rank));
     MPI_CHECK("MPI_Comm_size", MPI_Comm_size(MPI_COMM_WORLD, &my_size));
     char why[512];
-    if (tempo_mpi_mislaunched(my_size, why, sizeof why)) {
+    if (util_mpi_mislaunched(my_size, why, sizeof why)) {
         fprintf(stderr, "MPI baseline: %s\n", why);
         MPI_Finalize();
         exit(2);

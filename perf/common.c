@@ -21,7 +21,7 @@
 #include "perf/common.h"
 #include "perf/devmem.h"
 #include "perf/util.h"
-#include "tools/version.h"
+#include "util/helpers.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -224,17 +224,17 @@ static int parse_args(int argc, char **argv, perf_params_t *p, char *msg, size_t
                          "host memory, no aggregation)", c, optarg);
             break;
         case 'b':
-            if (perf_parse_size(optarg, &p->minbytes) != 0)
+            if (util_parse_size(optarg, &p->minbytes) != 0)
                 snprintf(msg, msglen, "-b %s: not a size (digits with an optional K, M or G)",
                          optarg);
             break;
         case 'e':
-            if (perf_parse_size(optarg, &p->maxbytes) != 0)
+            if (util_parse_size(optarg, &p->maxbytes) != 0)
                 snprintf(msg, msglen, "-e %s: not a size (digits with an optional K, M or G)",
                          optarg);
             break;
         case 'i':
-            if (perf_parse_size(optarg, &p->stepbytes) != 0 || p->stepbytes == 0)
+            if (util_parse_size(optarg, &p->stepbytes) != 0 || p->stepbytes == 0)
                 snprintf(msg, msglen, "-i %s: not a positive size", optarg);
             break;
         case 'f':
@@ -325,13 +325,6 @@ static int parse_args(int argc, char **argv, perf_params_t *p, char *msg, size_t
 }
 
 /* ---- small utilities ------------------------------------------------------------------------- */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* 1 when every rank passes ok != 0. */
 static int all_ranks_ok(const perf_backend_t *be, int ok)
@@ -449,12 +442,12 @@ static double time_loop(const perf_coll_t *coll, const perf_ctx_t *ctx, const pe
     if (nonblocking)
         be->waitall();
     be->barrier();
-    double t0 = now_s();
+    double t0 = util_now_s();
     for (int it = 0; it < p->iters; it++)
         coll->run(ctx, send, recv, nonblocking);
     if (nonblocking)
         be->waitall();
-    return (now_s() - t0) * 1e6 / p->iters;
+    return (util_now_s() - t0) * 1e6 / p->iters;
 }
 
 static double combine_time(const perf_backend_t *be, int how, int nranks, double mine)
@@ -584,7 +577,7 @@ int perf_main(int argc, char **argv, const perf_coll_t *coll)
     }
     if (rc == 1) {
         if (launcher_rank() <= 0)
-            tempo_tool_print_version(prog);
+            util_print_version(prog);
         return 0;
     }
     if (rc < 0 && p.algorithm != NULL) {

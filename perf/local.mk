@@ -114,7 +114,7 @@ bin_PROGRAMS += %reldir%/qcoll_bench %reldir%/quant_bench
 bin_SCRIPTS += %reldir%/tempo-compress-net
 EXTRA_DIST += %reldir%/tempo-compress-net.in
 
-# The trainer's model against PyTorch on the CPU (needs trainer/test_model and python3-torch).
+# The trainer's model against PyTorch on the CPU (needs tests/trainer/test_model and python3-torch).
 EXTRA_DIST += %reldir%/model_bench.sh
 # tempo-train across emulated hosts (root): uncompressed and ALQ, tic and fifo.
 bin_SCRIPTS += %reldir%/tempo-train-net

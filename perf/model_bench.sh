@@ -7,7 +7,7 @@
 #   perf/model_bench.sh [-t "THREADS..."] [-R ROUNDS] [-- L NH C T B]
 #
 # Defaults: threads "1 <cores>", 3 rounds, model 4 4 128 128 8 (the README's main job). Needs
-# trainer/test_model (make check, or make trainer/test_model) and Debian's python3-torch
+# tests/trainer/test_model (make check, or make tests/trainer/test_model) and Debian's python3-torch
 # (/usr/bin/python3). PyTorch gets the benefit of the doubt on BLAS threads: unless
 # OPENBLAS_NUM_THREADS is set, each round runs it with OpenBLAS at 1 thread and at THREADS (its
 # intra-op threads and OpenBLAS's can oversubscribe the cores) and keeps the faster. The BLAS it
@@ -28,9 +28,12 @@ while [ $# -gt 0 ]; do
 done
 [ $# -eq 0 ] && set -- 4 4 128 128 8
 [ $# -eq 5 ] || { echo "model_bench.sh: the model is 5 numbers: L NH C T B" >&2; exit 2; }
-tm=${TEST_MODEL:-$here/../trainer/test_model}
+tm=${TEST_MODEL:-$here/../tests/trainer/test_model}
 golden=$here/../tests/golden/make_gpt_golden.py
-[ -x "$tm" ] || { echo "model_bench.sh: $tm not built (make trainer/test_model)" >&2; exit 1; }
+[ -x "$tm" ] || {
+    echo "model_bench.sh: $tm not built (make tests/trainer/test_model)" >&2
+    exit 1
+}
 /usr/bin/python3 -c "import torch" 2>/dev/null ||
     { echo "model_bench.sh: /usr/bin/python3 has no torch (apt-get install python3-torch)" >&2; exit 1; }
 ob_fixed=${OPENBLAS_NUM_THREADS:-}

@@ -77,7 +77,7 @@
 #endif
 
 #include "perf/util.h"
-#include "tools/version.h"
+#include "util/helpers.h"
 #include "tempo.h"
 
 #define MAX_LAYERS 64
@@ -106,13 +106,6 @@ typedef struct {
 static int rank_, size_;
 static float work_buf[WORK_FLOATS];
 static volatile float sink_;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* The calling thread's seconds on a CPU and waiting in a run queue (Linux:
  * /proc/thread-self/schedstat); -1 where the kernel does not say. */
@@ -144,7 +137,7 @@ typedef struct {
 
 static void acct_begin(acct_t *a)
 {
-    a->wall = now_s();
+    a->wall = util_now_s();
     if (on_acc_ >= 0 && thread_sched(&a->on, &a->queued) != 0) {
         on_acc_ = -1;
     }
@@ -159,7 +152,7 @@ static void acct_end(const acct_t *a)
     }
     on_acc_ += on - a->on;
     queued_acc_ += queued - a->queued;
-    waited_acc_ += now_s() - a->wall;
+    waited_acc_ += util_now_s() - a->wall;
 }
 
 /* The emulated device of this rank: the absolute CLOCK_MONOTONIC time (s) at which its queued
@@ -170,7 +163,7 @@ static double dev_done_;
  * Returns the device's idle time before it (s): how late the host launched it. */
 static double device_launch(double seconds)
 {
-    double t = now_s(), idle = t > dev_done_ ? t - dev_done_ : 0;
+    double t = util_now_s(), idle = t > dev_done_ ? t - dev_done_ : 0;
     dev_done_ = (dev_done_ > t ? dev_done_ : t) + seconds;
     return idle;
 }
@@ -512,13 +505,13 @@ static double measure_comm(model_t *m)
 {
     double t[3];
     for (int k = 0; k < 4; k++) {
-        double t0 = now_s();
+        double t0 = util_now_s();
         for (int l = m->p->L - 1; l >= 0; l--) {
             CHECK(m->comm, tempo_allreduce(m->comm, m->grad[l], m->grad[l], m->count[l],
                                            TEMPO_FLOAT32, TEMPO_AVG),
                   "allreduce");
         }
-        double d = now_s() - t0, mx;
+        double d = util_now_s() - t0, mx;
         CHECK(m->comm, tempo_allreduce(m->comm, &d, &mx, 1, TEMPO_FLOAT64, TEMPO_MAX), "allreduce");
         if (k > 0) {
             t[k - 1] = mx;
@@ -538,13 +531,13 @@ static void run_overhead(tempo_comm_t comm, const opts_t *o)
     double direct[5], bucket[5], raw[5];
     for (int round = 0; round < 5; round++) {
         CHECK(comm, tempo_barrier(comm), "barrier");
-        double t0 = now_s();
+        double t0 = util_now_s();
         for (int i = 0; i < n; i++) {
             CHECK(comm, tempo_allreduce(comm, g, out, 8, TEMPO_FLOAT32, TEMPO_SUM), "allreduce");
         }
-        direct[round] = (now_s() - t0) / n;
+        direct[round] = (util_now_s() - t0) / n;
         CHECK(comm, tempo_barrier(comm), "barrier");
-        t0 = now_s();
+        t0 = util_now_s();
         for (int i = 0; i < n; i++) {
             tempo_attr_t a = {.field_mask = TEMPO_ATTR_PRIORITY | TEMPO_ATTR_TAG, .priority = 0,
                               .tag = 77};
@@ -553,15 +546,15 @@ static void run_overhead(tempo_comm_t comm, const opts_t *o)
                   "iallreduce");
             CHECK(comm, tempo_wait(&r), "wait");
         }
-        raw[round] = (now_s() - t0) / n;
+        raw[round] = (util_now_s() - t0) / n;
         CHECK(comm, tempo_barrier(comm), "barrier");
-        t0 = now_s();
+        t0 = util_now_s();
         for (int i = 0; i < n; i++) {
             CHECK(comm, tempo_bucketer_begin(b, 1), "begin");
             CHECK(comm, tempo_bucketer_ready(b, 1), "ready");
             CHECK(comm, tempo_bucketer_wait_all(b), "wait_all");
         }
-        bucket[round] = (now_s() - t0) / n;
+        bucket[round] = (util_now_s() - t0) / n;
     }
     tempo_bucketer_destroy(b);
     double md = median(direct, 5), mr = median(raw, 5), mb = median(bucket, 5);
@@ -631,7 +624,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
             usage();
             exit(0);
         } else if (!strcmp(a, "--version")) {
-            tempo_tool_print_version("overlap_bench");
+            util_print_version("overlap_bench");
             exit(0);
         } else if (!strcmp(a, "--overhead")) {
             o->overhead = 1;
@@ -650,16 +643,16 @@ static int parse_args(int argc, char **argv, opts_t *o)
             o->ratio = atof(v);
             bad = !(o->ratio > 0);
         } else if (!strcmp(a, "--layer-bytes")) {
-            bad = perf_parse_size(v, &o->layer_bytes) || o->layer_bytes == 0;
+            bad = util_parse_size(v, &o->layer_bytes) || o->layer_bytes == 0;
         } else if (!strcmp(a, "--total-bytes")) {
-            bad = perf_parse_size(v, &o->total_bytes) || o->total_bytes == 0;
+            bad = util_parse_size(v, &o->total_bytes) || o->total_bytes == 0;
         } else if (!strcmp(a, "--bucket-bytes")) {
-            bad = perf_parse_size(v, &o->bucket_bytes) || o->bucket_bytes == 0;
+            bad = util_parse_size(v, &o->bucket_bytes) || o->bucket_bytes == 0;
         } else if (!strcmp(a, "--chunk-bytes")) {
-            bad = perf_parse_size(v, &o->chunk_bytes) || o->chunk_bytes == 0;
+            bad = util_parse_size(v, &o->chunk_bytes) || o->chunk_bytes == 0;
         } else if (!strcmp(a, "--credit-bytes")) {
             o->credit_bytes = 0; /* auto: the scheduled lane sizes it (collectives/autosize.h) */
-            bad = strcmp(v, "auto") && (perf_parse_size(v, &o->credit_bytes) || !o->credit_bytes);
+            bad = strcmp(v, "auto") && (util_parse_size(v, &o->credit_bytes) || !o->credit_bytes);
         } else if (!strcmp(a, "--policies")) {
             o->npolicies = 0;
             char buf[64];
@@ -765,12 +758,12 @@ int main(int argc, char **argv)
     }
     /* Calibration: multiply-add speed with every rank computing at once, and communication alone. */
     CHECK(comm, tempo_barrier(comm), "barrier");
-    double t0 = now_s();
+    double t0 = util_now_s();
     if (!o.device) {
         compute(2000);
     }
     /* Device mode: the unit is a second, so the scale below is seconds per unit of work. */
-    double pass_s = o.device ? 1 : (now_s() - t0) / 2000, pass_max;
+    double pass_s = o.device ? 1 : (util_now_s() - t0) / 2000, pass_max;
     CHECK(comm, tempo_allreduce(comm, &pass_s, &pass_max, 1, TEMPO_FLOAT64, TEMPO_MAX),
           "allreduce");
     double comm_alone = measure_comm(&m);
@@ -853,7 +846,7 @@ int main(int argc, char **argv)
     /* CPU time over wall time of the rounds, all threads of this process (the slowest rank's). */
     struct rusage ru0, ru1;
     getrusage(RUSAGE_SELF, &ru0);
-    double wall0 = now_s();
+    double wall0 = util_now_s();
     on_acc_ = queued_acc_ = waited_acc_ = 0;
     for (int round = 0; round < o.rounds; round++) {
         for (int k = 0; k < nc; k++) {
@@ -876,7 +869,7 @@ int main(int argc, char **argv)
     /* CPU / wall, and the main thread's time on a CPU over the time it was not queued for one while
      * it waited for compute (-1: unknown); the highest rank's. */
     double could = waited_acc_ - queued_acc_;
-    double frac[2] = {cpu_s / (now_s() - wall0), on_acc_ >= 0 && could > 0 ? on_acc_ / could : -1},
+    double frac[2] = {cpu_s / (util_now_s() - wall0), on_acc_ >= 0 && could > 0 ? on_acc_ / could : -1},
            frac_max[2];
     CHECK(comm, tempo_allreduce(comm, frac, frac_max, 2, TEMPO_FLOAT64, TEMPO_MAX), "allreduce");
     double cpu_frac_max = frac_max[0];

@@ -20,17 +20,10 @@
 #include <time.h>
 
 #include "perf/util.h"
-#include "tools/version.h"
+#include "util/helpers.h"
 #include "tempo.h"
 
 #define MAX_SPECS 32
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static uint64_t mix(uint64_t x)
 {
@@ -86,7 +79,7 @@ static double timed(tempo_comm_t comm, const float *x, float *y, size_t n, tempo
     if (check(tempo_barrier(comm), comm, "barrier")) {
         return -1;
     }
-    double t0 = now_s();
+    double t0 = util_now_s();
     tempo_request_t req;
     tempo_status_t st = tempo_iallreduce(comm, x, y, n, TEMPO_FLOAT32, TEMPO_SUM, &a, &req);
     if (st == TEMPO_OK) {
@@ -95,7 +88,7 @@ static double timed(tempo_comm_t comm, const float *x, float *y, size_t n, tempo
     if (check(st, comm, qc ? tempo_compressor_spec(qc) : "fp32 ring")) {
         return -1;
     }
-    double t = now_s() - t0, tmax = t;
+    double t = util_now_s() - t0, tmax = t;
     if (check(tempo_allreduce(comm, &t, &tmax, 1, TEMPO_FLOAT64, TEMPO_MAX), comm, "max")) {
         return -1;
     }
@@ -114,7 +107,7 @@ int main(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "b:c:R:w:J:h", lo, NULL)) != -1) {
         switch (c) {
         case 'b':
-            if (perf_parse_size(optarg, &bytes) || bytes < 4) {
+            if (util_parse_size(optarg, &bytes) || bytes < 4) {
                 fprintf(stderr, "qcoll_bench: -b %s: expected a byte count like 64M\n", optarg);
                 return 2;
             }
@@ -130,7 +123,7 @@ int main(int argc, char **argv)
         case 'w': warmup = atoi(optarg); break;
         case 'J': json = optarg; break;
         case 'h': usage(stdout); return 0;
-        case 'V': tempo_tool_print_version("qcoll_bench"); return 0;
+        case 'V': util_print_version("qcoll_bench"); return 0;
         default: usage(stderr); return 2;
         }
     }

@@ -38,7 +38,7 @@
 #include <time.h>
 
 #include "perf/util.h"
-#include "tools/version.h"
+#include "util/helpers.h"
 #include "tempo.h"
 
 #define NV_BUCKET 8192  /* coordinates per bucket of the normalized variance */
@@ -77,13 +77,6 @@ typedef struct {
     float levels[MAX_LEVELS];
     size_t nlevels;      /* positive levels shown (adaptive compressors) */
 } row_t;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int cmp_dbl(const void *a, const void *b)
 {
@@ -293,7 +286,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         int bad = 0;
         switch (c) {
         case 'h': usage(); exit(0);
-        case 'V': tempo_tool_print_version("quant_bench"); exit(0);
+        case 'V': util_print_version("quant_bench"); exit(0);
         case 'c':
             if (o->nspecs == MAX_SPECS) {
                 fprintf(stderr, "quant_bench: at most %d specs\n", MAX_SPECS);
@@ -303,7 +296,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
             o->specs[o->nspecs++] = v;
             break;
         case 'n':
-            bad = perf_parse_size(v, &o->count) || o->count == 0;
+            bad = util_parse_size(v, &o->count) || o->count == 0;
             o->count_set = 1;
             break;
         case 'r':
@@ -383,9 +376,9 @@ static void bench_one(const char *spec, const float *v, size_t n, int reps, row_
     float *dec = xmalloc(n * sizeof(float));
 
     /* Warm-up: the first encode (fits adaptive levels at call 0). */
-    double t0 = now_s();
+    double t0 = util_now_s();
     st = tempo_compressor_encode(qc, 1, v, n, enc, cap, &len);
-    r->first_ms = (now_s() - t0) * 1e3;
+    r->first_ms = (util_now_s() - t0) * 1e3;
     if (st == TEMPO_ERR_UNSUPPORTED) {
         r->unsupported = 1;
         snprintf(r->note, sizeof(r->note), "unsupported: %s", tempo_last_error(NULL));
@@ -397,17 +390,17 @@ static void bench_one(const char *spec, const float *v, size_t n, int reps, row_
 
     double *te = xmalloc(sizeof(double) * (size_t)reps), *td = xmalloc(sizeof(double) * (size_t)reps);
     for (int k = 0; k < reps; k++) {
-        t0 = now_s();
+        t0 = util_now_s();
         st = tempo_compressor_encode(qc, 1, v, n, enc, cap, &len);
-        te[k] = now_s() - t0;
+        te[k] = util_now_s() - t0;
         if (st != TEMPO_OK) {
             die(st, spec, "encode");
         }
     }
     for (int k = 0; k < reps; k++) {
-        t0 = now_s();
+        t0 = util_now_s();
         st = tempo_compressor_decode(qc, 1, enc, len, n, dec);
-        td[k] = now_s() - t0;
+        td[k] = util_now_s() - t0;
         if (st != TEMPO_OK) {
             die(st, spec, "decode");
         }

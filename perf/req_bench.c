@@ -23,7 +23,7 @@
 #include <time.h>
 
 #include "perf/util.h"
-#include "tools/version.h"
+#include "util/helpers.h"
 #include "tempo.h"
 
 #define MAX_NS 16
@@ -31,13 +31,6 @@
 enum { C_ALLREDUCE, C_ALLGATHER, C_BROADCAST, C_BARRIER, C_SENDRECV, C_COUNT };
 static const char *const cnames[C_COUNT] = {"allreduce", "allgather", "broadcast", "barrier",
                                             "sendrecv"};
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void usage(FILE *f)
 {
@@ -117,7 +110,7 @@ static int parse_list(char *s, size_t *v, int max, int names)
                 return -1;
             }
             v[n++] = (size_t)c;
-        } else if (perf_parse_size(t, &v[n++]) != 0 || v[n - 1] == 0) {
+        } else if (util_parse_size(t, &v[n++]) != 0 || v[n - 1] == 0) {
             return -1;
         }
     }
@@ -139,7 +132,7 @@ int main(int argc, char **argv)
             usage(stdout);
             return 0;
         } else if (!strcmp(a, "--version")) {
-            tempo_tool_print_version("req_bench");
+            util_print_version("req_bench");
             return 0;
         } else if (!v) {
             ok = 0;
@@ -151,7 +144,7 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "-c")) {
             ok = (nc = parse_list(v, cs, C_COUNT, 1)) > 0;
         } else if (!strcmp(a, "-k")) {
-            ok = perf_parse_size(v, &k) == 0 && k > 0 && k <= 1024;
+            ok = util_parse_size(v, &k) == 0 && k > 0 && k <= 1024;
         } else if (!strcmp(a, "-J")) {
             json = v;
         } else {
@@ -209,14 +202,14 @@ int main(int argc, char **argv)
             size_t N = ns[ni], nreq = 0;
             memset(out, 0xff, sizeof(float) * slot * N);
             tempo_barrier(comm);
-            double t0 = now_s();
+            double t0 = util_now_s();
             for (size_t i = 0; i < N && st == TEMPO_OK; i++) {
                 nreq += (size_t)post(comm, c, i, in, out + i * slot, k, reqs + nreq, &st);
             }
             if (st == TEMPO_OK) {
                 st = tempo_waitall(nreq, reqs, sts);
             }
-            double t = now_s() - t0, tmax = 0;
+            double t = util_now_s() - t0, tmax = 0;
             if (st != TEMPO_OK) {
                 fprintf(stderr, "req_bench: rank %d: %s N=%zu: %s: %s\n", me, cnames[c], N,
                         tempo_status_name(st), tempo_last_error(comm));

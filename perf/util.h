@@ -1,43 +1,15 @@
 /*
- * util.h — small pieces every perf program shares: the parser of sizes on their command lines and
- * the JSON value writers. Header-only, so programs that do not link the perf driver
+ * util.h — small pieces every perf program shares: the JSON value writers, and (util/helpers.h,
+ * shared with tempo-train and the tools) the parser of sizes on their command lines and the clock. Header-only, so programs that do not link the perf driver
  * (overlap_bench, quant_bench, qcoll_bench) use them too.
  */
 #ifndef TEMPO_PERF_UTIL_H
 #define TEMPO_PERF_UTIL_H
 
-#include <errno.h>
 #include <math.h>
-#include <stddef.h>
 #include <stdio.h>
-#include <stdlib.h>
 
-/* Sizes: "8", "1.5K", "64M", "1G" (K, M, G = powers of 1024, either case), as nccl-tests' -b/-e. */
-/* *size_p = the value of s, rounded down to an integer; 0 on success, -1 for anything that is not
- * a non-negative number with an optional suffix, or is 2^50 or more. */
-static inline int perf_parse_size(const char *s, size_t *size_p)
-{
-    if (s == NULL || *s < '0' || *s > '9') {
-        return -1;
-    }
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno != 0) {
-        return -1;
-    }
-    switch (*end) {
-    case 'k': case 'K': v *= 1024.0; end++; break;
-    case 'm': case 'M': v *= 1024.0 * 1024; end++; break;
-    case 'g': case 'G': v *= 1024.0 * 1024 * 1024; end++; break;
-    default: break;
-    }
-    if (*end != '\0' || !(v < 1125899906842624.0)) {
-        return -1;
-    }
-    *size_p = (size_t)v;
-    return 0;
-}
+#include "util/helpers.h"
 
 /* A JSON string literal of s (quotes, backslashes and control characters escaped). */
 static inline void perf_json_str(FILE *f, const char *s)

@@ -22,21 +22,15 @@
 #include <unistd.h>
 
 #include "tempo.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "util/helpers.h"
 
 /* Sleep ms; returns the seconds it took. */
 static double compute(double ms)
 {
-    double t0 = now_s();
+    double t0 = util_now_s();
     struct timespec ts = {(time_t)(ms / 1000), (long)((ms - 1000 * (long)(ms / 1000)) * 1e6)};
     nanosleep(&ts, NULL);
-    return now_s() - t0;
+    return util_now_s() - t0;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -48,7 +42,7 @@ static int cmp_double(const void *a, const void *b)
 /* One round; on rank 0 returns the round trip less the computes (seconds), else 0; <0 on error. */
 static double round_trip(tempo_comm_t comm, int rank, double ms, int allreduce)
 {
-    double t0 = now_s(), c0 = 0, c1 = 0;
+    double t0 = util_now_s(), c0 = 0, c1 = 0;
     if (allreduce) {
         double mine = 0, got = 0;
         if (rank == 0) {
@@ -79,7 +73,7 @@ static double round_trip(tempo_comm_t comm, int rank, double ms, int allreduce)
             return -1;
         }
     }
-    return rank == 0 ? now_s() - t0 - c0 - c1 : 0;
+    return rank == 0 ? util_now_s() - t0 - c0 - c1 : 0;
 }
 
 int main(int argc, char **argv)

@@ -14,9 +14,6 @@ bin_PROGRAMS += %reldir%/tempo-info
 bin_SCRIPTS += %reldir%/tempo-trace
 EXTRA_DIST += %reldir%/tempo-trace.in
 
-# The `--version` line of every C program (tools, perf, tempo-train): tools/version.h.
-noinst_HEADERS += %reldir%/version.h
-
-# Shared by the programs that join their job with MPI (trainer/dist_mpi.c, perf/backend_mpi.c,
+# Shared by the programs that join their job with MPI (perf/backend_mpi.c,
 # tests/mr/difftest.c's MPI build).
 noinst_HEADERS += %reldir%/mpi_common.h

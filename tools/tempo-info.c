@@ -5,7 +5,7 @@
  * Uses only the public API; starts no communicator.
  */
 #include "config.h"
-#include "tools/version.h"
+#include "util/helpers.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -119,7 +119,7 @@ int main(int argc, char **argv)
         case 'a': a = any = 1; break;
         case 'q': q = any = 1; break;
         case 'v':
-            tempo_tool_print_version("tempo-info");
+            util_print_version("tempo-info");
             printf("library %s, header %d.%d.%d\n", tempo_version(), TEMPO_VERSION_MAJOR,
                    TEMPO_VERSION_MINOR, TEMPO_VERSION_PATCH);
             return 0;

@@ -35,7 +35,7 @@
  *   --timeout expired), get SIGKILL, and tempo-run names them.
  */
 #include "config.h"
-#include "tools/version.h"
+#include "util/helpers.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -1108,7 +1108,7 @@ static void parse_args(int argc, char **argv)
             usage_full();
             exit(0);
         } else if (strcmp(name, "-V") == 0 || strcmp(name, "--version") == 0) {
-            tempo_tool_print_version("tempo-run");
+            util_print_version("tempo-run");
             exit(0);
         } else if (strcmp(name, "-n") == 0 || strcmp(name, "--np") == 0) {
             tr.nranks = parse_count(name, val, 1, TR_MAX_RANKS, "a number of ranks");

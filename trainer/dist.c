@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "trainer/dist.h"
+#include "util/helpers.h"
 
 typedef struct {
     dist_t d;          /* what dist_open returns (first: dist_close frees the box through it) */
@@ -30,13 +31,6 @@ static dist_box_t *box_of(dist_t *d)
     return (dist_box_t *)d;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* The ring's share of a collective's bytes that each of p ranks sends, (p-1)/p. */
 static double ring(int p)
 {
@@ -47,45 +41,45 @@ static double ring(int p)
 static int count(dist_t *d, int dim, double t0, double bytes, int rc)
 {
     dist_box_t *b = box_of(d);
-    b->c.wait_s[dim] += now_s() - t0;
+    b->c.wait_s[dim] += util_now_s() - t0;
     b->c.bytes_sent[dim] += bytes;
     return rc;
 }
 
 static int w_sum_f64(dist_t *d, double *x, int n)
 {
-    double t0 = now_s();
+    double t0 = util_now_s();
     return count(d, DIST_DP, t0, 2 * ring(d->size) * 8.0 * n, box_of(d)->backend.sum_f64(d, x, n));
 }
 
 static int w_barrier(dist_t *d)
 {
-    double t0 = now_s();
+    double t0 = util_now_s();
     return count(d, DIST_DP, t0, 0, box_of(d)->backend.barrier(d));
 }
 
 static int w_grads_wait(dist_t *d, int g)
 {
-    double t0 = now_s();
+    double t0 = util_now_s();
     return count(d, DIST_DP, t0, 0, box_of(d)->backend.grads_wait(d, g));
 }
 
 static int w_gather_wait(dist_t *d, int g)
 {
-    double t0 = now_s();
+    double t0 = util_now_s();
     return count(d, DIST_DP, t0, 0, box_of(d)->backend.gather_wait(d, g));
 }
 
 static int w_tp_allreduce(dist_t *d, float *buf, size_t n, int max)
 {
-    double t0 = now_s();
+    double t0 = util_now_s();
     return count(d, DIST_TP, t0, 2 * ring(d->tp_size) * 4.0 * (double)n,
                  box_of(d)->backend.tp_allreduce(d, buf, n, max));
 }
 
 static int w_tp_sum_f64(dist_t *d, double *x, int n)
 {
-    double t0 = now_s();
+    double t0 = util_now_s();
     return count(d, DIST_TP, t0, 2 * ring(d->tp_size) * 8.0 * n,
                  box_of(d)->backend.tp_sum_f64(d, x, n));
 }
@@ -93,14 +87,14 @@ static int w_tp_sum_f64(dist_t *d, double *x, int n)
 /* all-gather of n floats per rank, reduce-scatter into n floats per rank: (T-1) n floats sent */
 static int w_tp_allgather(dist_t *d, const float *send, float *recv, size_t n)
 {
-    double t0 = now_s();
+    double t0 = util_now_s();
     return count(d, DIST_TP, t0, (d->tp_size - 1) * 4.0 * (double)n,
                  box_of(d)->backend.tp_allgather(d, send, recv, n));
 }
 
 static int w_tp_reduce_scatter(dist_t *d, const float *send, float *recv, size_t n)
 {
-    double t0 = now_s();
+    double t0 = util_now_s();
     return count(d, DIST_TP, t0, (d->tp_size - 1) * 4.0 * (double)n,
                  box_of(d)->backend.tp_reduce_scatter(d, send, recv, n));
 }
@@ -115,7 +109,7 @@ static int w_pp_post(dist_t *d, float *buf, size_t n, int peer, uint32_t tag, in
 
 static int w_pp_wait(dist_t *d, void **req_p)
 {
-    double t0 = now_s();
+    double t0 = util_now_s();
     return count(d, DIST_PP, t0, 0, box_of(d)->backend.pp_wait(d, req_p));
 }
 
@@ -123,7 +117,7 @@ static int w_pp_wait(dist_t *d, void **req_p)
 static int w_pp_allreduce(dist_t *d, int group, void *buf, size_t n, int f64)
 {
     const int p = group == DIST_PP_LINE ? d->pp_size : group == DIST_PP_EMBED ? 2 : d->size;
-    double t0 = now_s();
+    double t0 = util_now_s();
     return count(d, group == DIST_PP_DP ? DIST_DP : DIST_PP, t0,
                  2 * ring(p) * (f64 ? 8.0 : 4.0) * (double)n,
                  box_of(d)->backend.pp_allreduce(d, group, buf, n, f64));
@@ -175,19 +169,87 @@ double dist_ring_share(const dist_t *d)
     return ring(d->size);
 }
 
-int dist_check_slices(const dist_t *d, const dist_group_t *groups, int ngroups, char *err,
-                      size_t len)
+size_t dist_slice(size_t n, int p, int r, size_t *off_p, size_t *len_p)
 {
+    const size_t q = (n + (size_t)p - 1) / (size_t)p;
+    const size_t lo = (size_t)r * q < n ? (size_t)r * q : n;
+    const size_t hi = lo + q < n ? lo + q : n;
+    if (off_p) {
+        *off_p = lo;
+    }
+    if (len_p) {
+        *len_p = hi - lo;
+    }
+    return q;
+}
+
+int dist_pads_create(const dist_group_t *groups, int ngroups, int p, dist_pad_t **pads_p)
+{
+    dist_pad_t *pads = calloc((size_t)ngroups, sizeof(*pads));
+    if (!pads) {
+        return -1;
+    }
     for (int g = 0; g < ngroups; g++) {
-        if (groups[g].n % (size_t)d->size) {
-            snprintf(err, len,
-                     "ZeRO shards every group in %d equal slices, but group %s has %zu "
-                     "parameters (not a multiple of %d); use --zero 0 or another --dp",
-                     d->size, groups[g].name, groups[g].n, d->size);
+        const size_t padded = (size_t)p * dist_slice(groups[g].n, p, 0, NULL, NULL);
+        if (padded != groups[g].n && (!(pads[g].rs = calloc(padded, sizeof(float))) ||
+                                      !(pads[g].ag = calloc(padded, sizeof(float))))) {
+            dist_pads_destroy(pads, ngroups);
             return -1;
         }
     }
+    *pads_p = pads;
     return 0;
+}
+
+void dist_pads_destroy(dist_pad_t *pads, int ngroups)
+{
+    for (int g = 0; pads && g < ngroups; g++) {
+        free(pads[g].rs);
+        free(pads[g].ag);
+    }
+    free(pads);
+}
+
+float *dist_pad_rs_in(dist_pad_t *pd, size_t n, int p, float *buf)
+{
+    if (!pd->rs) {
+        return buf;
+    }
+    const size_t padded = (size_t)p * dist_slice(n, p, 0, NULL, NULL);
+    memcpy(pd->rs, buf, n * sizeof(float));
+    memset(pd->rs + n, 0, (padded - n) * sizeof(float));
+    pd->rs_dst = buf;
+    return pd->rs;
+}
+
+void dist_pad_rs_out(dist_pad_t *pd, size_t n, int p, int r)
+{
+    if (pd->rs_dst) {
+        size_t off, len, q = dist_slice(n, p, r, &off, &len);
+        memcpy(pd->rs_dst + off, pd->rs + (size_t)r * q, len * sizeof(float));
+        pd->rs_dst = NULL;
+    }
+}
+
+float *dist_pad_ag_in(dist_pad_t *pd, size_t n, int p, int r, const float *send, float *recv)
+{
+    if (!pd->ag) {
+        return recv;
+    }
+    size_t len, q = dist_slice(n, p, r, NULL, &len);
+    float *mine = pd->ag + (size_t)r * q;
+    memmove(mine, send, len * sizeof(float));
+    memset(mine + len, 0, (q - len) * sizeof(float));
+    pd->ag_dst = recv;
+    return pd->ag;
+}
+
+void dist_pad_ag_out(dist_pad_t *pd, size_t n)
+{
+    if (pd->ag_dst) {
+        memcpy(pd->ag_dst, pd->ag, n * sizeof(float));
+        pd->ag_dst = NULL;
+    }
 }
 
 dist_t *dist_open(const char *backend, char *err)
@@ -222,6 +284,9 @@ dist_t *dist_open(const char *backend, char *err)
     d->world_size = d->size;
     d->tp_size = 1;
     d->pp_size = 1;
+    void *job = d->mesh.comm[MESH_DP]; /* the backend's: the job's communicator */
+    mesh_init(&d->mesh, d->rank, d->size, d->size, 1, 1, err); /* cannot fail */
+    d->mesh.comm[MESH_DP] = job;
     return d;
 }
 

@@ -7,31 +7,25 @@
  * the gradient "groups" of one flat gradient buffer (contiguous ranges that backward finishes one by
  * one, last layer first), in one of two modes fixed at registration:
  *   DIST_ALLREDUCE       every rank ends with the mean over ranks of every group (ZeRO 0);
- *   DIST_REDUCE_SCATTER  rank r ends with the mean of slice r of every group (group g's n elements
- *                        are dp slices of n / dp; ZeRO 1 and 2), and the parameters' slices are
+ *   DIST_REDUCE_SCATTER  rank r ends with the mean of slice r of every group (dist_slice: group g's
+ *                        n elements cut in dp slices of ceil(n / dp), the last clipped; ZeRO 1 and
+ *                        2), and the parameters' slices are
  *                        gathered back with gather (every rank ends with every slice), or, for
  *                        ZeRO 3, gather_to from the rank's own copy of its slices into a buffer
  *                        of the group (the parameters, gathered just before they are used).
  * A group is posted as soon as it is ready (overlapping the rest of backward) and waited for just
  * before it is used, so the next forward waits only for the layer it is about to run.
  *
- * Tensor parallelism (both backends): mesh() cuts the job into a mesh of D data-parallel x T
- * tensor-parallel ranks, TP fastest (job rank w = dp_rank * T + tp_rank: a TP group is T consecutive
- * ranks, on one host as Megatron places them), with one communicator per dimension split from the
- * job's. Afterwards rank and size and every method above belong to the DP dimension (the gradient
- * groups sync among the ranks that hold the same TP shard), and the tp_* methods run exactly
- * (uncompressed, blocking) on the rank's TP group. Before mesh (or without it) the job is all DP
- * and tp_size is 1.
- *
- * Pipeline parallelism (both backends): pp_mesh() cuts the job into P pipelines' stages x D x T, PP
- * outermost (job rank w = pp_rank * D * T + dp_rank * T + tp_rank: a stage's DP x TP ranks are
- * consecutive), with a PP communicator per pipeline line (rank = stage) and the embedding group
- * (the first and last stage of each line, for the tied wte gradient). pp_post / pp_wait move
- * activations between stages (non-blocking, tagged, on the PP communicator); pp_allreduce sums
- * floats or doubles over one of the groups (blocking, exact: no compression).
- * A backend builds these groups with the same rank order and membership as tempo's (dist_mpi.c
- * splits MPI_COMM_WORLD with dist_tempo.c's colors and keys), so a layout computes the same on
- * either backend; only the reduction order inside a collective may differ.
+ * The mesh (both backends; trainer/mesh.h): mesh_build cuts the job into P pipeline stages x D x T
+ * with the colors and keys of mesh.c, through split, into one communicator per dimension and the
+ * embedding group (the first and last stage of each line, for the tied wte gradient), which d->mesh
+ * holds. Afterwards rank and size and every method above belong to the DP dimension (the gradient
+ * groups sync among the ranks that hold the same TP shard and stage), the tp_* methods run exactly
+ * (uncompressed, blocking) on the rank's TP group, pp_post / pp_wait move activations between
+ * stages (non-blocking, tagged, on the pipeline line) and pp_allreduce sums floats or doubles over
+ * one of the groups (blocking, exact: no compression). Before mesh_build the job is all DP, and
+ * tp_size and pp_size are 1. Both backends build the same groups from the same arithmetic, so a
+ * layout computes the same on either; only the reduction order inside a collective may differ.
  *
  * What it is not: a place for the optimizer.
  *
@@ -44,6 +38,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "trainer/mesh.h"
 
 typedef enum { DIST_ALLREDUCE = 0, DIST_REDUCE_SCATTER = 1 } dist_mode_t;
 
@@ -98,8 +94,10 @@ struct dist {
     const char *backend; /* "tempo" or "mpi" */
     int rank, size;             /* in the data-parallel dimension */
     int world_rank, world_size; /* in the job (dist_open sets them) */
-    int tp_rank, tp_size;       /* in the tensor-parallel group (0, 1 without mesh) */
-    int pp_rank, pp_size;       /* the pipeline stage, of pp_size (0, 1 without pp_mesh) */
+    int tp_rank, tp_size;       /* in the tensor-parallel group (0, 1 before mesh_build) */
+    int pp_rank, pp_size;       /* the pipeline stage, of pp_size (0, 1 before mesh_build) */
+    mesh_t mesh;                /* the job's mesh (mesh.h): trivial (all DP, comm[MESH_DP] the
+                                 * job's) until mesh_build; the fields above are its coordinates */
     void *impl;
 
     int (*sum_f64)(dist_t *d, double *x, int n); /* in place, blocking, same order on every rank */
@@ -115,16 +113,16 @@ struct dist {
     int (*grads_begin)(dist_t *d, int sync);
     /* Group g's gradients are final for this micro-step, in buf: the registered buffer's range
      * (grads + off) or, with DIST_REDUCE_SCATTER, any buffer of the group's n elements (ZeRO 2's
-     * reused backward buffers), where rank r's mean slice lands at buf + r * n/dp. */
+     * reused backward buffers), where rank r's mean slice lands at its dist_slice offset. */
     int (*grads_ready)(dist_t *d, int g, float *buf);
     int (*grads_wait)(dist_t *d, int g);  /* group g is synchronized (no-op if nothing posted) */
     /* DIST_REDUCE_SCATTER: post the in-place all-gather of group g's dp slices of buf (laid out
      * like the parameters: the parameters after an update, or a gradient for a dump); one at a
      * time per group, until gather_wait. */
     int (*gather)(dist_t *d, int g, float *buf);
-    /* DIST_REDUCE_SCATTER, ZeRO 3: post the all-gather of group g from this rank's slice (n/dp
-     * elements) into full (the group's n, rank r's slice at full + r * n/dp); shares gather's one
-     * request per group, so gather_wait completes it. */
+    /* DIST_REDUCE_SCATTER, ZeRO 3: post the all-gather of group g from this rank's slice (its
+     * dist_slice length) into full (the group's n, rank r's slice at its offset); shares
+     * gather's one request per group, so gather_wait completes it. */
     int (*gather_to)(dist_t *d, int g, const float *slice, float *full);
     int (*gather_wait)(dist_t *d, int g);
     /* Optional markers around the caller's compute of group g (phase 0 forward, 1 backward): the
@@ -136,9 +134,12 @@ struct dist {
     const char *(*describe)(dist_t *d); /* one line: transport, compressor, policy, buckets */
     const char *(*error)(dist_t *d);
     void (*abort)(dist_t *d);
-    /* Build the DP x TP mesh (collective over the job, before grads_register); NULL in a backend
-     * without tensor parallelism. -1 with the reason in err (256 bytes). */
-    int (*mesh)(dist_t *d, int tp, char *err);
+    /* A communicator from the job's (collective over the job): the ranks of equal color, ordered by
+     * key, color < 0 for none (*comm_p NULL). *comm_p is the backend's handle (mesh_t.comm),
+     * *rank_p and *size_p this rank's place in it (0 and 1 for none); the backend frees it when
+     * the job ends. -1 with the reason in err (256 bytes). mesh_build is its caller. */
+    int (*split)(dist_t *d, int color, int key, void **comm_p, int *rank_p, int *size_p,
+                 char *err);
     /* On the TP group, in place and blocking: sum (max = 0) or max (max = 1) of n floats; sums of
      * n doubles; the all-gather of every rank's n floats into recv (tp_size * n, rank order); the
      * reduce-scatter of send (tp_size * n) summed over the group, block tp_rank into recv (n). */
@@ -146,9 +147,6 @@ struct dist {
     int (*tp_sum_f64)(dist_t *d, double *x, int n);
     int (*tp_allgather)(dist_t *d, const float *send, float *recv, size_t n);
     int (*tp_reduce_scatter)(dist_t *d, const float *send, float *recv, size_t n);
-    /* Build the PP x DP x TP mesh (collective over the job, before grads_register; instead of
-     * mesh); NULL in a backend without pipeline parallelism. -1 with the reason in err (256). */
-    int (*pp_mesh)(dist_t *d, int tp, int pp, char *err);
     /* On the PP communicator: post the send (send = 1) or receive of n floats to/from stage peer
      * with tag into *req_p (an opaque request), and wait for it (*req_p NULL afterwards). */
     int (*pp_post)(dist_t *d, float *buf, size_t n, int peer, uint32_t tag, int send,
@@ -169,12 +167,39 @@ enum { DIST_PP_LINE = 0, DIST_PP_EMBED = 1, DIST_PP_DP = 2 };
  * message in err (256 bytes) if the backend is unknown, not built, or the job cannot be joined. */
 dist_t *dist_open(const char *backend, char *err);
 
-/* Shared by the backends: a ring's share of a collective's bytes that each rank sends, (p-1)/p;
- * and the check that DIST_REDUCE_SCATTER can cut every group in d->size equal slices (0, or -1 with
- * the reason in err). */
+/* Shared by the backends: a ring's share of a collective's bytes that each rank sends, (p-1)/p. */
 double dist_ring_share(const dist_t *d);
-int dist_check_slices(const dist_t *d, const dist_group_t *groups, int ngroups, char *err,
-                      size_t len);
+
+/* DIST_REDUCE_SCATTER's slices of a group of n elements over p ranks, as DeepSpeed and FSDP pad
+ * their flat buffers: the group is padded with zeros to p * q elements, q = ceil(n / p), and rank r
+ * owns [r q, (r + 1) q) of it clipped to n (the last ranks' slices may be shorter, even empty).
+ * Returns q; *off_p and *len_p (either may be NULL) are rank r's slice in the group. When p divides
+ * n the slices are the p equal n/p of before and the backends add no copy. */
+size_t dist_slice(size_t n, int p, int r, size_t *off_p, size_t *len_p);
+
+/* The padding of a group that p does not divide, for the backends' DIST_REDUCE_SCATTER: copies
+ * of the group padded with zeros to p * q floats (dist_slice) for its reduce-scatter (rs) and its
+ * all-gather (ag), and where a posted collective's result goes when it is waited for; all NULL for
+ * a group that p divides, which the backends reduce and gather in place. */
+typedef struct {
+    float *rs, *ag;         /* (p * q) floats, or NULL */
+    float *rs_dst, *ag_dst; /* the caller's buffer of the collective posted last */
+} dist_pad_t;
+
+/* (ngroups) pads for groups over p ranks into *pads_p: 0, or -1 when out of memory (nothing left
+ * allocated). dist_pads_destroy(NULL, n) is a no-op. */
+int dist_pads_create(const dist_group_t *groups, int ngroups, int p, dist_pad_t **pads_p);
+void dist_pads_destroy(dist_pad_t *pads, int ngroups);
+/* The reduce-scatter's input of a group of n in buf: buf, or pd->rs holding buf's n floats and
+ * zeros (rs_dst = buf). dist_pad_rs_out, at the wait of an in-place reduce-scatter of pd->rs,
+ * copies rank r's slice into rs_dst at its dist_slice offset (nothing when not padded). */
+float *dist_pad_rs_in(dist_pad_t *pd, size_t n, int p, float *buf);
+void dist_pad_rs_out(dist_pad_t *pd, size_t n, int p, int r);
+/* The all-gather's output of a group of n into recv, from rank r's slice at send: recv (nothing
+ * copied), or pd->ag with the slice and zeros at its r-th q floats (ag_dst = recv), which
+ * dist_pad_ag_out copies into ag_dst at the wait. */
+float *dist_pad_ag_in(dist_pad_t *pd, size_t n, int p, int r, const float *send, float *recv);
+void dist_pad_ag_out(dist_pad_t *pd, size_t n);
 
 /* The backends this build has, e.g. "tempo, mpi". */
 const char *dist_backends(void);

@@ -8,16 +8,18 @@
  *                        group is one request in the order backward produces them.
  *   DIST_REDUCE_SCATTER  each group is one MPI_Ireduce_scatter_block into a slice-sized scratch
  *                        buffer (MPI's in-place form would put rank r's slice at the front), copied
- *                        to off + r * n/p and scaled when waited for; parameters come back with an
- *                        in-place MPI_Iallgather per group (ZeRO 3: from the rank's slice
- *                        into a gathered buffer).
+ *                        to the rank's dist_slice and scaled when waited for; parameters come back
+ *                        with an in-place MPI_Iallgather per group (ZeRO 3: from the rank's slice
+ *                        into a gathered buffer). A group that p does not divide goes through a
+ *                        copy padded with zeros to p equal slices (dist_slice), both ways.
  * MPI libraries progress non-blocking collectives mostly inside MPI calls, so every post also
  * tests the requests in flight (MPI_Testall), which is what lets them overlap the rest of backward.
  *
  * The hybrid layouts follow dist.h's contract exactly as dist_tempo.c does (same rank order, same
- * groups): mesh and pp_mesh split MPI_COMM_WORLD with MPI_Comm_split, with the same colors and
- * keys as the tempo backend's tempo_comm_split, into the TP, DP, PP-line and embedding
- * communicators; afterwards every DP method above runs on the DP communicator. TP traffic is
+ * groups): mesh_build (mesh.c) splits MPI_COMM_WORLD through split (MPI_Comm_split), with the same
+ * colors and keys as for the tempo backend, into the TP, DP, PP-line and embedding communicators,
+ * which d->mesh holds (as MPI_Comm addresses); afterwards every DP method above runs on the DP
+ * communicator. TP traffic is
  * blocking MPI_Allreduce / MPI_Allgather / MPI_Reduce_scatter_block, pipeline messages are
  * MPI_Isend / MPI_Irecv on the PP communicator (the request handle lives on the heap until
  * pp_wait), and pp_allreduce is MPI_Allreduce on the group's communicator: all exact, as TP, SP
@@ -34,14 +36,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tools/mpi_common.h"
 #include "trainer/dist.h"
+#include "util/helpers.h"
 
 typedef struct {
-    MPI_Comm comm;        /* the data-parallel dimension: MPI_COMM_WORLD, or a split of it (mesh) */
-    MPI_Comm tp, pp, emb; /* after mesh / pp_mesh: the TP group, the pipeline line and the
-                           * embedding group (MPI_COMM_NULL off the first and last stage); else
-                           * MPI_COMM_NULL */
+    MPI_Comm world;       /* MPI_COMM_WORLD: d->mesh's DP communicator until mesh_build; the
+                           * splits are on the heap (split), one MPI_Comm each */
     char err[512];
     char desc[512];
     dist_mode_t mode;
@@ -51,11 +51,20 @@ typedef struct {
     int sync;
     MPI_Request *rs, *ag; /* (ngroups) posted requests, MPI_REQUEST_NULL when none */
     float **slice;        /* (ngroups) reduce-scatter outputs (DIST_REDUCE_SCATTER) */
+    dist_pad_t *pad;      /* (ngroups) DIST_REDUCE_SCATTER: the padding of the groups that p
+                           * does not divide (dist.h) */
     float **buf;          /* (ngroups) where group g's last grads_ready had its gradients,
                            * until grads_wait has finished them (then NULL) */
     int tag_ub;           /* the largest tag MPI accepts (MPI_TAG_UB, at least 32767) */
     double bytes;         /* DP bytes sent since the last counters_take */
 } mdist_t;
+
+/* This rank's communicator of mesh group g (MESH_*), MPI_COMM_NULL where it has none. */
+static MPI_Comm comm_of(const dist_t *d, int g)
+{
+    const MPI_Comm *c = d->mesh.comm[g];
+    return c ? *c : MPI_COMM_NULL;
+}
 
 static int fail(dist_t *d, const char *what, int rc)
 {
@@ -71,14 +80,13 @@ static int fail(dist_t *d, const char *what, int rc)
 
 static int m_sum_f64(dist_t *d, double *x, int n)
 {
-    mdist_t *m = d->impl;
-    int rc = MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, m->comm);
+    int rc = MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, comm_of(d, MESH_DP));
     return rc == MPI_SUCCESS ? 0 : fail(d, "all-reduce of statistics", rc);
 }
 
 static int m_barrier(dist_t *d)
 {
-    int rc = MPI_Barrier(((mdist_t *)d->impl)->comm);
+    int rc = MPI_Barrier(comm_of(d, MESH_DP));
     return rc == MPI_SUCCESS ? 0 : fail(d, "barrier", rc);
 }
 
@@ -112,7 +120,9 @@ static int m_grads_register(dist_t *d, float *grads, const dist_group_t *groups,
     m->ag = malloc((size_t)ngroups * sizeof(*m->ag));
     m->slice = calloc((size_t)ngroups, sizeof(*m->slice));
     m->buf = calloc((size_t)ngroups, sizeof(*m->buf));
-    if (!m->groups || !m->rs || !m->ag || !m->slice || !m->buf) {
+    const int pad_p = o->mode == DIST_REDUCE_SCATTER ? d->size : 1; /* 1: no padding */
+    if (!m->groups || !m->rs || !m->ag || !m->slice || !m->buf ||
+        dist_pads_create(groups, ngroups, pad_p, &m->pad)) {
         snprintf(m->err, sizeof m->err, "out of memory registering %d gradient groups", ngroups);
         return -1;
     }
@@ -121,10 +131,6 @@ static int m_grads_register(dist_t *d, float *grads, const dist_group_t *groups,
         m->rs[g] = m->ag[g] = MPI_REQUEST_NULL;
     }
     memcpy(m->groups, groups, (size_t)ngroups * sizeof(*groups));
-    if (m->mode == DIST_REDUCE_SCATTER &&
-        dist_check_slices(d, groups, ngroups, m->err, sizeof m->err)) {
-        return -1;
-    }
     for (int g = 0; g < ngroups; g++) {
         if (groups[g].n > (size_t)1 << 30) {
             snprintf(m->err, sizeof m->err, "group %s has %zu elements (MPI counts are int)",
@@ -134,7 +140,8 @@ static int m_grads_register(dist_t *d, float *grads, const dist_group_t *groups,
         if (m->mode != DIST_REDUCE_SCATTER) {
             continue;
         }
-        if (!(m->slice[g] = malloc(groups[g].n / (size_t)d->size * sizeof(float)))) {
+        if (!(m->slice[g] = malloc(dist_slice(groups[g].n, d->size, 0, NULL, NULL) *
+                                   sizeof(float)))) {
             snprintf(m->err, sizeof m->err, "out of memory for the slice of group %s",
                      groups[g].name);
             return -1;
@@ -181,12 +188,13 @@ static int m_grads_ready(dist_t *d, int g, float *buf)
     float *base = m->buf[g] = buf;
     int rc;
     if (m->mode == DIST_REDUCE_SCATTER) {
-        int q = (int)(gr->n / (size_t)d->size);
-        rc =
-            MPI_Ireduce_scatter_block(base, m->slice[g], q, MPI_FLOAT, MPI_SUM, m->comm, &m->rs[g]);
+        int q = (int)dist_slice(gr->n, d->size, 0, NULL, NULL);
+        const float *send = dist_pad_rs_in(&m->pad[g], gr->n, d->size, base);
+        rc = MPI_Ireduce_scatter_block(send, m->slice[g], q, MPI_FLOAT, MPI_SUM,
+                                       comm_of(d, MESH_DP), &m->rs[g]);
         m->bytes += dist_ring_share(d) * 4.0 * (double)gr->n;
     } else {
-        rc = MPI_Iallreduce(MPI_IN_PLACE, base, (int)gr->n, MPI_FLOAT, MPI_SUM, m->comm, &m->rs[g]);
+        rc = MPI_Iallreduce(MPI_IN_PLACE, base, (int)gr->n, MPI_FLOAT, MPI_SUM, comm_of(d, MESH_DP), &m->rs[g]);
         m->bytes += 2 * dist_ring_share(d) * 4.0 * (double)gr->n;
     }
     if (rc != MPI_SUCCESS) {
@@ -222,9 +230,10 @@ static int m_grads_wait(dist_t *d, int g)
     }
     float inv = 1.0f / (float)d->size;
     if (m->mode == DIST_REDUCE_SCATTER) {
-        size_t q = gr->n / (size_t)d->size;
-        float *dst = m->buf[g] + (size_t)d->rank * q;
-        for (size_t i = 0; i < q; i++) {
+        size_t off, len;
+        dist_slice(gr->n, d->size, d->rank, &off, &len);
+        float *dst = m->buf[g] + off;
+        for (size_t i = 0; i < len; i++) {
             dst[i] = m->slice[g][i] * inv;
         }
     } else {
@@ -234,8 +243,8 @@ static int m_grads_wait(dist_t *d, int g)
     return 0;
 }
 
-/* Post the all-gather of group g's slices into recv (n floats): from send (this rank's n/dp), or
- * in place (send NULL: this rank's slice is already at recv + rank * n/dp). */
+/* Post the all-gather of group g's slices into recv (n floats): from send (this rank's
+ * dist_slice), or in place (send NULL: this rank's slice is already at its offset in recv). */
 static int post_gather(dist_t *d, int g, const float *send, float *recv)
 {
     mdist_t *m = d->impl;
@@ -246,10 +255,17 @@ static int post_gather(dist_t *d, int g, const float *send, float *recv)
         }
         return 0;
     }
-    int q = (int)(gr->n / (size_t)d->size);
-    int rc = send ? MPI_Iallgather(send, q, MPI_FLOAT, recv, q, MPI_FLOAT, m->comm, &m->ag[g])
-                  : MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, q, MPI_FLOAT, m->comm,
-                                   &m->ag[g]);
+    size_t off;
+    int q = (int)dist_slice(gr->n, d->size, d->rank, &off, NULL);
+    float *out = dist_pad_ag_in(&m->pad[g], gr->n, d->size, d->rank, send ? send : recv + off,
+                                recv);
+    if (out != recv) { /* in place in the padded copy, copied out at the wait */
+        send = NULL, recv = out;
+    }
+    int rc = send ? MPI_Iallgather(send, q, MPI_FLOAT, recv, q, MPI_FLOAT, comm_of(d, MESH_DP),
+                                   &m->ag[g])
+                  : MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, q, MPI_FLOAT,
+                                   comm_of(d, MESH_DP), &m->ag[g]);
     m->bytes += dist_ring_share(d) * 4.0 * (double)gr->n;
     if (rc != MPI_SUCCESS) {
         return fail(d, "all-gather of slices", rc);
@@ -267,9 +283,16 @@ static int m_gather_to(dist_t *d, int g, const float *slice, float *full)
     return post_gather(d, g, slice, full);
 }
 
+/* The pad's ag_dst, not the request, says whether a padded result still needs copying out (poke's
+ * MPI_Testall may have completed and freed the request; see m_grads_wait). */
 static int m_gather_wait(dist_t *d, int g)
 {
-    return wait_req(d, &((mdist_t *)d->impl)->ag[g], "all-gather of slices");
+    mdist_t *m = d->impl;
+    if (wait_req(d, &m->ag[g], "all-gather of slices")) {
+        return -1;
+    }
+    dist_pad_ag_out(&m->pad[g], m->groups[g].n);
+    return 0;
 }
 
 static int m_compute_begin(dist_t *d, int g, int phase)
@@ -329,116 +352,74 @@ static int count_of(dist_t *d, size_t n, const char *what)
 
 static int m_tp_allreduce(dist_t *d, float *buf, size_t n, int max)
 {
-    mdist_t *m = d->impl;
     int c = count_of(d, n, "tensor parallel all-reduce");
     if (c < 0) {
         return -1;
     }
-    int rc = MPI_Allreduce(MPI_IN_PLACE, buf, c, MPI_FLOAT, max ? MPI_MAX : MPI_SUM, m->tp);
+    int rc = MPI_Allreduce(MPI_IN_PLACE, buf, c, MPI_FLOAT, max ? MPI_MAX : MPI_SUM, comm_of(d, MESH_TP));
     return rc == MPI_SUCCESS ? 0 : mesh_fail(d, "tensor parallel", "all-reduce", rc);
 }
 
 static int m_tp_sum_f64(dist_t *d, double *x, int n)
 {
-    mdist_t *m = d->impl;
-    int rc = MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, m->tp);
+    int rc = MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, comm_of(d, MESH_TP));
     return rc == MPI_SUCCESS ? 0 : mesh_fail(d, "tensor parallel", "all-reduce of statistics", rc);
 }
 
 static int m_tp_allgather(dist_t *d, const float *send, float *recv, size_t n)
 {
-    mdist_t *m = d->impl;
     int c = count_of(d, n * (size_t)d->tp_size, "tensor parallel all-gather");
     if (c < 0) {
         return -1;
     }
-    int rc = MPI_Allgather(send, (int)n, MPI_FLOAT, recv, (int)n, MPI_FLOAT, m->tp);
+    int rc = MPI_Allgather(send, (int)n, MPI_FLOAT, recv, (int)n, MPI_FLOAT, comm_of(d, MESH_TP));
     return rc == MPI_SUCCESS ? 0 : mesh_fail(d, "tensor parallel", "all-gather", rc);
 }
 
 static int m_tp_reduce_scatter(dist_t *d, const float *send, float *recv, size_t n)
 {
-    mdist_t *m = d->impl;
     int c = count_of(d, n * (size_t)d->tp_size, "tensor parallel reduce-scatter");
     if (c < 0) {
         return -1;
     }
-    int rc = MPI_Reduce_scatter_block(send, recv, (int)n, MPI_FLOAT, MPI_SUM, m->tp);
+    int rc = MPI_Reduce_scatter_block(send, recv, (int)n, MPI_FLOAT, MPI_SUM, comm_of(d, MESH_TP));
     return rc == MPI_SUCCESS ? 0 : mesh_fail(d, "tensor parallel", "reduce-scatter", rc);
 }
 
-/* Split MPI_COMM_WORLD once per color (MPI_UNDEFINED: not a member, MPI_COMM_NULL), ordered by
- * job rank, into out; errors return like the rest (MPI_ERRORS_RETURN, which a split inherits, set
- * again to be sure). On failure the communicators made so far are freed and err says why. */
-static int split_world(dist_t *d, const int *color, int k, MPI_Comm *out, const char *what,
-                       char *err)
+/* mesh_build's split of MPI_COMM_WORLD (MPI_UNDEFINED: not a member, no communicator); errors
+ * return like the rest (MPI_ERRORS_RETURN, which a split inherits, set again to be sure). */
+static int m_split(dist_t *d, int color, int key, void **comm_p, int *rank_p, int *size_p,
+                   char *err)
 {
-    int rc = MPI_SUCCESS, i;
-    for (i = 0; i < k && rc == MPI_SUCCESS; i++) {
-        out[i] = MPI_COMM_NULL;
-        rc = MPI_Comm_split(MPI_COMM_WORLD, color[i], d->world_rank, &out[i]);
-        if (rc == MPI_SUCCESS && out[i] != MPI_COMM_NULL) {
-            rc = MPI_Comm_set_errhandler(out[i], MPI_ERRORS_RETURN);
+    MPI_Comm c = MPI_COMM_NULL;
+    int rc = MPI_Comm_split(MPI_COMM_WORLD, color < 0 ? MPI_UNDEFINED : color, key, &c);
+    if (rc == MPI_SUCCESS && c != MPI_COMM_NULL) {
+        rc = MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+    }
+    MPI_Comm *h = NULL;
+    if (rc == MPI_SUCCESS && c != MPI_COMM_NULL && !(h = malloc(sizeof(*h)))) {
+        snprintf(err, 256, "cannot split the job into its mesh's groups: out of memory");
+        MPI_Comm_free(&c);
+        return -1;
+    }
+    if (rc != MPI_SUCCESS) {
+        char msg[MPI_MAX_ERROR_STRING] = "";
+        int len = 0;
+        MPI_Error_string(rc, msg, &len);
+        snprintf(err, 256, "cannot split the job into its mesh's groups: %s", msg);
+        if (c != MPI_COMM_NULL) {
+            MPI_Comm_free(&c);
         }
+        return -1;
     }
-    if (rc == MPI_SUCCESS) {
-        return 0;
-    }
-    char msg[MPI_MAX_ERROR_STRING] = "";
-    int len = 0;
-    MPI_Error_string(rc, msg, &len);
-    snprintf(err, 256, "cannot split the job into its %s groups: %s", what, msg);
-    for (int j = 0; j < i; j++) {
-        if (out[j] != MPI_COMM_NULL) {
-            MPI_Comm_free(&out[j]);
-        }
-    }
-    return -1;
-}
-
-/* rank and size of c, or (0, 1) when this rank is not in it */
-static void rank_size(MPI_Comm c, int *rank_p, int *size_p)
-{
+    (void)d;
     *rank_p = 0, *size_p = 1;
-    if (c != MPI_COMM_NULL) {
+    if (h) {
+        *h = c;
         MPI_Comm_rank(c, rank_p);
         MPI_Comm_size(c, size_p);
     }
-}
-
-/* Job rank w = dp_rank * tp + tp_rank: TP groups are colored by w / tp, DP groups by w % tp (as
- * dist_tempo.c's t_mesh). */
-static int m_mesh(dist_t *d, int tp, char *err)
-{
-    mdist_t *m = d->impl;
-    const int w = d->world_rank;
-    MPI_Comm c[2];
-    int color[2] = {w / tp, w % tp};
-    if (split_world(d, color, 2, c, "TP and DP", err)) {
-        return -1;
-    }
-    m->tp = c[0], m->comm = c[1];
-    rank_size(c[0], &d->tp_rank, &d->tp_size);
-    rank_size(c[1], &d->rank, &d->size);
-    return 0;
-}
-
-/* Job rank w = pp_rank * D T + dp_rank * T + tp_rank (DT = world / pp): the colors and keys of
- * dist_tempo.c's t_pp_mesh, so both backends build the same groups. */
-static int m_pp_mesh(dist_t *d, int tp, int pp, char *err)
-{
-    mdist_t *m = d->impl;
-    const int w = d->world_rank, dt = d->world_size / pp, s = w / dt;
-    MPI_Comm c[4]; /* tp, dp, pp, emb */
-    int color[4] = {w / tp, s * tp + w % tp, w % dt,
-                    s == 0 || s == pp - 1 ? w % dt : MPI_UNDEFINED};
-    if (split_world(d, color, 4, c, "TP, DP, PP and embedding", err)) {
-        return -1;
-    }
-    m->tp = c[0], m->comm = c[1], m->pp = c[2], m->emb = c[3];
-    rank_size(c[0], &d->tp_rank, &d->tp_size);
-    rank_size(c[1], &d->rank, &d->size);
-    rank_size(c[2], &d->pp_rank, &d->pp_size);
+    *comm_p = h;
     return 0;
 }
 
@@ -461,8 +442,8 @@ static int m_pp_post(dist_t *d, float *buf, size_t n, int peer, uint32_t tag, in
         snprintf(m->err, sizeof m->err, "pipeline %s: out of memory", what);
         return -1;
     }
-    int rc = send ? MPI_Isend(buf, c, MPI_FLOAT, peer, (int)tag, m->pp, r)
-                  : MPI_Irecv(buf, c, MPI_FLOAT, peer, (int)tag, m->pp, r);
+    int rc = send ? MPI_Isend(buf, c, MPI_FLOAT, peer, (int)tag, comm_of(d, MESH_PP), r)
+                  : MPI_Irecv(buf, c, MPI_FLOAT, peer, (int)tag, comm_of(d, MESH_PP), r);
     if (rc != MPI_SUCCESS) {
         free(r);
         return mesh_fail(d, "pipeline", what, rc);
@@ -485,10 +466,11 @@ static int m_pp_wait(dist_t *d, void **req_p)
 
 static int m_pp_allreduce(dist_t *d, int group, void *buf, size_t n, int f64)
 {
-    mdist_t *m = d->impl;
     static const char *what[3] = {"all-reduce over the pipeline line",
                                   "all-reduce of the tied embedding", "all-reduce over DP"};
-    MPI_Comm c = group == DIST_PP_LINE ? m->pp : group == DIST_PP_EMBED ? m->emb : m->comm;
+    MPI_Comm c = comm_of(d, group == DIST_PP_LINE    ? MESH_PP
+                            : group == DIST_PP_EMBED ? MESH_EMB
+                                                     : MESH_DP);
     int cnt = count_of(d, n, what[group]);
     if (cnt < 0) {
         return -1;
@@ -515,11 +497,13 @@ static int m_destroy(dist_t *d)
         rc |= wait_req(d, &m->ag[g], "all-gather of slices");
         free(m->slice ? m->slice[g] : NULL);
     }
-    MPI_Comm comms[4] = {m->emb, m->pp, m->tp, m->comm};
-    for (int i = 0; i < 4; i++) {
-        if (comms[i] != MPI_COMM_NULL && comms[i] != MPI_COMM_WORLD &&
-            MPI_Comm_free(&comms[i]) != MPI_SUCCESS) {
-            rc = -1;
+    for (int g = 0; g < MESH_NGROUPS; g++) { /* the mesh's splits */
+        MPI_Comm *c = d->mesh.comm[g];
+        if (c && c != &m->world) {
+            if (*c != MPI_COMM_NULL && MPI_Comm_free(c) != MPI_SUCCESS) {
+                rc = -1;
+            }
+            free(c);
         }
     }
     if (MPI_Finalize() != MPI_SUCCESS) {
@@ -530,6 +514,7 @@ static int m_destroy(dist_t *d)
     free(m->ag);
     free(m->slice);
     free(m->buf);
+    dist_pads_destroy(m->pad, m->ngroups);
     free(m);
     return rc ? -1 : 0;
 }
@@ -554,9 +539,8 @@ int dist_open_mpi(dist_t *d, char *err)
     int *ub = NULL, flag = 0;
     MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
     m->tag_ub = flag && ub ? *ub : 32767;
-    m->comm = MPI_COMM_WORLD;
-    m->tp = m->pp = m->emb = MPI_COMM_NULL;
-    if (tempo_mpi_mislaunched(size, err, 256)) {
+    m->world = MPI_COMM_WORLD;
+    if (util_mpi_mislaunched(size, err, 256)) {
         MPI_Finalize();
         free(m);
         return -1;
@@ -565,6 +549,7 @@ int dist_open_mpi(dist_t *d, char *err)
                   .rank = rank,
                   .size = size,
                   .impl = m,
+                  .mesh = {.comm = {[MESH_DP] = &m->world}},
                   .sum_f64 = m_sum_f64,
                   .barrier = m_barrier,
                   .grads_check = m_grads_check,
@@ -581,12 +566,11 @@ int dist_open_mpi(dist_t *d, char *err)
                   .describe = m_describe,
                   .error = m_error,
                   .abort = m_abort,
-                  .mesh = m_mesh,
+                  .split = m_split,
                   .tp_allreduce = m_tp_allreduce,
                   .tp_sum_f64 = m_tp_sum_f64,
                   .tp_allgather = m_tp_allgather,
                   .tp_reduce_scatter = m_tp_reduce_scatter,
-                  .pp_mesh = m_pp_mesh,
                   .pp_post = m_pp_post,
                   .pp_wait = m_pp_wait,
                   .pp_allreduce = m_pp_allreduce,

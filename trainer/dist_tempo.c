@@ -6,7 +6,9 @@
  * all-reduce (TEMPO_AVG) with the policy's priority as soon as backward has finished it, compresses
  * float32 buckets with the compressor of the spec, and waits per group.
  * DIST_REDUCE_SCATTER: each group is its own scheduled in-place reduce-scatter (TEMPO_AVG, same
- * compressor; rank r's slice lands at off + r * n/dp), and parameters come back with a scheduled
+ * compressor; rank r's slice lands at its dist_slice offset; a group that dp does not divide goes
+ * through a copy padded with zeros to dp equal slices, and the rank's part of its slice is copied
+ * back when it is waited for), and parameters come back with a scheduled
  * in-place all-gather per group (ZeRO 3: out of place, from the rank's slice into a gathered
  * buffer, which the trainer posts one group ahead of the compute that needs it). Priorities: tic
  * gives both the group's forward index, so the first layer's gradients and parameters go first;
@@ -29,10 +31,7 @@
 #include "trainer/dist.h"
 
 typedef struct {
-    tempo_comm_t comm;      /* the data-parallel dimension: the job's, or a split of it (mesh) */
-    tempo_comm_t world, tp; /* after mesh: the job's communicator and the TP group's; else NULL */
-    tempo_comm_t pp, emb;   /* after pp_mesh: the pipeline line and the embedding group (NULL off
-                             * the first and last stage) */
+    tempo_comm_t world;     /* the job's; the groups' communicators are d->mesh's (comm_of) */
     char err[512];
     char desc[512];
     dist_mode_t mode;
@@ -43,6 +42,8 @@ typedef struct {
     tempo_bucketer_t bk;
     tempo_compressor_t qc;
     tempo_request_t *rs, *ag; /* (ngroups) posted requests, NULL when none */
+    dist_pad_t *pad;          /* (ngroups) DIST_REDUCE_SCATTER: the padding of the groups that
+                               * dp does not divide (dist.h) */
     double raw_bytes;       /* uncompressible traffic since the last take (all-gathers) */
     double grad_bytes;      /* fp32 gradient traffic before compression */
     tempo_compressor_stats_t q0;
@@ -50,25 +51,31 @@ typedef struct {
     char span[64];          /* DIST_REDUCE_SCATTER: the open compute span's name */
 } tdist_t;
 
+/* This rank's communicator of mesh group g (MESH_*): the DP dimension is the job's until
+ * mesh_build, the others NULL. */
+static tempo_comm_t comm_of(const dist_t *d, int g)
+{
+    return d->mesh.comm[g];
+}
+
 static int fail(dist_t *d, const char *what, tempo_status_t st)
 {
     tdist_t *t = d->impl;
-    snprintf(t->err, sizeof t->err, "%s: %s (%s)", what, tempo_last_error(t->comm),
+    snprintf(t->err, sizeof t->err, "%s: %s (%s)", what, tempo_last_error(comm_of(d, MESH_DP)),
              tempo_status_name(st));
     return -1;
 }
 
 static int t_sum_f64(dist_t *d, double *x, int n)
 {
-    tdist_t *t = d->impl;
-    tempo_status_t st = tempo_allreduce(t->comm, x, x, (size_t)n, TEMPO_FLOAT64, TEMPO_SUM);
+    tempo_status_t st =
+        tempo_allreduce(comm_of(d, MESH_DP), x, x, (size_t)n, TEMPO_FLOAT64, TEMPO_SUM);
     return st == TEMPO_OK ? 0 : fail(d, "all-reduce of statistics", st);
 }
 
 static int t_barrier(dist_t *d)
 {
-    tdist_t *t = d->impl;
-    tempo_status_t st = tempo_barrier(t->comm);
+    tempo_status_t st = tempo_barrier(comm_of(d, MESH_DP));
     return st == TEMPO_OK ? 0 : fail(d, "barrier", st);
 }
 
@@ -172,7 +179,8 @@ static int t_grads_register(dist_t *d, float *grads, const dist_group_t *groups,
     t->groups = calloc((size_t)ngroups, sizeof(*t->groups));
     t->rs = calloc((size_t)ngroups, sizeof(*t->rs));
     t->ag = calloc((size_t)ngroups, sizeof(*t->ag));
-    if (!t->groups || !t->rs || !t->ag) {
+    const int pad_p = o->mode == DIST_REDUCE_SCATTER ? d->size : 1; /* 1: no padding */
+    if (!t->groups || !t->rs || !t->ag || dist_pads_create(groups, ngroups, pad_p, &t->pad)) {
         snprintf(t->err, sizeof t->err, "out of memory registering %d gradient groups", ngroups);
         return -1;
     }
@@ -190,9 +198,6 @@ static int t_grads_register(dist_t *d, float *grads, const dist_group_t *groups,
     }
     if (t->mode == DIST_REDUCE_SCATTER) {
         t->fifo = sched == TEMPO_SCHED_FIFO;
-        if (dist_check_slices(d, groups, ngroups, t->err, sizeof t->err)) {
-            return -1;
-        }
         snprintf(t->desc, sizeof t->desc,
                  "tempo: per-layer scheduled reduce-scatter + all-gather, policy %s, %s",
                  sched_name(sched), t->qc ? tempo_compressor_spec(t->qc) : "uncompressed");
@@ -217,7 +222,7 @@ static int t_grads_register(dist_t *d, float *grads, const dist_group_t *groups,
         cfg.field_mask |= TEMPO_BUCKETER_BUCKET_BYTES;
         cfg.bucket_bytes = o->bucket_bytes;
     }
-    st = tempo_bucketer_create(t->comm, td, (size_t)ngroups, &cfg, &t->bk);
+    st = tempo_bucketer_create(comm_of(d, MESH_DP), td, (size_t)ngroups, &cfg, &t->bk);
     free(td);
     if (st != TEMPO_OK) {
         return fail(d, "bucketer", st);
@@ -266,7 +271,7 @@ static int t_grads_ready(dist_t *d, int g, float *buf)
     if (!t->sync) {
         return 0;
     }
-    size_t q = gr->n / (size_t)d->size;
+    size_t q = dist_slice(gr->n, d->size, 0, NULL, NULL);
     tempo_attr_t a = {0};
     a.field_mask = TEMPO_ATTR_PRIORITY | TEMPO_ATTR_TAG | TEMPO_ATTR_NAME;
     a.priority = t->fifo ? 0 : gr->layer;
@@ -276,9 +281,9 @@ static int t_grads_ready(dist_t *d, int g, float *buf)
         a.field_mask |= TEMPO_ATTR_COMPRESSOR;
         a.compressor = t->qc;
     }
-    float *base = buf;
-    tempo_status_t st = tempo_ireduce_scatter(t->comm, base, base + (size_t)d->rank * q, q,
-                                              TEMPO_FLOAT32, TEMPO_AVG, &a, &t->rs[g]);
+    float *base = dist_pad_rs_in(&t->pad[g], gr->n, d->size, buf);
+    tempo_status_t st = tempo_ireduce_scatter(comm_of(d, MESH_DP), base, base + (size_t)d->rank * q,
+                                              q, TEMPO_FLOAT32, TEMPO_AVG, &a, &t->rs[g]);
     t->grad_bytes += dist_ring_share(d) * 4.0 * (double)gr->n;
     return st == TEMPO_OK ? 0 : fail(d, "reduce-scatter of gradients", st);
 }
@@ -300,21 +305,30 @@ static int t_grads_wait(dist_t *d, int g)
         tempo_status_t st = tempo_bucketer_wait_tensor(t->bk, (uint64_t)g + 1);
         return st == TEMPO_OK ? 0 : fail(d, "gradient all-reduce", st);
     }
-    return wait_req(d, &t->rs[g], "reduce-scatter of gradients");
+    if (wait_req(d, &t->rs[g], "reduce-scatter of gradients")) {
+        return -1;
+    }
+    dist_pad_rs_out(&t->pad[g], t->groups[g].n, d->size, d->rank);
+    return 0;
 }
 
-/* Post the all-gather of group g's slices from send (this rank's n/dp) into recv (n). */
+/* Post the all-gather of group g's slices from send (this rank's dist_slice) into recv (n). */
 static int post_gather(dist_t *d, int g, const float *send, float *recv)
 {
     tdist_t *t = d->impl;
     const dist_group_t *gr = &t->groups[g];
+    size_t q = dist_slice(gr->n, d->size, d->rank, NULL, NULL);
+    float *out = dist_pad_ag_in(&t->pad[g], gr->n, d->size, d->rank, send, recv);
+    if (out != recv) { /* through the padded copy, copied out at the wait */
+        send = out + (size_t)d->rank * q, recv = out;
+    }
     tempo_attr_t a = {0};
     a.field_mask = TEMPO_ATTR_PRIORITY | TEMPO_ATTR_TAG | TEMPO_ATTR_NAME;
     a.priority = t->fifo ? 0 : gr->layer;
     a.tag = (uint64_t)t->ngroups + (uint64_t)g + 1;
     a.name = gr->name;
-    tempo_status_t st = tempo_iallgather(t->comm, send, recv, gr->n / (size_t)d->size,
-                                         TEMPO_FLOAT32, &a, &t->ag[g]);
+    tempo_status_t st =
+        tempo_iallgather(comm_of(d, MESH_DP), send, recv, q, TEMPO_FLOAT32, &a, &t->ag[g]);
     t->raw_bytes += dist_ring_share(d) * 4.0 * (double)gr->n;
     return st == TEMPO_OK ? 0 : fail(d, "all-gather of slices", st);
 }
@@ -323,7 +337,9 @@ static int t_gather(dist_t *d, int g, float *buf)
 {
     const dist_group_t *gr = &((tdist_t *)d->impl)->groups[g];
     float *base = buf + gr->off;
-    return post_gather(d, g, base + (size_t)d->rank * (gr->n / (size_t)d->size), base);
+    size_t off;
+    dist_slice(gr->n, d->size, d->rank, &off, NULL);
+    return post_gather(d, g, base + off, base);
 }
 
 static int t_gather_to(dist_t *d, int g, const float *slice, float *full)
@@ -334,7 +350,11 @@ static int t_gather_to(dist_t *d, int g, const float *slice, float *full)
 static int t_gather_wait(dist_t *d, int g)
 {
     tdist_t *t = d->impl;
-    return wait_req(d, &t->ag[g], "all-gather of slices");
+    if (wait_req(d, &t->ag[g], "all-gather of slices")) {
+        return -1;
+    }
+    dist_pad_ag_out(&t->pad[g], t->groups[g].n);
+    return 0;
 }
 
 static int t_compute_begin(dist_t *d, int g, int phase)
@@ -347,7 +367,7 @@ static int t_compute_begin(dist_t *d, int g, int phase)
     } else {
         snprintf(t->span, sizeof t->span, "%s %s", phase ? "backward" : "forward",
                  t->groups[g].name);
-        st = tempo_trace_begin(t->comm, t->span);
+        st = tempo_trace_begin(comm_of(d, MESH_DP), t->span);
     }
     return st == TEMPO_OK ? 0 : fail(d, "compute marker", st);
 }
@@ -359,7 +379,7 @@ static int t_compute_end(dist_t *d)
     if (t->bk) {
         st = tempo_bucketer_compute_end(t->bk);
     } else {
-        st = tempo_trace_end(t->comm, t->span);
+        st = tempo_trace_end(comm_of(d, MESH_DP), t->span);
     }
     return st == TEMPO_OK ? 0 : fail(d, "compute marker", st);
 }
@@ -395,69 +415,60 @@ static const char *t_error(dist_t *d)
 static void t_abort(dist_t *d)
 {
     tdist_t *t = d->impl;
-    tempo_comm_abort(t->world ? t->world : t->comm);
+    tempo_comm_abort(t->world);
 }
 
 /* A failure on the TP communicator, in dist_error's words. */
 static int tp_fail(dist_t *d, const char *what, tempo_status_t st)
 {
     tdist_t *t = d->impl;
-    snprintf(t->err, sizeof t->err, "tensor parallel %s: %s (%s)", what, tempo_last_error(t->tp),
-             tempo_status_name(st));
+    snprintf(t->err, sizeof t->err, "tensor parallel %s: %s (%s)", what,
+             tempo_last_error(comm_of(d, MESH_TP)), tempo_status_name(st));
     return -1;
 }
 
 static int t_tp_allreduce(dist_t *d, float *buf, size_t n, int max)
 {
-    tdist_t *t = d->impl;
-    tempo_status_t st = tempo_allreduce(t->tp, buf, buf, n, TEMPO_FLOAT32, max ? TEMPO_MAX : TEMPO_SUM);
+    tempo_status_t st = tempo_allreduce(comm_of(d, MESH_TP), buf, buf, n, TEMPO_FLOAT32,
+                                        max ? TEMPO_MAX : TEMPO_SUM);
     return st == TEMPO_OK ? 0 : tp_fail(d, "all-reduce", st);
 }
 
 static int t_tp_sum_f64(dist_t *d, double *x, int n)
 {
-    tdist_t *t = d->impl;
-    tempo_status_t st = tempo_allreduce(t->tp, x, x, (size_t)n, TEMPO_FLOAT64, TEMPO_SUM);
+    tempo_status_t st =
+        tempo_allreduce(comm_of(d, MESH_TP), x, x, (size_t)n, TEMPO_FLOAT64, TEMPO_SUM);
     return st == TEMPO_OK ? 0 : tp_fail(d, "all-reduce of statistics", st);
 }
 
 static int t_tp_allgather(dist_t *d, const float *send, float *recv, size_t n)
 {
-    tdist_t *t = d->impl;
-    tempo_status_t st = tempo_allgather(t->tp, send, recv, n, TEMPO_FLOAT32);
+    tempo_status_t st = tempo_allgather(comm_of(d, MESH_TP), send, recv, n, TEMPO_FLOAT32);
     return st == TEMPO_OK ? 0 : tp_fail(d, "all-gather", st);
 }
 
 static int t_tp_reduce_scatter(dist_t *d, const float *send, float *recv, size_t n)
 {
-    tdist_t *t = d->impl;
-    tempo_status_t st = tempo_reduce_scatter(t->tp, send, recv, n, TEMPO_FLOAT32, TEMPO_SUM);
+    tempo_status_t st =
+        tempo_reduce_scatter(comm_of(d, MESH_TP), send, recv, n, TEMPO_FLOAT32, TEMPO_SUM);
     return st == TEMPO_OK ? 0 : tp_fail(d, "reduce-scatter", st);
 }
 
-/* Job rank w = dp_rank * tp + tp_rank: TP groups are colored by w / tp, DP groups by w % tp. */
-static int t_mesh(dist_t *d, int tp, char *err)
+/* mesh_build's split of the job's communicator (TEMPO_UNDEFINED: not a member). */
+static int t_split(dist_t *d, int color, int key, void **comm_p, int *rank_p, int *size_p,
+                   char *err)
 {
     tdist_t *t = d->impl;
-    const int w = d->world_rank;
-    tempo_comm_t dp = NULL, tpc = NULL;
-    tempo_status_t st = tempo_comm_split(t->comm, w / tp, w % tp, &tpc);
-    if (st == TEMPO_OK) {
-        st = tempo_comm_split(t->comm, w % tp, w / tp, &dp);
-    }
+    tempo_comm_t c = NULL;
+    tempo_status_t st = tempo_comm_split(t->world, color < 0 ? TEMPO_UNDEFINED : color, key, &c);
     if (st != TEMPO_OK) {
-        snprintf(err, 256, "cannot split the job into its TP and DP groups: %s (%s)",
-                 tempo_last_error(t->comm), tempo_status_name(st));
-        tempo_comm_destroy(tpc);
+        snprintf(err, 256, "cannot split the job into its mesh's groups: %s (%s)",
+                 tempo_last_error(t->world), tempo_status_name(st));
         return -1;
     }
-    t->world = t->comm;
-    t->comm = dp;
-    t->tp = tpc;
-    d->rank = tempo_comm_rank(dp);
-    d->size = tempo_comm_size(dp);
-    d->tp_rank = tempo_comm_rank(tpc);
-    d->tp_size = tempo_comm_size(tpc);
+    *comm_p = c;
+    *rank_p = c ? tempo_comm_rank(c) : 0;
+    *size_p = c ? tempo_comm_size(c) : 1;
     return 0;
 }
 
@@ -470,50 +481,15 @@ static int pp_fail(dist_t *d, tempo_comm_t c, const char *what, tempo_status_t s
     return -1;
 }
 
-/*
- * Job rank w = pp_rank * D T + dp_rank * T + tp_rank (DT = world / pp): a pipeline line is the
- * ranks of equal w mod DT, the DP group of a rank those of its stage and TP rank, the TP group T
- * consecutive ranks; the embedding group pairs stage 0 and stage pp - 1 of each line.
- */
-static int t_pp_mesh(dist_t *d, int tp, int pp, char *err)
-{
-    tdist_t *t = d->impl;
-    const int w = d->world_rank, dt = d->world_size / pp, s = w / dt;
-    tempo_comm_t c[4] = {NULL, NULL, NULL, NULL}; /* tp, dp, pp, emb */
-    int color[4] = {w / tp, s * tp + w % tp, w % dt, s == 0 || s == pp - 1 ? w % dt : -1};
-    tempo_status_t st = TEMPO_OK;
-    for (int k = 0; k < 4 && st == TEMPO_OK; k++) {
-        st = tempo_comm_split(t->comm, color[k] < 0 ? TEMPO_UNDEFINED : color[k], w, &c[k]);
-    }
-    if (st != TEMPO_OK) {
-        snprintf(err, 256, "cannot split the job into its TP, DP, PP and embedding groups: %s (%s)",
-                 tempo_last_error(t->comm), tempo_status_name(st));
-        for (int k = 0; k < 4; k++) {
-            tempo_comm_destroy(c[k]);
-        }
-        return -1;
-    }
-    t->world = t->comm;
-    t->tp = c[0], t->comm = c[1], t->pp = c[2], t->emb = c[3];
-    d->rank = tempo_comm_rank(c[1]);
-    d->size = tempo_comm_size(c[1]);
-    d->tp_rank = tempo_comm_rank(c[0]);
-    d->tp_size = tempo_comm_size(c[0]);
-    d->pp_rank = tempo_comm_rank(c[2]);
-    d->pp_size = tempo_comm_size(c[2]);
-    return 0;
-}
-
 static int t_pp_post(dist_t *d, float *buf, size_t n, int peer, uint32_t tag, int send,
                      void **req_p)
 {
-    tdist_t *t = d->impl;
+    tempo_comm_t pp = comm_of(d, MESH_PP);
     tempo_request_t r = NULL;
-    tempo_status_t st =
-        send ? tempo_isend(t->pp, buf, n, TEMPO_FLOAT32, peer, tag, NULL, &r)
-             : tempo_irecv(t->pp, buf, n, TEMPO_FLOAT32, peer, tag, NULL, &r);
+    tempo_status_t st = send ? tempo_isend(pp, buf, n, TEMPO_FLOAT32, peer, tag, NULL, &r)
+                             : tempo_irecv(pp, buf, n, TEMPO_FLOAT32, peer, tag, NULL, &r);
     if (st != TEMPO_OK) {
-        return pp_fail(d, t->pp, send ? "send to the next stage" : "receive", st);
+        return pp_fail(d, pp, send ? "send to the next stage" : "receive", st);
     }
     *req_p = r;
     return 0;
@@ -521,17 +497,18 @@ static int t_pp_post(dist_t *d, float *buf, size_t n, int peer, uint32_t tag, in
 
 static int t_pp_wait(dist_t *d, void **req_p)
 {
-    tdist_t *t = d->impl;
     tempo_request_t r = *req_p;
     tempo_status_t st = tempo_wait(&r);
     *req_p = NULL;
-    return st == TEMPO_OK ? 0 : pp_fail(d, t->pp, "send or receive between stages", st);
+    return st == TEMPO_OK ? 0
+                          : pp_fail(d, comm_of(d, MESH_PP), "send or receive between stages", st);
 }
 
 static int t_pp_allreduce(dist_t *d, int group, void *buf, size_t n, int f64)
 {
-    tdist_t *t = d->impl;
-    tempo_comm_t c = group == DIST_PP_LINE ? t->pp : group == DIST_PP_EMBED ? t->emb : t->comm;
+    tempo_comm_t c = comm_of(d, group == DIST_PP_LINE    ? MESH_PP
+                                : group == DIST_PP_EMBED ? MESH_EMB
+                                                         : MESH_DP);
     tempo_status_t st = tempo_allreduce(c, buf, buf, n, f64 ? TEMPO_FLOAT64 : TEMPO_FLOAT32,
                                         TEMPO_SUM);
     static const char *what[3] = {"all-reduce over the pipeline line",
@@ -541,9 +518,9 @@ static int t_pp_allreduce(dist_t *d, int group, void *buf, size_t n, int f64)
 
 static int t_pp_trace(dist_t *d, const char *name, int begin)
 {
-    tdist_t *t = d->impl;
-    tempo_status_t st = begin ? tempo_trace_begin(t->pp, name) : tempo_trace_end(t->pp, name);
-    return st == TEMPO_OK ? 0 : pp_fail(d, t->pp, "trace", st);
+    tempo_comm_t pp = comm_of(d, MESH_PP);
+    tempo_status_t st = begin ? tempo_trace_begin(pp, name) : tempo_trace_end(pp, name);
+    return st == TEMPO_OK ? 0 : pp_fail(d, pp, "trace", st);
 }
 
 static int t_destroy(dist_t *d)
@@ -561,13 +538,16 @@ static int t_destroy(dist_t *d)
         rc = -1;
     }
     tempo_compressor_destroy(t->qc);
-    tempo_comm_t comms[5] = {t->emb, t->pp, t->tp, t->comm, t->world}; /* world last: it
-                                                                        * closes the job */
-    for (int i = 0; i < 5; i++) {
-        if (tempo_comm_destroy(comms[i]) != TEMPO_OK) {
+    for (int g = MESH_NGROUPS - 1; g >= 0; g--) { /* the mesh's splits, then the job last: it
+                                                  * closes the job */
+        if (comm_of(d, g) != t->world && tempo_comm_destroy(comm_of(d, g)) != TEMPO_OK) {
             rc = -1;
         }
     }
+    if (tempo_comm_destroy(t->world) != TEMPO_OK) {
+        rc = -1;
+    }
+    dist_pads_destroy(t->pad, t->ngroups);
     free(t->groups);
     free(t->rs);
     free(t->ag);
@@ -582,15 +562,16 @@ int dist_open_tempo(dist_t *d, char *err)
         snprintf(err, 256, "out of memory");
         return -1;
     }
-    tempo_status_t st = tempo_comm_init_env(&t->comm);
+    tempo_status_t st = tempo_comm_init_env(&t->world);
     if (st != TEMPO_OK) {
         snprintf(err, 256, "cannot join the job with tempo: %s", tempo_last_error(NULL));
         free(t);
         return -1;
     }
     *d = (dist_t){.backend = "tempo",
-                  .rank = tempo_comm_rank(t->comm),
-                  .size = tempo_comm_size(t->comm),
+                  .rank = tempo_comm_rank(t->world),
+                  .size = tempo_comm_size(t->world),
+                  .mesh = {.comm = {[MESH_DP] = t->world}},
                   .impl = t,
                   .sum_f64 = t_sum_f64,
                   .barrier = t_barrier,
@@ -608,12 +589,11 @@ int dist_open_tempo(dist_t *d, char *err)
                   .describe = t_describe,
                   .error = t_error,
                   .abort = t_abort,
-                  .mesh = t_mesh,
+                  .split = t_split,
                   .tp_allreduce = t_tp_allreduce,
                   .tp_sum_f64 = t_tp_sum_f64,
                   .tp_allgather = t_tp_allgather,
                   .tp_reduce_scatter = t_tp_reduce_scatter,
-                  .pp_mesh = t_pp_mesh,
                   .pp_post = t_pp_post,
                   .pp_wait = t_pp_wait,
                   .pp_allreduce = t_pp_allreduce,

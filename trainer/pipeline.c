@@ -19,6 +19,7 @@
 
 #include "trainer/model.h"
 #include "trainer/pipeline.h"
+#include "util/helpers.h"
 
 static const char *const kind_names[] = {"gpipe", "1f1b", "interleaved"};
 
@@ -252,16 +253,9 @@ void pp_schedule_free(pp_schedule_t *s)
 
 /* ---- executor ---- */
 
-static double mono_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static double exec_now(const pp_ops_t *ops)
 {
-    return ops->now ? ops->now(ops->ctx) : mono_now();
+    return ops->now ? ops->now(ops->ctx) : util_now_s();
 }
 
 void pp_exec_init(pp_exec_t *ex, const pp_schedule_t *s)

@@ -5,7 +5,7 @@
  * with ZeRO 0, 1, 2 or 3, compression and scheduling policy; the tied-embedding sum, the global
  * norm, AdamW).
  *
- * Not here: option parsing, the mesh (train.c builds it with dist's pp_mesh), the data (train.c
+ * Not here: option parsing, the mesh (train.c builds it with mesh.c's mesh_build), the data (train.c
  * opens the loader with K = M micro-batches per step, so a step reads the batch of one rank's
  * --accum M step: the same tokens as the single-rank run it must equal).
  */

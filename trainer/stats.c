@@ -15,19 +15,13 @@
 #include <time.h>
 
 #include "trainer/stats.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "util/helpers.h"
 
 double stats_begin(dist_t *d)
 {
     dist_counters_t c;
     d->counters_take(d, &c); /* what came before the step is not the step's */
-    return now_s();
+    return util_now_s();
 }
 
 /* The sum of n doubles over the whole job: its DP group, TP group and pipeline line. */
@@ -41,7 +35,7 @@ static int job_sum(dist_t *d, double *x, int n)
 
 int stats_end(dist_t *d, double t0, stats_step_t *st_p)
 {
-    const double step = now_s() - t0;
+    const double step = util_now_s() - t0;
     dist_counters_t c;
     d->counters_take(d, &c);
     double x[2 + 2 * DIST_NDIMS] = {step, step}; /* step, compute, comm[], bytes[] */

@@ -12,8 +12,8 @@
  * each rank's pipeline stages under a gpipe, 1f1b or interleaved schedule, ZeRO 0-3 and the DP
  * gradients' compression and policy through the same dist gradient groups and zero.h shard as
  * here; its ZeRO 3 gathers a chunk once per step, not a layer group per forward and backward as
- * below; --sp makes the stages sequence-parallel too); this file checks the layout, builds the
- * mesh and prints it.
+ * below; --sp makes the stages sequence-parallel too); this file checks the layout and builds the
+ * mesh (mesh.c), which prints itself.
  *
  * One step = --accum micro-batches of --batch sequences per rank, then one AdamW update:
  *   ZeRO 0  gradients accumulate locally; on the last micro-batch backward hands each finished layer
@@ -40,7 +40,7 @@
  * gradients for the layout tests (tests/trainer).
  */
 #include "config.h"
-#include "tools/version.h"
+#include "util/helpers.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -56,10 +56,10 @@
 #include <omp.h>
 #endif
 
-#include "perf/util.h"
 #include "trainer/ckpt.h"
 #include "trainer/data.h"
 #include "trainer/dist.h"
+#include "trainer/mesh.h"
 #include "trainer/model.h"
 #include "trainer/optim.h"
 #include "trainer/pp_train.h"
@@ -118,13 +118,6 @@ static void die(const char *fmt, ...)
 static const char *plural(int n)
 {
     return n == 1 ? "" : "s";
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static void usage(FILE *f)
@@ -310,11 +303,11 @@ static long long parse_int(const char *name, const char *s, long long lo, long l
     return v;
 }
 
-/* A byte count with an optional K, M or G suffix (perf/util.h's parser), at least 1 KiB. */
+/* A byte count with an optional K, M or G suffix (util/helpers.h's parser), at least 1 KiB. */
 static size_t parse_bytes(const char *name, const char *s)
 {
     size_t v;
-    if (perf_parse_size(s, &v) || v < 1024) {
+    if (util_parse_size(s, &v) || v < 1024) {
         bad_arg("%s: '%s' is not a size of at least 1K (suffix K, M or G)", name, s);
     }
     return v;
@@ -412,7 +405,7 @@ static void parse(int argc, char **argv, opts_t *o)
         case O_BUCKET: o->bucket_bytes = parse_bytes("--bucket-bytes", optarg); break;
         case O_OVER: o->overwrite = 1; break;
         case 'h': usage(stdout); exit(0);
-        case 'V': tempo_tool_print_version("tempo-train"); exit(0);
+        case 'V': util_print_version("tempo-train"); exit(0);
         default: usage(stderr); exit(2);
         }
     }
@@ -977,7 +970,7 @@ static void finish_group(trainer_t *t, int g)
     }
     DIST_CHECK(D->grads_wait(D, g), "gradients");
     float *dst = t->gshard + t->z.shard_off[g];
-    const float *src = t->gbuf[g] + (size_t)t->rank * slice_n(t, g);
+    const float *src = t->gbuf[g] + (slice_off(t, g) - t->groups[g].off);
     size_t n = slice_n(t, g);
     for (size_t i = 0; i < n; i++) {
         dst[i] = t->micro ? dst[i] + src[i] : src[i];
@@ -1523,7 +1516,7 @@ static int save_ckpt(trainer_t *t, const opts_t *o, loader_t *ld, int step)
     }
     char dir[4096], err[CKPT_ERR_LEN];
     snprintf(dir, sizeof dir, "%s/ckpt", o->out);
-    double t0 = now_s();
+    double t0 = util_now_s();
     int rc = ckpt_save(dir, &mt, full[0] ? full[0] : t->m->params, r, nr,
                        full[1] ? full[1] : t->z.m1, full[2] ? full[2] : t->z.m2, o->ckpt_keep,
                        D->world_rank, agree_cb, NULL, err);
@@ -1547,7 +1540,7 @@ static int save_ckpt(trainer_t *t, const opts_t *o, loader_t *ld, int step)
                     dir, step);
         }
     } else if (D->world_rank == 0) {
-        printf("checkpoint: %s/step_%08d (%.0f ms)\n", dir, step, (now_s() - t0) * 1e3);
+        printf("checkpoint: %s/step_%08d (%.0f ms)\n", dir, step, (util_now_s() - t0) * 1e3);
     }
     fflush(stdout);
     return rc ? -1 : 0;
@@ -1686,6 +1679,18 @@ static void refuse(const char *why)
     }
 }
 
+/* Build the mesh (mesh.h) of the layout the caller checked, and print it from rank 0. */
+static void build_mesh(int dp, int tp, int pp, int sp)
+{
+    char err[256];
+    if (mesh_build(D, dp, tp, pp, sp, err)) {
+        die("mesh: %s", err);
+    }
+    if (D->world_rank == 0) {
+        mesh_print(&D->mesh, stdout);
+    }
+}
+
 /* --pp P > 1: checks the pipeline layout before any work (every rank alike, rank 0 says why),
  * builds the PP x DP x TP mesh and prints it with its groups. */
 static void setup_pipeline(opts_t *o, const gpt_config_t *cfg, pp_kind_t *kind_p)
@@ -1702,9 +1707,6 @@ static void setup_pipeline(opts_t *o, const gpt_config_t *cfg, pp_kind_t *kind_p
     } else if (n % (tp * pp) != 0 || dp * tp * pp != n) {
         snprintf(why, sizeof why, "--dp %d x --tp %d x --pp %d must equal the job's %d rank%s (run "
                  "with tempo-run -n %d)", dp, tp, pp, n, plural(n), (dp ? dp : 1) * tp * pp);
-    } else if (!D->pp_mesh) {
-        snprintf(why, sizeof why, "--pp %d: the %s backend has no pipeline parallelism (use "
-                 "--backend tempo)", pp, D->backend);
     } else if (gpt_tp_check(cfg, tp)) {
         snprintf(why, sizeof why, "%s", gpt_last_error());
     } else if (o->sp && gpt_sp_check(o->context, tp)) {
@@ -1723,35 +1725,7 @@ static void setup_pipeline(opts_t *o, const gpt_config_t *cfg, pp_kind_t *kind_p
     o->dp = dp;
     o->accum = o->micro; /* the loader reads M micro-batches per step */
     o->accum_set = 1;    /* a resume keeps M and derives --batch (keep_global_batch) */
-    char err[256];
-    if (D->pp_mesh(D, tp, pp, err)) {
-        die("mesh: %s", err);
-    }
-    if (D->world_rank != (D->pp_rank * dp + D->rank) * tp + D->tp_rank || D->size != dp ||
-        D->pp_size != pp) {
-        die("mesh: job rank %d became pp rank %d of %d, dp rank %d of %d (expected %d x %d)",
-            D->world_rank, D->pp_rank, D->pp_size, D->rank, D->size, pp, dp);
-    }
-    if (D->world_rank == 0) {
-        printf("mesh: %d ranks = pp %d x dp %d x tp %d (TP fastest, then DP, then PP: job rank = "
-               "(pp rank x %d + dp rank) x %d + tp rank)\n", n, pp, dp, tp, dp, tp);
-        const int dt = dp * tp;
-        for (int k = 0; k < 3; k++) { /* PP lines (stride dt), DP groups, embedding pairs */
-            printf("  %s groups:", k == 0 ? "PP" : k == 1 ? "DP" : "embedding");
-            for (int g = 0; g < (k == 1 ? pp * tp : dt); g++) {
-                printf(" {");
-                for (int i = 0; i < (k == 0 ? pp : k == 1 ? dp : 2); i++) {
-                    int w = k == 0 ? g + i * dt
-                            : k == 1 ? (g / tp) * dt + g % tp + i * tp
-                                     : g + (i ? (pp - 1) * dt : 0);
-                    printf("%s%d", i ? "," : "", w);
-                }
-                printf("}");
-            }
-            printf("\n");
-        }
-        fflush(stdout);
-    }
+    build_mesh(dp, tp, pp, o->sp);
 }
 
 /* --pp P > 1: the whole run on this rank's pipeline stages (trainer/pp_train.c), which ends
@@ -1834,9 +1808,6 @@ static void setup_mesh(opts_t *o, const gpt_config_t *cfg)
         snprintf(why, sizeof why, "--dp %d x --tp %d must equal the job's %d rank%s (run with "
                  "tempo-run -n %d, or pass --dp %d)", o->dp ? o->dp : n / tp, tp, n, plural(n),
                  (o->dp ? o->dp : 1) * tp, n % tp ? 1 : n / tp);
-    } else if (tp > 1 && !D->mesh) {
-        snprintf(why, sizeof why, "--tp %d: the %s backend has no tensor parallelism (use "
-                 "--backend tempo)", tp, D->backend);
     } else if (gpt_tp_check(cfg, tp)) {
         snprintf(why, sizeof why, "%s", gpt_last_error());
     } else if (o->sp && gpt_sp_check(o->context, tp)) {
@@ -1847,33 +1818,7 @@ static void setup_mesh(opts_t *o, const gpt_config_t *cfg)
     }
     refuse(why);
     o->dp = n / tp;
-    if (tp == 1) {
-        return;
-    }
-    char err[256];
-    if (D->mesh(D, tp, err)) {
-        die("mesh: %s", err);
-    }
-    if (D->world_rank != D->rank * tp + D->tp_rank || D->size != o->dp || D->tp_size != tp) {
-        die("mesh: job rank %d became dp rank %d of %d, tp rank %d of %d (expected %d x %d)",
-            D->world_rank, D->rank, D->size, D->tp_rank, D->tp_size, o->dp, tp);
-    }
-    if (D->world_rank == 0) {
-        printf("mesh: %d ranks = dp %d x tp %d (TP fastest: job rank = dp rank x %d + tp rank)\n",
-               n, o->dp, tp, tp);
-        for (int k = 0; k < 2; k++) { /* k 0: TP groups (consecutive), 1: DP groups (stride tp) */
-            printf("  %s groups:", k ? "DP" : "TP");
-            for (int g = 0; g < (k ? tp : o->dp); g++) {
-                printf(" {");
-                for (int i = 0; i < (k ? o->dp : tp); i++) {
-                    printf("%s%d", i ? "," : "", k ? g + i * tp : g * tp + i);
-                }
-                printf("}");
-            }
-            printf("\n");
-        }
-        fflush(stdout);
-    }
+    build_mesh(o->dp, tp, 1, o->sp);
 }
 
 int main(int argc, char **argv)
@@ -1995,7 +1940,7 @@ int main(int argc, char **argv)
     if (!x || !y) {
         die("out of memory");
     }
-    double first_val = NAN, last_val = NAN, t_run = now_s();
+    double first_val = NAN, last_val = NAN, t_run = util_now_s();
     stats_run_t run = {0}; /* the steps after this run's first */
     int final_ckpt_failed = 0;
     int start = o.resume ? load_ckpt(&t, &o, ld) : 0, ran = start < o.steps;
@@ -2127,11 +2072,11 @@ int main(int argc, char **argv)
                 printf("validation loss: %.6f at start, %.6f at the end (steps %d-%d ran here: "
                        "%d step%s in %.1f s)\n",
                        first_val, last_val, start + 1, o.steps, o.steps - start,
-                       plural(o.steps - start), now_s() - t_run);
+                       plural(o.steps - start), util_now_s() - t_run);
             } else {
                 printf("steps %d-%d ran here: %d step%s in %.1f s (no validation: --val-every "
                        "0)\n", start + 1, o.steps, o.steps - start, plural(o.steps - start),
-                       now_s() - t_run);
+                       util_now_s() - t_run);
             }
             plot(&o);
             fflush(stdout);

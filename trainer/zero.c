@@ -3,8 +3,9 @@
  * moments of the owned slices, a slice's squared norm and its update, for train.c and pp_train.c
  * alike.
  *
- * Invariant: a group's slices partition it (dist_check_slices has checked n % dp == 0 where the
- * groups are registered), so the ranks' updates together cover every parameter once.
+ * Invariant: a group's slices partition it (dist_slice: dp slices of ceil(n / dp), the last ones
+ * clipped to n, as the backends pad the group), so the ranks' updates together cover every
+ * parameter once, at any dp.
  */
 #include <stdlib.h>
 
@@ -12,12 +13,20 @@
 
 size_t zero_slice_n(const zero_shard_t *z, int g)
 {
-    return z->zero ? z->groups[g].n / (size_t)z->dp : z->groups[g].n;
+    size_t len = z->groups[g].n;
+    if (z->zero) {
+        dist_slice(z->groups[g].n, z->dp, z->rank, NULL, &len);
+    }
+    return len;
 }
 
 size_t zero_slice_off(const zero_shard_t *z, int g)
 {
-    return z->groups[g].off + (z->zero ? (size_t)z->rank * zero_slice_n(z, g) : 0);
+    size_t off = 0;
+    if (z->zero) {
+        dist_slice(z->groups[g].n, z->dp, z->rank, &off, NULL);
+    }
+    return z->groups[g].off + off;
 }
 
 int zero_shard_init(zero_shard_t *z, const dist_group_t *groups, int ngroups, int zero, int dp,

@@ -4,8 +4,10 @@
  * group this DP rank owns, the AdamW moments of those slices, the squared norm of a slice and
  * the AdamW update of a slice.
  *
- * Layout: with ZeRO 1, 2 or 3, group g's n elements are dp equal slices and rank r owns slice r,
- * elements [off + r n/dp, off + (r+1) n/dp) of the group's buffer; the shard arrays (m1, m2, and
+ * Layout: with ZeRO 1, 2 or 3, group g's n elements are dp slices of q = ceil(n / dp) (dist.h's
+ * dist_slice: padded as DeepSpeed and FSDP pad, so any dp works) and rank r owns slice r, elements
+ * [off + r q, off + min((r+1) q, n)) of the group's buffer (shorter, even empty, for the last
+ * ranks when dp does not divide n); the shard arrays (m1, m2, and
  * the callers' own gradient or parameter shards) hold the owned slices of every group one after
  * the other, group g's at shard_off[g]. With ZeRO 0 the rank owns every group whole (shard_n is
  * the sum of the groups' n). Offsets are in the buffer of the group's model: one buffer for a

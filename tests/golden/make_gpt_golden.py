@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""make_gpt_golden.py — the PyTorch reference for trainer/test_model.c (tests/golden/gpt_small.bin).
+"""make_gpt_golden.py — the PyTorch reference for tests/trainer/test_model.c
+(tests/golden/gpt_small.bin).
 
 Builds a small GPT-2 (the architecture of trainer/model.c: pre-LN blocks, fused QKV, causal
 attention, tanh GELU, LayerNorm eps 1e-5, LM head tied to wte, no dropout, no vocab padding) in
@@ -11,7 +12,8 @@ them would fail.
 
 Run with Debian's torch (apt-get install python3-torch python3-numpy):
     /usr/bin/python3 tests/golden/make_gpt_golden.py [--out tests/golden/gpt_small.bin]
-The same model times PyTorch's forward + backward for comparison with "trainer/test_model --bench"
+The same model times PyTorch's forward + backward for comparison with
+"tests/trainer/test_model --bench"
 (same arguments, same tokens/s definition: B*T over the best of the iterations):
     /usr/bin/python3 tests/golden/make_gpt_golden.py --bench L NH C T B [iters] [--threads N]
 

@@ -45,6 +45,11 @@
 #   mpi_skip N
 # unless tempo-train was built with MPI and mpirun starts processes here (tests/mr/launch.sh's
 # mr_mpirun), N skipped points saying why, and exit 0.
+#   mrun N OUT [ARGS...]
+# tempo-train --backend mpi $MODEL ARGS on N ranks through mpirun (after mpi_skip) into --out OUT,
+# log in OUT.log, under the hang guard.
+#   mstep0 N LABEL [ARGS...]
+# one point: the step-0 dump of ARGS on mpi (into $tmp/m<point>) equals $tmp/ref.bin within 1e-5.
 #   within W TOL
 # status 0 when W (from worst) is not "missing" and at most TOL.
 #   compare WANT GOT N TOL
@@ -179,6 +184,21 @@ step0() {
     run "$_n" "$_o" --dump "$_o.bin" "$@"
     dumped $? "$tmp/$_ref.bin" "$_o.bin" \
         "$_lbl: step-0 loss and full gradient equal one rank's within 1e-5" "$_o.log"
+}
+mrun() {
+    _n=$1 _out=$2
+    shift 2
+    # shellcheck disable=SC2086 # $mpi_flags and $MODEL are word lists
+    timeout "$guard" "$mpirun" -n "$_n" $mpi_flags "$TT" --backend mpi $MODEL --out "$_out" \
+        "$@" >"$_out.log" 2>&1 </dev/null
+}
+mstep0() {
+    _n=$1 _lbl=$2
+    shift 2
+    _o="$tmp/m$num"
+    mrun "$_n" "$_o" --dump "$_o.bin" "$@"
+    dumped $? "$tmp/ref.bin" "$_o.bin" \
+        "mpi backend, $_lbl: step-0 loss and full gradient equal one rank's within 1e-5" "$_o.log"
 }
 mpi_skip() {
     _why=""

@@ -20,23 +20,7 @@ prepare --dumpcmp TRAINER README.md include/tempo.h
 
 MODEL="--data $tmp/corpus.txt --layers 4 --heads 2 --channels 32 --context 32 --val-every 0 \
 --sample 0 --quiet --warmup 3 --lr 3e-3"
-# mrun N OUT [args...]: tempo-train --backend mpi on N ranks through mpirun into OUT (log OUT.log)
-mrun() {
-    _n=$1 _out=$2
-    shift 2
-    # shellcheck disable=SC2086 # $mpi_flags and $MODEL are word lists
-    timeout "$guard" "$mpirun" -n "$_n" $mpi_flags "$TT" --backend mpi $MODEL --out "$_out" \
-        "$@" >"$_out.log" 2>&1 </dev/null
-}
-# mstep0 N LABEL [args]: the step-0 dump of a layout on mpi against ref.bin
-mstep0() {
-    _n=$1 _lbl=$2
-    shift 2
-    _o="$tmp/m$num"
-    mrun "$_n" "$_o" --dump "$_o.bin" "$@"
-    dumped $? "$tmp/ref.bin" "$_o.bin" \
-        "mpi backend, $_lbl: step-0 loss and full gradient equal one rank's within 1e-5" "$_o.log"
-}
+# mrun, mstep0: lib.sh
 
 echo "1..6"
 mpi_skip 6

@@ -27,6 +27,7 @@
 #include "core/tempo_int.h"
 #include "quant/quant.h"
 #include "tests/unit/tu.h"
+#include "util/helpers.h"
 
 #define CANARY 16 /* guard bytes after every output buffer */
 
@@ -462,13 +463,6 @@ static void test_malformed(void)
 /* Speed (diagnostics only)                                                                   */
 /* ------------------------------------------------------------------------------------------ */
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* 8 three-bit symbols into 3 bytes, LSB-first (the tail zero-padded). */
 static size_t pack3(const uint8_t *s, size_t n, uint8_t *out)
 {
@@ -516,9 +510,9 @@ static void unpack3(const uint8_t *in, size_t n, uint8_t *s)
     do {                                      \
         secs = 1e30;                          \
         for (int r_ = 0; r_ < (reps); r_++) { \
-            double t0_ = now_s();             \
+            double t0_ = util_now_s();        \
             stmt;                             \
-            double t_ = now_s() - t0_;        \
+            double t_ = util_now_s() - t0_;   \
             secs = t_ < secs ? t_ : secs;     \
         }                                     \
     } while (0)
@@ -547,13 +541,13 @@ static void test_speed(void)
     size_t *blen = xmalloc(nb * sizeof(*blen));
     double tb_e = 1e30, tb_d = 1e30;
     for (int r = 0; r < 3; r++) {
-        double t0 = now_s();
+        double t0 = util_now_s();
         total = 0;
         for (size_t b = 0; b < nb; b++) {
             blen[b] = tempo__rans_encode(s + b * bn, bn, 8, enc + total, cap - total);
             total += blen[b];
         }
-        double t1 = now_s();
+        double t1 = util_now_s();
         size_t pos = 0;
         for (size_t b = 0; b < nb; b++) {
             if (tempo__rans_decode(enc + pos, blen[b], bn, 8, dec + b * bn) != TEMPO_OK) {
@@ -561,7 +555,7 @@ static void test_speed(void)
             }
             pos += blen[b];
         }
-        double t2 = now_s();
+        double t2 = util_now_s();
         tb_e = TEMPO_MIN(tb_e, t1 - t0);
         tb_d = TEMPO_MIN(tb_d, t2 - t1);
     }

@@ -62,6 +62,7 @@
 #include "tests/tap.h"
 #include "trainer/model.h"
 #include "trainer/optim.h"
+#include "util/helpers.h"
 
 static uint64_t seed;
 
@@ -1072,13 +1073,6 @@ static void test_tp(void)
     }
 }
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-
 /* Forward + backward throughput of one configuration (not a test). */
 static int bench(int argc, char **argv)
 {
@@ -1104,11 +1098,11 @@ static int bench(int argc, char **argv)
     gpt_backward(m, 1.0f);
     double best = 1e30, tf = 0, tb = 0;
     for (int i = 0; i < iters; i++) {
-        double t0 = now();
+        double t0 = util_now_s();
         gpt_forward(m, x, y, B, T, &loss);
-        double t1 = now();
+        double t1 = util_now_s();
         gpt_backward(m, 1.0f);
-        double t2 = now();
+        double t2 = util_now_s();
         if (t2 - t0 < best) {
             best = t2 - t0;
             tf = t1 - t0;
