@@ -414,6 +414,10 @@ static tempo_status_t tcp_open(tempo__world_t *w, const unsigned char *want, uin
             tcp_carries(t, p, 1); /* until the choice says otherwise */
         }
     }
+    if (tempo__cfg.encrypt) {
+        TEMPO_INFO(TEMPO_SUB_INIT, "tcp: every connection sealed (TEMPO_ENCRYPT: AES-256-GCM, a "
+                                   "key per connection and direction)");
+    }
     *tcp_p = t;
     return TEMPO_OK;
 }
